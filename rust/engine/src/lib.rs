@@ -1,0 +1,23 @@
+//! `local-llm-engine`: on-device LLM inference in pure Rust.
+//!
+//! Module map (mirrors the architecture):
+//! - [`gguf`]: memory-mapped GGUF reader with full validation.
+//! - [`quant`]: tensor element types, block formats, dequantization and dot-product kernels.
+//! - [`backend`]: device registry (CPU always; accelerators later), weight placement and the matmul engine.
+//! - [`model`]: transformer architectures (llama family, qwen2/qwen3, gemma3).
+//! - [`tokenizer`]: SentencePiece-style and GPT-2 BPE tokenizers built from GGUF metadata.
+//! - [`chat`]: chat-template rendering (Jinja via minijinja) and built-in templates.
+//! - [`sampling`]: logit processing, sampling and stop-string matching.
+//! - [`session`]: loading models, contexts with a KV cache, generation and streaming.
+
+pub mod backend;
+pub mod chat;
+pub mod error;
+pub mod gguf;
+pub mod model;
+pub mod quant;
+pub mod sampling;
+pub mod session;
+pub mod tokenizer;
+
+pub use error::{Error, Result};

@@ -1,0 +1,197 @@
+//! Tensor element types as numbered by the GGUF format (`ggml_type`), with their block geometry.
+
+use std::fmt;
+
+/// A tensor element type (the GGUF `ggml_type` code). Quantized types store values in fixed-size
+/// blocks; [`GgmlType::block_size`] elements occupy [`GgmlType::type_size`] bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)]
+pub enum GgmlType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// 4-bit blocks of 32 with an f16 scale.
+    Q4_0,
+    /// 4-bit blocks of 32 with an f16 scale and minimum.
+    Q4_1,
+    /// 5-bit blocks of 32 with an f16 scale.
+    Q5_0,
+    /// 5-bit blocks of 32 with an f16 scale and minimum.
+    Q5_1,
+    /// 8-bit blocks of 32 with an f16 scale.
+    Q8_0,
+    /// 8-bit blocks of 32 with an f16 scale and the scaled sum (activation format).
+    Q8_1,
+    /// 2-bit super-blocks of 256.
+    Q2_K,
+    /// 3-bit super-blocks of 256.
+    Q3_K,
+    /// 4-bit super-blocks of 256.
+    Q4_K,
+    /// 5-bit super-blocks of 256.
+    Q5_K,
+    /// 6-bit super-blocks of 256.
+    Q6_K,
+    /// 8-bit super-blocks of 256 with an f32 scale and block sums (activation format).
+    Q8_K,
+    /// bfloat16.
+    BF16,
+}
+
+impl GgmlType {
+    /// Every type this engine knows.
+    pub const ALL: [GgmlType; 15] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q8_1,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::Q8_K,
+        GgmlType::BF16,
+    ];
+
+    /// The type for a GGUF type code, or `None` when the code is unknown or unsupported.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => Self::F32,
+            1 => Self::F16,
+            2 => Self::Q4_0,
+            3 => Self::Q4_1,
+            6 => Self::Q5_0,
+            7 => Self::Q5_1,
+            8 => Self::Q8_0,
+            9 => Self::Q8_1,
+            10 => Self::Q2_K,
+            11 => Self::Q3_K,
+            12 => Self::Q4_K,
+            13 => Self::Q5_K,
+            14 => Self::Q6_K,
+            15 => Self::Q8_K,
+            30 => Self::BF16,
+            _ => return None,
+        })
+    }
+
+    /// The GGUF type code.
+    pub fn code(self) -> u32 {
+        match self {
+            Self::F32 => 0,
+            Self::F16 => 1,
+            Self::Q4_0 => 2,
+            Self::Q4_1 => 3,
+            Self::Q5_0 => 6,
+            Self::Q5_1 => 7,
+            Self::Q8_0 => 8,
+            Self::Q8_1 => 9,
+            Self::Q2_K => 10,
+            Self::Q3_K => 11,
+            Self::Q4_K => 12,
+            Self::Q5_K => 13,
+            Self::Q6_K => 14,
+            Self::Q8_K => 15,
+            Self::BF16 => 30,
+        }
+    }
+
+    /// Elements per block (1 for plain float types).
+    pub fn block_size(self) -> usize {
+        match self {
+            Self::F32 | Self::F16 | Self::BF16 => 1,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8_1 => 32,
+            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::Q8_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn type_size(self) -> usize {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::BF16 => 2,
+            Self::Q4_0 => 18,
+            Self::Q4_1 => 20,
+            Self::Q5_0 => 22,
+            Self::Q5_1 => 24,
+            Self::Q8_0 => 34,
+            Self::Q8_1 => 36,
+            Self::Q2_K => 84,
+            Self::Q3_K => 110,
+            Self::Q4_K => 144,
+            Self::Q5_K => 176,
+            Self::Q6_K => 210,
+            Self::Q8_K => 292,
+        }
+    }
+
+    /// Bytes needed for `n_elements` elements, or `None` when `n_elements` is not a whole number
+    /// of blocks or the size overflows.
+    pub fn row_bytes(self, n_elements: u64) -> Option<u64> {
+        let bs = self.block_size() as u64;
+        if n_elements % bs != 0 {
+            return None;
+        }
+        (n_elements / bs).checked_mul(self.type_size() as u64)
+    }
+
+    /// Whether values are stored in quantized blocks.
+    pub fn is_quantized(self) -> bool {
+        self.block_size() > 1
+    }
+
+    /// The canonical name (as llama.cpp and the `gguf` Python package print it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "F32",
+            Self::F16 => "F16",
+            Self::Q4_0 => "Q4_0",
+            Self::Q4_1 => "Q4_1",
+            Self::Q5_0 => "Q5_0",
+            Self::Q5_1 => "Q5_1",
+            Self::Q8_0 => "Q8_0",
+            Self::Q8_1 => "Q8_1",
+            Self::Q2_K => "Q2_K",
+            Self::Q3_K => "Q3_K",
+            Self::Q4_K => "Q4_K",
+            Self::Q5_K => "Q5_K",
+            Self::Q6_K => "Q6_K",
+            Self::Q8_K => "Q8_K",
+            Self::BF16 => "BF16",
+        }
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_codes_are_rejected() {
+        for t in GgmlType::ALL {
+            assert_eq!(GgmlType::from_code(t.code()), Some(t));
+        }
+        for code in [4, 5, 16, 29, 31, 1000, u32::MAX] {
+            assert_eq!(GgmlType::from_code(code), None);
+        }
+    }
+
+    #[test]
+    fn row_bytes_rejects_partial_blocks_and_overflow() {
+        assert_eq!(GgmlType::Q4_K.row_bytes(512), Some(288));
+        assert_eq!(GgmlType::Q4_K.row_bytes(100), None);
+        assert_eq!(GgmlType::F32.row_bytes(u64::MAX), None);
+    }
+}
