@@ -10,7 +10,9 @@ Subcommands:
   synth OUT_DIR    Write synthetic files with gguf.GGUFWriter:
                      all_types.gguf  every metadata value type, nested arrays, tensors of several
                                      types (random bytes), little-endian v3;
-                     aligned64.gguf  same metadata with general.alignment = 64.
+                     aligned64.gguf  same metadata with general.alignment = 64;
+                     big_q4_1.gguf   big-endian (GGUFWriter endianess=BIG) with a Q4_1 tensor,
+                                     a type gguf_convert_endian.py cannot convert.
 """
 
 import json
@@ -146,11 +148,23 @@ def write(path, alignment=None):
     w.close()
 
 
+def write_big_q4_1(path):
+    w = gguf.GGUFWriter(str(path), "synthetic", endianess=gguf.GGUFEndian.BIG)
+    w.add_key_value("t.u32", 7, VT.UINT32)
+    w.add_tensor("f32.a", np.arange(8, dtype=np.float32))
+    w.add_tensor("q4_1.b", np.zeros((2, 20), dtype=np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def synth(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write(out / "all_types.gguf")
     write(out / "aligned64.gguf", alignment=64)
+    write_big_q4_1(out / "big_q4_1.gguf")
 
 
 def main():
