@@ -1,1 +1,162 @@
-//! TODO
+//! Tokenizers built from GGUF metadata, producing the same token ids as llama.cpp.
+//!
+//! Two model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
+//! "llama"`, e.g. Llama 2, Gemma) and GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM)
+//! with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values.
+//!
+//! Encoding first cuts special-token text out of the input ([`special`]), then runs the model
+//! tokenizer ([`spm`] or [`bpe`] after [`pretokenize`]) on each plain-text fragment. Decoding
+//! ([`decode`]) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
+//! stream of generated tokens into UTF-8 text.
+
+mod bpe;
+mod decode;
+mod load;
+mod pretokenize;
+mod special;
+mod spm;
+mod unicode;
+mod vocab;
+
+pub use decode::StreamDecoder;
+
+use decode::KindData;
+use special::{Fragment, SpecialTokens};
+use vocab::{attr, Vocab};
+
+/// Which tokenization algorithm a model uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenizerKind {
+    /// SentencePiece-style score-based merging with byte fallback (`tokenizer.ggml.model = "llama"`).
+    SentencePiece,
+    /// GPT-2 byte-level BPE with merge ranks (`tokenizer.ggml.model = "gpt2"`).
+    Bpe,
+}
+
+/// A model's tokenizer: vocabulary, merge rules, special tokens and flags.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    vocab: Vocab,
+    kind_data: KindData,
+    special: SpecialTokens,
+    /// SentencePiece byte-fallback token for each byte.
+    byte_tokens: [Option<u32>; 256],
+    bos: Option<u32>,
+    eos: Option<u32>,
+    eot: Option<u32>,
+    add_bos: bool,
+    add_eos: bool,
+    add_space_prefix: bool,
+    clean_spaces: bool,
+    /// End-of-generation token ids, sorted.
+    eog: Vec<u32>,
+}
+
+impl Tokenizer {
+    /// Tokenizes `text`. With `add_special`, BOS/EOS are added as the model's flags say; with
+    /// `parse_special`, control-token text in `text` becomes those tokens (user-defined tokens are
+    /// always recognised, as in llama.cpp).
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> crate::Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_special && self.add_bos {
+            out.push(self.bos.ok_or_else(|| crate::Error::Tokenizer("model adds BOS but has no BOS token".into()))?);
+        }
+        let mut prev_special = true;
+        let mut buf = String::new();
+        for frag in self.special.partition(&self.vocab, text, parse_special) {
+            match frag {
+                Fragment::Token(id) => {
+                    out.push(id);
+                    prev_special = true;
+                }
+                Fragment::Text(s, e) => {
+                    let piece = &text[s..e];
+                    match &self.kind_data {
+                        KindData::Spm => {
+                            buf.clear();
+                            if self.add_space_prefix && prev_special {
+                                buf.push('\u{2581}');
+                            }
+                            for c in piece.chars() {
+                                buf.push(if c == ' ' { '\u{2581}' } else { c });
+                            }
+                            spm::tokenize(&self.vocab, &self.byte_tokens, &buf, &mut out)?;
+                        }
+                        KindData::Bpe(bpe) => bpe.tokenize(&self.vocab, piece, &mut out),
+                    }
+                    prev_special = false;
+                }
+            }
+        }
+        if add_special && self.add_eos {
+            out.push(self.eos.ok_or_else(|| crate::Error::Tokenizer("model adds EOS but has no EOS token".into()))?);
+        }
+        Ok(out)
+    }
+
+    /// Number of tokens in the vocabulary.
+    pub fn n_vocab(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// The raw vocabulary string of token `id`.
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        self.vocab.text(id).and_then(|t| std::str::from_utf8(t).ok())
+    }
+
+    /// Bytes token `id` contributes to output text (llama.cpp `token_to_piece`): byte-fallback
+    /// tokens give their byte, SentencePiece `▁` becomes a space, byte-level BPE text is mapped back
+    /// to bytes; control tokens give nothing unless `special` (then their text). Unknown ids give
+    /// nothing.
+    pub fn token_bytes(&self, id: u32, special: bool) -> Vec<u8> {
+        self.piece(id, special)
+    }
+
+    /// Detokenizes `ids` like llama.cpp's `detokenize` (leading-space removal for models with
+    /// `add_space_prefix`, BPE clean-up of spaces before punctuation where the model asks for it),
+    /// decoding UTF-8 lossily. Control tokens are rendered only with `special`.
+    pub fn decode(&self, ids: &[u32], special: bool) -> String {
+        String::from_utf8_lossy(&self.detokenize(ids, special)).into_owned()
+    }
+
+    /// Beginning-of-sequence token.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// End-of-sequence token.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// End-of-turn token (from metadata, or detected by text such as `<|im_end|>`).
+    pub fn eot(&self) -> Option<u32> {
+        self.eot
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` prepends BOS.
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` appends EOS.
+    pub fn add_eos(&self) -> bool {
+        self.add_eos
+    }
+
+    /// Whether generating `id` ends generation (EOS, EOT, EOM and the end tokens llama.cpp
+    /// recognises by text, e.g. `<|im_end|>`, `<end_of_turn>`, `<|endoftext|>`).
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.eog.binary_search(&id).is_ok()
+    }
+
+    /// Whether `id` is a control token.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.vocab.attr(id) & attr::CONTROL != 0
+    }
+
+    /// The tokenization algorithm.
+    pub fn kind(&self) -> TokenizerKind {
+        self.kind_data.kind()
+    }
+}

@@ -1,0 +1,294 @@
+//! BPE pre-tokenization: splitting text into words before merging, the way llama.cpp's
+//! `unicode_regex_split` does for each `tokenizer.ggml.pre` type.
+//!
+//! llama.cpp runs a list of regexes in sequence, each refining the pieces of the previous one; the
+//! common GPT-2 / Llama-3 / Qwen2 patterns use hand-written matchers there, the rest run through
+//! `std::regex` on a "collapsed" text. Every pattern used by a supported pre type is implemented
+//! here by hand with the same matching semantics (pieces are codepoint ranges; unmatched text
+//! between matches becomes a piece of its own).
+
+use super::unicode::Flags;
+
+/// One stage of the split pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`.
+    Gpt2,
+    /// `(?i:'s|..)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+    Llama3,
+    /// As [`Stage::Llama3`] with `\p{N}` (single digits) instead of `\p{N}{1,3}`.
+    Qwen2,
+    /// `\p{N}`: every number codepoint on its own.
+    SingleNumbers,
+    /// `\p{N}+`: runs of numbers.
+    NumberRuns,
+    /// `[\p{P}\$\+<=>\^~\|]+` (llama.cpp's default pre-tokenizer).
+    PunctRuns,
+    /// `[\p{P}\$\+<=>\^~\|`]+` (Falcon).
+    PunctRunsFalcon,
+    /// `[0-9][0-9][0-9]`: groups of three ASCII digits.
+    AsciiDigitTriples,
+}
+
+/// The text being split: codepoints with their flags and byte offsets.
+struct Text<'a> {
+    cps: &'a [u32],
+    flags: &'a [Flags],
+}
+
+impl Text<'_> {
+    /// Codepoint at `pos` if it is inside `[.., end)`.
+    fn cp(&self, pos: usize, end: usize) -> Option<u32> {
+        if pos < end {
+            self.cps.get(pos).copied()
+        } else {
+            None
+        }
+    }
+
+    /// Flags at `pos`, or all-false outside the piece.
+    fn fl(&self, pos: usize, end: usize) -> Flags {
+        if pos < end {
+            self.flags.get(pos).copied().unwrap_or_default()
+        } else {
+            Flags::default()
+        }
+    }
+}
+
+/// Splits `text` into words (byte ranges) by running `stages` in order.
+pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
+    let mut cps = Vec::with_capacity(text.len());
+    let mut byte_offsets = Vec::with_capacity(text.len() + 1);
+    for (i, c) in text.char_indices() {
+        cps.push(c as u32);
+        byte_offsets.push(i);
+    }
+    byte_offsets.push(text.len());
+    let flags: Vec<Flags> = cps.iter().map(|&cp| Flags::of(cp)).collect();
+    let t = Text { cps: &cps, flags: &flags };
+
+    let mut lengths = vec![cps.len()];
+    for &stage in stages {
+        let mut out = Vec::with_capacity(lengths.len() * 2);
+        let mut start = 0;
+        for &len in &lengths {
+            let end = start + len;
+            match stage {
+                Stage::Gpt2 => split_gpt2(&t, start, end, &mut out),
+                Stage::Llama3 => split_llama3(&t, start, end, 3, &mut out),
+                Stage::Qwen2 => split_llama3(&t, start, end, 1, &mut out),
+                Stage::SingleNumbers => isolate(&t, start, end, &mut out, |t, p, e| {
+                    (p..e).find(|&i| t.flags[i].number).map(|i| (i, i + 1))
+                }),
+                Stage::NumberRuns => isolate(&t, start, end, &mut out, |t, p, e| run(t, p, e, |f, _| f.number)),
+                Stage::PunctRuns => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(t, p, e, |f, cp| f.punctuation || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C))
+                }),
+                Stage::PunctRunsFalcon => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(t, p, e, |f, cp| {
+                        f.punctuation || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C | 0x60)
+                    })
+                }),
+                Stage::AsciiDigitTriples => isolate(&t, start, end, &mut out, |t, p, e| {
+                    let digit = |i: usize| t.cps[i].wrapping_sub(0x30) < 10;
+                    (p..e.saturating_sub(2)).find(|&i| digit(i) && digit(i + 1) && digit(i + 2)).map(|i| (i, i + 3))
+                }),
+            }
+            start = end;
+        }
+        lengths = out;
+    }
+
+    let mut words = Vec::with_capacity(lengths.len());
+    let mut start = 0;
+    for len in lengths {
+        words.push((byte_offsets[start], byte_offsets[start + len]));
+        start += len;
+    }
+    words
+}
+
+/// The first maximal run of codepoints satisfying `pred` in `[p, e)`.
+fn run(t: &Text<'_>, p: usize, e: usize, pred: impl Fn(Flags, u32) -> bool) -> Option<(usize, usize)> {
+    let s = (p..e).find(|&i| pred(t.flags[i], t.cps[i]))?;
+    let end = (s..e).find(|&i| !pred(t.flags[i], t.cps[i])).unwrap_or(e);
+    Some((s, end))
+}
+
+/// Regex-iterator semantics: matches found by `next_match` and the gaps between them become pieces.
+fn isolate(
+    t: &Text<'_>,
+    ini: usize,
+    end: usize,
+    out: &mut Vec<usize>,
+    next_match: impl Fn(&Text<'_>, usize, usize) -> Option<(usize, usize)>,
+) {
+    let mut pos = ini;
+    while let Some((s, e)) = next_match(t, pos, end) {
+        if s > pos {
+            out.push(s - pos);
+        }
+        out.push(e - s);
+        pos = e;
+    }
+    if pos < end {
+        out.push(end - pos);
+    }
+}
+
+/// Records piece boundaries; `prev` is the end of the last emitted piece.
+struct Emitter<'o> {
+    out: &'o mut Vec<usize>,
+    prev: usize,
+}
+
+impl Emitter<'_> {
+    fn token(&mut self, end: usize) {
+        if end > self.prev {
+            self.out.push(end - self.prev);
+        }
+        self.prev = end;
+    }
+}
+
+fn is_contraction1(c: Option<u32>) -> bool {
+    matches!(c, Some(0x73 | 0x74 | 0x6D | 0x64)) // s t m d
+}
+
+fn is_contraction2(c1: Option<u32>, c2: Option<u32>) -> bool {
+    matches!((c1, c2), (Some(0x72), Some(0x65)) | (Some(0x76), Some(0x65)) | (Some(0x6C), Some(0x6C))) // re ve ll
+}
+
+fn ascii_lower(c: Option<u32>) -> Option<u32> {
+    c.map(|c| if (0x41..=0x5A).contains(&c) { c + 0x20 } else { c })
+}
+
+/// Trailing-whitespace handling shared by all three custom matchers. Returns the new position.
+fn whitespace_tail(t: &Text<'_>, pos: usize, end: usize, newline_rule: bool) -> usize {
+    let mut n = 0;
+    let mut last_newline_end = 0;
+    while t.fl(pos + n, end).whitespace {
+        if newline_rule && matches!(t.cp(pos + n, end), Some(0x0D | 0x0A)) {
+            last_newline_end = pos + n + 1;
+        }
+        n += 1;
+    }
+    if last_newline_end > 0 {
+        // \s*[\r\n]+
+        last_newline_end
+    } else if n > 1 && t.cp(pos + n, end).is_some() {
+        // \s+(?!\S)
+        pos + n - 1
+    } else if n > 0 {
+        // \s+
+        pos + n
+    } else {
+        // no match: a single codepoint
+        pos + 1
+    }
+}
+
+fn split_gpt2(t: &Text<'_>, ini: usize, end: usize, out: &mut Vec<usize>) {
+    let mut em = Emitter { out, prev: ini };
+    let mut pos = ini;
+    while pos < end {
+        let cp = t.cp(pos, end);
+        if cp == Some(0x27) && pos + 1 < end {
+            let c1 = t.cp(pos + 1, end);
+            if is_contraction1(c1) {
+                pos += 2;
+                em.token(pos);
+                continue;
+            }
+            if pos + 2 < end && is_contraction2(c1, t.cp(pos + 2, end)) {
+                pos += 3;
+                em.token(pos);
+                continue;
+            }
+        }
+        let space = cp == Some(0x20);
+        let f2 = if space { t.fl(pos + 1, end) } else { t.fl(pos, end) };
+        let class: Option<fn(Flags) -> bool> = if f2.letter {
+            Some(|f| f.letter)
+        } else if f2.number {
+            Some(|f| f.number)
+        } else if f2.valid && !(f2.whitespace || f2.letter || f2.number) {
+            Some(|f| f.valid && !(f.whitespace || f.letter || f.number))
+        } else {
+            None
+        };
+        if let Some(class) = class {
+            pos += usize::from(space);
+            while class(t.fl(pos, end)) {
+                pos += 1;
+            }
+            em.token(pos);
+            continue;
+        }
+        pos = whitespace_tail(t, pos, end, false);
+        em.token(pos);
+    }
+}
+
+/// Llama-3 (`max_digits` 3) and Qwen2 (`max_digits` 1) matchers.
+fn split_llama3(t: &Text<'_>, ini: usize, end: usize, max_digits: usize, out: &mut Vec<usize>) {
+    let mut em = Emitter { out, prev: ini };
+    let mut pos = ini;
+    while pos < end {
+        let cp = t.cp(pos, end);
+        let f = t.fl(pos, end);
+        if cp == Some(0x27) && pos + 1 < end {
+            let c1 = ascii_lower(t.cp(pos + 1, end));
+            if is_contraction1(c1) {
+                pos += 2;
+                em.token(pos);
+                continue;
+            }
+            if pos + 2 < end && is_contraction2(c1, ascii_lower(t.cp(pos + 2, end))) {
+                pos += 3;
+                em.token(pos);
+                continue;
+            }
+        }
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        if !(matches!(cp, Some(0x0D | 0x0A)) || f.number) && (f.letter || t.fl(pos + 1, end).letter) {
+            pos += 1;
+            while t.fl(pos, end).letter {
+                pos += 1;
+            }
+            em.token(pos);
+            continue;
+        }
+        // \p{N}{1,max_digits}
+        if f.number {
+            let mut group_start = pos;
+            while t.fl(pos, end).number {
+                pos += 1;
+                if pos - group_start >= max_digits {
+                    em.token(pos);
+                    group_start = pos;
+                }
+            }
+            em.token(pos);
+            continue;
+        }
+        // <space>?[^\s\p{L}\p{N}]+[\r\n]*
+        let space = cp == Some(0x20);
+        let mut f2 = if space { t.fl(pos + 1, end) } else { f };
+        if !(f2.whitespace || f2.letter || f2.number) && f.valid {
+            pos += usize::from(space);
+            while !(f2.whitespace || f2.letter || f2.number) && f2.valid {
+                pos += 1;
+                f2 = t.fl(pos, end);
+            }
+            while matches!(t.cp(pos, end), Some(0x0D | 0x0A)) {
+                pos += 1;
+            }
+            em.token(pos);
+            continue;
+        }
+        pos = whitespace_tail(t, pos, end, true);
+        em.token(pos);
+    }
+}

@@ -1,0 +1,171 @@
+//! Shared helpers for the tokenizer tests: real-model paths, the llama.cpp oracle
+//! (tools/oracle/tokenize.mjs through node-llama-cpp) and the test corpus.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::tokenizer::Tokenizer;
+use serde_json::{json, Value};
+
+pub const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// Path of a real model, or None when it is missing and LOCAL_LLM_SKIP_REAL_MODELS=1.
+/// Panics with a clear message when it is missing otherwise.
+pub fn model_path(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/local-llm/models")
+    });
+    let path = dir.join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").as_deref() == Ok("1") {
+        eprintln!("skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)", path.display());
+        return None;
+    }
+    panic!(
+        "real model {} is missing; fetch it or set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip tests that need it",
+        path.display()
+    );
+}
+
+/// Loads our tokenizer for a model file.
+pub fn load(path: &PathBuf) -> Tokenizer {
+    let gguf = GgufFile::open(path).expect("open gguf");
+    let t0 = std::time::Instant::now();
+    let tok = Tokenizer::from_gguf(&gguf).expect("build tokenizer");
+    eprintln!("tokenizer built in {:?} ({} tokens)", t0.elapsed(), tok.n_vocab());
+    tok
+}
+
+/// Runs the llama.cpp oracle on a request (see tools/oracle/tokenize.mjs) and returns its JSON answer.
+pub fn oracle(request: &Value) -> Value {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = root.join("tools/oracle/tokenize.mjs");
+    let modules = root.join("tools/oracle/node_modules/node-llama-cpp");
+    assert!(
+        modules.exists(),
+        "llama.cpp oracle not installed: run `npm ci` in {} (needs node-llama-cpp)",
+        root.join("tools/oracle").display()
+    );
+    let mut child = Command::new("node")
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run `node` for the llama.cpp oracle");
+    let body = serde_json::to_vec(request).expect("request json");
+    child.stdin.take().expect("stdin").write_all(&body).expect("write oracle request");
+    let out = child.wait_with_output().expect("oracle output");
+    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("oracle json")
+}
+
+/// Oracle request for tokenizing `texts` with parse_special false and true.
+pub fn request(path: &PathBuf, texts: &[String], pieces: bool) -> Value {
+    json!({
+        "model": path.to_string_lossy(),
+        "texts": texts,
+        "special": [false, true],
+        "pieces": pieces,
+        "info": true,
+    })
+}
+
+pub fn ids_of(v: &Value) -> Vec<u32> {
+    v.as_array().expect("id array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+}
+
+/// The multilingual / code / whitespace / special-looking corpus.
+pub fn corpus() -> Vec<String> {
+    let mut c: Vec<String> = [
+        "",
+        " ",
+        "  ",
+        "   ",
+        "\n",
+        "\n\n",
+        "\n\n\n\n",
+        "\t",
+        "\t\t  \t",
+        "\r\n",
+        " \r\n \r\n",
+        "Hello world",
+        " Hello world",
+        "  Hello   world  ",
+        "Hello world\n",
+        "hello\n\nworld\n\n\n  indented\n\ttabbed",
+        "abc   ",
+        "   \n  \n",
+        "I'm sure it's fine, we'll see; they've gone, you're right, he'd know, don't worry",
+        "IT'S DON'T WE'LL THEY'VE YOU'RE HE'D I'M",
+        "'s 't 're 've 'm 'll 'd",
+        " 's 're x ' y 'll 'd 'm",
+        "hello , world . what ? yes ! ok",
+        "don 't can 't it 's",
+        "1234567890",
+        "3.14159265358979323846",
+        "12,345,678.90 and 1000000 and 007",
+        "٣٤٥٦ ١٢ (Arabic-Indic digits) ⅫⅣ ½ ²³",
+        "你好，世界！这是一个测试。",
+        "こんにちは世界、カタカナとひらがな。",
+        "안녕하세요 세계",
+        "مرحبا بالعالم، كيف حالك؟",
+        "नमस्ते दुनिया, आप कैसे हैं?",
+        "สวัสดีชาวโลก",
+        "Привет, мир! Как дела?",
+        "Γειά σου Κόσμε",
+        "שלום עולם",
+        "Ünïcödé àccénts: café naïve résumé Straße",
+        "e\u{301} vs é, ﬁ ligature, Å",
+        "😀",
+        "👍🏽 thumbs",
+        "👨‍👩‍👧‍👦 family",
+        "🏳️‍🌈❤️🇫🇷🇯🇵",
+        "🧠🦀🫠",
+        "fn main() {\n    println!(\"Hello, {}!\", name);\n}\n",
+        "def f(x):\n    if x > 0:\n        return x ** 2\n    return -x\n",
+        "{\"key\": [1, 2, 3], \"nested\": {\"a\": null, \"b\": true}}",
+        "<div class=\"a\">x &amp; y</div>",
+        "$100 + 200 = <300> ^ ~ | `tick` @user #tag 50%",
+        "!!!???...,,,;;;:::",
+        "a--b__c...d",
+        "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
+        "<start_of_turn>user\nhello<end_of_turn>\n<start_of_turn>model\n",
+        "<bos>text after bos",
+        "<eos>",
+        "<|endoftext|>",
+        "</s> and <s>",
+        "<unused0><pad><mask>",
+        "<|im_start",
+        "<<|im_end|>>",
+        "<0x41><0xFF>",
+        "[multimodal]",
+        "x<end_of_turn>y",
+        "𓀀𓀁𓀂",
+        "\u{10FFFD}\u{E000}",
+        "a\u{0}b\u{1}\u{7}c",
+        "\u{FEFF}bom \u{200B}zero\u{200D}width",
+        "nbsp\u{00A0}here\u{3000}ideo\u{2028}line\u{85}nel",
+        "    leading spaces",
+        "trailing spaces    ",
+        "mixed \t \n \r tabs",
+        "ALLCAPS lowercase MiXeD CamelCase snake_case kebab-case",
+        "https://example.com/path?query=1&x=y#frag",
+        "email@example.com",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let para = "The quick brown fox jumps over the lazy dog. 敏捷的棕色狐狸跳过了懒狗。 \
+                Съешь же ещё этих мягких французских булок! 1234567 😀👍 it's done.\n";
+    c.push(para.repeat(40));
+    c.push(" ".repeat(100) + "x" + &"\n".repeat(50));
+    c.push("9".repeat(200));
+    c
+}
