@@ -1,0 +1,1 @@
+//! Logit processing, sampling and stop-string matching.
