@@ -36,6 +36,10 @@
 //   {"cmd": "info", "model": PATH}
 //     Response: {"model": {...}} only.
 //
+//   {"cmd": "check"}
+//     Loads llama.cpp without a model. Response: {"ok": true, "build_type":
+//     "prebuilt", "llama_cpp": {"repo": ..., "release": ...}}.
+//
 // The "model" object in every response: {"bos": id|null, "eos": id|null,
 // "eot": id|null, "add_bos": bool, "add_eos": bool, "n_vocab": n}.
 //
@@ -171,9 +175,9 @@ async function main() {
         fail(`request is not valid JSON: ${e.message}`);
     }
     if (req == null || typeof req !== "object") fail("request must be a JSON object");
-    if (typeof req.model !== "string") fail('"model" (path to a GGUF file) is required');
     const cmd = req.cmd;
-    if (!["generate", "logits", "info"].includes(cmd)) fail(`unknown cmd ${JSON.stringify(cmd)}`);
+    if (!["generate", "logits", "info", "check"].includes(cmd)) fail(`unknown cmd ${JSON.stringify(cmd)}`);
+    if (cmd !== "check" && typeof req.model !== "string") fail('"model" (path to a GGUF file) is required');
 
     const llama = await getLlama({
         gpu: false,
@@ -182,6 +186,12 @@ async function main() {
         logLevel: LlamaLogLevel.error,
         progressLogs: false,
     });
+    if (cmd === "check") {
+        const out = { ok: true, build_type: llama.buildType, llama_cpp: llama.llamaCppRelease };
+        await llama.dispose();
+        process.stdout.write(JSON.stringify(out) + "\n");
+        return;
+    }
     const model = await llama.loadModel({ modelPath: req.model, gpuLayers: 0 });
     const nVocab = vocabSize(model);
     const info = modelInfo(model, nVocab);
