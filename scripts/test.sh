@@ -18,6 +18,12 @@ section() {
 }
 
 section "test dependencies"
+for tool in fmt clippy; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+        echo "ERROR: 'cargo $tool' is missing: it comes with rustup's default profile" >&2
+        exit 1
+    fi
+done
 if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
     echo "LOCAL_LLM_SKIP_REAL_MODELS=1: not fetching the real models"
 else
