@@ -7,7 +7,7 @@ use crate::quant::GgmlType;
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     /// The file does not start with the `GGUF` magic bytes.
-    #[error("not a GGUF file: magic bytes are {found:02x?}, expected \"GGUF\"")]
+    #[error("not a GGUF file: it starts with \"{}\", expected \"GGUF\"", .found.escape_ascii())]
     BadMagic {
         /// The first four bytes of the file (fewer when the file is shorter).
         found: Vec<u8>,
@@ -24,7 +24,10 @@ pub enum GgufError {
         offset: u64,
     },
     /// A length or count is larger than the rest of the file could hold, or exceeds a sanity cap.
-    #[error("GGUF {what} at offset {offset} is {value}, more than the maximum {limit}")]
+    #[error(
+        "GGUF {what} at offset {offset} is {value}, but at most {limit} is possible there \
+         (the file is truncated or corrupt)"
+    )]
     TooLarge {
         /// The length or count being read.
         what: String,

@@ -36,13 +36,17 @@ pub struct TensorInfo {
 
 impl TensorInfo {
     /// Total number of elements (product of the dimensions).
+    /// (Validated not to overflow for tensors read from a file; saturates otherwise.)
     pub fn n_elements(&self) -> u64 {
-        self.dims.iter().product()
+        self.dims.iter().fold(1, |acc, &d| acc.saturating_mul(d))
     }
 
     /// Number of rows: the product of every dimension but the first.
     pub fn n_rows(&self) -> u64 {
-        self.dims.iter().skip(1).product()
+        self.dims
+            .iter()
+            .skip(1)
+            .fold(1, |acc, &d| acc.saturating_mul(d))
     }
 }
 
@@ -246,5 +250,28 @@ impl std::fmt::Debug for GgufFile {
             .field("tensors", &self.tensors.len())
             .field("file_size", &self.file_size())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gguf_file_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<GgufFile>();
+    }
+
+    #[test]
+    fn tensor_info_counts() {
+        let t = TensorInfo {
+            name: "w".into(),
+            dims: vec![64, 3, 2],
+            ty: GgmlType::Q8_0,
+            offset: 0,
+            n_bytes: 6 * 68,
+        };
+        assert_eq!((t.n_elements(), t.n_rows()), (384, 6));
     }
 }

@@ -365,6 +365,7 @@ fn check_placement(
             tensor: t.name.clone(),
             reason,
         };
+        // `alignment` is a nonzero power of two.
         if t.offset & (alignment - 1) != 0 {
             return Err(bad(format!(
                 "data offset {} is not a multiple of the alignment {alignment}",
@@ -375,8 +376,8 @@ fn check_placement(
             Some(end) if end <= data_len => {}
             _ => {
                 return Err(bad(format!(
-                    "data [{}, +{}) runs past the end of the data section ({data_len} bytes \
-                     starting at file offset {data_offset})",
+                    "data at offset {} ({} bytes) runs past the end of the data section \
+                     ({data_len} bytes from file offset {data_offset})",
                     t.offset, t.n_bytes
                 )))
             }
