@@ -17,13 +17,28 @@ pub struct BenchArgs {
     #[command(flatten)]
     model: ModelArg,
     /// Prompt lengths to test (comma-separated; 0 skips).
-    #[arg(short = 'p', long = "n-prompt", default_value = "512", value_delimiter = ',')]
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        default_value = "512",
+        value_delimiter = ','
+    )]
     n_prompt: Vec<usize>,
     /// Generation lengths to test (comma-separated; 0 skips).
-    #[arg(short = 'n', long = "n-gen", default_value = "128", value_delimiter = ',')]
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        default_value = "128",
+        value_delimiter = ','
+    )]
     n_gen: Vec<usize>,
     /// Thread counts to test (comma-separated).
-    #[arg(short = 't', long = "threads", default_value = "1", value_delimiter = ',')]
+    #[arg(
+        short = 't',
+        long = "threads",
+        default_value = "1",
+        value_delimiter = ','
+    )]
     threads: Vec<usize>,
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
@@ -76,20 +91,34 @@ fn stats(rates: &mut [f64]) -> (f64, f64, f64) {
 /// Run the benchmark.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.repetitions == 0 {
-        return Err(Error::InvalidOption("repetitions must be at least 1".into()));
+        return Err(Error::InvalidOption(
+            "repetitions must be at least 1".into(),
+        ));
     }
     let path = model_path(&args.model)?;
     let model: Arc<LoadedModel> = LoadedModel::load(&path, &LoadOptions::default())?;
     let info = model.info();
     let n_vocab = info.config.n_vocab;
-    let name = path.file_name().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if !args.json {
-        println!("model: {name}, load {:.0} ms, simd {}", info.load_ms, local_llm_engine::quant::simd_level());
+        println!(
+            "model: {name}, load {:.0} ms, simd {}",
+            info.load_ms,
+            local_llm_engine::quant::simd_level()
+        );
         println!("| threads | test  | median t/s | mean t/s ± std |");
         println!("|--------:|:------|-----------:|---------------:|");
     }
     for &threads in &args.threads {
-        let max_len = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0);
+        let max_len = args
+            .n_prompt
+            .iter()
+            .chain(&args.n_gen)
+            .copied()
+            .max()
+            .unwrap_or(0);
         let mut ctx = Context::new(
             model.clone(),
             &ContextOptions {

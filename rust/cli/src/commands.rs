@@ -184,7 +184,12 @@ pub fn chat(args: &RunArgs) -> Result<()> {
 pub fn info(arg: &ModelArg) -> Result<()> {
     let path = model_path(arg)?;
     let gguf = GgufFile::open(&path)?;
-    println!("file: {} ({} bytes, GGUF v{})", path.display(), gguf.file_size(), gguf.version());
+    println!(
+        "file: {} ({} bytes, GGUF v{})",
+        path.display(),
+        gguf.file_size(),
+        gguf.version()
+    );
     println!("metadata ({} keys):", gguf.metadata().len());
     for (key, value) in gguf.metadata() {
         println!("  {key} = {}", value.display_short());
@@ -197,7 +202,10 @@ pub fn info(arg: &ModelArg) -> Result<()> {
     }
     println!("tensors ({}):", gguf.tensors().len());
     for (ty, (count, bytes)) in by_type {
-        println!("  {ty:6} {count:5} tensors {:10.2} MiB", bytes as f64 / 1048576.0);
+        println!(
+            "  {ty:6} {count:5} tensors {:10.2} MiB",
+            bytes as f64 / 1048576.0
+        );
     }
     Ok(())
 }
@@ -219,7 +227,13 @@ pub fn devices() -> Result<()> {
             (Some(f), Some(t)) => format!("{} / {} MiB free", f >> 20, t >> 20),
             _ => "memory unknown".to_string(),
         };
-        println!("{} [{}] {} ({mem}; {})", d.name, d.kind.name(), d.description, d.features.join(", "));
+        println!(
+            "{} [{}] {} ({mem}; {})",
+            d.name,
+            d.kind.name(),
+            d.description,
+            d.features.join(", ")
+        );
     }
     Ok(())
 }

@@ -152,7 +152,11 @@ impl LoadedModel {
     }
 
     /// Render `messages` with the chat template.
-    pub fn apply_chat_template(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+    pub fn apply_chat_template(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         self.template.render(messages, add_generation_prompt)
     }
 
@@ -160,8 +164,21 @@ impl LoadedModel {
     /// always tokenized as plain text. BOS is added if the model asks and the template did not.
     pub fn chat_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>> {
         let mut tokens = Vec::new();
-        for seg in self.template.render_segments(messages, true)? {
-            tokens.extend(self.tokenizer.encode(&seg.text, false, seg.from_template)?);
+        match self.template.render_segments(messages, true) {
+            Ok(segments) => {
+                for seg in segments {
+                    tokens.extend(self.tokenizer.encode(&seg.text, false, seg.from_template)?);
+                }
+            }
+            Err(e) => {
+                // Templates that rewrite or branch on content cannot be split into template and
+                // content pieces; tokenize the whole rendering, parsing special tokens.
+                crate::log::warn(&format!(
+                    "{e}; special-token text in messages will be parsed"
+                ));
+                let text = self.template.render(messages, true)?;
+                tokens = self.tokenizer.encode(&text, false, true)?;
+            }
         }
         if let Some(bos) = self.tokenizer.bos() {
             if self.tokenizer.add_bos() && tokens.first() != Some(&bos) {
@@ -324,7 +341,9 @@ impl Context {
             options.n_ctx
         };
         if n_ctx > 1 << 20 {
-            return Err(Error::InvalidOption(format!("context size {n_ctx} is too large")));
+            return Err(Error::InvalidOption(format!(
+                "context size {n_ctx} is too large"
+            )));
         }
         if options.n_batch == 0 {
             return Err(Error::InvalidOption("batch size must be at least 1".into()));
@@ -335,7 +354,9 @@ impl Context {
             options.threads
         };
         if threads > 1024 {
-            return Err(Error::InvalidOption(format!("{threads} threads is too many")));
+            return Err(Error::InvalidOption(format!(
+                "{threads} threads is too many"
+            )));
         }
         Ok(Context {
             cache: model.model.new_cache(n_ctx),
@@ -455,7 +476,12 @@ impl Context {
         self.cached.truncate(common);
 
         let start = Instant::now();
-        let mut logits = self.eval(&prompt[common..], Output::LastLogits, &mut |_, _| {}, cancel)?;
+        let mut logits = self.eval(
+            &prompt[common..],
+            Output::LastLogits,
+            &mut |_, _| {},
+            cancel,
+        )?;
         let mut timings = Timings {
             prompt_tokens: prompt.len() - common,
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -498,10 +524,12 @@ impl Context {
             if self.cache.len() >= self.cache.capacity() {
                 break FinishReason::ContextFull;
             }
-            logits = self
-                .model
-                .model
-                .forward(&[token], &mut self.cache, &self.threads, Output::LastLogits)?;
+            logits = self.model.model.forward(
+                &[token],
+                &mut self.cache,
+                &self.threads,
+                Output::LastLogits,
+            )?;
             self.cached.push(token);
         };
         if finish_reason != FinishReason::StopString {

@@ -89,7 +89,7 @@ fn chat_prompts() -> Vec<Vec<ChatMessage>> {
 
 fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
     let model: Arc<LoadedModel> =
-        LoadedModel::load(&path, &LoadOptions::default()).expect("load model");
+        LoadedModel::load(path, &LoadOptions::default()).expect("load model");
     let mut ctx = Context::new(
         model.clone(),
         &ContextOptions {
@@ -137,7 +137,11 @@ fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
             .take_while(|(a, b)| a == b)
             .count();
         if i == ours.len().min(expected.len()) {
-            failures.push(format!("{label}: lengths differ ({} vs {})", ours.len(), expected.len()));
+            failures.push(format!(
+                "{label}: lengths differ ({} vs {})",
+                ours.len(),
+                expected.len()
+            ));
             continue;
         }
         // llama.cpp's view of the diverging position.
@@ -166,7 +170,12 @@ fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
         full.extend_from_slice(&expected);
         ctx.clear();
         let logits = ctx
-            .eval(&full[..full.len() - 1], Output::AllLogits, &mut |_, _| {}, None)
+            .eval(
+                &full[..full.len() - 1],
+                Output::AllLogits,
+                &mut |_, _| {},
+                None,
+            )
             .expect("teacher-forced eval");
         let n_vocab = model.model().config().n_vocab;
         let mut clear = 0;
@@ -184,7 +193,10 @@ fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
         }
         eprintln!("{name} [{label}] near-tie (gap {gap:.4}); teacher-forced agreement checked at {clear}/{} clear positions", expected.len());
     }
-    eprintln!("{name}: {exact}/{} prompts identical to llama.cpp for {N_PREDICT} greedy tokens", prompts.len());
+    eprintln!(
+        "{name}: {exact}/{} prompts identical to llama.cpp for {N_PREDICT} greedy tokens",
+        prompts.len()
+    );
     assert!(failures.is_empty(), "{name}: {failures:#?}");
 }
 

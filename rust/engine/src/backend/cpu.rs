@@ -62,6 +62,13 @@ impl Threads {
 /// A raw pointer that may be shared across the pool's threads; users write disjoint elements.
 #[derive(Clone, Copy)]
 pub struct SharedMut<T>(pub *mut T);
+
+impl<T> SharedMut<T> {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    pub fn get(&self) -> *mut T {
+        self.0
+    }
+}
 // SAFETY: only used to write disjoint elements from different threads inside a scope.
 unsafe impl<T> Send for SharedMut<T> {}
 // SAFETY: see above.
@@ -82,11 +89,15 @@ pub(crate) fn matmul(
 ) -> Result<()> {
     let MatmulShape { ty, rows, cols } = shape;
     let w_row = ty.row_bytes(cols as u64).ok_or_else(|| {
-        Error::Backend(format!("{cols} columns is not a whole number of {ty} blocks"))
+        Error::Backend(format!(
+            "{cols} columns is not a whole number of {ty} blocks"
+        ))
     })? as usize;
     let act_ty = quant::vec_dot_type(ty);
     let act_row = act_ty.row_bytes(cols as u64).ok_or_else(|| {
-        Error::Backend(format!("{cols} columns is not a whole number of {act_ty} blocks"))
+        Error::Backend(format!(
+            "{cols} columns is not a whole number of {act_ty} blocks"
+        ))
     })? as usize;
     if w.len() != w_row * rows || x.len() != cols * n_tokens || out.len() != rows * n_tokens {
         return Err(Error::Backend(format!(
@@ -107,13 +118,12 @@ pub(crate) fn matmul(
         let act = &act[..];
         let out_ptr = SharedMut(out.as_mut_ptr());
         threads.for_each_chunk(rows, 16, |range| {
-            let out_ptr = out_ptr;
             for r in range {
                 let wr = &w[r * w_row..(r + 1) * w_row];
                 for t in 0..n_tokens {
                     let v = quant::vec_dot(ty, cols, wr, &act[t * act_row..(t + 1) * act_row]);
                     // SAFETY: (t, r) is written by exactly one task; index < rows * n_tokens.
-                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                    unsafe { *out_ptr.get().add(t * rows + r) = v };
                 }
             }
         });
@@ -148,7 +158,11 @@ impl Device for CpuDevice {
             && shape.ty.row_bytes(shape.cols as u64).is_some()
     }
 
-    fn place_weight(&self, shape: MatmulShape, data: &TensorBytes) -> Result<Box<dyn DeviceWeight>> {
+    fn place_weight(
+        &self,
+        shape: MatmulShape,
+        data: &TensorBytes,
+    ) -> Result<Box<dyn DeviceWeight>> {
         Ok(Box::new(CpuWeight {
             shape,
             data: data.clone(),

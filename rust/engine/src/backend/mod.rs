@@ -73,7 +73,8 @@ pub trait Device: Send + Sync {
     /// Whether this device can run a matmul with a weight of this shape and type.
     fn supports_matmul(&self, shape: MatmulShape) -> bool;
     /// Place a weight on the device (called once at load time).
-    fn place_weight(&self, shape: MatmulShape, data: &TensorBytes) -> Result<Box<dyn DeviceWeight>>;
+    fn place_weight(&self, shape: MatmulShape, data: &TensorBytes)
+        -> Result<Box<dyn DeviceWeight>>;
 }
 
 /// A weight living in a device's memory.

@@ -49,7 +49,13 @@ impl Weight {
     }
 
     /// `out[t*rows + r] = Σ_c w[r][c] · x[t*cols + c]` for `n_tokens` input rows.
-    pub fn matmul(&self, x: &[f32], n_tokens: usize, out: &mut [f32], threads: &Threads) -> Result<()> {
+    pub fn matmul(
+        &self,
+        x: &[f32],
+        n_tokens: usize,
+        out: &mut [f32],
+        threads: &Threads,
+    ) -> Result<()> {
         if let Some(placed) = &self.placed {
             match placed.matmul(x, n_tokens, out, threads) {
                 Ok(()) => return Ok(()),

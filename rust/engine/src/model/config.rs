@@ -60,12 +60,13 @@ impl<'a> Meta<'a> {
     /// A required dimension `{arch}.{suffix}`, 1..=MAX_DIM.
     pub(crate) fn dim(&self, suffix: &str) -> Result<usize> {
         let key = self.key(suffix);
-        let v = self
-            .gguf
-            .get_u64(&key)
-            .ok_or_else(|| Error::InvalidModel(format!("missing or non-integer metadata '{key}'")))?;
+        let v = self.gguf.get_u64(&key).ok_or_else(|| {
+            Error::InvalidModel(format!("missing or non-integer metadata '{key}'"))
+        })?;
         if v == 0 || v > MAX_DIM {
-            return Err(Error::InvalidModel(format!("metadata '{key}' = {v} is out of range")));
+            return Err(Error::InvalidModel(format!(
+                "metadata '{key}' = {v} is out of range"
+            )));
         }
         Ok(v as usize)
     }
@@ -86,7 +87,9 @@ impl<'a> Meta<'a> {
             None => Ok(default),
             Some(_) => match self.gguf.get_f32(&key) {
                 Some(v) if v.is_finite() => Ok(v),
-                _ => Err(Error::InvalidModel(format!("metadata '{key}' is not a finite number"))),
+                _ => Err(Error::InvalidModel(format!(
+                    "metadata '{key}' is not a finite number"
+                ))),
             },
         }
     }

@@ -21,8 +21,12 @@ impl KvCache {
             len: 0,
             k_width,
             v_width,
-            keys: (0..n_layer).map(|_| vec![f16::ZERO; capacity * k_width]).collect(),
-            values: (0..n_layer).map(|_| vec![f16::ZERO; capacity * v_width]).collect(),
+            keys: (0..n_layer)
+                .map(|_| vec![f16::ZERO; capacity * k_width])
+                .collect(),
+            values: (0..n_layer)
+                .map(|_| vec![f16::ZERO; capacity * v_width])
+                .collect(),
         }
     }
 

@@ -20,7 +20,11 @@ pub(crate) enum Variant {
 }
 
 /// Build a llama-family model from `gguf`.
-pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, variant: Variant) -> Result<Transformer> {
+pub(crate) fn load(
+    gguf: &Arc<GgufFile>,
+    registry: &Registry,
+    variant: Variant,
+) -> Result<Transformer> {
     let arch = match variant {
         Variant::Llama => "llama",
         Variant::Qwen2 => "qwen2",

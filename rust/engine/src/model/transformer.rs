@@ -232,7 +232,6 @@ impl Transformer {
         let values = cache.values(il);
         let out_ptr = SharedMut(out.as_mut_ptr());
         threads.for_each_chunk(n * c.n_head, 1, |range| {
-            let out_ptr = out_ptr;
             let mut scores = Vec::new();
             let mut qh = vec![0.0f32; hd];
             let mut acc = vec![0.0f32; hdv];
@@ -241,7 +240,10 @@ impl Transformer {
                 let g = h / group;
                 let p = pos0 + t;
                 let lo = layer.window.map_or(0, |w| (p + 1).saturating_sub(w));
-                for (dst, &src) in qh.iter_mut().zip(&q[t * qw + h * hd..t * qw + (h + 1) * hd]) {
+                for (dst, &src) in qh
+                    .iter_mut()
+                    .zip(&q[t * qw + h * hd..t * qw + (h + 1) * hd])
+                {
                     *dst = ops::round_f16(src);
                 }
                 scores.clear();
@@ -260,7 +262,9 @@ impl Transformer {
                     }
                 }
                 // SAFETY: each (t, h) output slice is written by exactly one task.
-                let dst = unsafe { std::slice::from_raw_parts_mut(out_ptr.0.add(t * ow + h * hdv), hdv) };
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out_ptr.get().add(t * ow + h * hdv), hdv)
+                };
                 dst.copy_from_slice(&acc);
             }
         });

@@ -86,7 +86,10 @@ impl<'a> Loader<'a> {
         let info = self.info(name)?;
         Self::check_dims(info, &[n_embd, n_vocab])?;
         let row_bytes = info.ty.row_bytes(n_embd as u64).ok_or_else(|| {
-            Error::InvalidModel(format!("tensor '{name}' rows are not whole {} blocks", info.ty))
+            Error::InvalidModel(format!(
+                "tensor '{name}' rows are not whole {} blocks",
+                info.ty
+            ))
         })? as usize;
         Ok(Embedding {
             ty: info.ty,

@@ -16,15 +16,21 @@ pub const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 /// Path of a real model, or None when it is missing and LOCAL_LLM_SKIP_REAL_MODELS=1.
 /// Panics with a clear message when it is missing otherwise.
 pub fn model_path(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/local-llm/models")
-    });
+    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/local-llm/models")
+        });
     let path = dir.join(name);
     if path.exists() {
         return Some(path);
     }
     if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)", path.display());
+        eprintln!(
+            "skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)",
+            path.display()
+        );
         return None;
     }
     panic!(
@@ -38,7 +44,11 @@ pub fn load(path: &PathBuf) -> Tokenizer {
     let gguf = GgufFile::open(path).expect("open gguf");
     let t0 = std::time::Instant::now();
     let tok = Tokenizer::from_gguf(&gguf).expect("build tokenizer");
-    eprintln!("tokenizer built in {:?} ({} tokens)", t0.elapsed(), tok.n_vocab());
+    eprintln!(
+        "tokenizer built in {:?} ({} tokens)",
+        t0.elapsed(),
+        tok.n_vocab()
+    );
     tok
 }
 
@@ -60,14 +70,23 @@ pub fn oracle(request: &Value) -> Value {
         .spawn()
         .expect("cannot run `node` for the llama.cpp oracle");
     let body = serde_json::to_vec(request).expect("request json");
-    child.stdin.take().expect("stdin").write_all(&body).expect("write oracle request");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&body)
+        .expect("write oracle request");
     let out = child.wait_with_output().expect("oracle output");
-    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("oracle json")
 }
 
 /// Oracle request for tokenizing `texts` with parse_special false and true.
-pub fn request(path: &PathBuf, texts: &[String], pieces: bool) -> Value {
+pub fn request(path: &std::path::Path, texts: &[String], pieces: bool) -> Value {
     json!({
         "model": path.to_string_lossy(),
         "texts": texts,
@@ -78,7 +97,11 @@ pub fn request(path: &PathBuf, texts: &[String], pieces: bool) -> Value {
 }
 
 pub fn ids_of(v: &Value) -> Vec<u32> {
-    v.as_array().expect("id array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+    v.as_array()
+        .expect("id array")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
 }
 
 /// The multilingual / code / whitespace / special-looking corpus.
