@@ -4,6 +4,12 @@
 //! validates every length, count, shape, offset and size against the file before anything is
 //! allocated. Tensor data is then available as byte slices in little-endian layout: zero-copy
 //! from the map for little-endian files, converted once at load for big-endian files.
+//!
+//! Supported: format versions 2 and 3, either byte order (big-endian files as written on
+//! s390x hosts are detected from the byte-swapped version field), every metadata value type
+//! including nested arrays (up to 8 levels), tensors of 1 to 4 dimensions of the types in
+//! [`GgmlType`]. Big-endian files may hold only the tensor types gguf-py's
+//! `gguf_convert_endian.py` converts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K).
 
 mod byteswap;
 mod error;

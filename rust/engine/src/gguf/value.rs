@@ -29,7 +29,7 @@ pub enum Value {
     Bool(bool),
     /// GGUF type 8 (UTF-8).
     String(String),
-    /// GGUF type 9.
+    /// GGUF type 9. The element type is that of the elements (unknown for an empty array).
     Array(Vec<Value>),
 }
 
