@@ -175,6 +175,23 @@ fn segments_refuse_content_dependent_templates() {
 }
 
 #[test]
+fn engine_panics_become_errors() {
+    // minijinja 2.24 panics when reverse-slicing an empty sequence.
+    let t = ChatTemplate::new(
+        "{% for m in messages[::-1] %}{{ m.content }}{% endfor %}",
+        "",
+        "",
+    )
+    .unwrap();
+    assert!(matches!(t.render(&[], false), Err(Error::ChatTemplate(_))));
+    assert_eq!(
+        t.render(&[msg("user", "a"), msg("user", "b")], false)
+            .unwrap(),
+        "ba"
+    );
+}
+
+#[test]
 fn template_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<ChatTemplate>();
