@@ -113,6 +113,12 @@ fn hostile_templates_fail_quickly() {
     assert_fails_fast(
         "{% set ns = namespace(s='xxxxxxxxxx' * 1000000) %}{% for i in range(10) %}{% set ns.s = ns.s.replace('x', 'xxxxxxxxxx') %}{% endfor %}",
     );
+    // Single huge allocations requested through arguments are refused up front.
+    assert_fails_fast("{{ 'x' | indent(100000000000) }}");
+    assert_fails_fast("{{ 'x' | indent(width=100000000000) }}");
+    assert_fails_fast("{{ '%100000000000s' | format('x') }}");
+    assert_fails_fast("{{ '{:>100000000000}'.format('x') }}");
+    assert_fails_fast("{{ ('x' * 1000).replace('x', 'y' * 10000000) }}");
     assert_fails_fast(
         "{% set ns = namespace(s='x' * 10000000) %}{% for i in range(10) %}{% set ns.s = ns.s | replace('x', 'xxxxxxxxxx') %}{% endfor %}",
     );
@@ -172,6 +178,23 @@ fn segments_refuse_content_dependent_templates() {
     }
     let t = ChatTemplate::new("{{ messages[0].content | upper }}", "", "").unwrap();
     assert!(t.render_segments(&[msg("user", "abc")], false).is_err());
+}
+
+#[test]
+fn engine_panics_become_errors() {
+    // minijinja 2.24 panics when reverse-slicing an empty sequence.
+    let t = ChatTemplate::new(
+        "{% for m in messages[::-1] %}{{ m.content }}{% endfor %}",
+        "",
+        "",
+    )
+    .unwrap();
+    assert!(matches!(t.render(&[], false), Err(Error::ChatTemplate(_))));
+    assert_eq!(
+        t.render(&[msg("user", "a"), msg("user", "b")], false)
+            .unwrap(),
+        "ba"
+    );
 }
 
 #[test]

@@ -6,12 +6,16 @@
 //! - a recursion limit ([`RECURSION_LIMIT`]) bounds macro / recursive-loop nesting;
 //! - the rendered output is written through [`CappedWriter`], which fails once the output exceeds
 //!   the cap computed by [`output_cap`];
-//! - string-producing filters and Python-style methods that can grow text (`replace`, `join`,
-//!   `indent`, `format`, `tojson`, ...) fail when their result exceeds the cap.
+//! - text-growing filters and Python-style methods (`replace`, `join`, `indent`, `format`,
+//!   `tojson`, `.replace()`, `.format()`, ...) are checked before they run (worst-case size of
+//!   `replace`, numeric `indent` widths, 8+-digit widths in format strings) and their results
+//!   must stay under a cap;
+//! - a panic inside the template engine is caught and reported as an error (see `mod.rs`).
 //!
-//! Residual risk (documented, not handled): minijinja's `~` / `+` string concatenation has no
-//! hook, so a template that doubles a string in a loop (`{% set s = s ~ s %}`) can still
-//! allocate up to 2^fuel bytes before the output cap is reached.
+//! Residual risk (documented, not handled): minijinja's `~` / `+` string concatenation and
+//! block captures (`{% set x %}...{% endset %}`, macro output) have no hook, so a template that
+//! doubles a string in a loop (`{% set ns.s = ns.s ~ ns.s %}`) can allocate memory exponential
+//! in the number of iterations before the output cap is ever reached.
 
 use super::json::{dumps, JsonStyle};
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
@@ -45,6 +49,7 @@ pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env.set_formatter(python_formatter);
     env.set_unknown_method_callback(move |state, value, method, args| {
+        precheck(method, value, args, cap)?;
         let out = minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)?;
         check_len(&out, cap)
     });
@@ -56,7 +61,7 @@ pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
             tojson(value, indent, kwargs).and_then(|s| check_len(&Value::from(s), cap))
         },
     );
-    // Text-growing builtin filters, re-registered with a result-size check.
+    // Text-growing builtin filters, re-registered with argument and result-size checks.
     let growing = [
         ("replace", Value::from_function(minijinja::filters::replace)),
         ("join", Value::from_function(minijinja::filters::join)),
@@ -65,10 +70,65 @@ pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
     ];
     for (name, filter) in growing {
         env.add_filter(name, move |state: &State, args: Rest<Value>| {
+            if let Some((value, rest)) = args.split_first() {
+                precheck(name, value, rest, cap)?;
+            }
             check_len(&filter.call(state, &args)?, cap)
         });
     }
     env
+}
+
+fn too_large(what: &str, cap: usize) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("{what} would exceed the template size limit of {cap} bytes"),
+    )
+}
+
+/// Refuse calls whose result would be too large before they allocate it: `replace` (filter or
+/// method) by its worst-case growth; `indent` by a numeric width over the cap; `format` by a
+/// width/precision in the format string of 8 or more digits (10^7 bytes and up).
+fn precheck(name: &str, value: &Value, args: &[Value], cap: usize) -> Result<(), Error> {
+    let text_len = |v: &Value| v.as_str().map_or(0, str::len);
+    match name {
+        "replace" => {
+            let len = text_len(value);
+            let from = args.first().map_or(0, text_len);
+            let to = args.get(1).map_or(0, text_len);
+            let worst = (len / from.max(1) + 1)
+                .saturating_mul(to)
+                .saturating_add(len);
+            if worst > cap {
+                return Err(too_large("replace", cap));
+            }
+        }
+        "indent" => {
+            let huge = |v: &Value| v.as_i64().is_some_and(|n| n as u64 > cap as u64);
+            let kw_huge = |v: &Value| {
+                v.kind() == ValueKind::Map
+                    && v.try_iter()
+                        .into_iter()
+                        .flatten()
+                        .any(|k| v.get_item(&k).is_ok_and(|x| huge(&x)))
+            };
+            if args.iter().any(|a| huge(a) || kw_huge(a)) {
+                return Err(too_large("indent", cap));
+            }
+        }
+        "format" => {
+            let spec = value.as_str().unwrap_or_default();
+            let mut run = 0;
+            for b in spec.bytes() {
+                run = if b.is_ascii_digit() { run + 1 } else { 0 };
+                if run >= 8 {
+                    return Err(too_large("format width", cap));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn check_len(value: &Value, cap: usize) -> Result<Value, Error> {

@@ -148,7 +148,15 @@ impl ChatTemplate {
             tools => (),
         };
         let mut writer = env::CappedWriter::new(cap);
-        if let Err(err) = template.render_captured_to(ctx, &mut writer) {
+        // minijinja can panic on some edge cases (e.g. 2.24 indexes out of bounds when
+        // reverse-slicing an empty sequence); a template must never take the process down.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            template.render_captured_to(ctx, &mut writer)
+        }))
+        .map_err(|_| {
+            crate::Error::ChatTemplate("the template engine failed internally".to_string())
+        })?;
+        if let Err(err) = result {
             if writer.overflowed {
                 return Err(crate::Error::ChatTemplate(format!(
                     "rendered prompt exceeds the limit of {cap} bytes"

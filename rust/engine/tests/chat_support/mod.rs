@@ -1,5 +1,4 @@
 //! Shared helpers for the chat-template tests: the Python jinja2 oracle and message fixtures.
-#![allow(dead_code)]
 
 use local_llm_engine::chat::ChatMessage;
 use serde_json::{json, Value};
