@@ -47,29 +47,44 @@ fn dequantize_matches_gguf_numpy_bit_for_bit() {
     let skipped = std::fs::read_to_string(dir.join("skipped.txt")).unwrap();
     let skipped: Vec<&str> = skipped.lines().collect();
     // gguf has no numpy (de)quantizer for the activation formats Q8_1 and Q8_K.
-    assert!(skipped.iter().all(|s| ["Q8_1", "Q8_K"].contains(s)), "skipped: {skipped:?}");
+    assert!(
+        skipped.iter().all(|s| ["Q8_1", "Q8_K"].contains(s)),
+        "skipped: {skipped:?}"
+    );
     let mut compared = 0;
     for ty in DEQUANT_TYPES {
         let mut ours = vec![0f32; n];
         dequantize(ty, &rows[&ty], &mut ours).unwrap();
         if skipped.contains(&ty.name()) {
             // Independent check of the trivial formats: value = d · q.
-            let (ts, qs, d_of): (usize, usize, fn(&[u8]) -> f32) = if ty == GgmlType::Q8_1 {
-                (36, 4, |b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-            } else {
-                (292, 4, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            let q8_1 = ty == GgmlType::Q8_1;
+            let (ts, qs) = if q8_1 { (36, 4) } else { (292, 4) };
+            let d_of = |b: &[u8]| {
+                if q8_1 {
+                    f16::from_le_bytes([b[0], b[1]]).to_f32()
+                } else {
+                    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                }
             };
             let bs = ty.block_size();
             for (i, &v) in ours.iter().enumerate() {
                 let b = &rows[&ty][i / bs * ts..(i / bs + 1) * ts];
-                assert_eq!(v, d_of(b) * f32::from(b[qs + i % bs] as i8), "{ty} element {i}");
+                assert_eq!(
+                    v,
+                    d_of(b) * f32::from(b[qs + i % bs] as i8),
+                    "{ty} element {i}"
+                );
             }
             continue;
         }
         let theirs = read_f32(&dir.join(format!("{ty}.f32")));
         assert_eq!(theirs.len(), n);
         for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-            assert_eq!(a.to_bits(), b.to_bits(), "{ty} element {i}: ours {a} gguf {b}");
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{ty} element {i}: ours {a} gguf {b}"
+            );
         }
         compared += 1;
     }
@@ -142,7 +157,9 @@ fn q8_1_and_q8_k_follow_the_ggml_reference_rules() {
         // Same d and quants as Q8_0 (which matches gguf), s = half(d_f32 · Σq).
         assert_eq!(blk[0..2], blk0[0..2], "block {b} d");
         assert_eq!(blk[4..36], blk0[2..34], "block {b} quants");
-        let amax = x[32 * b..32 * b + 32].iter().fold(0f32, |m, v| m.max(v.abs()));
+        let amax = x[32 * b..32 * b + 32]
+            .iter()
+            .fold(0f32, |m, v| m.max(v.abs()));
         let sum: i32 = blk[4..36].iter().map(|&q| i32::from(q as i8)).sum();
         let s = f16::from_f32(sum as f32 * (amax / 127.0));
         assert_eq!(blk[2..4], s.to_bits().to_le_bytes(), "block {b} s");
@@ -163,11 +180,17 @@ fn q8_1_and_q8_k_follow_the_ggml_reference_rules() {
             assert!(d == 0.0 && q.iter().all(|&v| v == 0), "zero block {b}");
             continue;
         }
-        assert_eq!(q[imax], -127, "block {b}: the largest magnitude maps to -127");
+        assert_eq!(
+            q[imax], -127,
+            "block {b}: the largest magnitude maps to -127"
+        );
         assert_eq!(d, 1.0 / (-127.0 / xs[imax]), "block {b} d");
         for (i, (&qi, &xi)) in q.iter().zip(xs).enumerate() {
             let exact = xi * (-127.0 / xs[imax]);
-            assert!((qi as f32 - exact).abs() <= 0.5, "block {b} element {i}: {qi} vs {exact}");
+            assert!(
+                (qi as f32 - exact).abs() <= 0.5,
+                "block {b} element {i}: {qi} vs {exact}"
+            );
         }
     }
 }
@@ -177,14 +200,17 @@ fn checksum(values: &[f32], start: u64) -> u64 {
     values.iter().enumerate().fold(0u64, |acc, (i, v)| {
         let k = start + i as u64;
         acc.wrapping_add(
-            u64::from(v.to_bits()).wrapping_mul(k.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1)),
+            u64::from(v.to_bits())
+                .wrapping_mul(k.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1)),
         )
     })
 }
 
 fn model_path(file: &str) -> PathBuf {
     let home = std::env::var("HOME").unwrap_or_default();
-    PathBuf::from(home).join(".cache/local-llm/models").join(file)
+    PathBuf::from(home)
+        .join(".cache/local-llm/models")
+        .join(file)
 }
 
 /// Set `QUANT_FULL=1` to compare every row of every tensor (slow); by default each tensor is
@@ -195,7 +221,11 @@ fn model_tensors_match_gguf_numpy() {
         "SmolLM2-135M-Instruct.Q4_1.gguf",
         "gemma-3-270m-q4_k_m.gguf",
     ];
-    let present: Vec<PathBuf> = models.iter().map(|m| model_path(m)).filter(|p| p.exists()).collect();
+    let present: Vec<PathBuf> = models
+        .iter()
+        .map(|m| model_path(m))
+        .filter(|p| p.exists())
+        .collect();
     if present.is_empty() {
         eprintln!("skipping: no models in ~/.cache/local-llm/models");
         return;
@@ -209,7 +239,10 @@ fn model_tensors_match_gguf_numpy() {
         .map(|(i, path)| {
             let out = dir.join(format!("model{i}.json"));
             let mut cmd = std::process::Command::new("python3");
-            cmd.arg(quant_support::oracle_script()).arg("model").arg(path).arg(&out);
+            cmd.arg(quant_support::oracle_script())
+                .arg("model")
+                .arg(path)
+                .arg(&out);
             if full {
                 cmd.arg("full");
             }
@@ -219,7 +252,11 @@ fn model_tensors_match_gguf_numpy() {
     let mut seen_types = std::collections::BTreeSet::new();
     let mut tensors = 0;
     for (path, out, mut child) in jobs {
-        assert!(child.wait().unwrap().success(), "oracle failed on {}", path.display());
+        assert!(
+            child.wait().unwrap().success(),
+            "oracle failed on {}",
+            path.display()
+        );
         let records: Vec<serde_json::Value> =
             serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let file = std::fs::File::open(path).unwrap();
@@ -232,7 +269,11 @@ fn model_tensors_match_gguf_numpy() {
             let ne0 = r["ne0"].as_u64().unwrap() as usize;
             let rows = r["rows"].as_u64().unwrap() as usize;
             let row_bytes = ty.row_bytes(ne0 as u64).unwrap() as usize;
-            assert_eq!(row_bytes * rows, r["n_bytes"].as_u64().unwrap() as usize, "{name}");
+            assert_eq!(
+                row_bytes * rows,
+                r["n_bytes"].as_u64().unwrap() as usize,
+                "{name}"
+            );
             let mut k = 0u64;
             let mut sum = 0u64;
             let mut buf = vec![0f32; ne0];
@@ -242,7 +283,12 @@ fn model_tensors_match_gguf_numpy() {
                 sum = sum.wrapping_add(checksum(&buf, k));
                 k += ne0 as u64;
             }
-            assert_eq!(sum, r["checksum"].as_u64().unwrap(), "{}: tensor {name} ({ty})", path.display());
+            assert_eq!(
+                sum,
+                r["checksum"].as_u64().unwrap(),
+                "{}: tensor {name} ({ty})",
+                path.display()
+            );
             seen_types.insert(ty.name());
             tensors += 1;
         }

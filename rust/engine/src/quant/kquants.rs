@@ -264,7 +264,11 @@ fn grouped_isum(q: &[i8; QK_K], y: &[u8], group: usize, scale: impl Fn(usize) ->
 /// Scalar Q2_K × Q8_K.
 pub(crate) fn dot_q2_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q2K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q2K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let yd = q8k_d(y);
         let (dall, dmin) = (yd * f16_at(x, 80), yd * f16_at(x, 82));
         let summ: i32 = (0..16).map(|g| i32::from(x[g] >> 4) * q8k_bsum(y, g)).sum();
@@ -279,7 +283,11 @@ pub(crate) fn dot_q2_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q3_K × Q8_K.
 pub(crate) fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q3K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q3K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let sc = q3k_scales(&x[96..108]);
         let isum = grouped_isum(&q3k_values(x), &y[4..260], 16, |g| sc[g]);
         sum += f16_at(x, 108) * q8k_d(y) * isum as f32;
@@ -287,14 +295,20 @@ pub(crate) fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     sum
 }
 
+/// The min correction of a Q4_K/Q5_K × Q8_K block: `Σ_j m_j · Σ y` over sub-block `j`, from the
+/// Q8_K block sums.
+#[inline]
+pub(crate) fn q45k_min_sum(m: &[u8; 8], y: &[u8]) -> i32 {
+    (0..8)
+        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
+        .sum()
+}
+
 /// The integer parts of a Q4_K/Q5_K × Q8_K block: `(Σ_j sc_j·Σ q·y, Σ_j m_j·Σ y)`.
 #[inline]
-pub(crate) fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32) {
+fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32) {
     let isum = grouped_isum(q, &y[4..260], 32, |j| i32::from(sc[j]));
-    let summ = (0..8)
-        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
-        .sum();
-    (isum, summ)
+    (isum, q45k_min_sum(m, y))
 }
 
 /// Combines the integer parts of a Q4_K/Q5_K block with its scales.
@@ -307,7 +321,11 @@ pub(crate) fn q45k_combine(x: &[u8], y: &[u8], isum: i32, summ: i32) -> f32 {
 /// Scalar Q4_K × Q8_K.
 pub(crate) fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q4K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q4K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let (sc, m) = q4k_scales_mins(&x[4..16]);
         let (isum, summ) = q45k_isums(&q45k_values(None, &x[16..144]), &sc, &m, y);
         sum += q45k_combine(x, y, isum, summ);
@@ -318,7 +336,11 @@ pub(crate) fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q5_K × Q8_K.
 pub(crate) fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q5K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q5K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let (sc, m) = q4k_scales_mins(&x[4..16]);
         let q = q45k_values(Some(&x[16..48]), &x[48..176]);
         let (isum, summ) = q45k_isums(&q, &sc, &m, y);
@@ -330,7 +352,11 @@ pub(crate) fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q6_K × Q8_K.
 pub(crate) fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q6K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q6K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let isum = grouped_isum(&q6k_values(x), &y[4..260], 16, |g| {
             i32::from(x[192 + g] as i8)
         });
@@ -342,7 +368,11 @@ pub(crate) fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q8_K × Q8_K (only for completeness: Q8_K is an activation format).
 pub(crate) fn dot_q8_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (x, y) in w.chunks_exact(Q8K_BYTES).zip(a.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (x, y) in w
+        .chunks_exact(Q8K_BYTES)
+        .zip(a.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let isum = super::legacy::isum_i8(&x[4..260], &y[4..260]);
         sum += q8k_d(x) * q8k_d(y) * isum as f32;
     }

@@ -167,9 +167,21 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
 /// kernels in bounds even when a caller passes short rows.
 fn blocks_in_rows(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> usize {
     let a = vec_dot_type(w);
-    debug_assert_eq!(n % w.block_size(), 0, "vec_dot: {n} is not a whole number of {w} blocks");
-    debug_assert_eq!(w_row.len(), n / w.block_size() * w.type_size(), "vec_dot: {w} row length");
-    debug_assert_eq!(act_row.len(), n / a.block_size() * a.type_size(), "vec_dot: {a} row length");
+    debug_assert_eq!(
+        n % w.block_size(),
+        0,
+        "vec_dot: {n} is not a whole number of {w} blocks"
+    );
+    debug_assert_eq!(
+        w_row.len(),
+        n / w.block_size() * w.type_size(),
+        "vec_dot: {w} row length"
+    );
+    debug_assert_eq!(
+        act_row.len(),
+        n / a.block_size() * a.type_size(),
+        "vec_dot: {a} row length"
+    );
     (n / w.block_size())
         .min(w_row.len() / w.type_size())
         .min(act_row.len() / a.type_size())

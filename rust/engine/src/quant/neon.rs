@@ -8,7 +8,7 @@
 use std::arch::aarch64::*;
 
 use super::float::f16_at;
-use super::kquants::{q45k_combine, q4k_scales_mins, q8k_bsum, Q4K_BYTES, Q8K_BYTES};
+use super::kquants::{q45k_combine, q45k_min_sum, q4k_scales_mins, Q4K_BYTES, Q8K_BYTES};
 use super::GgmlType;
 
 /// Runs the NEON kernel for weight type `w` over `nb` blocks, or `None` when there is none.
@@ -38,7 +38,10 @@ unsafe fn mla16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (xb, yb) in x.chunks_exact(34).zip(y.chunks_exact(34)).take(nb) {
-        let (xp, yp) = (xb.as_ptr().add(2).cast::<i8>(), yb.as_ptr().add(2).cast::<i8>());
+        let (xp, yp) = (
+            xb.as_ptr().add(2).cast::<i8>(),
+            yb.as_ptr().add(2).cast::<i8>(),
+        );
         let mut acc = vdupq_n_s32(0);
         acc = mla16(acc, vld1q_s8(xp), vld1q_s8(yp));
         acc = mla16(acc, vld1q_s8(xp.add(16)), vld1q_s8(yp.add(16)));
@@ -53,7 +56,11 @@ unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let m4 = vdupq_n_u8(0x0f);
     let mut sum = 0f32;
-    for (xb, yb) in x.chunks_exact(Q4K_BYTES).zip(y.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (xb, yb) in x
+        .chunks_exact(Q4K_BYTES)
+        .zip(y.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let (sc, m) = q4k_scales_mins(&xb[4..16]);
         let qs = xb.as_ptr().add(16);
         let q8 = yb.as_ptr().add(4).cast::<i8>();
@@ -68,12 +75,10 @@ unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
                 lo = mla16(lo, ql, vld1q_s8(q8.add(64 * j + 16 * h)));
                 hi = mla16(hi, qh, vld1q_s8(q8.add(64 * j + 32 + 16 * h)));
             }
-            isum += i32::from(sc[2 * j]) * vaddvq_s32(lo) + i32::from(sc[2 * j + 1]) * vaddvq_s32(hi);
+            isum +=
+                i32::from(sc[2 * j]) * vaddvq_s32(lo) + i32::from(sc[2 * j + 1]) * vaddvq_s32(hi);
         }
-        let summ: i32 = (0..8)
-            .map(|j| i32::from(m[j]) * (q8k_bsum(yb, 2 * j) + q8k_bsum(yb, 2 * j + 1)))
-            .sum();
-        sum += q45k_combine(xb, yb, isum, summ);
+        sum += q45k_combine(xb, yb, isum, q45k_min_sum(&m, yb));
     }
     sum
 }

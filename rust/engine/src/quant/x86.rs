@@ -192,10 +192,7 @@ macro_rules! float_dot {
                 *a = _mm256_fmadd_ps(xv, yv, *a);
             }
         }
-        let total = _mm256_add_ps(
-            _mm256_add_ps(acc[0], acc[1]),
-            _mm256_add_ps(acc[2], acc[3]),
-        );
+        let total = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
         let mut sum = f64::from(hsum_ps(total));
         for $j in main..n {
             sum += f64::from($one);

@@ -6,16 +6,10 @@
 
 use std::arch::x86_64::*;
 
-use super::kquants::{q4k_scales_mins, q8k_bsum, q8k_d, Q4K_BYTES, Q5K_BYTES, Q6K_BYTES, Q8K_BYTES};
+use super::kquants::{
+    q45k_min_sum, q4k_scales_mins, q8k_d, Q4K_BYTES, Q5K_BYTES, Q6K_BYTES, Q8K_BYTES,
+};
 use super::x86::{half, hsum_ps, load};
-
-/// The weighted min correction `Σ_j m_j · (bsum_2j + bsum_2j+1)` of a Q4_K/Q5_K block.
-#[inline]
-fn min_sum(m: &[u8; 8], y: &[u8]) -> i32 {
-    (0..8)
-        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
-        .sum()
-}
 
 /// Q4_K (`five == false`) or Q5_K × Q8_K.
 #[inline]
@@ -29,9 +23,13 @@ unsafe fn dot_q45_k(nb: usize, x: &[u8], y: &[u8], five: bool) -> f32 {
     for (xb, yb) in x.chunks_exact(size).zip(y.chunks_exact(Q8K_BYTES)).take(nb) {
         let yd = q8k_d(yb);
         let (sc, m) = q4k_scales_mins(&xb[4..16]);
-        acc_m += yd * half(xb.as_ptr().add(2)) * min_sum(&m, yb) as f32;
+        acc_m += yd * half(xb.as_ptr().add(2)) * q45k_min_sum(&m, yb) as f32;
         let qs = xb.as_ptr().add(if five { 48 } else { 16 });
-        let hbits = if five { load(xb.as_ptr().add(16)) } else { _mm256_setzero_si256() };
+        let hbits = if five {
+            load(xb.as_ptr().add(16))
+        } else {
+            _mm256_setzero_si256()
+        };
         let q8 = yb.as_ptr().add(4);
         let mut sumi = _mm256_setzero_si256();
         for j in 0..4 {
@@ -75,7 +73,11 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let m30 = _mm256_set1_epi8(0x30);
     let k32 = _mm256_set1_epi8(32);
     let mut acc = _mm256_setzero_ps();
-    for (xb, yb) in x.chunks_exact(Q6K_BYTES).zip(y.chunks_exact(Q8K_BYTES)).take(nb) {
+    for (xb, yb) in x
+        .chunks_exact(Q6K_BYTES)
+        .zip(y.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
         let xp = xb.as_ptr();
         let q8 = yb.as_ptr().add(4);
         let mut sumi = _mm256_setzero_si256();
@@ -84,8 +86,14 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
             let l1 = load(xp.add(64 * n + 32));
             let h = load(xp.add(128 + 32 * n));
             let q = [
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+                _mm256_or_si256(
+                    _mm256_and_si256(l0, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(h, 4), m30),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(l1, m4),
+                    _mm256_and_si256(_mm256_slli_epi16(h, 2), m30),
+                ),
                 _mm256_or_si256(
                     _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
                     _mm256_and_si256(h, m30),
@@ -97,7 +105,8 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
             ];
             for (k, q) in q.into_iter().enumerate() {
                 let yv = load(q8.add(128 * n + 32 * k));
-                let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(k32, yv));
+                let p =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(k32, yv));
                 let g = 8 * n + 2 * k;
                 let s0 = i16::from(xb[192 + g] as i8);
                 let s1 = i16::from(xb[193 + g] as i8);

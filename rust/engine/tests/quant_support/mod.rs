@@ -86,7 +86,15 @@ pub fn random_row(rng: &mut Rng, ty: GgmlType, n: usize) -> Vec<u8> {
     for b in out.chunks_exact_mut(ts) {
         for &(at, signed) in f16_fields(ty) {
             let v = 0.001 + 0.05 * rng.unit();
-            put_f16(b, at, if signed && rng.next_u64() & 1 == 1 { -v } else { v });
+            put_f16(
+                b,
+                at,
+                if signed && rng.next_u64() & 1 == 1 {
+                    -v
+                } else {
+                    v
+                },
+            );
         }
         let qs = match ty {
             GgmlType::Q8_0 => 2..34,
@@ -108,7 +116,10 @@ pub fn random_row(rng: &mut Rng, ty: GgmlType, n: usize) -> Vec<u8> {
             let d = 0.0001 + 0.01 * rng.unit();
             b[0..4].copy_from_slice(&d.to_le_bytes());
             for g in 0..16 {
-                let s: i32 = b[4 + 16 * g..20 + 16 * g].iter().map(|&q| i32::from(q as i8)).sum();
+                let s: i32 = b[4 + 16 * g..20 + 16 * g]
+                    .iter()
+                    .map(|&q| i32::from(q as i8))
+                    .sum();
                 b[260 + 2 * g..262 + 2 * g].copy_from_slice(&(s as i16).to_le_bytes());
             }
         }

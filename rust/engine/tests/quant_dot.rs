@@ -1,0 +1,185 @@
+//! Dot-product kernels: every weight type against an f64 reference built from dequantized rows,
+//! and the runtime-selected SIMD kernels against the portable ones.
+
+mod quant_support;
+
+use half::f16;
+use local_llm_engine::quant::{
+    dequantize, quantize_row, simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType,
+};
+use quant_support::{random_row, Rng};
+
+const WEIGHT_TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q8_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+];
+
+/// Row lengths to try for a type: several whole-block counts, plus ragged tails for floats.
+fn lengths(ty: GgmlType) -> Vec<usize> {
+    match ty.block_size() {
+        1 => vec![1, 7, 31, 32, 37, 100, 256, 1000, 2048],
+        32 => vec![32, 64, 96, 256, 640, 2048],
+        _ => vec![256, 512, 768, 2048],
+    }
+}
+
+struct Case {
+    w: Vec<u8>,
+    act: Vec<u8>,
+    /// Σ w·a in f64 over the dequantized rows.
+    reference: f64,
+    /// Σ |w·a|.
+    magnitude: f64,
+    /// Allowance for Q8_1's `s = half(d·Σq)` rounding: Σ_b |m_b·s_b|·2⁻⁹.
+    min_term: f64,
+}
+
+fn make_case(rng: &mut Rng, ty: GgmlType, n: usize) -> Case {
+    let w = random_row(rng, ty, n);
+    let at = vec_dot_type(ty);
+    let x: Vec<f32> = (0..n).map(|_| rng.signed() * (0.5 + rng.unit())).collect();
+    let mut act = vec![0u8; at.row_bytes(n as u64).unwrap() as usize];
+    quantize_row(at, &x, &mut act).unwrap();
+    let (mut wf, mut af) = (vec![0f32; n], vec![0f32; n]);
+    dequantize(ty, &w, &mut wf).unwrap();
+    dequantize(at, &act, &mut af).unwrap();
+    let reference = wf
+        .iter()
+        .zip(&af)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    let magnitude = wf
+        .iter()
+        .zip(&af)
+        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+        .sum();
+    let mut min_term = 0f64;
+    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        let half = |b: &[u8]| f64::from(f16::from_le_bytes([b[2], b[3]]).to_f32());
+        for (wb, ab) in w.chunks_exact(ty.type_size()).zip(act.chunks_exact(36)) {
+            min_term += (half(wb) * half(ab)).abs() / 512.0;
+        }
+    }
+    Case {
+        w,
+        act,
+        reference,
+        magnitude,
+        min_term,
+    }
+}
+
+#[test]
+fn vec_dot_matches_f64_reference_for_every_type() {
+    let mut rng = Rng::new(42);
+    let mut checked = 0;
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            for _ in 0..3 {
+                let c = make_case(&mut rng, ty, n);
+                // Tolerance: f32 rounding of block scales and of the accumulation, relative to
+                // the sum of absolute products, plus Q8_1's rounded block sums.
+                let tol = 2e-6 * c.magnitude + c.min_term + 1e-30;
+                for (kernel, got) in [
+                    ("runtime", vec_dot(ty, n, &c.w, &c.act)),
+                    ("scalar", vec_dot_scalar(ty, n, &c.w, &c.act)),
+                ] {
+                    let err = (f64::from(got) - c.reference).abs();
+                    assert!(
+                        err <= tol,
+                        "{ty} n={n} {kernel}: got {got}, reference {}, error {err:e} > {tol:e}",
+                        c.reference
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("checked {checked} rows (simd level {})", simd_level());
+}
+
+#[test]
+fn simd_kernels_agree_with_scalar() {
+    let mut rng = Rng::new(1234);
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            for _ in 0..5 {
+                let c = make_case(&mut rng, ty, n);
+                let simd = vec_dot(ty, n, &c.w, &c.act);
+                let scalar = vec_dot_scalar(ty, n, &c.w, &c.act);
+                let tol = 1e-6 * c.magnitude + 1e-30;
+                assert!(
+                    (f64::from(simd) - f64::from(scalar)).abs() <= tol,
+                    "{ty} n={n}: {} {simd} vs scalar {scalar}",
+                    simd_level()
+                );
+            }
+        }
+    }
+    if std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v == "scalar") {
+        assert_eq!(simd_level(), "scalar");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var("LOCAL_LLM_SIMD").is_err() && std::arch::is_x86_feature_detected!("avx2") {
+        assert_eq!(simd_level(), "avx2");
+    }
+}
+
+#[test]
+fn integer_parts_are_exact_on_small_values() {
+    // With power-of-two scales and small quants every kernel's result is exactly representable,
+    // so SIMD and scalar must agree bit for bit.
+    let mut rng = Rng::new(9);
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q4_1,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        let n = 1024;
+        let mut c = make_case(&mut rng, ty, n);
+        let one = f16::from_f32(0.25).to_bits().to_le_bytes();
+        for b in c.w.chunks_exact_mut(ty.type_size()) {
+            match ty {
+                GgmlType::Q6_K => b[208..210].copy_from_slice(&one),
+                GgmlType::Q4_K => {
+                    b[0..2].copy_from_slice(&one);
+                    b[2..4].copy_from_slice(&one);
+                }
+                GgmlType::Q4_1 => {
+                    b[0..2].copy_from_slice(&one);
+                    b[2..4].copy_from_slice(&[0, 0]);
+                }
+                _ => b[0..2].copy_from_slice(&one),
+            }
+        }
+        let at = vec_dot_type(ty);
+        for b in c.act.chunks_exact_mut(at.type_size()) {
+            if at == GgmlType::Q8_K {
+                b[0..4].copy_from_slice(&0.125f32.to_le_bytes());
+            } else {
+                b[0..2].copy_from_slice(&f16::from_f32(0.125).to_bits().to_le_bytes());
+            }
+        }
+        assert_eq!(
+            vec_dot(ty, n, &c.w, &c.act).to_bits(),
+            vec_dot_scalar(ty, n, &c.w, &c.act).to_bits(),
+            "{ty}"
+        );
+    }
+}
