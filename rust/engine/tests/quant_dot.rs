@@ -4,10 +4,8 @@
 mod quant_support;
 
 use half::f16;
-use local_llm_engine::quant::{
-    dequantize, quantize_row, simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType,
-};
-use quant_support::{random_row, Rng};
+use local_llm_engine::quant::{simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType};
+use quant_support::{make_case, Rng};
 
 const WEIGHT_TYPES: [GgmlType; 15] = [
     GgmlType::F32,
@@ -36,52 +34,6 @@ fn lengths(ty: GgmlType) -> Vec<usize> {
     }
 }
 
-struct Case {
-    w: Vec<u8>,
-    act: Vec<u8>,
-    /// Σ w·a in f64 over the dequantized rows.
-    reference: f64,
-    /// Σ |w·a|.
-    magnitude: f64,
-    /// Allowance for Q8_1's `s = half(d·Σq)` rounding: Σ_b |m_b·s_b|·2⁻⁹.
-    min_term: f64,
-}
-
-fn make_case(rng: &mut Rng, ty: GgmlType, n: usize) -> Case {
-    let w = random_row(rng, ty, n);
-    let at = vec_dot_type(ty);
-    let x: Vec<f32> = (0..n).map(|_| rng.signed() * (0.5 + rng.unit())).collect();
-    let mut act = vec![0u8; at.row_bytes(n as u64).unwrap() as usize];
-    quantize_row(at, &x, &mut act).unwrap();
-    let (mut wf, mut af) = (vec![0f32; n], vec![0f32; n]);
-    dequantize(ty, &w, &mut wf).unwrap();
-    dequantize(at, &act, &mut af).unwrap();
-    let reference = wf
-        .iter()
-        .zip(&af)
-        .map(|(&a, &b)| f64::from(a) * f64::from(b))
-        .sum();
-    let magnitude = wf
-        .iter()
-        .zip(&af)
-        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
-        .sum();
-    let mut min_term = 0f64;
-    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-        let half = |b: &[u8]| f64::from(f16::from_le_bytes([b[2], b[3]]).to_f32());
-        for (wb, ab) in w.chunks_exact(ty.type_size()).zip(act.chunks_exact(36)) {
-            min_term += (half(wb) * half(ab)).abs() / 512.0;
-        }
-    }
-    Case {
-        w,
-        act,
-        reference,
-        magnitude,
-        min_term,
-    }
-}
-
 #[test]
 fn vec_dot_matches_f64_reference_for_every_type() {
     let mut rng = Rng::new(42);
@@ -90,20 +42,7 @@ fn vec_dot_matches_f64_reference_for_every_type() {
         for n in lengths(ty) {
             for _ in 0..3 {
                 let c = make_case(&mut rng, ty, n);
-                // Tolerance: f32 rounding of block scales and of the accumulation, relative to
-                // the sum of absolute products, plus Q8_1's rounded block sums.
-                let tol = 2e-6 * c.magnitude + c.min_term + 1e-30;
-                for (kernel, got) in [
-                    ("runtime", vec_dot(ty, n, &c.w, &c.act)),
-                    ("scalar", vec_dot_scalar(ty, n, &c.w, &c.act)),
-                ] {
-                    let err = (f64::from(got) - c.reference).abs();
-                    assert!(
-                        err <= tol,
-                        "{ty} n={n} {kernel}: got {got}, reference {}, error {err:e} > {tol:e}",
-                        c.reference
-                    );
-                }
+                c.check(ty, n);
                 checked += 1;
             }
         }

@@ -251,6 +251,7 @@ fn model_tensors_match_gguf_numpy() {
         })
         .collect();
     let mut seen_types = std::collections::BTreeSet::new();
+    let mut rng = Rng::new(3);
     let mut tensors = 0;
     for (path, out, mut child) in jobs {
         assert!(
@@ -290,6 +291,9 @@ fn model_tensors_match_gguf_numpy() {
                 "{}: tensor {name} ({ty})",
                 path.display()
             );
+            // The dot kernels on a real row (realistic scales) against the f64 reference.
+            let row0 = map[offset..offset + row_bytes].to_vec();
+            quant_support::case_for_row(&mut rng, ty, ne0, row0).check(ty, ne0);
             seen_types.insert(ty.name());
             tensors += 1;
         }
