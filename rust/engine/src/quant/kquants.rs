@@ -60,7 +60,7 @@ pub(crate) fn q4k_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 
 /// Unpacks the sixteen 6-bit scales of a Q3_K block (12 bytes), already offset by −32.
 #[inline]
-fn q3k_scales(s: &[u8]) -> [i32; 16] {
+pub(crate) fn q3k_scales(s: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (i, o) in out.iter_mut().enumerate() {
         let low = if i < 8 { s[i] & 0x0f } else { s[i - 8] >> 4 };

@@ -23,6 +23,8 @@ pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32>
             GgmlType::Q5_0 => dot_q5_0(nb, x, y),
             GgmlType::Q5_1 => dot_q5_1(nb, x, y),
             GgmlType::Q8_0 => dot_q8_0(nb, x, y),
+            GgmlType::Q2_K => x86_kquants::dot_q2_k(nb, x, y),
+            GgmlType::Q3_K => x86_kquants::dot_q3_k(nb, x, y),
             GgmlType::Q4_K => x86_kquants::dot_q4_k(nb, x, y),
             GgmlType::Q5_K => x86_kquants::dot_q5_k(nb, x, y),
             GgmlType::Q6_K => x86_kquants::dot_q6_k(nb, x, y),
