@@ -2,10 +2,26 @@
 
 use half::f16;
 
+/// Widens IEEE half bits to f32 exactly (portable, no feature detection on the hot path).
+#[inline]
+fn f16_bits_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match exp {
+        // Zero or subnormal: man · 2⁻²⁴ is exact in f32.
+        0 => (man as f32 * (1.0 / 16_777_216.0)).to_bits(),
+        // Infinity or NaN (payload kept).
+        31 => 0x7f80_0000 | (man << 13),
+        _ => ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(sign | bits)
+}
+
 /// Decodes a little-endian IEEE half from its two bytes.
 #[inline]
 pub(crate) fn f16_le(b: [u8; 2]) -> f32 {
-    f16::from_bits(u16::from_le_bytes(b)).to_f32()
+    f16_bits_to_f32(u16::from_le_bytes(b))
 }
 
 /// Reads the little-endian half at byte offset `at` of `block` (the caller guarantees the range).
@@ -111,6 +127,22 @@ pub(crate) fn dot_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_widening_is_exact_for_every_non_nan_half() {
+        for h in 0..=u16::MAX {
+            let reference = f16::from_bits(h).to_f32();
+            if reference.is_nan() {
+                assert!(f16_bits_to_f32(h).is_nan(), "{h:#06x}");
+            } else {
+                assert_eq!(
+                    f16_bits_to_f32(h).to_bits(),
+                    reference.to_bits(),
+                    "{h:#06x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn bf16_rounding_matches_ggml_rules() {

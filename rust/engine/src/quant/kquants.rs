@@ -60,7 +60,7 @@ pub(crate) fn q4k_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 
 /// Unpacks the sixteen 6-bit scales of a Q3_K block (12 bytes), already offset by −32.
 #[inline]
-fn q3k_scales(s: &[u8]) -> [i32; 16] {
+pub(crate) fn q3k_scales(s: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (i, o) in out.iter_mut().enumerate() {
         let low = if i < 8 { s[i] & 0x0f } else { s[i - 8] >> 4 };
@@ -75,54 +75,72 @@ fn q3k_scales(s: &[u8]) -> [i32; 16] {
 #[inline]
 fn two_bits(qs: &[u8]) -> [i8; QK_K] {
     let mut q = [0i8; QK_K];
-    for (e, v) in q.iter_mut().enumerate() {
-        let (n, j, l) = (e / 128, (e / 32) % 4, e % 32);
-        *v = ((qs[32 * n + l] >> (2 * j)) & 3) as i8;
-    }
-    q
-}
-
-/// The 256 signed values of a Q3_K block (−4..=3).
-#[inline]
-fn q3k_values(b: &[u8]) -> [i8; QK_K] {
-    let (hmask, qs) = (&b[0..32], &b[32..96]);
-    let mut q = two_bits(qs);
-    for (e, v) in q.iter_mut().enumerate() {
-        let (n, j, l) = (e / 128, (e / 32) % 4, e % 32);
-        if (hmask[l] >> (4 * n + j)) & 1 == 0 {
-            *v -= 4;
+    for (half, src) in q.chunks_exact_mut(128).zip(qs.chunks_exact(32)) {
+        for (j, dst) in half.chunks_exact_mut(32).enumerate() {
+            for (d, &b) in dst.iter_mut().zip(src) {
+                *d = ((b >> (2 * j)) & 3) as i8;
+            }
         }
     }
     q
 }
 
-/// The 256 unsigned values (0..=31) of a Q4_K (`qh` empty) or Q5_K block's quants.
+/// The 256 signed values of a Q3_K block (−4..=3): element `128n + 32j + l` loses 4 when bit
+/// `4n + j` of `hmask[l]` is clear.
+#[inline]
+fn q3k_values(b: &[u8]) -> [i8; QK_K] {
+    let hmask = &b[0..32];
+    let mut q = two_bits(&b[32..96]);
+    for (k, dst) in q.chunks_exact_mut(32).enumerate() {
+        for (d, &h) in dst.iter_mut().zip(hmask) {
+            *d -= ((!h >> k) & 1) as i8 * 4;
+        }
+    }
+    q
+}
+
+/// The 256 unsigned values (0..=31) of a Q4_K (`qh` empty) or Q5_K block's quants: element
+/// `64j + l` is the low nibble of `qs[32j + l]`, element `64j + 32 + l` its high nibble; the fifth
+/// bit of element `32k + l` is bit `k` of `qh[l]`.
 #[inline]
 fn q45k_values(qh: Option<&[u8]>, qs: &[u8]) -> [i8; QK_K] {
     let mut q = [0i8; QK_K];
-    for (e, v) in q.iter_mut().enumerate() {
-        let (j, half, l) = (e / 64, (e / 32) % 2, e % 32);
-        let byte = qs[32 * j + l];
-        let mut x = if half == 0 { byte & 0x0f } else { byte >> 4 };
-        if let Some(qh) = qh {
-            x |= ((qh[l] >> (e / 32)) & 1) << 4;
+    for (dst, src) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)) {
+        let (lo, hi) = dst.split_at_mut(32);
+        for ((l, h), &b) in lo.iter_mut().zip(hi.iter_mut()).zip(src) {
+            *l = (b & 0x0f) as i8;
+            *h = (b >> 4) as i8;
         }
-        *v = x as i8;
+    }
+    if let Some(qh) = qh {
+        for (k, dst) in q.chunks_exact_mut(32).enumerate() {
+            for (d, &h) in dst.iter_mut().zip(qh) {
+                *d |= (((h >> k) & 1) << 4) as i8;
+            }
+        }
     }
     q
 }
 
-/// The 256 signed values (−32..=31) of a Q6_K block.
+/// The 256 signed values (−32..=31) of a Q6_K block: for each half `n`, element
+/// `128n + 32k + l` takes a nibble of `ql[64n + 32(k % 2) + l]` (low for `k < 2`) and bits
+/// `2k..2k+2` of `qh[32n + l]` as its top two bits.
 #[inline]
 fn q6k_values(b: &[u8]) -> [i8; QK_K] {
     let (ql, qh) = (&b[0..128], &b[128..192]);
     let mut q = [0i8; QK_K];
-    for (e, v) in q.iter_mut().enumerate() {
-        let (n, k, l) = (e / 128, (e / 32) % 4, e % 32);
-        let low = ql[64 * n + 32 * (k % 2) + l];
-        let low = if k < 2 { low & 0x0f } else { low >> 4 };
-        let high = (qh[32 * n + l] >> (2 * k)) & 3;
-        *v = (low | (high << 4)) as i8 - 32;
+    for ((dst, ql), qh) in q
+        .chunks_exact_mut(128)
+        .zip(ql.chunks_exact(64))
+        .zip(qh.chunks_exact(32))
+    {
+        for (k, dst) in dst.chunks_exact_mut(32).enumerate() {
+            let low = &ql[32 * (k % 2)..32 * (k % 2) + 32];
+            for ((d, &lb), &hb) in dst.iter_mut().zip(low).zip(qh) {
+                let nib = if k < 2 { lb & 0x0f } else { lb >> 4 };
+                *d = (nib | (((hb >> (2 * k)) & 3) << 4)) as i8 - 32;
+            }
+        }
     }
     q
 }
@@ -295,14 +313,20 @@ pub(crate) fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     sum
 }
 
+/// The min correction of a Q4_K/Q5_K × Q8_K block: `Σ_j m_j · Σ y` over sub-block `j`, from the
+/// Q8_K block sums.
+#[inline]
+pub(crate) fn q45k_min_sum(m: &[u8; 8], y: &[u8]) -> i32 {
+    (0..8)
+        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
+        .sum()
+}
+
 /// The integer parts of a Q4_K/Q5_K × Q8_K block: `(Σ_j sc_j·Σ q·y, Σ_j m_j·Σ y)`.
 #[inline]
-pub(crate) fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32) {
+fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32) {
     let isum = grouped_isum(q, &y[4..260], 32, |j| i32::from(sc[j]));
-    let summ = (0..8)
-        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
-        .sum();
-    (isum, summ)
+    (isum, q45k_min_sum(m, y))
 }
 
 /// Combines the integer parts of a Q4_K/Q5_K block with its scales.

@@ -8,7 +8,7 @@
 use std::arch::aarch64::*;
 
 use super::float::f16_at;
-use super::kquants::{q45k_combine, q4k_scales_mins, q8k_bsum, Q4K_BYTES, Q8K_BYTES};
+use super::kquants::{q45k_combine, q45k_min_sum, q4k_scales_mins, Q4K_BYTES, Q8K_BYTES};
 use super::GgmlType;
 
 /// Runs the NEON kernel for weight type `w` over `nb` blocks, or `None` when there is none.
@@ -78,10 +78,7 @@ unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
             isum +=
                 i32::from(sc[2 * j]) * vaddvq_s32(lo) + i32::from(sc[2 * j + 1]) * vaddvq_s32(hi);
         }
-        let summ: i32 = (0..8)
-            .map(|j| i32::from(m[j]) * (q8k_bsum(yb, 2 * j) + q8k_bsum(yb, 2 * j + 1)))
-            .sum();
-        sum += q45k_combine(xb, yb, isum, summ);
+        sum += q45k_combine(xb, yb, isum, q45k_min_sum(&m, yb));
     }
     sum
 }

@@ -23,6 +23,8 @@ pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32>
             GgmlType::Q5_0 => dot_q5_0(nb, x, y),
             GgmlType::Q5_1 => dot_q5_1(nb, x, y),
             GgmlType::Q8_0 => dot_q8_0(nb, x, y),
+            GgmlType::Q2_K => x86_kquants::dot_q2_k(nb, x, y),
+            GgmlType::Q3_K => x86_kquants::dot_q3_k(nb, x, y),
             GgmlType::Q4_K => x86_kquants::dot_q4_k(nb, x, y),
             GgmlType::Q5_K => x86_kquants::dot_q5_k(nb, x, y),
             GgmlType::Q6_K => x86_kquants::dot_q6_k(nb, x, y),
@@ -33,10 +35,20 @@ pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32>
 
 /// The IEEE half at `p` (2 bytes, little-endian) as f32.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn half(p: *const u8) -> f32 {
-    let bits = u16::from_le_bytes([*p, *p.add(1)]);
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    super::float::f16_le([*p, *p.add(1)])
+}
+
+/// The product of the IEEE halves at `px` and `py` (f32 multiply of the exact widenings). Both
+/// are converted with one `vcvtph2ps` from a zero-extended register, which avoids the false
+/// dependency a single-lane insert would create on the accumulator.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half_product(px: *const u8, py: *const u8) -> f32 {
+    let hx = u32::from(u16::from_le_bytes([*px, *px.add(1)]));
+    let hy = u32::from(u16::from_le_bytes([*py, *py.add(1)]));
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128((hx | (hy << 16)) as i32));
+    _mm_cvtss_f32(_mm_mul_ss(v, _mm_movehdup_ps(v)))
 }
 
 /// Horizontal sum of 8 f32 lanes.
@@ -106,7 +118,7 @@ unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
         let (xb, yb) = (xp.add(34 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let d = _mm256_set1_ps(half_product(xb, yb));
         let p = dot_ss(load(xb.add(2)), load(yb.add(2)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
@@ -120,7 +132,7 @@ unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
         let (xb, yb) = (xp.add(18 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let d = _mm256_set1_ps(half_product(xb, yb));
         let q = _mm256_sub_epi8(nibbles(xb.add(2)), _mm256_set1_epi8(8));
         let p = dot_ss(q, load(yb.add(2)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
@@ -135,7 +147,7 @@ unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
         let (xb, yb) = (xp.add(22 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let d = _mm256_set1_ps(half_product(xb, yb));
         let q = _mm256_or_si256(nibbles(xb.add(6)), fifth_bits(xb.add(2)));
         let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
         let p = dot_ss(q, load(yb.add(2)));
@@ -152,8 +164,8 @@ unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut summs = 0f32;
     for b in 0..nb {
         let (xb, yb) = (xp.add(20 * b), yp.add(36 * b));
-        summs += half(xb.add(2)) * half(yb.add(2));
-        let d = _mm256_set1_ps(half(xb) * half(yb));
+        summs += half_product(xb.add(2), yb.add(2));
+        let d = _mm256_set1_ps(half_product(xb, yb));
         let p = dot_us(nibbles(xb.add(4)), load(yb.add(4)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
@@ -168,8 +180,8 @@ unsafe fn dot_q5_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut summs = 0f32;
     for b in 0..nb {
         let (xb, yb) = (xp.add(24 * b), yp.add(36 * b));
-        summs += half(xb.add(2)) * half(yb.add(2));
-        let d = _mm256_set1_ps(half(xb) * half(yb));
+        summs += half_product(xb.add(2), yb.add(2));
+        let d = _mm256_set1_ps(half_product(xb, yb));
         let q = _mm256_or_si256(nibbles(xb.add(8)), fifth_bits(xb.add(4)));
         let p = dot_us(q, load(yb.add(4)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
@@ -222,7 +234,7 @@ unsafe fn dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
             _mm256_cvtph_ps(_mm_loadu_si128(xp.add(2 * i).cast())),
             _mm256_cvtph_ps(_mm_loadu_si128(yp.add(2 * i).cast()))
         ),
-        |i| half(xp.add(2 * i)) * half(yp.add(2 * i))
+        |i| half_product(xp.add(2 * i), yp.add(2 * i))
     )
 }
 

@@ -1,23 +1,18 @@
-//! AVX2 kernels for the K formats (Q4_K, Q5_K, Q6_K × Q8_K). Each super-block's integer sum is
-//! exact; `d` is applied with one FMA into 8 f32 lanes and the min correction (Q4_K/Q5_K) is
-//! accumulated separately, like ggml's AVX2 kernels.
+//! AVX2 kernels for the K formats (Q2_K..Q6_K × Q8_K). Each super-block's integer sum is exact.
+//! Q4_K/Q5_K/Q6_K apply `d` with one FMA into 8 f32 lanes and accumulate the min correction
+//! separately, like ggml's AVX2 kernels; Q2_K/Q3_K reduce the integer sum per super-block and
+//! combine it exactly as the portable kernels do (same result bit for bit).
 //!
 //! Safety: requires AVX2, FMA and F16C, and `nb` whole super-blocks in both rows.
 
 use std::arch::x86_64::*;
 
+use super::float::f16_at;
 use super::kquants::{
-    q4k_scales_mins, q8k_bsum, q8k_d, Q4K_BYTES, Q5K_BYTES, Q6K_BYTES, Q8K_BYTES,
+    q3k_scales, q45k_min_sum, q4k_scales_mins, q8k_bsum, q8k_d, Q2K_BYTES, Q3K_BYTES, Q4K_BYTES,
+    Q5K_BYTES, Q6K_BYTES, Q8K_BYTES,
 };
 use super::x86::{half, hsum_ps, load};
-
-/// The weighted min correction `Σ_j m_j · (bsum_2j + bsum_2j+1)` of a Q4_K/Q5_K block.
-#[inline]
-fn min_sum(m: &[u8; 8], y: &[u8]) -> i32 {
-    (0..8)
-        .map(|j| i32::from(m[j]) * (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)))
-        .sum()
-}
 
 /// Q4_K (`five == false`) or Q5_K × Q8_K.
 #[inline]
@@ -31,7 +26,7 @@ unsafe fn dot_q45_k(nb: usize, x: &[u8], y: &[u8], five: bool) -> f32 {
     for (xb, yb) in x.chunks_exact(size).zip(y.chunks_exact(Q8K_BYTES)).take(nb) {
         let yd = q8k_d(yb);
         let (sc, m) = q4k_scales_mins(&xb[4..16]);
-        acc_m += yd * half(xb.as_ptr().add(2)) * min_sum(&m, yb) as f32;
+        acc_m += yd * half(xb.as_ptr().add(2)) * q45k_min_sum(&m, yb) as f32;
         let qs = xb.as_ptr().add(if five { 48 } else { 16 });
         let hbits = if five {
             load(xb.as_ptr().add(16))
@@ -126,4 +121,92 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_ps(acc)
+}
+
+/// Horizontal sum of 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// `Σ_g scale(g) · Σ u·y` over the 16 groups of 16 of one Q2_K/Q3_K super-block, where `u` are
+/// the unsigned 2-bit quants (plus `4·h` for Q3_K's high-bit mask when `hmask` is given).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn two_bit_isum(
+    qs: *const u8,
+    hmask: Option<*const u8>,
+    q8: *const u8,
+    scale: &[i32; 16],
+) -> i32 {
+    let m3 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let hbits = match hmask {
+        Some(p) => load(p),
+        None => _mm256_setzero_si256(),
+    };
+    let mut sumi = _mm256_setzero_si256();
+    for n in 0..2 {
+        let bits = load(qs.add(32 * n));
+        for j in 0..4 {
+            let shift = _mm_cvtsi32_si128(2 * j as i32);
+            let mut u = _mm256_and_si256(_mm256_srl_epi16(bits, shift), m3);
+            if hmask.is_some() {
+                let hshift = _mm_cvtsi32_si128((4 * n + j) as i32);
+                let h = _mm256_and_si256(_mm256_srl_epi16(hbits, hshift), one);
+                u = _mm256_or_si256(u, _mm256_slli_epi16(h, 2));
+            }
+            let p = _mm256_maddubs_epi16(u, load(q8.add(128 * n + 32 * j)));
+            let g = 8 * n + 2 * j;
+            let scales = _mm256_set_m128i(
+                _mm_set1_epi16(scale[g + 1] as i16),
+                _mm_set1_epi16(scale[g] as i16),
+            );
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+        }
+    }
+    hsum_epi32(sumi)
+}
+
+/// Q2_K × Q8_K.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_q2_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (xb, yb) in x
+        .chunks_exact(Q2K_BYTES)
+        .zip(y.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
+        let yd = q8k_d(yb);
+        let (dall, dmin) = (yd * f16_at(xb, 80), yd * f16_at(xb, 82));
+        let scale: [i32; 16] = std::array::from_fn(|g| i32::from(xb[g] & 0x0f));
+        let summ: i32 = (0..16)
+            .map(|g| i32::from(xb[g] >> 4) * q8k_bsum(yb, g))
+            .sum();
+        let isum = two_bit_isum(xb.as_ptr().add(16), None, yb.as_ptr().add(4), &scale);
+        sum += dall * isum as f32 - dmin * summ as f32;
+    }
+    sum
+}
+
+/// Q3_K × Q8_K: quants are used unsigned (`q + 4`, 0..=7) and `4·Σ_g sc_g·bsum_g` is subtracted.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_q3_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (xb, yb) in x
+        .chunks_exact(Q3K_BYTES)
+        .zip(y.chunks_exact(Q8K_BYTES))
+        .take(nb)
+    {
+        let scale = q3k_scales(&xb[96..108]);
+        let offset: i32 = (0..16).map(|g| scale[g] * q8k_bsum(yb, g)).sum();
+        let xp = xb.as_ptr();
+        let isum = two_bit_isum(xp.add(32), Some(xp), yb.as_ptr().add(4), &scale) - 4 * offset;
+        sum += f16_at(xb, 108) * q8k_d(yb) * isum as f32;
+    }
+    sum
 }

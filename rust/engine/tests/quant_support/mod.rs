@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use half::f16;
-use local_llm_engine::quant::GgmlType;
+use local_llm_engine::quant::{
+    dequantize, quantize_row, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType,
+};
 
 /// SplitMix64: small, deterministic, good enough for test data.
 pub struct Rng(u64);
@@ -162,4 +164,78 @@ pub fn read_f32(path: &Path) -> Vec<f32> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
+}
+
+/// One weight row, one activation row and the f64 reference of their dot product.
+pub struct Case {
+    pub w: Vec<u8>,
+    pub act: Vec<u8>,
+    /// Σ w·a in f64 over the dequantized rows.
+    pub reference: f64,
+    /// Σ |w·a|.
+    pub magnitude: f64,
+    /// Allowance for Q8_1's `s = half(d·Σq)` rounding: Σ_b |m_b·s_b|·2⁻⁹.
+    pub min_term: f64,
+}
+
+/// A dot-product case for the weight row `w` (type `ty`, `n` elements) and random activations
+/// quantized to `vec_dot_type(ty)`, with its f64 reference over the dequantized rows.
+pub fn case_for_row(rng: &mut Rng, ty: GgmlType, n: usize, w: Vec<u8>) -> Case {
+    let at = vec_dot_type(ty);
+    let x: Vec<f32> = (0..n).map(|_| rng.signed() * (0.5 + rng.unit())).collect();
+    let mut act = vec![0u8; at.row_bytes(n as u64).unwrap() as usize];
+    quantize_row(at, &x, &mut act).unwrap();
+    let (mut wf, mut af) = (vec![0f32; n], vec![0f32; n]);
+    dequantize(ty, &w, &mut wf).unwrap();
+    dequantize(at, &act, &mut af).unwrap();
+    let reference = wf
+        .iter()
+        .zip(&af)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
+    let magnitude = wf
+        .iter()
+        .zip(&af)
+        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+        .sum();
+    let mut min_term = 0f64;
+    if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+        let half = |b: &[u8]| f64::from(f16::from_le_bytes([b[2], b[3]]).to_f32());
+        for (wb, ab) in w.chunks_exact(ty.type_size()).zip(act.chunks_exact(36)) {
+            min_term += (half(wb) * half(ab)).abs() / 512.0;
+        }
+    }
+    Case {
+        w,
+        act,
+        reference,
+        magnitude,
+        min_term,
+    }
+}
+
+/// A dot-product case on a random weight row.
+pub fn make_case(rng: &mut Rng, ty: GgmlType, n: usize) -> Case {
+    let w = random_row(rng, ty, n);
+    case_for_row(rng, ty, n, w)
+}
+
+impl Case {
+    /// Asserts that the runtime and the scalar kernels are within tolerance of the reference:
+    /// f32 rounding of block scales and of the accumulation, relative to the sum of absolute
+    /// products, plus Q8_1's rounded block sums.
+    pub fn check(&self, ty: GgmlType, n: usize) {
+        let tol = 2e-6 * self.magnitude + self.min_term + 1e-30;
+        for (kernel, got) in [
+            ("runtime", vec_dot(ty, n, &self.w, &self.act)),
+            ("scalar", vec_dot_scalar(ty, n, &self.w, &self.act)),
+        ] {
+            let err = (f64::from(got) - self.reference).abs();
+            assert!(
+                err <= tol,
+                "{ty} n={n} {kernel}: got {got}, reference {}, error {err:e} > {tol:e}",
+                self.reference
+            );
+        }
+    }
 }

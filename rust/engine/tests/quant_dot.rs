@@ -1,0 +1,128 @@
+//! Dot-product kernels: every weight type against an f64 reference built from dequantized rows,
+//! and the runtime-selected SIMD kernels against the portable ones.
+
+mod quant_support;
+
+use half::f16;
+use local_llm_engine::quant::{simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType};
+use quant_support::{make_case, Rng};
+
+const WEIGHT_TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q8_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_K,
+];
+
+/// Row lengths to try for a type: several whole-block counts, plus ragged tails for floats.
+fn lengths(ty: GgmlType) -> Vec<usize> {
+    match ty.block_size() {
+        1 => vec![1, 7, 31, 32, 37, 100, 256, 1000, 2048],
+        32 => vec![32, 64, 96, 256, 640, 2048],
+        _ => vec![256, 512, 768, 2048],
+    }
+}
+
+#[test]
+fn vec_dot_matches_f64_reference_for_every_type() {
+    let mut rng = Rng::new(42);
+    let mut checked = 0;
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            for _ in 0..3 {
+                let c = make_case(&mut rng, ty, n);
+                c.check(ty, n);
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("checked {checked} rows (simd level {})", simd_level());
+}
+
+#[test]
+fn simd_kernels_agree_with_scalar() {
+    let mut rng = Rng::new(1234);
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            for _ in 0..5 {
+                let c = make_case(&mut rng, ty, n);
+                let simd = vec_dot(ty, n, &c.w, &c.act);
+                let scalar = vec_dot_scalar(ty, n, &c.w, &c.act);
+                let tol = 1e-6 * c.magnitude + 1e-30;
+                if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K) {
+                    // These SIMD kernels reduce to the same integer and combine it like scalar.
+                    assert_eq!(simd.to_bits(), scalar.to_bits(), "{ty} n={n}");
+                }
+                assert!(
+                    (f64::from(simd) - f64::from(scalar)).abs() <= tol,
+                    "{ty} n={n}: {} {simd} vs scalar {scalar}",
+                    simd_level()
+                );
+            }
+        }
+    }
+    if std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v == "scalar") {
+        assert_eq!(simd_level(), "scalar");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var("LOCAL_LLM_SIMD").is_err() && std::arch::is_x86_feature_detected!("avx2") {
+        assert_eq!(simd_level(), "avx2");
+    }
+}
+
+#[test]
+fn integer_parts_are_exact_on_small_values() {
+    // With power-of-two scales and small quants every kernel's result is exactly representable,
+    // so SIMD and scalar must agree bit for bit.
+    let mut rng = Rng::new(9);
+    for ty in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q5_0,
+        GgmlType::Q4_1,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
+        let n = 1024;
+        let mut c = make_case(&mut rng, ty, n);
+        let one = f16::from_f32(0.25).to_bits().to_le_bytes();
+        for b in c.w.chunks_exact_mut(ty.type_size()) {
+            match ty {
+                GgmlType::Q6_K => b[208..210].copy_from_slice(&one),
+                GgmlType::Q4_K => {
+                    b[0..2].copy_from_slice(&one);
+                    b[2..4].copy_from_slice(&one);
+                }
+                GgmlType::Q4_1 => {
+                    b[0..2].copy_from_slice(&one);
+                    b[2..4].copy_from_slice(&[0, 0]);
+                }
+                _ => b[0..2].copy_from_slice(&one),
+            }
+        }
+        let at = vec_dot_type(ty);
+        for b in c.act.chunks_exact_mut(at.type_size()) {
+            if at == GgmlType::Q8_K {
+                b[0..4].copy_from_slice(&0.125f32.to_le_bytes());
+            } else {
+                b[0..2].copy_from_slice(&f16::from_f32(0.125).to_bits().to_le_bytes());
+            }
+        }
+        assert_eq!(
+            vec_dot(ty, n, &c.w, &c.act).to_bits(),
+            vec_dot_scalar(ty, n, &c.w, &c.act).to_bits(),
+            "{ty}"
+        );
+    }
+}
