@@ -20,7 +20,7 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
     assert_eq!(tok.n_vocab() as u64, info["n_vocab"].as_u64().unwrap(), "n_vocab");
     assert_eq!(tok.bos(), opt(&info["bos"]), "bos");
     assert_eq!(tok.eos(), opt(&info["eos"]), "eos");
-    assert_eq!(tok.eot(), opt(&info["eot"]), "eot");
+    check_eot(&tok, opt(&info["eot"]));
     assert_eq!(tok.add_bos(), info["add_bos"].as_bool().unwrap(), "add_bos");
     assert_eq!(tok.add_eos(), info["add_eos"].as_bool().unwrap(), "add_eos");
     let eog: Vec<u32> = (0..tok.n_vocab() as u32).filter(|&id| tok.is_eog(id)).collect();

@@ -146,9 +146,10 @@ impl Tokenizer {
         add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(add_bos);
         let add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token").unwrap_or(false);
 
-        // Auto-detection by text. llama.cpp takes the first match in hash-map order; we take the
-        // lowest id, which is deterministic and agrees with it on the models we test.
-        let find_lowest = |vocab: &Vocab, list: &[&str]| list.iter().filter_map(|t| vocab.token_id(t.as_bytes())).min();
+        // Auto-detection by text. When several candidates exist llama.cpp takes the first one in its
+        // hash map's iteration order (an accident of std::unordered_map); we take the first in list
+        // order, which prefers the turn-end tokens (`<|eot_id|>`, `<|im_end|>`, ..) chat models use.
+        let find_first = |vocab: &Vocab, list: &[&str]| list.iter().find_map(|t| vocab.token_id(t.as_bytes()));
         for (slot, list) in [
             (&mut eot, EOT_TEXTS),
             (&mut eom, &["<|eom_id|>"][..]),
@@ -160,7 +161,7 @@ impl Tokenizer {
             (&mut fim_sep, FIM_SEP_TEXTS),
         ] {
             if slot.is_none() {
-                *slot = find_lowest(&vocab, list);
+                *slot = find_first(&vocab, list);
                 if let Some(id) = *slot {
                     attrs[id as usize] |= attr::CONTROL;
                 }
