@@ -1,1 +1,142 @@
-fn main() {}
+//! `local-llm`: run, chat with, benchmark and inspect GGUF models from a terminal.
+
+mod bench;
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// On-device LLM inference (GGUF models, CPU and accelerator backends).
+#[derive(Parser)]
+#[command(name = "local-llm", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate text from a prompt; the text goes to stdout, logs and timings to stderr.
+    Run(RunArgs),
+    /// Chat interactively (one line per user turn; an empty line or EOF ends).
+    Chat(RunArgs),
+    /// Measure prompt processing and generation speed (like llama-bench).
+    Bench(bench::BenchArgs),
+    /// Print a model's metadata and tensors by type.
+    Info(ModelArg),
+    /// Print token ids of a text as JSON.
+    Tokenize(TokenizeArgs),
+    /// List the compute devices in the backend registry.
+    Devices,
+}
+
+/// Selecting the model file.
+#[derive(Args, Clone)]
+struct ModelArg {
+    /// Path of a GGUF model (default: $LOCAL_LLM_MODEL, else the cached SmolLM2 135M Instruct).
+    #[arg(short = 'm', long = "model")]
+    model: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct TokenizeArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// Text to tokenize.
+    #[arg(short = 'p', long = "prompt")]
+    prompt: String,
+    /// Do not add BOS/EOS.
+    #[arg(long)]
+    no_special: bool,
+    /// Treat special-token text as plain text.
+    #[arg(long)]
+    no_parse_special: bool,
+}
+
+/// Options shared by `run` and `chat`.
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// Prompt text (for `chat`: optional first user message).
+    #[arg(short = 'p', long = "prompt")]
+    prompt: Option<String>,
+    /// Wrap the prompt as a user turn with the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    /// System message for chat prompts.
+    #[arg(long)]
+    system: Option<String>,
+    /// Tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 256)]
+    n_predict: usize,
+    /// Threads (0: all cores).
+    #[arg(short = 't', long = "threads", default_value_t = 0)]
+    threads: usize,
+    /// Context size (0: the model's, up to 4096).
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
+    ctx_size: usize,
+    /// Prompt batch size.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    batch_size: usize,
+    /// Temperature (0: greedy).
+    #[arg(long = "temp", default_value_t = 0.8)]
+    temp: f32,
+    /// Top-k (0: off).
+    #[arg(long = "top-k", default_value_t = 40)]
+    top_k: usize,
+    /// Top-p (1: off).
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    top_p: f32,
+    /// Min-p (0: off).
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    min_p: f32,
+    /// Repeat penalty (1: off).
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    repeat_penalty: f32,
+    /// Tokens considered by the penalties.
+    #[arg(long = "repeat-last-n", default_value_t = 64)]
+    repeat_last_n: usize,
+    /// Frequency penalty.
+    #[arg(long = "frequency-penalty", default_value_t = 0.0)]
+    frequency_penalty: f32,
+    /// Presence penalty.
+    #[arg(long = "presence-penalty", default_value_t = 0.0)]
+    presence_penalty: f32,
+    /// RNG seed (default: random).
+    #[arg(short = 's', long = "seed")]
+    seed: Option<u64>,
+    /// Stop string (repeatable).
+    #[arg(long = "stop")]
+    stop: Vec<String>,
+    /// Keep generating after end-of-generation tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Read the whole file into memory instead of memory-mapping it.
+    #[arg(long)]
+    no_mmap: bool,
+    /// Print generated token ids as JSON on stderr after the text.
+    #[arg(long)]
+    print_tokens: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => commands::run(&args),
+        Command::Chat(args) => commands::chat(&args),
+        Command::Bench(args) => bench::bench(&args),
+        Command::Info(args) => commands::info(&args),
+        Command::Tokenize(args) => commands::tokenize(&args),
+        Command::Devices => commands::devices(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

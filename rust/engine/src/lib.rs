@@ -14,6 +14,7 @@ pub mod backend;
 pub mod chat;
 pub mod error;
 pub mod gguf;
+pub mod log;
 pub mod model;
 pub mod quant;
 pub mod sampling;

@@ -1,1 +1,525 @@
-//! TODO
+//! Sessions: loading a model with its tokenizer and chat template, contexts with a KV cache,
+//! prompt processing in batches, and token-by-token generation with streaming, stop strings,
+//! cancellation and timings.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::backend::{Registry, Threads};
+use crate::chat::{ChatMessage, ChatTemplate};
+use crate::gguf::GgufFile;
+use crate::model::{KvCache, Model, ModelConfig, Output};
+use crate::sampling::{Sampler, SamplingParams, StopMatcher};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::{Error, Result};
+
+/// The number of threads to use when the caller says 0: the machine's available parallelism.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How to load a model.
+#[derive(Clone)]
+pub struct LoadOptions {
+    /// Memory-map the file (default) instead of reading it into memory.
+    pub use_mmap: bool,
+    /// Devices to place weights on (default: [`Registry::detect`]).
+    pub registry: Option<Arc<Registry>>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            use_mmap: true,
+            registry: None,
+        }
+    }
+}
+
+/// A model ready for inference: weights, tokenizer and chat template. Shared by contexts.
+pub struct LoadedModel {
+    path: PathBuf,
+    gguf: Arc<GgufFile>,
+    model: Model,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    template_is_builtin: bool,
+    load_ms: f64,
+}
+
+/// Facts about a loaded model.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    /// Hyper-parameters.
+    pub config: ModelConfig,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// Number of parameters (elements of all tensors).
+    pub n_params: u64,
+    /// Whether the file has its own chat template (otherwise a built-in one is used).
+    pub has_chat_template: bool,
+    /// Time taken to load, in milliseconds.
+    pub load_ms: f64,
+    /// Weight matrices per device.
+    pub placement: Vec<(String, usize)>,
+}
+
+impl LoadedModel {
+    /// Load a GGUF model from `path`.
+    pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Arc<Self>> {
+        let start = Instant::now();
+        let path = path.as_ref();
+        let gguf = Arc::new(GgufFile::open_with(path, options.use_mmap)?);
+        let registry = options
+            .registry
+            .clone()
+            .unwrap_or_else(|| Arc::new(Registry::detect()));
+        let model = Model::from_gguf(&gguf, &registry)?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        let text = |id: Option<u32>| {
+            id.and_then(|i| tokenizer.token_text(i))
+                .unwrap_or("")
+                .to_string()
+        };
+        let (bos, eos) = (text(tokenizer.bos()), text(tokenizer.eos()));
+        let (source, builtin) = match gguf.get_str("tokenizer.chat_template") {
+            Some(s) => (s.to_string(), false),
+            None => (
+                ChatTemplate::builtin_source(&model.config().architecture).to_string(),
+                true,
+            ),
+        };
+        let template = ChatTemplate::new(&source, &bos, &eos)?;
+        Ok(Arc::new(LoadedModel {
+            path: path.to_path_buf(),
+            gguf,
+            model,
+            tokenizer,
+            template,
+            template_is_builtin: builtin,
+            load_ms: start.elapsed().as_secs_f64() * 1e3,
+        }))
+    }
+
+    /// The file this model came from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The parsed GGUF file (metadata and tensor table).
+    pub fn gguf(&self) -> &GgufFile {
+        &self.gguf
+    }
+
+    /// The network.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The chat template in use (the file's, or a built-in one for its architecture).
+    pub fn chat_template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// Facts about the model.
+    pub fn info(&self) -> ModelInfo {
+        ModelInfo {
+            config: self.model.config().clone(),
+            file_size: self.gguf.file_size(),
+            n_params: self.gguf.tensors().iter().map(|t| t.n_elements()).sum(),
+            has_chat_template: !self.template_is_builtin,
+            load_ms: self.load_ms,
+            placement: self.model.placement().into_iter().collect(),
+        }
+    }
+
+    /// Tokenize `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
+    /// special-token text into those tokens.
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        self.tokenizer.encode(text, add_special, parse_special)
+    }
+
+    /// Text of `tokens` (control tokens rendered only when `special`).
+    pub fn detokenize(&self, tokens: &[u32], special: bool) -> String {
+        self.tokenizer.decode(tokens, special)
+    }
+
+    /// Render `messages` with the chat template.
+    pub fn apply_chat_template(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        self.template.render(messages, add_generation_prompt)
+    }
+
+    /// Tokens of a chat prompt: template text may contain special tokens, message contents are
+    /// always tokenized as plain text. BOS is added if the model asks and the template did not.
+    pub fn chat_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>> {
+        let mut tokens = Vec::new();
+        for seg in self.template.render_segments(messages, true)? {
+            tokens.extend(self.tokenizer.encode(&seg.text, false, seg.from_template)?);
+        }
+        if let Some(bos) = self.tokenizer.bos() {
+            if self.tokenizer.add_bos() && tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
+        }
+        Ok(tokens)
+    }
+}
+
+/// How to create a context.
+#[derive(Clone, Debug)]
+pub struct ContextOptions {
+    /// Context size in tokens (0: the model's training context, capped at 4096).
+    pub n_ctx: usize,
+    /// Prompt tokens processed per forward pass.
+    pub n_batch: usize,
+    /// Worker threads (0: all available cores).
+    pub threads: usize,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions {
+            n_ctx: 0,
+            n_batch: 512,
+            threads: 0,
+        }
+    }
+}
+
+/// What to generate from.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    /// Raw text, tokenized with the model's BOS/EOS flags; special-token text is parsed.
+    Text(String),
+    /// Chat messages rendered with the chat template (generation prompt added).
+    Chat(Vec<ChatMessage>),
+    /// Token ids as they are.
+    Tokens(Vec<u32>),
+}
+
+/// A generation request.
+#[derive(Clone, Debug)]
+pub struct GenerateRequest {
+    /// The prompt.
+    pub prompt: Prompt,
+    /// Sampling settings.
+    pub sampling: SamplingParams,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Stop strings (not included in the output).
+    pub stop: Vec<String>,
+    /// Stop at end-of-generation tokens (default true).
+    pub stop_at_eog: bool,
+}
+
+impl GenerateRequest {
+    /// A request with default sampling, 256 tokens, no stop strings.
+    pub fn new(prompt: Prompt) -> Self {
+        GenerateRequest {
+            prompt,
+            sampling: SamplingParams::default(),
+            max_tokens: 256,
+            stop: Vec::new(),
+            stop_at_eog: true,
+        }
+    }
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token.
+    EndOfGeneration,
+    /// A stop string matched.
+    StopString,
+    /// `max_tokens` reached.
+    MaxTokens,
+    /// The context window is full.
+    ContextFull,
+    /// The caller cancelled.
+    Cancelled,
+}
+
+impl FinishReason {
+    /// OpenAI-style name: "stop", "length" or "cancelled".
+    pub fn openai_name(self) -> &'static str {
+        match self {
+            FinishReason::EndOfGeneration | FinishReason::StopString => "stop",
+            FinishReason::MaxTokens | FinishReason::ContextFull => "length",
+            FinishReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Timings of one generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// Prompt tokens evaluated (excluding tokens reused from the cache).
+    pub prompt_tokens: usize,
+    /// Milliseconds spent on the prompt.
+    pub prompt_ms: f64,
+    /// Tokens generated.
+    pub generated_tokens: usize,
+    /// Milliseconds spent generating.
+    pub generation_ms: f64,
+}
+
+impl Timings {
+    /// Prompt tokens per second.
+    pub fn prompt_tokens_per_second(&self) -> f64 {
+        per_second(self.prompt_tokens, self.prompt_ms)
+    }
+
+    /// Generated tokens per second.
+    pub fn generation_tokens_per_second(&self) -> f64 {
+        per_second(self.generated_tokens, self.generation_ms)
+    }
+}
+
+fn per_second(n: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        n as f64 * 1e3 / ms
+    } else {
+        0.0
+    }
+}
+
+/// The result of a generation.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// Generated text (stop string excluded).
+    pub text: String,
+    /// Generated token ids.
+    pub tokens: Vec<u32>,
+    /// Number of prompt tokens.
+    pub prompt_tokens: usize,
+    /// Why it ended.
+    pub finish_reason: FinishReason,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// An inference context: a KV cache, worker threads and the tokens the cache holds.
+pub struct Context {
+    model: Arc<LoadedModel>,
+    cache: KvCache,
+    threads: Threads,
+    n_batch: usize,
+    cached: Vec<u32>,
+}
+
+impl Context {
+    /// A context for `model`.
+    pub fn new(model: Arc<LoadedModel>, options: &ContextOptions) -> Result<Self> {
+        let n_ctx = if options.n_ctx == 0 {
+            model.model.config().n_ctx_train.min(4096)
+        } else {
+            options.n_ctx
+        };
+        if n_ctx > 1 << 20 {
+            return Err(Error::InvalidOption(format!("context size {n_ctx} is too large")));
+        }
+        if options.n_batch == 0 {
+            return Err(Error::InvalidOption("batch size must be at least 1".into()));
+        }
+        let threads = if options.threads == 0 {
+            default_threads()
+        } else {
+            options.threads
+        };
+        if threads > 1024 {
+            return Err(Error::InvalidOption(format!("{threads} threads is too many")));
+        }
+        Ok(Context {
+            cache: model.model.new_cache(n_ctx),
+            threads: Threads::new(threads)?,
+            n_batch: options.n_batch,
+            cached: Vec::new(),
+            model,
+        })
+    }
+
+    /// The model this context runs.
+    pub fn model(&self) -> &Arc<LoadedModel> {
+        &self.model
+    }
+
+    /// Context size in tokens.
+    pub fn n_ctx(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// Worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+
+    /// Tokens currently in the KV cache.
+    pub fn cached_tokens(&self) -> &[u32] {
+        &self.cached
+    }
+
+    /// Empty the KV cache.
+    pub fn clear(&mut self) {
+        self.cache.truncate(0);
+        self.cached.clear();
+    }
+
+    /// Tokens for a prompt.
+    pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<Vec<u32>> {
+        match prompt {
+            Prompt::Text(text) => self.model.tokenize(text, true, true),
+            Prompt::Chat(messages) => self.model.chat_tokens(messages),
+            Prompt::Tokens(t) => Ok(t.clone()),
+        }
+    }
+
+    /// Evaluate `tokens` after the cached ones in batches, calling `progress(done, total)`
+    /// after each batch, and return what `output` asks for from the last batch (for
+    /// [`Output::AllLogits`] / [`Output::Hidden`]: every token of every batch).
+    pub fn eval(
+        &mut self,
+        tokens: &[u32],
+        output: Output,
+        progress: &mut dyn FnMut(usize, usize),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidOption("nothing to evaluate".into()));
+        }
+        let needed = self.cache.len() + tokens.len();
+        if needed > self.cache.capacity() {
+            return Err(Error::ContextExhausted {
+                needed,
+                capacity: self.cache.capacity(),
+            });
+        }
+        let mut result = Vec::new();
+        let mut done = 0;
+        for batch in tokens.chunks(self.n_batch) {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::Cancelled);
+            }
+            let out = self
+                .model
+                .model
+                .forward(batch, &mut self.cache, &self.threads, output)?;
+            self.cached.extend_from_slice(batch);
+            match output {
+                Output::LastLogits => result = out,
+                Output::AllLogits | Output::Hidden => result.extend(out),
+            }
+            done += batch.len();
+            progress(done, tokens.len());
+        }
+        Ok(result)
+    }
+
+    /// Generate from `request`, calling `on_text` with each new piece of text (never a partial
+    /// UTF-8 character, never text that may still turn out to be a stop string). Generation
+    /// stops when `cancel` becomes true (checked between tokens).
+    pub fn generate(
+        &mut self,
+        request: &GenerateRequest,
+        on_text: &mut dyn FnMut(&str),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Generation> {
+        request.sampling.validate()?;
+        let prompt = self.prompt_tokens(&request.prompt)?;
+        if prompt.is_empty() {
+            return Err(Error::InvalidOption("the prompt is empty".into()));
+        }
+        if prompt.len() > self.cache.capacity() {
+            return Err(Error::ContextExhausted {
+                needed: prompt.len(),
+                capacity: self.cache.capacity(),
+            });
+        }
+        let mut sampler = Sampler::new(request.sampling.clone())?;
+        // Reuse the longest cached prefix, keeping at least one token to evaluate.
+        let common = self
+            .cached
+            .iter()
+            .zip(&prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        self.cache.truncate(common);
+        self.cached.truncate(common);
+
+        let start = Instant::now();
+        let mut logits = self.eval(&prompt[common..], Output::LastLogits, &mut |_, _| {}, cancel)?;
+        let mut timings = Timings {
+            prompt_tokens: prompt.len() - common,
+            prompt_ms: start.elapsed().as_secs_f64() * 1e3,
+            ..Timings::default()
+        };
+
+        let tokenizer = &self.model.tokenizer;
+        let mut decoder = StreamDecoder::new();
+        let mut stops = StopMatcher::new(&request.stop);
+        let mut text = String::new();
+        let mut tokens = Vec::new();
+        let gen_start = Instant::now();
+        let emit = |piece: String, text: &mut String, on_text: &mut dyn FnMut(&str)| {
+            if !piece.is_empty() {
+                on_text(&piece);
+                text.push_str(&piece);
+            }
+        };
+        let finish_reason = loop {
+            if tokens.len() >= request.max_tokens {
+                break FinishReason::MaxTokens;
+            }
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                break FinishReason::Cancelled;
+            }
+            let token = sampler.sample(&logits, &self.cached);
+            if request.stop_at_eog && tokenizer.is_eog(token) {
+                break FinishReason::EndOfGeneration;
+            }
+            tokens.push(token);
+            let piece = decoder.push(tokenizer, token);
+            let (safe, stopped) = stops.push(&piece);
+            emit(safe, &mut text, on_text);
+            if stopped {
+                break FinishReason::StopString;
+            }
+            if tokens.len() >= request.max_tokens {
+                break FinishReason::MaxTokens;
+            }
+            if self.cache.len() >= self.cache.capacity() {
+                break FinishReason::ContextFull;
+            }
+            logits = self
+                .model
+                .model
+                .forward(&[token], &mut self.cache, &self.threads, Output::LastLogits)?;
+            self.cached.push(token);
+        };
+        if finish_reason != FinishReason::StopString {
+            let rest = decoder.finish();
+            let (safe, stopped) = stops.push(&rest);
+            emit(safe, &mut text, on_text);
+            if !stopped {
+                emit(stops.flush(), &mut text, on_text);
+            }
+        }
+        timings.generated_tokens = tokens.len();
+        timings.generation_ms = gen_start.elapsed().as_secs_f64() * 1e3;
+        Ok(Generation {
+            text,
+            tokens,
+            prompt_tokens: prompt.len(),
+            finish_reason,
+            timings,
+        })
+    }
+}

@@ -1,1 +1,94 @@
-//! TODO
+//! Transformer architectures. `llama.rs` covers the llama family (and qwen2/qwen3),
+//! `gemma3.rs` Gemma 3; both build the shared [`transformer`] block.
+
+mod config;
+mod gemma3;
+mod kv_cache;
+mod llama;
+pub mod ops;
+mod transformer;
+mod weights;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use config::ModelConfig;
+pub use kv_cache::KvCache;
+pub use transformer::Output;
+
+use crate::backend::{Registry, Threads};
+use crate::gguf::GgufFile;
+use crate::{Error, Result};
+
+/// Architectures this engine runs (`general.architecture` values).
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
+
+/// A loaded model: its weights (placed on devices) and configuration.
+pub struct Model {
+    net: transformer::Transformer,
+}
+
+impl Model {
+    /// Build the model described by `gguf`, placing weights with `registry`.
+    pub fn from_gguf(gguf: &Arc<GgufFile>, registry: &Registry) -> Result<Self> {
+        let arch = gguf
+            .get_str("general.architecture")
+            .ok_or_else(|| Error::InvalidModel("missing metadata 'general.architecture'".into()))?;
+        let net = match arch {
+            "llama" => llama::load(gguf, registry, llama::Variant::Llama)?,
+            "qwen2" => llama::load(gguf, registry, llama::Variant::Qwen2)?,
+            "qwen3" => llama::load(gguf, registry, llama::Variant::Qwen3)?,
+            "gemma3" => gemma3::load(gguf, registry)?,
+            other => return Err(Error::UnsupportedArchitecture(other.to_string())),
+        };
+        Ok(Model { net })
+    }
+
+    /// Hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.net.config
+    }
+
+    /// An empty KV cache for `n_ctx` positions.
+    pub fn new_cache(&self, n_ctx: usize) -> KvCache {
+        let c = &self.net.config;
+        KvCache::new(
+            c.n_layer,
+            n_ctx,
+            c.n_head_kv * c.head_dim,
+            c.n_head_kv * c.head_dim_v,
+        )
+    }
+
+    /// Bytes a KV cache of `n_ctx` positions takes.
+    pub fn cache_bytes(&self, n_ctx: usize) -> u64 {
+        let c = &self.net.config;
+        (c.n_layer * n_ctx * c.n_head_kv * (c.head_dim + c.head_dim_v) * 2) as u64
+    }
+
+    /// Run `tokens` after the cache's contents (see [`Output`]).
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        threads: &Threads,
+        output: Output,
+    ) -> Result<Vec<f32>> {
+        self.net.forward(tokens, cache, threads, output)
+    }
+
+    /// How many weight matrices each device holds.
+    pub fn placement(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        let weights = self
+            .net
+            .layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .chain(std::iter::once(&self.net.output));
+        for w in weights {
+            *counts.entry(w.device_name().to_string()).or_insert(0) += 1;
+        }
+        counts
+    }
+}

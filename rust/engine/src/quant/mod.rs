@@ -1,5 +1,227 @@
 //! Tensor element types, quantized block formats, dequantization and dot-product kernels.
+//!
+//! Numerics follow ggml (llama.cpp): activations are quantized like ggml's reference quantizers,
+//! dot products accumulate integers per block and apply the block scales in ggml's order, so the
+//! engine's logits track llama.cpp's closely. Kernels are chosen once at run time
+//! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
 
+mod float;
+mod kquants;
+mod legacy;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod types;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_kquants;
 
+use std::sync::OnceLock;
+
+use crate::{Error, Result};
 pub use types::GgmlType;
+
+/// The kernel family selected for this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    /// Portable Rust.
+    Scalar,
+    /// x86-64 with AVX2, FMA and F16C.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// aarch64 Advanced SIMD.
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+}
+
+fn detect() -> Level {
+    if std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
+        return Level::Scalar;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("f16c")
+    {
+        return Level::Avx2;
+    }
+    #[cfg(target_arch = "aarch64")]
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        return Level::Neon;
+    }
+    Level::Scalar
+}
+
+fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(detect)
+}
+
+/// Name of the SIMD level selected at run time: `"avx2"`, `"neon"` or `"scalar"`.
+pub fn simd_level() -> &'static str {
+    match level() {
+        Level::Scalar => "scalar",
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => "avx2",
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => "neon",
+    }
+}
+
+/// Dequantize `dst.len()` elements from `src`, which must be exactly
+/// `ty.row_bytes(dst.len())` bytes in GGUF's little-endian block layout. Every [`GgmlType`] is
+/// supported; a length that is not a whole number of blocks or does not match `src` is an
+/// [`Error::InvalidOption`].
+pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
+    let need = ty.row_bytes(dst.len() as u64).ok_or_else(|| {
+        Error::InvalidOption(format!(
+            "cannot dequantize {} elements of {ty}: not a multiple of its block size {}",
+            dst.len(),
+            ty.block_size()
+        ))
+    })?;
+    if src.len() as u64 != need {
+        return Err(Error::InvalidOption(format!(
+            "cannot dequantize {} elements of {ty}: expected {need} bytes, got {}",
+            dst.len(),
+            src.len()
+        )));
+    }
+    match ty {
+        GgmlType::F32 => float::dequant_f32(src, dst),
+        GgmlType::F16 => float::dequant_f16(src, dst),
+        GgmlType::BF16 => float::dequant_bf16(src, dst),
+        GgmlType::Q4_0 => legacy::dequant_q4_0(src, dst),
+        GgmlType::Q4_1 => legacy::dequant_q4_1(src, dst),
+        GgmlType::Q5_0 => legacy::dequant_q5_0(src, dst),
+        GgmlType::Q5_1 => legacy::dequant_q5_1(src, dst),
+        GgmlType::Q8_0 => legacy::dequant_q8_0(src, dst),
+        GgmlType::Q8_1 => legacy::dequant_q8_1(src, dst),
+        GgmlType::Q2_K => kquants::dequant_q2_k(src, dst),
+        GgmlType::Q3_K => kquants::dequant_q3_k(src, dst),
+        GgmlType::Q4_K => kquants::dequant_q4_k(src, dst),
+        GgmlType::Q5_K => kquants::dequant_q5_k(src, dst),
+        GgmlType::Q6_K => kquants::dequant_q6_k(src, dst),
+        GgmlType::Q8_K => kquants::dequant_q8_k(src, dst),
+    }
+    Ok(())
+}
+
+/// The activation format the dot product of a weight of type `w` consumes (ggml's
+/// `vec_dot_type`): Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; Q2_K..Q6_K → Q8_K; the float
+/// types and the activation formats themselves map to themselves.
+pub fn vec_dot_type(w: GgmlType) -> GgmlType {
+    match w {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
+        GgmlType::Q2_K
+        | GgmlType::Q3_K
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K
+        | GgmlType::Q8_K => GgmlType::Q8_K,
+        GgmlType::F32 => GgmlType::F32,
+        GgmlType::F16 => GgmlType::F16,
+        GgmlType::BF16 => GgmlType::BF16,
+    }
+}
+
+/// Quantize a row of activations into format `ty` (one of Q8_0, Q8_1, Q8_K, F16, BF16, F32),
+/// like ggml's reference quantizers. `src.len()` must be a multiple of the block size and
+/// `dst.len() == ty.row_bytes(src.len())`; otherwise, or for another `ty`, the result is an
+/// [`Error::InvalidOption`].
+pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    let need = ty.row_bytes(src.len() as u64).ok_or_else(|| {
+        Error::InvalidOption(format!(
+            "cannot quantize {} values to {ty}: not a multiple of its block size {}",
+            src.len(),
+            ty.block_size()
+        ))
+    })?;
+    if dst.len() as u64 != need {
+        return Err(Error::InvalidOption(format!(
+            "cannot quantize {} values to {ty}: expected a {need}-byte destination, got {}",
+            src.len(),
+            dst.len()
+        )));
+    }
+    match ty {
+        GgmlType::F32 => float::quantize_f32(src, dst),
+        GgmlType::F16 => float::quantize_f16(src, dst),
+        GgmlType::BF16 => float::quantize_bf16(src, dst),
+        GgmlType::Q8_0 => legacy::quantize_q8_0(src, dst),
+        GgmlType::Q8_1 => legacy::quantize_q8_1(src, dst),
+        GgmlType::Q8_K => kquants::quantize_q8_k(src, dst),
+        other => {
+            return Err(Error::InvalidOption(format!(
+                "quantizing to {other} is not supported (activation formats: Q8_0, Q8_1, Q8_K, \
+                 F16, BF16, F32)"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The number of whole blocks of `n` elements that both rows really hold. Equal to
+/// `n / block_size` for well-formed input (checked in debug builds); clamping keeps the SIMD
+/// kernels in bounds even when a caller passes short rows.
+fn blocks_in_rows(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> usize {
+    let a = vec_dot_type(w);
+    debug_assert_eq!(n % w.block_size(), 0, "vec_dot: {n} is not a whole number of {w} blocks");
+    debug_assert_eq!(w_row.len(), n / w.block_size() * w.type_size(), "vec_dot: {w} row length");
+    debug_assert_eq!(act_row.len(), n / a.block_size() * a.type_size(), "vec_dot: {a} row length");
+    (n / w.block_size())
+        .min(w_row.len() / w.type_size())
+        .min(act_row.len() / a.type_size())
+}
+
+/// Dot product of one weight row (type `w`, `n` elements) with one activation row already in
+/// [`vec_dot_type`]`(w)`, using the kernels selected at run time. Lengths are the caller's
+/// responsibility (checked with `debug_assert`; in release builds short rows are truncated to
+/// whole blocks, never read out of bounds).
+///
+/// The SIMD kernels assume weights as ggml writes them: Q8_0 quants in −127..=127 (a −128 in
+/// both operands of a product is mis-signed, exactly as in ggml's AVX2 kernel).
+pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            let nb = blocks_in_rows(w, n, w_row, act_row);
+            if let Some(v) = x86::vec_dot(w, nb, w_row, act_row) {
+                return v;
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Level::Neon => {
+            let nb = blocks_in_rows(w, n, w_row, act_row);
+            if let Some(v) = neon::vec_dot(w, nb, w_row, act_row) {
+                return v;
+            }
+        }
+        Level::Scalar => {}
+    }
+    vec_dot_scalar(w, n, w_row, act_row)
+}
+
+/// The portable kernel [`vec_dot`] uses when `LOCAL_LLM_SIMD=scalar` is set or no SIMD kernel
+/// exists; exposed so tests and benchmarks can compare the SIMD kernels against it.
+pub fn vec_dot_scalar(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
+    let nb = blocks_in_rows(w, n, w_row, act_row);
+    match w {
+        GgmlType::F32 => float::dot_f32(nb, w_row, act_row),
+        GgmlType::F16 => float::dot_f16(nb, w_row, act_row),
+        GgmlType::BF16 => float::dot_bf16(nb, w_row, act_row),
+        GgmlType::Q4_0 => legacy::dot_q4_0_q8_0(nb, w_row, act_row),
+        GgmlType::Q4_1 => legacy::dot_q4_1_q8_1(nb, w_row, act_row),
+        GgmlType::Q5_0 => legacy::dot_q5_0_q8_0(nb, w_row, act_row),
+        GgmlType::Q5_1 => legacy::dot_q5_1_q8_1(nb, w_row, act_row),
+        GgmlType::Q8_0 => legacy::dot_q8_0_q8_0(nb, w_row, act_row),
+        GgmlType::Q8_1 => legacy::dot_q8_1_q8_1(nb, w_row, act_row),
+        GgmlType::Q2_K => kquants::dot_q2_k(nb, w_row, act_row),
+        GgmlType::Q3_K => kquants::dot_q3_k(nb, w_row, act_row),
+        GgmlType::Q4_K => kquants::dot_q4_k(nb, w_row, act_row),
+        GgmlType::Q5_K => kquants::dot_q5_k(nb, w_row, act_row),
+        GgmlType::Q6_K => kquants::dot_q6_k(nb, w_row, act_row),
+        GgmlType::Q8_K => kquants::dot_q8_k(nb, w_row, act_row),
+    }
+}

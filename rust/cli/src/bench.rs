@@ -1,0 +1,132 @@
+//! `local-llm bench`: prompt-processing (pp) and text-generation (tg) throughput, like llama-bench.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use local_llm_engine::model::Output;
+use local_llm_engine::session::{Context, ContextOptions, LoadOptions, LoadedModel};
+use local_llm_engine::{Error, Result};
+
+use crate::commands::model_path;
+use crate::ModelArg;
+
+/// Options of `local-llm bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// Prompt lengths to test (comma-separated; 0 skips).
+    #[arg(short = 'p', long = "n-prompt", default_value = "512", value_delimiter = ',')]
+    n_prompt: Vec<usize>,
+    /// Generation lengths to test (comma-separated; 0 skips).
+    #[arg(short = 'n', long = "n-gen", default_value = "128", value_delimiter = ',')]
+    n_gen: Vec<usize>,
+    /// Thread counts to test (comma-separated).
+    #[arg(short = 't', long = "threads", default_value = "1", value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    repetitions: usize,
+    /// Prompt batch size.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    batch_size: usize,
+    /// Print results as JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Deterministic pseudo-random token ids (the content does not matter for speed).
+fn tokens(n: usize, n_vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % n_vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn time_pp(ctx: &mut Context, prompt: &[u32]) -> Result<f64> {
+    ctx.clear();
+    let start = Instant::now();
+    ctx.eval(prompt, Output::LastLogits, &mut |_, _| {}, None)?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn time_tg(ctx: &mut Context, gen: &[u32]) -> Result<f64> {
+    ctx.clear();
+    let start = Instant::now();
+    for &t in gen {
+        ctx.eval(&[t], Output::LastLogits, &mut |_, _| {}, None)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn stats(rates: &mut [f64]) -> (f64, f64, f64) {
+    rates.sort_by(f64::total_cmp);
+    let n = rates.len() as f64;
+    let mean = rates.iter().sum::<f64>() / n;
+    let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (rates[rates.len() / 2], mean, var.sqrt())
+}
+
+/// Run the benchmark.
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    if args.repetitions == 0 {
+        return Err(Error::InvalidOption("repetitions must be at least 1".into()));
+    }
+    let path = model_path(&args.model)?;
+    let model: Arc<LoadedModel> = LoadedModel::load(&path, &LoadOptions::default())?;
+    let info = model.info();
+    let n_vocab = info.config.n_vocab;
+    let name = path.file_name().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    if !args.json {
+        println!("model: {name}, load {:.0} ms, simd {}", info.load_ms, local_llm_engine::quant::simd_level());
+        println!("| threads | test  | median t/s | mean t/s ± std |");
+        println!("|--------:|:------|-----------:|---------------:|");
+    }
+    for &threads in &args.threads {
+        let max_len = args.n_prompt.iter().chain(&args.n_gen).copied().max().unwrap_or(0);
+        let mut ctx = Context::new(
+            model.clone(),
+            &ContextOptions {
+                n_ctx: max_len.max(16),
+                n_batch: args.batch_size,
+                threads,
+            },
+        )?;
+        let tests = args
+            .n_prompt
+            .iter()
+            .filter(|&&n| n > 0)
+            .map(|&n| ("pp", n))
+            .chain(args.n_gen.iter().filter(|&&n| n > 0).map(|&n| ("tg", n)));
+        for (kind, n) in tests {
+            let toks = tokens(n, n_vocab, n as u64);
+            let run = |ctx: &mut Context| {
+                if kind == "pp" {
+                    time_pp(ctx, &toks)
+                } else {
+                    time_tg(ctx, &toks)
+                }
+            };
+            run(&mut ctx)?; // warm-up
+            let mut rates = Vec::with_capacity(args.repetitions);
+            for _ in 0..args.repetitions {
+                rates.push(n as f64 / run(&mut ctx)?);
+            }
+            let (median, mean, std) = stats(&mut rates);
+            if args.json {
+                println!(
+                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"{kind}{n}\",\"median_tps\":{median:.3},\"mean_tps\":{mean:.3},\"std_tps\":{std:.3}}}"
+                );
+            } else {
+                println!("| {threads:7} | {kind}{n:<3} | {median:10.2} | {mean:8.2} ± {std:5.2} |");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! The `run`, `chat`, `info`, `tokenize` and `devices` commands.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use local_llm_engine::backend::Registry;
+use local_llm_engine::chat::ChatMessage;
+use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+};
+use local_llm_engine::{Error, Result};
+
+use crate::{ModelArg, RunArgs, TokenizeArgs};
+
+/// File name of the default model in the cache.
+const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The model path: `--model`, else `$LOCAL_LLM_MODEL`, else the cached default model.
+pub fn model_path(arg: &ModelArg) -> Result<PathBuf> {
+    if let Some(p) = &arg.model {
+        return Ok(p.clone());
+    }
+    if let Some(p) = std::env::var_os("LOCAL_LLM_MODEL") {
+        return Ok(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("LOCAL_LLM_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/local-llm")))
+        .ok_or_else(|| Error::InvalidOption("no --model given and HOME is not set".into()))?;
+    let path = cache.join("models").join(DEFAULT_MODEL_FILE);
+    if !path.exists() {
+        return Err(Error::InvalidOption(format!(
+            "no --model given and the default model is not at {} (run scripts/fetch-models.sh)",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn load(args: &RunArgs) -> Result<Context> {
+    let path = model_path(&args.model)?;
+    let options = LoadOptions {
+        use_mmap: !args.no_mmap,
+        ..LoadOptions::default()
+    };
+    let model = LoadedModel::load(&path, &options)?;
+    let info = model.info();
+    eprintln!(
+        "loaded {} ({}, {} layers, {:.1} M params) in {:.0} ms",
+        path.display(),
+        info.config.architecture,
+        info.config.n_layer,
+        info.n_params as f64 / 1e6,
+        info.load_ms
+    );
+    Context::new(
+        model,
+        &ContextOptions {
+            n_ctx: args.ctx_size,
+            n_batch: args.batch_size,
+            threads: args.threads,
+        },
+    )
+}
+
+fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
+    GenerateRequest {
+        prompt,
+        sampling: SamplingParams {
+            temperature: args.temp,
+            top_k: args.top_k,
+            top_p: args.top_p,
+            min_p: args.min_p,
+            repeat_penalty: args.repeat_penalty,
+            frequency_penalty: args.frequency_penalty,
+            presence_penalty: args.presence_penalty,
+            penalty_last_n: args.repeat_last_n,
+            seed: args.seed,
+        },
+        max_tokens: args.n_predict,
+        stop: args.stop.clone(),
+        stop_at_eog: !args.ignore_eos,
+    }
+}
+
+fn stream_to_stdout(piece: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(piece.as_bytes());
+    let _ = out.flush();
+}
+
+/// `local-llm run`.
+pub fn run(args: &RunArgs) -> Result<()> {
+    let prompt_text = args
+        .prompt
+        .clone()
+        .ok_or_else(|| Error::InvalidOption("run needs a prompt (-p)".into()))?;
+    let mut ctx = load(args)?;
+    let prompt = if args.chat {
+        let mut messages = Vec::new();
+        if let Some(system) = &args.system {
+            messages.push(ChatMessage {
+                role: "system".into(),
+                content: system.clone(),
+            });
+        }
+        messages.push(ChatMessage {
+            role: "user".into(),
+            content: prompt_text,
+        });
+        Prompt::Chat(messages)
+    } else {
+        Prompt::Text(prompt_text)
+    };
+    let gen = ctx.generate(&request(args, prompt), &mut stream_to_stdout, None)?;
+    println!();
+    if args.print_tokens {
+        eprintln!("tokens: {:?}", gen.tokens);
+    }
+    let t = gen.timings;
+    eprintln!(
+        "prompt: {} tokens in {:.1} ms ({:.1} tok/s) | generation: {} tokens in {:.1} ms ({:.1} tok/s) | finish: {:?}",
+        t.prompt_tokens,
+        t.prompt_ms,
+        t.prompt_tokens_per_second(),
+        t.generated_tokens,
+        t.generation_ms,
+        t.generation_tokens_per_second(),
+        gen.finish_reason
+    );
+    Ok(())
+}
+
+/// `local-llm chat`.
+pub fn chat(args: &RunArgs) -> Result<()> {
+    let mut ctx = load(args)?;
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(ChatMessage {
+            role: "system".into(),
+            content: system.clone(),
+        });
+    }
+    let mut first = args.prompt.clone();
+    let stdin = std::io::stdin();
+    loop {
+        let line = match first.take() {
+            Some(p) => p,
+            None => {
+                eprint!("> ");
+                let mut line = String::new();
+                let n = stdin.lock().read_line(&mut line).map_err(|e| Error::Io {
+                    path: "<stdin>".into(),
+                    source: e,
+                })?;
+                if n == 0 || line.trim().is_empty() {
+                    return Ok(());
+                }
+                line.trim_end().to_string()
+            }
+        };
+        messages.push(ChatMessage {
+            role: "user".into(),
+            content: line,
+        });
+        let gen = ctx.generate(
+            &request(args, Prompt::Chat(messages.clone())),
+            &mut stream_to_stdout,
+            None,
+        )?;
+        println!();
+        messages.push(ChatMessage {
+            role: "assistant".into(),
+            content: gen.text,
+        });
+    }
+}
+
+/// `local-llm info`.
+pub fn info(arg: &ModelArg) -> Result<()> {
+    let path = model_path(arg)?;
+    let gguf = GgufFile::open(&path)?;
+    println!("file: {} ({} bytes, GGUF v{})", path.display(), gguf.file_size(), gguf.version());
+    println!("metadata ({} keys):", gguf.metadata().len());
+    for (key, value) in gguf.metadata() {
+        println!("  {key} = {}", value.display_short());
+    }
+    let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for t in gguf.tensors() {
+        let e = by_type.entry(t.ty.to_string()).or_default();
+        e.0 += 1;
+        e.1 += t.n_bytes;
+    }
+    println!("tensors ({}):", gguf.tensors().len());
+    for (ty, (count, bytes)) in by_type {
+        println!("  {ty:6} {count:5} tensors {:10.2} MiB", bytes as f64 / 1048576.0);
+    }
+    Ok(())
+}
+
+/// `local-llm tokenize`.
+pub fn tokenize(args: &TokenizeArgs) -> Result<()> {
+    let path = model_path(&args.model)?;
+    let model = LoadedModel::load(&path, &LoadOptions::default())?;
+    let ids = model.tokenize(&args.prompt, !args.no_special, !args.no_parse_special)?;
+    println!("{}", serde_json::to_string(&ids).unwrap_or_default());
+    Ok(())
+}
+
+/// `local-llm devices`.
+pub fn devices() -> Result<()> {
+    let registry = Arc::new(Registry::detect());
+    for d in registry.devices() {
+        let mem = match (d.memory_free, d.memory_total) {
+            (Some(f), Some(t)) => format!("{} / {} MiB free", f >> 20, t >> 20),
+            _ => "memory unknown".to_string(),
+        };
+        println!("{} [{}] {} ({mem}; {})", d.name, d.kind.name(), d.description, d.features.join(", "));
+    }
+    Ok(())
+}

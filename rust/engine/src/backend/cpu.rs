@@ -1,0 +1,192 @@
+//! The CPU device: runs every matmul with the quantized dot-product kernels, multi-threaded.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use super::{Device, DeviceInfo, DeviceKind, DeviceWeight, MatmulShape, TensorBytes};
+use crate::quant::{self, GgmlType};
+use crate::{Error, Result};
+
+/// A fixed set of worker threads for the compute kernels (`1` runs everything inline).
+pub struct Threads {
+    pool: Option<rayon::ThreadPool>,
+    count: usize,
+}
+
+impl Threads {
+    /// A pool of `count` threads (at least 1).
+    pub fn new(count: usize) -> Result<Self> {
+        let count = count.max(1);
+        let pool = if count > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(count)
+                    .thread_name(|i| format!("local-llm-worker-{i}"))
+                    .build()
+                    .map_err(|e| Error::Backend(format!("cannot start {count} threads: {e}")))?,
+            )
+        } else {
+            None
+        };
+        Ok(Threads { pool, count })
+    }
+
+    /// Number of threads.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Run `f` over `0..n` split into contiguous chunks (multiples of `granularity`), one chunk per
+    /// task, across the pool. `f` must only touch data belonging to its range.
+    pub fn for_each_chunk(&self, n: usize, granularity: usize, f: impl Fn(Range<usize>) + Sync) {
+        let granularity = granularity.max(1);
+        match &self.pool {
+            Some(pool) if n > granularity => {
+                let tasks = (self.count * 4).min(n.div_ceil(granularity));
+                let chunk = n.div_ceil(tasks).div_ceil(granularity) * granularity;
+                pool.scope(|s| {
+                    let f = &f;
+                    let mut start = 0;
+                    while start < n {
+                        let end = (start + chunk).min(n);
+                        s.spawn(move |_| f(start..end));
+                        start = end;
+                    }
+                });
+            }
+            _ => f(0..n),
+        }
+    }
+}
+
+/// A raw pointer that may be shared across the pool's threads; users write disjoint elements.
+#[derive(Clone, Copy)]
+pub struct SharedMut<T>(pub *mut T);
+// SAFETY: only used to write disjoint elements from different threads inside a scope.
+unsafe impl<T> Send for SharedMut<T> {}
+// SAFETY: see above.
+unsafe impl<T> Sync for SharedMut<T> {}
+
+thread_local! {
+    static ACTIVATIONS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `out[t*rows + r] = w[r] · x[t]` on the CPU for a weight in any supported type.
+pub(crate) fn matmul(
+    shape: MatmulShape,
+    w: &[u8],
+    x: &[f32],
+    n_tokens: usize,
+    out: &mut [f32],
+    threads: &Threads,
+) -> Result<()> {
+    let MatmulShape { ty, rows, cols } = shape;
+    let w_row = ty.row_bytes(cols as u64).ok_or_else(|| {
+        Error::Backend(format!("{cols} columns is not a whole number of {ty} blocks"))
+    })? as usize;
+    let act_ty = quant::vec_dot_type(ty);
+    let act_row = act_ty.row_bytes(cols as u64).ok_or_else(|| {
+        Error::Backend(format!("{cols} columns is not a whole number of {act_ty} blocks"))
+    })? as usize;
+    if w.len() != w_row * rows || x.len() != cols * n_tokens || out.len() != rows * n_tokens {
+        return Err(Error::Backend(format!(
+            "matmul size mismatch: weight {}x{} {ty} ({} bytes), input {} values, output {} values, {n_tokens} tokens",
+            rows,
+            cols,
+            w.len(),
+            x.len(),
+            out.len()
+        )));
+    }
+    ACTIVATIONS.with(|scratch| -> Result<()> {
+        let mut act = scratch.borrow_mut();
+        act.resize(act_row * n_tokens, 0);
+        for (xt, at) in x.chunks_exact(cols).zip(act.chunks_exact_mut(act_row)) {
+            quant::quantize_row(act_ty, xt, at)?;
+        }
+        let act = &act[..];
+        let out_ptr = SharedMut(out.as_mut_ptr());
+        threads.for_each_chunk(rows, 16, |range| {
+            let out_ptr = out_ptr;
+            for r in range {
+                let wr = &w[r * w_row..(r + 1) * w_row];
+                for t in 0..n_tokens {
+                    let v = quant::vec_dot(ty, cols, wr, &act[t * act_row..(t + 1) * act_row]);
+                    // SAFETY: (t, r) is written by exactly one task; index < rows * n_tokens.
+                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// The host CPU device. Always registered; runs every weight type the kernels know.
+pub struct CpuDevice;
+
+impl Device for CpuDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: "CPU".to_string(),
+            description: format!("{} ({})", cpu_model_name(), std::env::consts::ARCH),
+            kind: DeviceKind::Cpu,
+            memory_total: mem_info("MemTotal:"),
+            memory_free: mem_info("MemAvailable:"),
+            features: vec![
+                format!("simd={}", quant::simd_level()),
+                format!(
+                    "threads={}",
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                ),
+            ],
+        }
+    }
+
+    fn supports_matmul(&self, shape: MatmulShape) -> bool {
+        shape.ty != GgmlType::Q8_1
+            && shape.ty != GgmlType::Q8_K
+            && shape.ty.row_bytes(shape.cols as u64).is_some()
+    }
+
+    fn place_weight(&self, shape: MatmulShape, data: &TensorBytes) -> Result<Box<dyn DeviceWeight>> {
+        Ok(Box::new(CpuWeight {
+            shape,
+            data: data.clone(),
+        }))
+    }
+}
+
+/// A weight used in place (memory-mapped or owned bytes) by the CPU.
+struct CpuWeight {
+    shape: MatmulShape,
+    data: TensorBytes,
+}
+
+impl DeviceWeight for CpuWeight {
+    fn device_name(&self) -> &str {
+        "CPU"
+    }
+
+    fn matmul(&self, x: &[f32], n_tokens: usize, out: &mut [f32], threads: &Threads) -> Result<()> {
+        matmul(self.shape, self.data.as_slice(), x, n_tokens, out, threads)
+    }
+}
+
+fn cpu_model_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "CPU".to_string())
+}
+
+fn mem_info(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

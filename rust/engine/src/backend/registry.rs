@@ -1,0 +1,55 @@
+//! The device registry: which devices exist on this host and where each weight goes.
+
+use std::sync::Arc;
+
+use super::{CpuDevice, Device, DeviceInfo, DeviceKind, MatmulShape, TensorBytes, Weight};
+
+/// The devices available to the engine. The CPU device is always present and last; accelerators
+/// come first and get every weight they support.
+pub struct Registry {
+    devices: Vec<Arc<dyn Device>>,
+}
+
+impl Registry {
+    /// The devices found on this host (the CPU, plus any accelerator that is present).
+    pub fn detect() -> Self {
+        Registry::with_accelerators(Vec::new())
+    }
+
+    /// A registry with the given accelerators ahead of the CPU.
+    pub fn with_accelerators(accelerators: Vec<Arc<dyn Device>>) -> Self {
+        let mut devices = accelerators;
+        devices.push(Arc::new(CpuDevice));
+        Registry { devices }
+    }
+
+    /// Descriptions of every device, accelerators first.
+    pub fn devices(&self) -> Vec<DeviceInfo> {
+        self.devices.iter().map(|d| d.info()).collect()
+    }
+
+    /// Place a weight on the first accelerator that supports it, else on the CPU. A device that
+    /// fails to take the weight is logged and skipped.
+    pub fn place(&self, shape: MatmulShape, data: TensorBytes) -> Weight {
+        for device in &self.devices {
+            let info = device.info();
+            if info.kind == DeviceKind::Cpu || !device.supports_matmul(shape) {
+                continue;
+            }
+            match device.place_weight(shape, &data) {
+                Ok(placed) => return Weight::on_device(shape, data, placed),
+                Err(e) => crate::log::warn(&format!(
+                    "{}: cannot place a {}x{} {} weight ({e}); using the CPU",
+                    info.name, shape.rows, shape.cols, shape.ty
+                )),
+            }
+        }
+        Weight::on_cpu(shape, data)
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::detect()
+    }
+}

@@ -1,0 +1,241 @@
+//! Splitting a rendered prompt into template text and message content.
+//!
+//! Method:
+//! 1. Render normally (the reference output `R`).
+//! 2. Render again with every non-empty message content replaced by a unique sentinel
+//!    `U+F8FF <nonce> '#' <index> U+F8FF`, where the nonce is random and checked not to occur in
+//!    any message, the template source or the bos/eos texts. Splitting that output at the
+//!    sentinels gives the template's own text pieces and, between them, the message slots.
+//! 3. Exact path: substituting each slot with its message content must reproduce `R`; then the
+//!    slots are the content segments.
+//! 4. Transforming templates (e.g. `content | trim`, `content.strip()`, slicing): the template
+//!    pieces are aligned against `R` in order; each slot must be filled by a substring of its
+//!    message's content (so text the template never wrote can never be labelled template text).
+//!    When several alignments exist the one giving content the longest text is chosen.
+//! 5. If neither works (the template branches on the content or rewrites it beyond substrings,
+//!    or fails on the sentinel text) an error is returned rather than risking that content text
+//!    is labelled template text; callers may then fall back to [`ChatTemplate::render`] and
+//!    tokenize everything as plain text.
+
+use super::{ChatMessage, ChatTemplate, PromptSegment};
+use std::hash::{BuildHasher, Hasher};
+
+/// Bound on alignment steps for the transforming-template path.
+const MAX_ALIGN_STEPS: usize = 100_000;
+
+#[derive(Debug)]
+enum Piece {
+    Text(String),
+    Slot(usize),
+}
+
+fn fresh_marker(template: &ChatTemplate, messages: &[ChatMessage]) -> crate::Result<String> {
+    for attempt in 0u64..16 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(attempt);
+        if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            hasher.write_u128(t.as_nanos());
+        }
+        let marker = format!("\u{F8FF}{:016x}#", hasher.finish());
+        let clash = template.source.contains(&marker)
+            || template.bos_token.contains(&marker)
+            || template.eos_token.contains(&marker)
+            || messages
+                .iter()
+                .any(|m| m.content.contains(&marker) || m.role.contains(&marker));
+        if !clash {
+            return Ok(marker);
+        }
+    }
+    Err(crate::Error::ChatTemplate(
+        "could not choose a content sentinel absent from the input".to_string(),
+    ))
+}
+
+/// Split `text` at sentinels `<marker><index>U+F8FF`.
+fn parse_pieces(text: &str, marker: &str, slots: usize) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    let mut pending = String::new();
+    while let Some(at) = rest.find(marker) {
+        pending.push_str(&rest[..at]);
+        let after = &rest[at + marker.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let index = after[..digits].parse::<usize>().ok();
+        match (index, after[digits..].strip_prefix('\u{F8FF}')) {
+            (Some(i), Some(tail)) if i < slots => {
+                if !pending.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut pending)));
+                }
+                pieces.push(Piece::Slot(i));
+                rest = tail;
+            }
+            _ => {
+                // A mangled sentinel: keep it as text; the alignment below will then fail.
+                pending.push_str(marker);
+                rest = after;
+            }
+        }
+    }
+    pending.push_str(rest);
+    if !pending.is_empty() {
+        pieces.push(Piece::Text(pending));
+    }
+    pieces
+}
+
+fn push_segment(out: &mut Vec<PromptSegment>, text: &str, from_template: bool) {
+    if text.is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some(last) if last.from_template == from_template => last.text.push_str(text),
+        _ => out.push(PromptSegment {
+            text: text.to_string(),
+            from_template,
+        }),
+    }
+}
+
+fn exact(
+    pieces: &[Piece],
+    messages: &[ChatMessage],
+    reference: &str,
+) -> Option<Vec<PromptSegment>> {
+    let mut out = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => push_segment(&mut out, t, true),
+            Piece::Slot(i) => push_segment(&mut out, &messages[*i].content, false),
+        }
+    }
+    let joined: String = out.iter().map(|s| s.text.as_str()).collect();
+    (joined == reference).then_some(out)
+}
+
+/// Depth-first alignment of `pieces[k..]` against `reference[pos..]`; on success `spans` holds
+/// the byte ranges of the slots.
+fn align(
+    pieces: &[Piece],
+    k: usize,
+    messages: &[ChatMessage],
+    reference: &str,
+    pos: usize,
+    spans: &mut Vec<(usize, usize)>,
+    steps: &mut usize,
+) -> bool {
+    *steps += 1;
+    if *steps > MAX_ALIGN_STEPS {
+        return false;
+    }
+    let rest = &reference[pos..];
+    match pieces.get(k) {
+        None => rest.is_empty(),
+        Some(Piece::Text(t)) => {
+            rest.starts_with(t.as_str())
+                && align(
+                    pieces,
+                    k + 1,
+                    messages,
+                    reference,
+                    pos + t.len(),
+                    spans,
+                    steps,
+                )
+        }
+        Some(Piece::Slot(i)) => {
+            let content = &messages[*i].content;
+            let window_end = content.len().min(rest.len());
+            // Candidate slot lengths, longest first.
+            let mut lengths: Vec<usize> = match pieces.get(k + 1) {
+                None => vec![rest.len()],
+                Some(Piece::Text(t)) => {
+                    let search = &rest[..floor_boundary(rest, window_end + t.len())];
+                    search.match_indices(t.as_str()).map(|(at, _)| at).collect()
+                }
+                Some(Piece::Slot(_)) => [
+                    content.as_str(),
+                    content.trim(),
+                    content.trim_start(),
+                    content.trim_end(),
+                ]
+                .iter()
+                .filter(|c| rest.starts_with(**c))
+                .map(|c| c.len())
+                .collect(),
+            };
+            lengths.sort_unstable_by(|a, b| b.cmp(a));
+            lengths.dedup();
+            for len in lengths {
+                if len > content.len() || !content.contains(&rest[..len]) {
+                    continue;
+                }
+                spans.push((pos, pos + len));
+                if align(pieces, k + 1, messages, reference, pos + len, spans, steps) {
+                    return true;
+                }
+                spans.pop();
+            }
+            false
+        }
+    }
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+pub(super) fn render_segments(
+    template: &ChatTemplate,
+    messages: &[ChatMessage],
+    add_generation_prompt: bool,
+) -> crate::Result<Vec<PromptSegment>> {
+    let reference = template.render(messages, add_generation_prompt)?;
+    let marker = fresh_marker(template, messages)?;
+    let marked: Vec<ChatMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ChatMessage {
+            role: m.role.clone(),
+            content: if m.content.is_empty() {
+                String::new()
+            } else {
+                format!("{marker}{i}\u{F8FF}")
+            },
+        })
+        .collect();
+    let unseparable = |why: &str| {
+        crate::Error::ChatTemplate(format!(
+            "cannot separate message content from template text: {why}"
+        ))
+    };
+    let with_sentinels = template
+        .render(&marked, add_generation_prompt)
+        .map_err(|e| unseparable(&format!("rendering with placeholders failed ({e})")))?;
+    let pieces = parse_pieces(&with_sentinels, &marker, messages.len());
+    if let Some(segments) = exact(&pieces, messages, &reference) {
+        return Ok(segments);
+    }
+    let mut spans = Vec::new();
+    let mut steps = 0;
+    if !align(&pieces, 0, messages, &reference, 0, &mut spans, &mut steps) {
+        return Err(unseparable(
+            "the template transforms or branches on message content",
+        ));
+    }
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for (start, end) in spans {
+        push_segment(&mut out, &reference[pos..start], true);
+        push_segment(&mut out, &reference[start..end], false);
+        pos = end;
+    }
+    push_segment(&mut out, &reference[pos..], true);
+    Ok(out)
+}

@@ -1,0 +1,452 @@
+//! Parsing and validation of the GGUF header (metadata and tensor infos) from a byte slice.
+//!
+//! Every length and count is checked against the bytes that remain before anything is
+//! allocated, so a corrupt header can never cause a huge allocation or a panic.
+
+use std::collections::HashMap;
+
+use super::error::GgufError;
+use super::value::Value;
+use super::TensorInfo;
+use crate::quant::GgmlType;
+
+type Result<T> = std::result::Result<T, GgufError>;
+
+/// Alignment of the data section when `general.alignment` is absent.
+const DEFAULT_ALIGNMENT: u64 = 32;
+/// Metadata key that overrides the data alignment.
+const ALIGNMENT_KEY: &str = "general.alignment";
+/// Longest accepted metadata key or tensor name, in bytes.
+const MAX_NAME_LEN: u64 = 65_535;
+/// Longest accepted string value, in bytes.
+const MAX_STRING_LEN: u64 = 1 << 30;
+/// Deepest accepted nesting of arrays inside arrays.
+const MAX_ARRAY_DEPTH: u32 = 8;
+/// Most dimensions a tensor may have.
+const MAX_DIMS: u32 = 4;
+/// Upper bound on capacity reserved up front for one array (it grows past this as read).
+const MAX_PREALLOC: usize = 1 << 16;
+/// Smallest encoded size of one metadata pair: empty key, type, one-byte value.
+const MIN_KV_SIZE: u64 = 8 + 4 + 1;
+/// Smallest encoded size of one tensor info: empty name, n_dims, one dim, type, offset.
+const MIN_TENSOR_INFO_SIZE: u64 = 8 + 4 + 8 + 4 + 8;
+
+/// GGUF metadata value type codes.
+mod vt {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+/// Metadata pairs in file order, and the index of each key.
+type MetadataTable = (Vec<(String, Value)>, HashMap<String, usize>);
+
+/// The parsed and validated header of a GGUF file.
+pub(crate) struct Header {
+    pub version: u32,
+    pub big_endian: bool,
+    pub metadata: Vec<(String, Value)>,
+    pub meta_index: HashMap<String, usize>,
+    pub tensors: Vec<TensorInfo>,
+    pub tensor_index: HashMap<String, usize>,
+    pub alignment: u64,
+    pub data_offset: u64,
+}
+
+/// Reads fixed-size fields in the file's byte order, never past the end of the buffer.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    big_endian: bool,
+}
+
+macro_rules! read_num {
+    ($name:ident, $t:ty) => {
+        fn $name(&mut self, what: &str) -> Result<$t> {
+            let bytes = self.array(what)?;
+            Ok(if self.big_endian {
+                <$t>::from_be_bytes(bytes)
+            } else {
+                <$t>::from_le_bytes(bytes)
+            })
+        }
+    };
+}
+
+impl<'a> Cursor<'a> {
+    fn offset(&self) -> u64 {
+        self.pos as u64
+    }
+
+    fn remaining(&self) -> u64 {
+        (self.buf.len() - self.pos) as u64
+    }
+
+    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
+        let truncated = || GgufError::Truncated {
+            what: what.to_string(),
+            offset: self.pos as u64,
+        };
+        let n = usize::try_from(n).map_err(|_| truncated())?;
+        let end = self.pos.checked_add(n).ok_or_else(truncated)?;
+        let bytes = self.buf.get(self.pos..end).ok_or_else(truncated)?;
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        let bytes = self.take(N as u64, what)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    read_num!(u16, u16);
+    read_num!(i16, i16);
+    read_num!(u32, u32);
+    read_num!(i32, i32);
+    read_num!(u64, u64);
+    read_num!(i64, i64);
+    read_num!(f32, f32);
+    read_num!(f64, f64);
+
+    fn u8(&mut self, what: &str) -> Result<u8> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    /// Reads a count and checks that `count * min_size` bytes could still follow.
+    fn count(&mut self, what: &str, min_size: u64) -> Result<u64> {
+        let offset = self.offset();
+        let count = self.u64(what)?;
+        let limit = self.remaining() / min_size.max(1);
+        if count > limit {
+            return Err(GgufError::TooLarge {
+                what: what.to_string(),
+                value: count,
+                limit,
+                offset,
+            });
+        }
+        Ok(count)
+    }
+
+    /// Reads a GGUF string (u64 length + UTF-8 bytes) of at most `cap` bytes.
+    fn string(&mut self, what: &str, cap: u64) -> Result<String> {
+        let offset = self.offset();
+        let len = self.u64("").map_err(|_| GgufError::Truncated {
+            what: format!("{what} length"),
+            offset,
+        })?;
+        let limit = self.remaining().min(cap);
+        if len > limit {
+            return Err(GgufError::TooLarge {
+                what: format!("{what} length"),
+                value: len,
+                limit,
+                offset,
+            });
+        }
+        let data_offset = self.offset();
+        let bytes = self.take(len, what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(GgufError::InvalidUtf8 {
+                what: what.to_string(),
+                offset: data_offset,
+            }),
+        }
+    }
+}
+
+/// Smallest encoded size of one value of type `code`, or `None` for unknown codes.
+fn min_value_size(code: u32) -> Option<u64> {
+    Some(match code {
+        vt::U8 | vt::I8 | vt::BOOL => 1,
+        vt::U16 | vt::I16 => 2,
+        vt::U32 | vt::I32 | vt::F32 => 4,
+        vt::U64 | vt::I64 | vt::F64 | vt::STRING => 8,
+        vt::ARRAY => 4 + 8,
+        _ => return None,
+    })
+}
+
+fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64, depth: u32) -> Result<Value> {
+    Ok(match code {
+        vt::U8 => Value::U8(c.u8("u8 value")?),
+        vt::I8 => Value::I8(c.u8("i8 value")? as i8),
+        vt::U16 => Value::U16(c.u16("u16 value")?),
+        vt::I16 => Value::I16(c.i16("i16 value")?),
+        vt::U32 => Value::U32(c.u32("u32 value")?),
+        vt::I32 => Value::I32(c.i32("i32 value")?),
+        vt::U64 => Value::U64(c.u64("u64 value")?),
+        vt::I64 => Value::I64(c.i64("i64 value")?),
+        vt::F32 => Value::F32(c.f32("f32 value")?),
+        vt::F64 => Value::F64(c.f64("f64 value")?),
+        vt::BOOL => {
+            let offset = c.offset();
+            match c.u8("bool value")? {
+                0 => Value::Bool(false),
+                1 => Value::Bool(true),
+                b => {
+                    return Err(GgufError::Invalid(format!(
+                        "bool value {b} at offset {offset} is neither 0 nor 1"
+                    )))
+                }
+            }
+        }
+        vt::STRING => Value::String(c.string("string value", MAX_STRING_LEN)?),
+        vt::ARRAY => {
+            let elem_offset = c.offset();
+            let elem = c.u32("array element type")?;
+            let min = min_value_size(elem).ok_or_else(|| GgufError::UnknownValueType {
+                code: elem,
+                offset: elem_offset,
+                context: String::new(),
+            })?;
+            if elem == vt::ARRAY && depth >= MAX_ARRAY_DEPTH {
+                return Err(GgufError::Invalid(format!(
+                    "arrays nested deeper than {MAX_ARRAY_DEPTH} levels at offset {elem_offset}"
+                )));
+            }
+            let n = c.count("array length", min)?;
+            // `n` is bounded by the remaining bytes; cap the up-front reservation anyway.
+            let mut items = Vec::with_capacity((n as usize).min(MAX_PREALLOC));
+            for _ in 0..n {
+                items.push(read_value(c, elem, elem_offset, depth + 1)?);
+            }
+            Value::Array(items)
+        }
+        _ => {
+            return Err(GgufError::UnknownValueType {
+                code,
+                offset: code_offset,
+                context: String::new(),
+            })
+        }
+    })
+}
+
+/// Reads the magic and version; returns `(version, big_endian)`.
+fn read_preamble(c: &mut Cursor<'_>) -> Result<(u32, bool)> {
+    let magic = c.buf.get(..4).unwrap_or(c.buf);
+    if magic != b"GGUF" {
+        return Err(GgufError::BadMagic {
+            found: magic.to_vec(),
+        });
+    }
+    c.pos = 4;
+    let raw: [u8; 4] = c.array("version")?;
+    let le = u32::from_le_bytes(raw);
+    // A file written in big-endian order has its (small) version in the high bytes when read
+    // as little-endian; this is how llama.cpp and gguf-py detect the byte order.
+    let (version, big_endian) = if le & 0xFFFF == 0 && le != 0 {
+        (u32::from_be_bytes(raw), true)
+    } else {
+        (le, false)
+    };
+    if version != 2 && version != 3 {
+        return Err(GgufError::UnsupportedVersion(version));
+    }
+    c.big_endian = big_endian;
+    Ok((version, big_endian))
+}
+
+fn read_metadata(c: &mut Cursor<'_>, kv_count: u64) -> Result<MetadataTable> {
+    // kv_count was checked against the remaining bytes, so these reservations are bounded.
+    let mut metadata = Vec::with_capacity((kv_count as usize).min(MAX_PREALLOC));
+    let mut index = HashMap::with_capacity((kv_count as usize).min(MAX_PREALLOC));
+    for i in 0..kv_count {
+        let key = c
+            .string("key", MAX_NAME_LEN)
+            .map_err(|e| e.in_context(&format!("metadata pair #{i}")))?;
+        let code_offset = c.offset();
+        let value = c
+            .u32("value type")
+            .and_then(|code| read_value(c, code, code_offset, 0))
+            .map_err(|e| e.in_context(&format!("key '{key}'")))?;
+        if index.insert(key.clone(), metadata.len()).is_some() {
+            return Err(GgufError::DuplicateKey(key));
+        }
+        metadata.push((key, value));
+    }
+    Ok((metadata, index))
+}
+
+fn alignment_of(metadata: &[(String, Value)], index: &HashMap<String, usize>) -> Result<u64> {
+    let Some(value) = index.get(ALIGNMENT_KEY).and_then(|&i| metadata.get(i)) else {
+        return Ok(DEFAULT_ALIGNMENT);
+    };
+    match value.1 {
+        Value::U32(a) if a.is_power_of_two() => Ok(a.into()),
+        Value::U32(a) => Err(GgufError::Invalid(format!(
+            "{ALIGNMENT_KEY} is {a}, not a nonzero power of two"
+        ))),
+        ref other => Err(GgufError::Invalid(format!(
+            "{ALIGNMENT_KEY} has type {}, expected u32",
+            other.type_name()
+        ))),
+    }
+}
+
+/// Reads one tensor info and checks its shape and type (not yet its placement).
+fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<TensorInfo> {
+    let name = c
+        .string("tensor name", MAX_NAME_LEN)
+        .map_err(|e| e.in_context(&format!("tensor info #{i}")))?;
+    let ctx = |e: GgufError| e.in_context(&format!("tensor '{name}'"));
+    let bad = |reason: String| GgufError::InvalidTensor {
+        tensor: name.clone(),
+        reason,
+    };
+    let n_dims = c.u32("dimension count").map_err(ctx)?;
+    if n_dims == 0 || n_dims > MAX_DIMS {
+        return Err(bad(format!(
+            "{n_dims} dimensions (expected 1 to {MAX_DIMS})"
+        )));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for _ in 0..n_dims {
+        dims.push(c.u64("dimension").map_err(ctx)?);
+    }
+    let code = c.u32("tensor type").map_err(ctx)?;
+    let offset = c.u64("tensor data offset").map_err(ctx)?;
+    let ty = GgmlType::from_code(code).ok_or_else(|| GgufError::UnknownTensorType {
+        tensor: name.clone(),
+        code,
+    })?;
+    if dims.contains(&0) {
+        return Err(bad(format!("zero dimension in shape {dims:?}")));
+    }
+    let n_elements = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| bad(format!("element count of shape {dims:?} overflows")))?;
+    let row_bytes = ty.row_bytes(dims[0]).ok_or_else(|| {
+        bad(format!(
+            "row length {} is not a multiple of the {ty} block size {}",
+            dims[0],
+            ty.block_size()
+        ))
+    })?;
+    let n_bytes = row_bytes
+        .checked_mul(n_elements / dims[0])
+        .ok_or_else(|| bad(format!("byte size of shape {dims:?} overflows")))?;
+    Ok(TensorInfo {
+        name,
+        dims,
+        ty,
+        offset,
+        n_bytes,
+    })
+}
+
+/// Checks that every tensor is aligned, inside the file and not overlapping another.
+fn check_placement(
+    tensors: &[TensorInfo],
+    alignment: u64,
+    data_offset: u64,
+    file_size: u64,
+) -> Result<()> {
+    let data_len = file_size.saturating_sub(data_offset);
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    for t in tensors {
+        let bad = |reason: String| GgufError::InvalidTensor {
+            tensor: t.name.clone(),
+            reason,
+        };
+        // `alignment` is a nonzero power of two.
+        if t.offset & (alignment - 1) != 0 {
+            return Err(bad(format!(
+                "data offset {} is not a multiple of the alignment {alignment}",
+                t.offset
+            )));
+        }
+        match t.offset.checked_add(t.n_bytes) {
+            Some(end) if end <= data_len => {}
+            _ => {
+                return Err(bad(format!(
+                    "data at offset {} ({} bytes) runs past the end of the data section \
+                     ({data_len} bytes from file offset {data_offset})",
+                    t.offset, t.n_bytes
+                )))
+            }
+        }
+    }
+    order.sort_by_key(|&i| tensors[i].offset);
+    for pair in order.windows(2) {
+        let (a, b) = (&tensors[pair[0]], &tensors[pair[1]]);
+        if a.offset + a.n_bytes > b.offset {
+            return Err(GgufError::InvalidTensor {
+                tensor: b.name.clone(),
+                reason: format!(
+                    "data at offset {} overlaps tensor '{}' at offset {} ({} bytes)",
+                    b.offset, a.name, a.offset, a.n_bytes
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Parses and validates the whole header of a GGUF file held in `buf`.
+pub(crate) fn parse_header(buf: &[u8]) -> Result<Header> {
+    let mut c = Cursor {
+        buf,
+        pos: 0,
+        big_endian: false,
+    };
+    let (version, big_endian) = read_preamble(&mut c)?;
+    let tensor_count = c.count("tensor count", MIN_TENSOR_INFO_SIZE)?;
+    let kv_count = c.count("metadata pair count", MIN_KV_SIZE)?;
+    // Both lists must fit in the remaining bytes together.
+    let needed = tensor_count * MIN_TENSOR_INFO_SIZE + kv_count * MIN_KV_SIZE;
+    if needed > c.remaining() {
+        return Err(GgufError::TooLarge {
+            what: "tensor and metadata counts".to_string(),
+            value: needed,
+            limit: c.remaining(),
+            offset: 8,
+        });
+    }
+    let (metadata, meta_index) = read_metadata(&mut c, kv_count)?;
+    let alignment = alignment_of(&metadata, &meta_index)?;
+
+    let mut tensors = Vec::with_capacity((tensor_count as usize).min(MAX_PREALLOC));
+    let mut tensor_index = HashMap::with_capacity((tensor_count as usize).min(MAX_PREALLOC));
+    for i in 0..tensor_count {
+        let t = read_tensor_info(&mut c, i)?;
+        if tensor_index.insert(t.name.clone(), tensors.len()).is_some() {
+            return Err(GgufError::DuplicateTensor(t.name));
+        }
+        tensors.push(t);
+    }
+
+    let header_end = c.offset();
+    let data_offset = header_end
+        .div_ceil(alignment)
+        .checked_mul(alignment)
+        .ok_or_else(|| GgufError::Invalid("data section offset overflows".to_string()))?;
+    check_placement(&tensors, alignment, data_offset, buf.len() as u64)?;
+
+    Ok(Header {
+        version,
+        big_endian,
+        metadata,
+        meta_index,
+        tensors,
+        tensor_index,
+        alignment,
+        data_offset,
+    })
+}

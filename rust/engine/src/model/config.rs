@@ -1,0 +1,155 @@
+//! Hyper-parameters read from GGUF metadata.
+
+use crate::gguf::GgufFile;
+use crate::{Error, Result};
+
+/// Largest dimension accepted from metadata, so that a hostile file cannot make us allocate
+/// absurd buffers before tensor shapes are checked.
+const MAX_DIM: u64 = 1 << 20;
+
+/// The shape of a transformer, from its GGUF metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// `general.architecture`.
+    pub architecture: String,
+    /// `general.name`, if present.
+    pub name: Option<String>,
+    /// Vocabulary size (rows of the token embedding).
+    pub n_vocab: usize,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Number of transformer blocks.
+    pub n_layer: usize,
+    /// Attention (query) heads.
+    pub n_head: usize,
+    /// Key/value heads (GQA when fewer than `n_head`).
+    pub n_head_kv: usize,
+    /// Dimension of one key (and query) head.
+    pub head_dim: usize,
+    /// Dimension of one value head.
+    pub head_dim_v: usize,
+    /// Feed-forward hidden size.
+    pub n_ff: usize,
+    /// Context length the model was trained with.
+    pub n_ctx_train: usize,
+    /// RMS-norm epsilon.
+    pub rms_eps: f32,
+    /// RoPE base frequency (global layers).
+    pub rope_base: f32,
+    /// RoPE linear frequency scale (1 / scaling factor).
+    pub rope_freq_scale: f32,
+    /// Rotated dimensions per head.
+    pub rope_dims: usize,
+}
+
+/// Reads `{arch}.*` keys with typed errors.
+pub(crate) struct Meta<'a> {
+    gguf: &'a GgufFile,
+    arch: &'a str,
+}
+
+impl<'a> Meta<'a> {
+    pub(crate) fn new(gguf: &'a GgufFile, arch: &'a str) -> Self {
+        Meta { gguf, arch }
+    }
+
+    fn key(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
+    }
+
+    /// A required dimension `{arch}.{suffix}`, 1..=MAX_DIM.
+    pub(crate) fn dim(&self, suffix: &str) -> Result<usize> {
+        let key = self.key(suffix);
+        let v = self
+            .gguf
+            .get_u64(&key)
+            .ok_or_else(|| Error::InvalidModel(format!("missing or non-integer metadata '{key}'")))?;
+        if v == 0 || v > MAX_DIM {
+            return Err(Error::InvalidModel(format!("metadata '{key}' = {v} is out of range")));
+        }
+        Ok(v as usize)
+    }
+
+    /// An optional dimension, `default` when absent.
+    pub(crate) fn dim_or(&self, suffix: &str, default: usize) -> Result<usize> {
+        if self.gguf.get(&self.key(suffix)).is_some() {
+            self.dim(suffix)
+        } else {
+            Ok(default)
+        }
+    }
+
+    /// An optional float, `default` when absent; must be finite.
+    pub(crate) fn f32_or(&self, suffix: &str, default: f32) -> Result<f32> {
+        let key = self.key(suffix);
+        match self.gguf.get(&key) {
+            None => Ok(default),
+            Some(_) => match self.gguf.get_f32(&key) {
+                Some(v) if v.is_finite() => Ok(v),
+                _ => Err(Error::InvalidModel(format!("metadata '{key}' is not a finite number"))),
+            },
+        }
+    }
+
+    /// An optional string.
+    pub(crate) fn str(&self, suffix: &str) -> Option<&'a str> {
+        let key = self.key(suffix);
+        self.gguf.get_str(&key)
+    }
+}
+
+impl ModelConfig {
+    /// Read the common hyper-parameters for architecture `arch`.
+    pub(crate) fn read(gguf: &GgufFile, arch: &str) -> Result<Self> {
+        let m = Meta::new(gguf, arch);
+        let n_embd = m.dim("embedding_length")?;
+        let n_head = m.dim("attention.head_count")?;
+        let n_head_kv = m.dim_or("attention.head_count_kv", n_head)?;
+        if n_head % n_head_kv != 0 {
+            return Err(Error::InvalidModel(format!(
+                "{n_head} attention heads is not a multiple of {n_head_kv} KV heads"
+            )));
+        }
+        let head_dim = m.dim_or("attention.key_length", n_embd / n_head)?;
+        let head_dim_v = m.dim_or("attention.value_length", head_dim)?;
+        let rope_dims = m.dim_or("rope.dimension_count", head_dim)?;
+        if rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(Error::InvalidModel(format!(
+                "RoPE dimension count {rope_dims} does not fit head size {head_dim}"
+            )));
+        }
+        let scaling_type = m.str("rope.scaling.type").unwrap_or("none");
+        let factor = m.f32_or("rope.scaling.factor", 0.0)?;
+        let rope_freq_scale = match scaling_type {
+            "none" => 1.0,
+            "linear" if factor > 0.0 => 1.0 / factor,
+            "linear" => 1.0,
+            other => {
+                return Err(Error::InvalidModel(format!(
+                    "RoPE scaling type '{other}' is not supported"
+                )))
+            }
+        };
+        let token_embd = gguf
+            .tensor("token_embd.weight")
+            .ok_or_else(|| Error::InvalidModel("missing tensor 'token_embd.weight'".into()))?;
+        let n_vocab = token_embd.dims.get(1).copied().unwrap_or(0) as usize;
+        Ok(ModelConfig {
+            architecture: arch.to_string(),
+            name: gguf.get_str("general.name").map(str::to_string),
+            n_vocab,
+            n_embd,
+            n_layer: m.dim("block_count")?,
+            n_head,
+            n_head_kv,
+            head_dim,
+            head_dim_v,
+            n_ff: m.dim("feed_forward_length")?,
+            n_ctx_train: m.dim_or("context_length", 2048)?,
+            rms_eps: m.f32_or("attention.layer_norm_rms_epsilon", 1e-5)?,
+            rope_base: m.f32_or("rope.freq_base", 10000.0)?,
+            rope_freq_scale,
+            rope_dims,
+        })
+    }
+}

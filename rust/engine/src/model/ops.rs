@@ -1,0 +1,158 @@
+//! Element-wise and row-wise operations of the transformer forward pass, with llama.cpp's
+//! numerics (accumulation precision, RoPE angle recurrence, f16 rounding points).
+
+use half::f16;
+
+/// RMS-normalise `x` in place and multiply by `weight`: `x * weight / sqrt(mean(x²) + eps)`.
+/// The sum of squares is accumulated in f64 like ggml.
+pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for (v, w) in x.iter_mut().zip(weight) {
+        *v = (*v * scale) * w;
+    }
+}
+
+/// `x = x * sigmoid(x) * up` (SwiGLU).
+pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// `x = gelu_tanh(x) * up` (GeGLU with the tanh approximation).
+pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF: f32 = 0.044_715;
+    for (g, u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF * x * x)).tanh());
+        *g = y * u;
+    }
+}
+
+/// Softmax in place, with the exponential sum accumulated in f64.
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// Round an f32 to f16 precision and back (the value ggml sees after an f16 conversion).
+#[inline]
+pub fn round_f16(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+/// How RoPE pairs up dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs `(x[2i], x[2i+1])` (llama, mistral).
+    Normal,
+    /// Halves `(x[i], x[i + d/2])` (gemma, qwen, gpt-neox).
+    Neox,
+}
+
+/// Rotary position embedding parameters for one layer.
+#[derive(Clone, Debug)]
+pub struct Rope {
+    /// Pairing style.
+    pub style: RopeStyle,
+    /// Number of rotated dimensions per head.
+    pub n_dims: usize,
+    /// Base frequency.
+    pub base: f32,
+    /// Linear position scale (1 / scaling factor).
+    pub freq_scale: f32,
+    /// Optional per-pair frequency divisors (`rope_freqs.weight`, Llama 3).
+    pub freq_factors: Option<Vec<f32>>,
+}
+
+impl Rope {
+    /// The (cos, sin) table for position `pos`, `n_dims / 2` entries.
+    pub fn angles(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
+        out.clear();
+        let theta_scale = self.base.powf(-2.0 / self.n_dims as f32);
+        let mut theta = pos as f32;
+        for i in 0..self.n_dims / 2 {
+            let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
+            let angle = self.freq_scale * (theta / ff);
+            out.push((angle.cos(), angle.sin()));
+            theta *= theta_scale;
+        }
+    }
+
+    /// Rotate one head vector in place using a table from [`Rope::angles`].
+    pub fn apply(&self, head: &mut [f32], table: &[(f32, f32)]) {
+        match self.style {
+            RopeStyle::Normal => {
+                for (i, &(c, s)) in table.iter().enumerate() {
+                    let (a, b) = (head[2 * i], head[2 * i + 1]);
+                    head[2 * i] = a * c - b * s;
+                    head[2 * i + 1] = a * s + b * c;
+                }
+            }
+            RopeStyle::Neox => {
+                let half = self.n_dims / 2;
+                for (i, &(c, s)) in table.iter().enumerate() {
+                    let (a, b) = (head[i], head[i + half]);
+                    head[i] = a * c - b * s;
+                    head[i + half] = a * s + b * c;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_gives_unit_rms() {
+        let mut x = vec![1.0, -2.0, 3.0, 4.0];
+        rms_norm(&mut x, &[1.0; 4], 0.0);
+        let rms = (x.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = vec![1.0, 3.0, 2.0, f32::NEG_INFINITY];
+        softmax(&mut x);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[1] > x[2] && x[2] > x[0] && x[3] == 0.0);
+    }
+
+    #[test]
+    fn rope_preserves_norm_and_position_zero_is_identity() {
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            let rope = Rope {
+                style,
+                n_dims: 8,
+                base: 10000.0,
+                freq_scale: 1.0,
+                freq_factors: None,
+            };
+            let orig: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
+            let mut table = Vec::new();
+            rope.angles(0, &mut table);
+            let mut h = orig.clone();
+            rope.apply(&mut h, &table);
+            assert_eq!(h, orig);
+            rope.angles(17, &mut table);
+            rope.apply(&mut h, &table);
+            let n0: f32 = orig.iter().map(|v| v * v).sum();
+            let n1: f32 = h.iter().map(|v| v * v).sum();
+            assert!((n0 - n1).abs() < 1e-3 && h != orig);
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The decoder-only transformer shared by every architecture. Each architecture file
+//! (`llama.rs`, `gemma3.rs`) reads its metadata and tensors into a [`Transformer`] and sets the
+//! features it uses (biases, QK-norm, post-norms, sliding windows, activation, scaling).
+
+use half::f16;
+
+use super::kv_cache::KvCache;
+use super::ops::{self, Rope};
+use super::weights::Embedding;
+use super::ModelConfig;
+use crate::backend::{SharedMut, Threads, Weight};
+use crate::{Error, Result};
+
+/// The gated feed-forward activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FfnActivation {
+    /// SwiGLU (llama, qwen).
+    Silu,
+    /// GeGLU with tanh-approximated GELU (gemma).
+    GeluTanh,
+}
+
+/// What a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Logits of the last token (`n_vocab` values).
+    LastLogits,
+    /// Logits of every token (`n_tokens × n_vocab`).
+    AllLogits,
+    /// Final normalised hidden states of every token (`n_tokens × n_embd`), for embeddings.
+    Hidden,
+}
+
+/// One transformer block's weights and settings.
+pub(crate) struct Layer {
+    pub(crate) attn_norm: Vec<f32>,
+    pub(crate) wq: Weight,
+    pub(crate) wk: Weight,
+    pub(crate) wv: Weight,
+    pub(crate) wo: Weight,
+    pub(crate) bq: Option<Vec<f32>>,
+    pub(crate) bk: Option<Vec<f32>>,
+    pub(crate) bv: Option<Vec<f32>>,
+    pub(crate) q_norm: Option<Vec<f32>>,
+    pub(crate) k_norm: Option<Vec<f32>>,
+    pub(crate) post_attn_norm: Option<Vec<f32>>,
+    pub(crate) ffn_norm: Vec<f32>,
+    pub(crate) w_gate: Weight,
+    pub(crate) w_up: Weight,
+    pub(crate) w_down: Weight,
+    pub(crate) post_ffn_norm: Option<Vec<f32>>,
+    pub(crate) rope: Rope,
+    /// Sliding attention window in positions (`None`: full causal attention).
+    pub(crate) window: Option<usize>,
+}
+
+/// A complete decoder-only model.
+pub(crate) struct Transformer {
+    pub(crate) config: ModelConfig,
+    pub(crate) embedding: Embedding,
+    /// Multiply embeddings by this (gemma: √n_embd).
+    pub(crate) embed_scale: Option<f32>,
+    /// Scale queries by this before attention (gemma); otherwise scores are scaled by 1/√head_dim.
+    pub(crate) query_scale: Option<f32>,
+    pub(crate) activation: FfnActivation,
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) output_norm: Vec<f32>,
+    pub(crate) output: Weight,
+}
+
+fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
+    if let Some(b) = bias {
+        for row in x.chunks_exact_mut(b.len()) {
+            for (v, bv) in row.iter_mut().zip(b) {
+                *v += bv;
+            }
+        }
+    }
+}
+
+fn norm_rows(x: &mut [f32], weight: &[f32], eps: f32) {
+    for row in x.chunks_exact_mut(weight.len()) {
+        ops::rms_norm(row, weight, eps);
+    }
+}
+
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+impl Transformer {
+    /// Run `tokens` at the positions following the cache's contents, append their keys and
+    /// values to the cache, and return what `output` asks for.
+    pub(crate) fn forward(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        threads: &Threads,
+        output: Output,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let n = tokens.len();
+        let pos0 = cache.len();
+        if n == 0 {
+            return Err(Error::InvalidOption("forward pass with no tokens".into()));
+        }
+        if pos0 + n > cache.capacity() {
+            return Err(Error::ContextExhausted {
+                needed: pos0 + n,
+                capacity: cache.capacity(),
+            });
+        }
+        let d = c.n_embd;
+        let (qw, kw, vw) = (
+            c.n_head * c.head_dim,
+            c.n_head_kv * c.head_dim,
+            c.n_head_kv * c.head_dim_v,
+        );
+        let ow = c.n_head * c.head_dim_v;
+        let mut x = vec![0.0f32; n * d];
+        for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
+            self.embedding.row(id, row)?;
+        }
+        if let Some(s) = self.embed_scale {
+            x.iter_mut().for_each(|v| *v *= s);
+        }
+        let mut h = vec![0.0f32; n * d];
+        let mut q = vec![0.0f32; n * qw];
+        let mut k = vec![0.0f32; n * kw];
+        let mut v = vec![0.0f32; n * vw];
+        let mut attn = vec![0.0f32; n * ow];
+        let mut proj = vec![0.0f32; n * d];
+        let mut gate = vec![0.0f32; n * c.n_ff];
+        let mut up = vec![0.0f32; n * c.n_ff];
+        let mut table = Vec::new();
+        for (il, layer) in self.layers.iter().enumerate() {
+            h.copy_from_slice(&x);
+            norm_rows(&mut h, &layer.attn_norm, c.rms_eps);
+            layer.wq.matmul(&h, n, &mut q, threads)?;
+            layer.wk.matmul(&h, n, &mut k, threads)?;
+            layer.wv.matmul(&h, n, &mut v, threads)?;
+            add_bias(&mut q, &layer.bq);
+            add_bias(&mut k, &layer.bk);
+            add_bias(&mut v, &layer.bv);
+            if let Some(w) = &layer.q_norm {
+                norm_rows(&mut q, w, c.rms_eps);
+            }
+            if let Some(w) = &layer.k_norm {
+                norm_rows(&mut k, w, c.rms_eps);
+            }
+            for t in 0..n {
+                layer.rope.angles(pos0 + t, &mut table);
+                for head in q[t * qw..(t + 1) * qw].chunks_exact_mut(c.head_dim) {
+                    layer.rope.apply(head, &table);
+                }
+                for head in k[t * kw..(t + 1) * kw].chunks_exact_mut(c.head_dim) {
+                    layer.rope.apply(head, &table);
+                }
+            }
+            if let Some(s) = self.query_scale {
+                q.iter_mut().for_each(|v| *v *= s);
+            }
+            cache.store(il, pos0, &k, &v);
+            self.attention(il, layer, &q, n, pos0, cache, &mut attn, threads);
+            layer.wo.matmul(&attn, n, &mut proj, threads)?;
+            if let Some(w) = &layer.post_attn_norm {
+                norm_rows(&mut proj, w, c.rms_eps);
+            }
+            add_into(&mut x, &proj);
+
+            h.copy_from_slice(&x);
+            norm_rows(&mut h, &layer.ffn_norm, c.rms_eps);
+            layer.w_gate.matmul(&h, n, &mut gate, threads)?;
+            layer.w_up.matmul(&h, n, &mut up, threads)?;
+            match self.activation {
+                FfnActivation::Silu => ops::silu_mul(&mut gate, &up),
+                FfnActivation::GeluTanh => ops::gelu_mul(&mut gate, &up),
+            }
+            layer.w_down.matmul(&gate, n, &mut proj, threads)?;
+            if let Some(w) = &layer.post_ffn_norm {
+                norm_rows(&mut proj, w, c.rms_eps);
+            }
+            add_into(&mut x, &proj);
+        }
+        cache.set_len(pos0 + n);
+
+        let rows: &mut [f32] = match output {
+            Output::LastLogits => &mut x[(n - 1) * d..],
+            Output::AllLogits | Output::Hidden => &mut x[..],
+        };
+        norm_rows(rows, &self.output_norm, c.rms_eps);
+        if output == Output::Hidden {
+            return Ok(rows.to_vec());
+        }
+        let n_out = rows.len() / d;
+        let mut logits = vec![0.0f32; n_out * c.n_vocab];
+        self.output.matmul(rows, n_out, &mut logits, threads)?;
+        Ok(logits)
+    }
+
+    /// Causal (optionally sliding-window) grouped-query attention for `n` new tokens, reading
+    /// keys and values from the cache with llama.cpp's f16 rounding points.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        il: usize,
+        layer: &Layer,
+        q: &[f32],
+        n: usize,
+        pos0: usize,
+        cache: &KvCache,
+        out: &mut [f32],
+        threads: &Threads,
+    ) {
+        let c = &self.config;
+        let (hd, hdv) = (c.head_dim, c.head_dim_v);
+        let (qw, kw, vw, ow) = (
+            c.n_head * hd,
+            c.n_head_kv * hd,
+            c.n_head_kv * hdv,
+            c.n_head * hdv,
+        );
+        let group = c.n_head / c.n_head_kv;
+        let scale = if self.query_scale.is_some() {
+            1.0
+        } else {
+            1.0 / (hd as f32).sqrt()
+        };
+        let keys = cache.keys(il);
+        let values = cache.values(il);
+        let out_ptr = SharedMut(out.as_mut_ptr());
+        threads.for_each_chunk(n * c.n_head, 1, |range| {
+            let out_ptr = out_ptr;
+            let mut scores = Vec::new();
+            let mut qh = vec![0.0f32; hd];
+            let mut acc = vec![0.0f32; hdv];
+            for idx in range {
+                let (t, h) = (idx / c.n_head, idx % c.n_head);
+                let g = h / group;
+                let p = pos0 + t;
+                let lo = layer.window.map_or(0, |w| (p + 1).saturating_sub(w));
+                for (dst, &src) in qh.iter_mut().zip(&q[t * qw + h * hd..t * qw + (h + 1) * hd]) {
+                    *dst = ops::round_f16(src);
+                }
+                scores.clear();
+                for j in lo..=p {
+                    let kj = &keys[j * kw + g * hd..j * kw + (g + 1) * hd];
+                    let s: f32 = qh.iter().zip(kj).map(|(a, b)| a * b.to_f32()).sum();
+                    scores.push(s * scale);
+                }
+                ops::softmax(&mut scores);
+                acc.iter_mut().for_each(|v| *v = 0.0);
+                for (jj, j) in (lo..=p).enumerate() {
+                    let pj = f16::from_f32(scores[jj]).to_f32();
+                    let vj = &values[j * vw + g * hdv..j * vw + (g + 1) * hdv];
+                    for (a, b) in acc.iter_mut().zip(vj) {
+                        *a += pj * b.to_f32();
+                    }
+                }
+                // SAFETY: each (t, h) output slice is written by exactly one task.
+                let dst = unsafe { std::slice::from_raw_parts_mut(out_ptr.0.add(t * ow + h * hdv), hdv) };
+                dst.copy_from_slice(&acc);
+            }
+        });
+    }
+}

@@ -1,0 +1,133 @@
+//! Loading tensors from a GGUF file into weights, vectors and embeddings with shape checks.
+
+use std::sync::Arc;
+
+use crate::backend::{MatmulShape, Registry, TensorBytes, Weight};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::quant::{self, GgmlType};
+use crate::{Error, Result};
+
+/// Looks tensors up by name and checks their shapes against the configuration.
+pub(crate) struct Loader<'a> {
+    gguf: &'a Arc<GgufFile>,
+    registry: &'a Registry,
+}
+
+impl<'a> Loader<'a> {
+    pub(crate) fn new(gguf: &'a Arc<GgufFile>, registry: &'a Registry) -> Self {
+        Loader { gguf, registry }
+    }
+
+    fn info(&self, name: &str) -> Result<&'a TensorInfo> {
+        self.gguf
+            .tensor(name)
+            .ok_or_else(|| Error::InvalidModel(format!("missing tensor '{name}'")))
+    }
+
+    /// Whether the file has a tensor called `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.gguf.tensor(name).is_some()
+    }
+
+    fn bytes(&self, info: &TensorInfo) -> TensorBytes {
+        TensorBytes::borrowed(self.gguf.clone(), self.gguf.tensor_data(info))
+    }
+
+    fn check_dims(info: &TensorInfo, expected: &[usize]) -> Result<()> {
+        let dims: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+        if dims != expected {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{}' has shape {dims:?}, expected {expected:?}",
+                info.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// A weight matrix with `rows` outputs of `cols` inputs (GGUF dims `[cols, rows]`), placed by
+    /// the registry.
+    pub(crate) fn matrix(&self, name: &str, cols: usize, rows: usize) -> Result<Weight> {
+        let info = self.info(name)?;
+        Self::check_dims(info, &[cols, rows])?;
+        if matches!(info.ty, GgmlType::Q8_1 | GgmlType::Q8_K) {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{name}' has type {}, which is not a weight format",
+                info.ty
+            )));
+        }
+        let shape = MatmulShape {
+            ty: info.ty,
+            rows,
+            cols,
+        };
+        Ok(self.registry.place(shape, self.bytes(info)))
+    }
+
+    /// A 1-D tensor of `len` values, dequantized to f32.
+    pub(crate) fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+        let info = self.info(name)?;
+        Self::check_dims(info, &[len])?;
+        let mut out = vec![0.0; len];
+        quant::dequantize(info.ty, self.gguf.tensor_data(info), &mut out)?;
+        Ok(out)
+    }
+
+    /// A 1-D tensor if present.
+    pub(crate) fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+        if self.has(name) {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The token embedding table (`n_vocab` rows of `n_embd`).
+    pub(crate) fn embedding(&self, name: &str, n_embd: usize, n_vocab: usize) -> Result<Embedding> {
+        let info = self.info(name)?;
+        Self::check_dims(info, &[n_embd, n_vocab])?;
+        let row_bytes = info.ty.row_bytes(n_embd as u64).ok_or_else(|| {
+            Error::InvalidModel(format!("tensor '{name}' rows are not whole {} blocks", info.ty))
+        })? as usize;
+        Ok(Embedding {
+            ty: info.ty,
+            data: self.bytes(info),
+            n_embd,
+            n_vocab,
+            row_bytes,
+        })
+    }
+}
+
+/// The token embedding table, read row by row.
+pub(crate) struct Embedding {
+    pub(crate) ty: GgmlType,
+    pub(crate) data: TensorBytes,
+    pub(crate) n_embd: usize,
+    pub(crate) n_vocab: usize,
+    row_bytes: usize,
+}
+
+impl Embedding {
+    /// Write the embedding of token `id` into `out` (`n_embd` values).
+    pub(crate) fn row(&self, id: u32, out: &mut [f32]) -> Result<()> {
+        let id = id as usize;
+        if id >= self.n_vocab {
+            return Err(Error::InvalidOption(format!(
+                "token id {id} is outside the vocabulary of {} tokens",
+                self.n_vocab
+            )));
+        }
+        let bytes = &self.data.as_slice()[id * self.row_bytes..(id + 1) * self.row_bytes];
+        quant::dequantize(self.ty, bytes, out)
+    }
+
+    /// The table as a matmul weight (tied output head).
+    pub(crate) fn as_weight(&self, registry: &Registry) -> Weight {
+        let shape = MatmulShape {
+            ty: self.ty,
+            rows: self.n_vocab,
+            cols: self.n_embd,
+        };
+        registry.place(shape, self.data.clone())
+    }
+}

