@@ -62,7 +62,7 @@ fn special_id(gguf: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Opt
 
 /// Number array values as f32 (GGUF allows f32 or i32 scores).
 fn number_f32(v: &Value) -> Option<f32> {
-    v.as_f32().or_else(|| v.as_i64().map(|i| i as f32))
+    v.as_f32()
 }
 
 const EOT_TEXTS: &[&str] = &[
