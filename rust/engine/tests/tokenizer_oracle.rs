@@ -3,13 +3,13 @@
 
 mod tokenizer_support;
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use local_llm_engine::tokenizer::{Tokenizer, TokenizerKind};
 use serde_json::Value;
 use tokenizer_support::*;
 
-fn check_model(path: &PathBuf, kind: TokenizerKind) {
+fn check_model(path: &Path, kind: TokenizerKind) {
     let tok = load(path);
     assert_eq!(tok.kind(), kind);
     let texts = corpus();
@@ -17,19 +17,31 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
     let info = &answer["info"];
     let opt = |v: &Value| v.as_u64().map(|x| x as u32);
 
-    assert_eq!(tok.n_vocab() as u64, info["n_vocab"].as_u64().unwrap(), "n_vocab");
+    assert_eq!(
+        tok.n_vocab() as u64,
+        info["n_vocab"].as_u64().unwrap(),
+        "n_vocab"
+    );
     assert_eq!(tok.bos(), opt(&info["bos"]), "bos");
     assert_eq!(tok.eos(), opt(&info["eos"]), "eos");
     check_eot(&tok, opt(&info["eot"]));
     assert_eq!(tok.add_bos(), info["add_bos"].as_bool().unwrap(), "add_bos");
     assert_eq!(tok.add_eos(), info["add_eos"].as_bool().unwrap(), "add_eos");
-    let eog: Vec<u32> = (0..tok.n_vocab() as u32).filter(|&id| tok.is_eog(id)).collect();
+    let eog: Vec<u32> = (0..tok.n_vocab() as u32)
+        .filter(|&id| tok.is_eog(id))
+        .collect();
     assert_eq!(eog, ids_of(&info["eog"]), "EOG set");
-    let control: Vec<u32> = (0..tok.n_vocab() as u32).filter(|&id| tok.is_control(id)).collect();
+    let control: Vec<u32> = (0..tok.n_vocab() as u32)
+        .filter(|&id| tok.is_control(id))
+        .collect();
     assert_eq!(control, ids_of(&info["control"]), "control tokens");
 
     let results = answer["tokenized"].as_array().unwrap();
-    assert_eq!(results.len(), texts.len() * 2, "oracle answered every text in both modes");
+    assert_eq!(
+        results.len(),
+        texts.len() * 2,
+        "oracle answered every text in both modes"
+    );
     let mut failures = Vec::new();
     let mut n_ids = 0;
     for r in results {
@@ -39,12 +51,17 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
         let got = tok.encode(text, false, special).expect("encode");
         n_ids += want.len();
         if got != want {
-            failures.push(format!("encode({text:?}, special={special}):\n  ours   {got:?}\n  llama  {want:?}"));
+            failures.push(format!(
+                "encode({text:?}, special={special}):\n  ours   {got:?}\n  llama  {want:?}"
+            ));
             continue;
         }
         let detok = tok.decode(&got, special);
         if detok != r["detok"].as_str().unwrap() {
-            failures.push(format!("decode of {text:?} (special={special}): ours {detok:?} llama {:?}", r["detok"]));
+            failures.push(format!(
+                "decode of {text:?} (special={special}): ours {detok:?} llama {:?}",
+                r["detok"]
+            ));
         }
         // add_special adds BOS/EOS exactly as the model's flags say.
         let mut with = Vec::new();
@@ -55,7 +72,11 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
         if tok.add_eos() {
             with.push(tok.eos().unwrap());
         }
-        assert_eq!(tok.encode(text, true, special).unwrap(), with, "add_special for {text:?}");
+        assert_eq!(
+            tok.encode(text, true, special).unwrap(),
+            with,
+            "add_special for {text:?}"
+        );
     }
 
     // Every token's piece, as detokenize([id]) gives it, with special false and true.
@@ -66,12 +87,24 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
         for (id, want) in arr.iter().enumerate() {
             let got = tok.decode(&[id as u32], special);
             if got != want.as_str().unwrap() && failures.len() < 60 {
-                failures.push(format!("piece {id} ({:?}) special={special}: ours {got:?} llama {want:?}", tok.token_text(id as u32)));
+                failures.push(format!(
+                    "piece {id} ({:?}) special={special}: ours {got:?} llama {want:?}",
+                    tok.token_text(id as u32)
+                ));
             }
         }
     }
-    eprintln!("compared {} texts x 2 modes ({n_ids} oracle ids), {} pieces", texts.len(), 2 * tok.n_vocab());
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    eprintln!(
+        "compared {} texts x 2 modes ({n_ids} oracle ids), {} pieces",
+        texts.len(),
+        2 * tok.n_vocab()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

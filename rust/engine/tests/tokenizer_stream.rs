@@ -15,7 +15,10 @@ fn stream(tok: &Tokenizer, ids: &[u32]) -> String {
     let mut out = String::new();
     for &id in ids {
         let chunk = dec.push(tok, id);
-        assert!(!chunk.contains('\u{FFFD}'), "chunk {chunk:?} split a character");
+        assert!(
+            !chunk.contains('\u{FFFD}'),
+            "chunk {chunk:?} split a character"
+        );
         out.push_str(&chunk);
     }
     out.push_str(&dec.finish());
@@ -26,20 +29,41 @@ fn check_streaming(name: &str) {
     let Some(path) = model_path(name) else { return };
     let tok = load(&path);
     // Rare characters that these vocabularies spell with several byte tokens.
-    let texts: Vec<String> =
-        ["𓀀𓀁 hieroglyphs", "🫠🧌 new emoji 👨‍👩‍👧‍👦", "ꙮ multiocular", "mixed 漢字 and 🦀 crab"].iter().map(|s| s.to_string()).collect();
-    let answer = oracle(&json!({"model": path.to_string_lossy(), "texts": texts, "special": [false]}));
+    let texts: Vec<String> = [
+        "𓀀𓀁 hieroglyphs",
+        "🫠🧌 new emoji 👨‍👩‍👧‍👦",
+        "ꙮ multiocular",
+        "mixed 漢字 and 🦀 crab",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let answer =
+        oracle(&json!({"model": path.to_string_lossy(), "texts": texts, "special": [false]}));
     let mut saw_split = false;
     for r in answer["tokenized"].as_array().unwrap() {
         let text = &texts[r["text"].as_u64().unwrap() as usize];
         let ids = ids_of(&r["ids"]);
-        assert_eq!(tok.encode(text, false, false).unwrap(), ids, "encode {text:?}");
+        assert_eq!(
+            tok.encode(text, false, false).unwrap(),
+            ids,
+            "encode {text:?}"
+        );
         // Some token on its own is not valid UTF-8: the stream decoder has work to do.
-        saw_split |= ids.iter().any(|&id| std::str::from_utf8(&tok.token_bytes(id, false)).is_err());
+        saw_split |= ids
+            .iter()
+            .any(|&id| std::str::from_utf8(&tok.token_bytes(id, false)).is_err());
         let streamed = stream(&tok, &ids);
-        assert_eq!(streamed, r["detok"].as_str().unwrap(), "streamed text of {text:?}");
+        assert_eq!(
+            streamed,
+            r["detok"].as_str().unwrap(),
+            "streamed text of {text:?}"
+        );
     }
-    assert!(saw_split, "{name}: corpus should contain characters split across tokens");
+    assert!(
+        saw_split,
+        "{name}: corpus should contain characters split across tokens"
+    );
 }
 
 #[test]
@@ -55,10 +79,14 @@ fn gemma3_stream_decoder_joins_byte_fallback() {
 /// Invalid byte sequences come out as U+FFFD; an unfinished character is flushed by `finish`.
 #[test]
 fn stream_decoder_invalid_and_unfinished_bytes() {
-    let Some(path) = model_path(GEMMA) else { return };
+    let Some(path) = model_path(GEMMA) else {
+        return;
+    };
     let tok = load(&path);
     let byte = |b: u8| {
-        (0..tok.n_vocab() as u32).find(|&id| tok.token_text(id) == Some(&format!("<0x{b:02X}>"))).expect("byte token")
+        (0..tok.n_vocab() as u32)
+            .find(|&id| tok.token_text(id) == Some(&format!("<0x{b:02X}>")))
+            .expect("byte token")
     };
     let mut dec = StreamDecoder::new();
     // "é" = C3 A9: nothing until the second byte arrives.
@@ -94,14 +122,25 @@ fn long_text_encodes_quickly() {
         };
         let (_, n_small) = time(&small);
         let (t_big, n_big) = time(&big);
-        assert!(n_big > n_small * 15, "{name}: token count should scale with the text");
+        assert!(
+            n_big > n_small * 15,
+            "{name}: token count should scale with the text"
+        );
         // ~250 KB of text; generous bound for a loaded 2-core machine.
-        assert!(t_big.as_secs_f64() < 5.0, "{name}: encoding {} bytes took {t_big:?}", big.len());
+        assert!(
+            t_big.as_secs_f64() < 5.0,
+            "{name}: encoding {} bytes took {t_big:?}",
+            big.len()
+        );
         // A single word with no spaces (one BPE word / one SPM fragment) must not be quadratic either.
         let word = "abcdefghij".repeat(5000);
         let t0 = Instant::now();
         tok.encode(&word, false, false).unwrap();
-        assert!(t0.elapsed().as_secs_f64() < 5.0, "{name}: 50 KB word took {:?}", t0.elapsed());
+        assert!(
+            t0.elapsed().as_secs_f64() < 5.0,
+            "{name}: 50 KB word took {:?}",
+            t0.elapsed()
+        );
         eprintln!("{name}: {} bytes -> {n_big} tokens in {t_big:?}", big.len());
     }
 }

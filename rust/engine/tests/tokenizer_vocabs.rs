@@ -26,7 +26,9 @@ fn check_vocab(name: &str) {
     assert_eq!(tok.eos(), opt(&info["eos"]), "eos");
     check_eot(&tok, opt(&info["eot"]));
     assert_eq!(tok.add_bos(), info["add_bos"].as_bool().unwrap(), "add_bos");
-    let eog: Vec<u32> = (0..tok.n_vocab() as u32).filter(|&id| tok.is_eog(id)).collect();
+    let eog: Vec<u32> = (0..tok.n_vocab() as u32)
+        .filter(|&id| tok.is_eog(id))
+        .collect();
     assert_eq!(eog, ids_of(&info["eog"]), "EOG set");
     let results = answer["tokenized"].as_array().unwrap();
     assert_eq!(results.len(), texts.len() * 2);
@@ -37,12 +39,23 @@ fn check_vocab(name: &str) {
         let want = ids_of(&r["ids"]);
         let got = tok.encode(text, false, special).expect("encode");
         if got != want {
-            failures.push(format!("encode({text:?}, special={special}):\n  ours   {got:?}\n  llama  {want:?}"));
+            failures.push(format!(
+                "encode({text:?}, special={special}):\n  ours   {got:?}\n  llama  {want:?}"
+            ));
         } else if tok.decode(&got, special) != r["detok"].as_str().unwrap() {
-            failures.push(format!("decode of {text:?}: ours {:?} llama {:?}", tok.decode(&got, special), r["detok"]));
+            failures.push(format!(
+                "decode of {text:?}: ours {:?} llama {:?}",
+                tok.decode(&got, special),
+                r["detok"]
+            ));
         }
     }
-    assert!(failures.is_empty(), "{name}: {} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{name}: {} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -104,10 +117,16 @@ fn llama_spm_with_space_prefix() {
 /// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them.
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    for (name, needle) in [("bert-bge", "bert"), ("deepseek-llm", "deepseek-llm"), ("gemma-4", "gemma4")] {
+    for (name, needle) in [
+        ("bert-bge", "bert"),
+        ("deepseek-llm", "deepseek-llm"),
+        ("gemma-4", "gemma4"),
+    ] {
         let gguf = GgufFile::open(llama_cpp_vocab(name)).expect("open");
         match Tokenizer::from_gguf(&gguf) {
-            Err(local_llm_engine::Error::Tokenizer(msg)) => assert!(msg.contains(needle), "{name}: {msg}"),
+            Err(local_llm_engine::Error::Tokenizer(msg)) => {
+                assert!(msg.contains(needle), "{name}: {msg}")
+            }
             Err(e) => panic!("{name}: wrong error kind {e}"),
             Ok(_) => panic!("{name}: expected an error"),
         }

@@ -33,7 +33,10 @@ pub(crate) type Ranks = HashMap<(u32, u32), u32, BuildHasherDefault<PairHasher>>
 
 /// Parses `tokenizer.ggml.merges` ("left right" strings) into ranks; the first occurrence of a pair
 /// keeps its rank. Parts that are not tokens are interned into `vocab` as extra strings.
-pub(crate) fn parse_merges<'a>(vocab: &mut Vocab, merges: impl Iterator<Item = &'a str>) -> crate::Result<Ranks> {
+pub(crate) fn parse_merges<'a>(
+    vocab: &mut Vocab,
+    merges: impl Iterator<Item = &'a str>,
+) -> crate::Result<Ranks> {
     let mut ranks = Ranks::default();
     for (rank, m) in merges.enumerate() {
         let b = m.as_bytes();
@@ -47,7 +50,8 @@ pub(crate) fn parse_merges<'a>(vocab: &mut Vocab, merges: impl Iterator<Item = &
         }
         let l = vocab.intern_extra(left)?;
         let r = vocab.intern_extra(right)?;
-        let rank = u32::try_from(rank).map_err(|_| crate::Error::Tokenizer("too many merges".into()))?;
+        let rank =
+            u32::try_from(rank).map_err(|_| crate::Error::Tokenizer("too many merges".into()))?;
         ranks.entry((l, r)).or_insert(rank);
     }
     Ok(ranks)
@@ -88,7 +92,10 @@ impl PartialOrd for Bigram {
 impl Ord for Bigram {
     /// Max-heap order: lowest rank first, then lowest left index.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.rank.cmp(&self.rank).then_with(|| other.left.cmp(&self.left))
+        other
+            .rank
+            .cmp(&self.rank)
+            .then_with(|| other.left.cmp(&self.left))
     }
 }
 
@@ -135,7 +142,10 @@ impl Bpe {
                 next: if i + 1 < n_chars { Some(i + 1) } else { None },
             });
         }
-        let add = |symbols: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: Option<usize>, right: Option<usize>| {
+        let add = |symbols: &[Symbol],
+                   queue: &mut BinaryHeap<Bigram>,
+                   left: Option<usize>,
+                   right: Option<usize>| {
             let (Some(l), Some(r)) = (left, right) else {
                 return;
             };
@@ -144,7 +154,12 @@ impl Bpe {
                 return;
             };
             if let Some(&rank) = self.ranks.get(&(le, re)) {
-                queue.push(Bigram { rank, left: l, right: r, size: ls.len + rs.len });
+                queue.push(Bigram {
+                    rank,
+                    left: l,
+                    right: r,
+                    size: ls.len + rs.len,
+                });
             }
         };
         for i in 1..symbols.len() {

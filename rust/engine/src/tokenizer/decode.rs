@@ -170,7 +170,9 @@ pub struct StreamDecoder {
 impl StreamDecoder {
     /// A decoder with nothing buffered.
     pub fn new() -> Self {
-        StreamDecoder { pending: Vec::new() }
+        StreamDecoder {
+            pending: Vec::new(),
+        }
     }
 
     /// Adds token `id` (control tokens contribute nothing) and returns the text that is now

@@ -35,17 +35,25 @@ fn pre_type(pre: &str) -> Result<PreType> {
     };
     Ok(match pre {
         "" | "default" => p(&[PunctRuns, Gpt2, NumberRuns, AsciiDigitTriples], true),
-        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0" | "lfm2"
-        | "jina-v5-nano" => PreType { ignore_merges: true, add_bos: true, ..p(&[Llama3], true) },
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" => PreType {
+            ignore_merges: true,
+            add_bos: true,
+            ..p(&[Llama3], true)
+        },
         "dbrx" | "smaug-bpe" => p(&[Llama3], true),
         "falcon" => p(&[PunctRunsFalcon, Gpt2, AsciiDigitTriples], true),
-        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de" | "a.x-4.0"
-        | "mellum" | "modern-bert" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "exaone4" | "mpt"
-        | "olmo" | "jais" => p(&[Gpt2], true),
+        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
+        | "a.x-4.0" | "mellum" | "modern-bert" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe"
+        | "exaone4" | "mpt" | "olmo" | "jais" => p(&[Gpt2], true),
         "trillion" | "granite-docling" => p(&[Gpt2], false),
-        "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => p(&[SingleNumbers, Gpt2], true),
+        "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
+            p(&[SingleNumbers, Gpt2], true)
+        }
         "command-r" | "smollm" => p(&[SingleNumbers, Gpt2], false),
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => p(&[Qwen2], false),
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
+            p(&[Qwen2], false)
+        }
         "megrez" | "stablelm2" => p(&[Qwen2], true),
         other => return Err(err(format!("unsupported BPE pre-tokenizer '{other}'"))),
     })
@@ -55,7 +63,7 @@ fn pre_type(pre: &str) -> Result<PreType> {
 fn special_id(gguf: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Option<u32> {
     let default = default.filter(|&d| (d as usize) < n);
     match gguf.get_u64(&format!("tokenizer.ggml.{key}")) {
-        Some(v) if (v as usize) < n && v <= u64::from(u32::MAX) => Some(v as u32),
+        Some(v) if v <= u64::from(u32::MAX) && (v as usize) < n => Some(v as u32),
         _ => default,
     }
 }
@@ -66,50 +74,129 @@ fn number_f32(v: &Value) -> Option<f32> {
 }
 
 const EOT_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
-    "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
 ];
-const FIM_PRE_TEXTS: &[&str] =
-    &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"];
-const FIM_SUF_TEXTS: &[&str] =
-    &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"];
-const FIM_MID_TEXTS: &[&str] =
-    &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
 
 impl Tokenizer {
     /// Builds the tokenizer described by the GGUF file's `tokenizer.ggml.*` metadata.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Tokenizer> {
-        let model = gguf.get_str("tokenizer.ggml.model").ok_or_else(|| err("missing tokenizer.ggml.model"))?;
+        let model = gguf
+            .get_str("tokenizer.ggml.model")
+            .ok_or_else(|| err("missing tokenizer.ggml.model"))?;
         let is_spm = match model {
             "llama" => true,
             "gpt2" => false,
             other => return Err(err(format!("unsupported tokenizer model '{other}'"))),
         };
-        let tokens = gguf.get_array("tokenizer.ggml.tokens").ok_or_else(|| err("missing tokenizer.ggml.tokens"))?;
+        let tokens = gguf
+            .get_array("tokenizer.ggml.tokens")
+            .ok_or_else(|| err("missing tokenizer.ggml.tokens"))?;
         let n = tokens.len();
         let mut texts: Vec<Cow<'_, str>> = Vec::with_capacity(n);
         for (i, v) in tokens.iter().enumerate() {
-            let s = v.as_str().ok_or_else(|| err(format!("token {i} is not a string")))?;
-            texts.push(if s.is_empty() { Cow::Owned(format!("[EMPTY_{i}]")) } else { Cow::Borrowed(s) });
+            let s = v
+                .as_str()
+                .ok_or_else(|| err(format!("token {i} is not a string")))?;
+            texts.push(if s.is_empty() {
+                Cow::Owned(format!("[EMPTY_{i}]"))
+            } else {
+                Cow::Borrowed(s)
+            });
         }
         let scores = match gguf.get_array("tokenizer.ggml.scores") {
-            Some(a) if a.len() < n => return Err(err(format!("{} scores for {n} tokens", a.len()))),
-            Some(a) => a[..n].iter().map(|v| number_f32(v).ok_or_else(|| err("score is not a number"))).collect::<Result<_>>()?,
+            Some(a) if a.len() < n => {
+                return Err(err(format!("{} scores for {n} tokens", a.len())))
+            }
+            Some(a) => a[..n]
+                .iter()
+                .map(|v| number_f32(v).ok_or_else(|| err("score is not a number")))
+                .collect::<Result<_>>()?,
             None => vec![0.0; n],
         };
         let mut attrs: Vec<u16> = match gguf.get_array("tokenizer.ggml.token_type") {
-            Some(a) if a.len() < n => return Err(err(format!("{} token types for {n} tokens", a.len()))),
+            Some(a) if a.len() < n => {
+                return Err(err(format!("{} token types for {n} tokens", a.len())))
+            }
             Some(a) => a[..n]
                 .iter()
-                .map(|v| v.as_i64().map(attr_from_type).ok_or_else(|| err("token type is not an integer")))
+                .map(|v| {
+                    v.as_i64()
+                        .map(attr_from_type)
+                        .ok_or_else(|| err("token type is not an integer"))
+                })
                 .collect::<Result<_>>()?,
             None => vec![attr::NORMAL; n],
         };
@@ -122,34 +209,56 @@ impl Tokenizer {
             (KindData::Spm, true, false)
         } else {
             let pt = pre_type(pre)?;
-            let merges = gguf.get_array("tokenizer.ggml.merges").ok_or_else(|| err("missing tokenizer.ggml.merges"))?;
-            let merge_strs = merges.iter().map(|v| v.as_str().ok_or_else(|| err("merge is not a string")));
+            let merges = gguf
+                .get_array("tokenizer.ggml.merges")
+                .ok_or_else(|| err("missing tokenizer.ggml.merges"))?;
+            let merge_strs = merges
+                .iter()
+                .map(|v| v.as_str().ok_or_else(|| err("merge is not a string")));
             let merge_strs: Vec<&str> = merge_strs.collect::<Result<_>>()?;
             let ranks = bpe::parse_merges(&mut vocab, merge_strs.into_iter())?;
-            let bpe = Bpe { ranks, stages: pt.stages, ignore_merges: pt.ignore_merges, byte_level: ByteLevel::new() };
+            let bpe = Bpe {
+                ranks,
+                stages: pt.stages,
+                ignore_merges: pt.ignore_merges,
+                byte_level: ByteLevel::new(),
+            };
             (KindData::Bpe(Box::new(bpe)), pt.add_bos, pt.clean_spaces)
         };
-        let add_space_prefix = gguf.get_bool("tokenizer.ggml.add_space_prefix").unwrap_or(is_spm);
+        let add_space_prefix = gguf
+            .get_bool("tokenizer.ggml.add_space_prefix")
+            .unwrap_or(is_spm);
 
-        let (def_bos, def_eos) = if is_spm { (Some(1), Some(2)) } else { (Some(11), Some(11)) };
+        let (def_bos, def_eos) = if is_spm {
+            (Some(1), Some(2))
+        } else {
+            (Some(11), Some(11))
+        };
         let bos = special_id(gguf, "bos_token_id", def_bos, n);
         let eos = special_id(gguf, "eos_token_id", def_eos, n);
         let mut eot = special_id(gguf, "eot_token_id", None, n);
         let mut eom = special_id(gguf, "eom_token_id", None, n);
-        let fim = |key: &str, old: &str, prev: Option<u32>| special_id(gguf, old, special_id(gguf, key, prev, n), n);
+        let fim = |key: &str, old: &str, prev: Option<u32>| {
+            special_id(gguf, old, special_id(gguf, key, prev, n), n)
+        };
         let mut fim_pre = fim("fim_pre_token_id", "prefix_token_id", None);
         let mut fim_suf = fim("fim_suf_token_id", "suffix_token_id", None);
         let mut fim_mid = fim("fim_mid_token_id", "middle_token_id", None);
         let mut fim_pad = special_id(gguf, "fim_pad_token_id", None, n);
         let mut fim_rep = special_id(gguf, "fim_rep_token_id", None, n);
         let mut fim_sep = special_id(gguf, "fim_sep_token_id", None, n);
-        add_bos = gguf.get_bool("tokenizer.ggml.add_bos_token").unwrap_or(add_bos);
-        let add_eos = gguf.get_bool("tokenizer.ggml.add_eos_token").unwrap_or(false);
+        add_bos = gguf
+            .get_bool("tokenizer.ggml.add_bos_token")
+            .unwrap_or(add_bos);
+        let add_eos = gguf
+            .get_bool("tokenizer.ggml.add_eos_token")
+            .unwrap_or(false);
 
         // Auto-detection by text. When several candidates exist llama.cpp takes the first one in its
         // hash map's iteration order (an accident of std::unordered_map); we take the first in list
         // order, which prefers the turn-end tokens (`<|eot_id|>`, `<|im_end|>`, ..) chat models use.
-        let find_first = |vocab: &Vocab, list: &[&str]| list.iter().find_map(|t| vocab.token_id(t.as_bytes()));
+        let find_first =
+            |vocab: &Vocab, list: &[&str]| list.iter().find_map(|t| vocab.token_id(t.as_bytes()));
         for (slot, list) in [
             (&mut eot, EOT_TEXTS),
             (&mut eom, &["<|eom_id|>"][..]),
@@ -185,7 +294,8 @@ impl Tokenizer {
         eog.sort_unstable();
         eog.dedup();
         let text_of = |id: u32| vocab.text(id).unwrap_or_default();
-        let has = |t: &str, eog: &[u32]| eog.iter().copied().find(|&id| text_of(id) == t.as_bytes());
+        let has =
+            |t: &str, eog: &[u32]| eog.iter().copied().find(|&id| text_of(id) == t.as_bytes());
         if let Some(end) = has("<|end|>", &eog) {
             let call = has("<|call|>", &eog).is_some() || has("<|calls|>", &eog).is_some();
             if call && (has("<|return|>", &eog).is_some() || has("<|flush|>", &eog).is_some()) {
@@ -202,7 +312,9 @@ impl Tokenizer {
         let mut byte_tokens = [None; 256];
         if is_spm {
             for (b, slot) in byte_tokens.iter_mut().enumerate() {
-                *slot = vocab.token_id(format!("<0x{b:02X}>").as_bytes()).or_else(|| vocab.token_id(&[b as u8]));
+                *slot = vocab
+                    .token_id(format!("<0x{b:02X}>").as_bytes())
+                    .or_else(|| vocab.token_id(&[b as u8]));
             }
         }
         let special = SpecialTokens::new(&vocab);

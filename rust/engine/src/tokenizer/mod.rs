@@ -56,10 +56,17 @@ impl Tokenizer {
     /// Tokenizes `text`. With `add_special`, BOS/EOS are added as the model's flags say; with
     /// `parse_special`, control-token text in `text` becomes those tokens (user-defined tokens are
     /// always recognised, as in llama.cpp).
-    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> crate::Result<Vec<u32>> {
+    pub fn encode(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> crate::Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
-            out.push(self.bos.ok_or_else(|| crate::Error::Tokenizer("model adds BOS but has no BOS token".into()))?);
+            out.push(self.bos.ok_or_else(|| {
+                crate::Error::Tokenizer("model adds BOS but has no BOS token".into())
+            })?);
         }
         let mut prev_special = true;
         let mut buf = String::new();
@@ -89,7 +96,9 @@ impl Tokenizer {
             }
         }
         if add_special && self.add_eos {
-            out.push(self.eos.ok_or_else(|| crate::Error::Tokenizer("model adds EOS but has no EOS token".into()))?);
+            out.push(self.eos.ok_or_else(|| {
+                crate::Error::Tokenizer("model adds EOS but has no EOS token".into())
+            })?);
         }
         Ok(out)
     }
@@ -101,7 +110,9 @@ impl Tokenizer {
 
     /// The raw vocabulary string of token `id`.
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.vocab.text(id).and_then(|t| std::str::from_utf8(t).ok())
+        self.vocab
+            .text(id)
+            .and_then(|t| std::str::from_utf8(t).ok())
     }
 
     /// Bytes token `id` contributes to output text (llama.cpp `token_to_piece`): byte-fallback

@@ -66,7 +66,10 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
     }
     byte_offsets.push(text.len());
     let flags: Vec<Flags> = cps.iter().map(|&cp| Flags::of(cp)).collect();
-    let t = Text { cps: &cps, flags: &flags };
+    let t = Text {
+        cps: &cps,
+        flags: &flags,
+    };
 
     let mut lengths = vec![cps.len()];
     for &stage in stages {
@@ -81,18 +84,26 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                 Stage::SingleNumbers => isolate(&t, start, end, &mut out, |t, p, e| {
                     (p..e).find(|&i| t.flags[i].number).map(|i| (i, i + 1))
                 }),
-                Stage::NumberRuns => isolate(&t, start, end, &mut out, |t, p, e| run(t, p, e, |f, _| f.number)),
+                Stage::NumberRuns => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(t, p, e, |f, _| f.number)
+                }),
                 Stage::PunctRuns => isolate(&t, start, end, &mut out, |t, p, e| {
-                    run(t, p, e, |f, cp| f.punctuation || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C))
+                    run(t, p, e, |f, cp| {
+                        f.punctuation
+                            || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C)
+                    })
                 }),
                 Stage::PunctRunsFalcon => isolate(&t, start, end, &mut out, |t, p, e| {
                     run(t, p, e, |f, cp| {
-                        f.punctuation || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C | 0x60)
+                        f.punctuation
+                            || matches!(cp, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C | 0x60)
                     })
                 }),
                 Stage::AsciiDigitTriples => isolate(&t, start, end, &mut out, |t, p, e| {
                     let digit = |i: usize| t.cps[i].wrapping_sub(0x30) < 10;
-                    (p..e.saturating_sub(2)).find(|&i| digit(i) && digit(i + 1) && digit(i + 2)).map(|i| (i, i + 3))
+                    (p..e.saturating_sub(2))
+                        .find(|&i| digit(i) && digit(i + 1) && digit(i + 2))
+                        .map(|i| (i, i + 3))
                 }),
             }
             start = end;
@@ -110,7 +121,12 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
 }
 
 /// The first maximal run of codepoints satisfying `pred` in `[p, e)`.
-fn run(t: &Text<'_>, p: usize, e: usize, pred: impl Fn(Flags, u32) -> bool) -> Option<(usize, usize)> {
+fn run(
+    t: &Text<'_>,
+    p: usize,
+    e: usize,
+    pred: impl Fn(Flags, u32) -> bool,
+) -> Option<(usize, usize)> {
     let s = (p..e).find(|&i| pred(t.flags[i], t.cps[i]))?;
     let end = (s..e).find(|&i| !pred(t.flags[i], t.cps[i])).unwrap_or(e);
     Some((s, end))
@@ -157,11 +173,20 @@ fn is_contraction1(c: Option<u32>) -> bool {
 }
 
 fn is_contraction2(c1: Option<u32>, c2: Option<u32>) -> bool {
-    matches!((c1, c2), (Some(0x72), Some(0x65)) | (Some(0x76), Some(0x65)) | (Some(0x6C), Some(0x6C))) // re ve ll
+    matches!(
+        (c1, c2),
+        (Some(0x72), Some(0x65)) | (Some(0x76), Some(0x65)) | (Some(0x6C), Some(0x6C))
+    ) // re ve ll
 }
 
 fn ascii_lower(c: Option<u32>) -> Option<u32> {
-    c.map(|c| if (0x41..=0x5A).contains(&c) { c + 0x20 } else { c })
+    c.map(|c| {
+        if (0x41..=0x5A).contains(&c) {
+            c + 0x20
+        } else {
+            c
+        }
+    })
 }
 
 /// Trailing-whitespace handling shared by all three custom matchers. Returns the new position.
@@ -208,7 +233,11 @@ fn split_gpt2(t: &Text<'_>, ini: usize, end: usize, out: &mut Vec<usize>) {
             }
         }
         let space = cp == Some(0x20);
-        let f2 = if space { t.fl(pos + 1, end) } else { t.fl(pos, end) };
+        let f2 = if space {
+            t.fl(pos + 1, end)
+        } else {
+            t.fl(pos, end)
+        };
         let class: Option<fn(Flags) -> bool> = if f2.letter {
             Some(|f| f.letter)
         } else if f2.number {
@@ -252,7 +281,8 @@ fn split_llama3(t: &Text<'_>, ini: usize, end: usize, max_digits: usize, out: &m
             }
         }
         // [^\r\n\p{L}\p{N}]?\p{L}+
-        if !(matches!(cp, Some(0x0D | 0x0A)) || f.number) && (f.letter || t.fl(pos + 1, end).letter) {
+        if !(matches!(cp, Some(0x0D | 0x0A)) || f.number) && (f.letter || t.fl(pos + 1, end).letter)
+        {
             pos += 1;
             while t.fl(pos, end).letter {
                 pos += 1;

@@ -37,7 +37,9 @@ impl SpecialTokens {
     pub(crate) fn new(vocab: &Vocab) -> SpecialTokens {
         let special = attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN;
         let mut order: Vec<u32> = (0..vocab.len() as u32)
-            .filter(|&id| vocab.attr(id) & special != 0 && vocab.text(id).is_some_and(|t| !t.is_empty()))
+            .filter(|&id| {
+                vocab.attr(id) & special != 0 && vocab.text(id).is_some_and(|t| !t.is_empty())
+            })
             .collect();
         order.sort_by_key(|&id| (std::cmp::Reverse(vocab.text(id).map_or(0, <[u8]>::len)), id));
 
@@ -66,7 +68,10 @@ impl SpecialTokens {
         for start in 0..text.len() {
             let mut cur = 0usize;
             for &b in &text[start..] {
-                match self.nodes[cur].children.binary_search_by_key(&b, |&(c, _)| c) {
+                match self.nodes[cur]
+                    .children
+                    .binary_search_by_key(&b, |&(c, _)| c)
+                {
                     Ok(i) => cur = self.nodes[cur].children[i].1 as usize,
                     Err(_) => break,
                 }
@@ -82,7 +87,12 @@ impl SpecialTokens {
 
     /// Splits `text` into plain-text fragments and special tokens. Control and unknown tokens are
     /// recognised only with `parse_special`; user-defined tokens always.
-    pub(crate) fn partition(&self, vocab: &Vocab, text: &str, parse_special: bool) -> Vec<Fragment> {
+    pub(crate) fn partition(
+        &self,
+        vocab: &Vocab,
+        text: &str,
+        parse_special: bool,
+    ) -> Vec<Fragment> {
         let mut frags = Vec::new();
         if text.is_empty() {
             return frags;

@@ -40,12 +40,19 @@ impl PartialOrd for Bigram {
 impl Ord for Bigram {
     /// Max-heap order: higher score first, then lower left index first.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.score.total_cmp(&other.score).then_with(|| other.left.cmp(&self.left))
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.left.cmp(&self.left))
     }
 }
 
 /// Appends the tokens of `text` (already whitespace-escaped) to `out`.
-pub(crate) fn tokenize(vocab: &Vocab, byte_tokens: &[Option<u32>; 256], text: &str, out: &mut Vec<u32>) -> crate::Result<()> {
+pub(crate) fn tokenize(
+    vocab: &Vocab,
+    byte_tokens: &[Option<u32>; 256],
+    text: &str,
+    out: &mut Vec<u32>,
+) -> crate::Result<()> {
     let bytes = text.as_bytes();
     let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
     let n_chars = text.chars().count();
@@ -59,7 +66,10 @@ pub(crate) fn tokenize(vocab: &Vocab, byte_tokens: &[Option<u32>; 256], text: &s
     }
 
     let mut queue = BinaryHeap::new();
-    let try_add = |symbols: &[Symbol], queue: &mut BinaryHeap<Bigram>, left: Option<usize>, right: Option<usize>| {
+    let try_add = |symbols: &[Symbol],
+                   queue: &mut BinaryHeap<Bigram>,
+                   left: Option<usize>,
+                   right: Option<usize>| {
         let (Some(l), Some(r)) = (left, right) else {
             return;
         };
@@ -67,7 +77,12 @@ pub(crate) fn tokenize(vocab: &Vocab, byte_tokens: &[Option<u32>; 256], text: &s
         let piece = &bytes[ls.start..rs.start + rs.len];
         if let Some(id) = vocab.token_id(piece) {
             let score = vocab.scores.get(id as usize).copied().unwrap_or(0.0);
-            queue.push(Bigram { left: l, right: r, score, size: piece.len() });
+            queue.push(Bigram {
+                left: l,
+                right: r,
+                score,
+                size: piece.len(),
+            });
         }
     };
 

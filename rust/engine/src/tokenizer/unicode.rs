@@ -106,7 +106,9 @@ impl ByteLevel {
         let mut from_char = vec![256u16; 0x144];
         let mut next = 256u32;
         for b in 0u32..256 {
-            let printable = (0x21..=0x7E).contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+            let printable = (0x21..=0x7E).contains(&b)
+                || (0xA1..=0xAC).contains(&b)
+                || (0xAE..=0xFF).contains(&b);
             let cp = if printable {
                 b
             } else {

@@ -68,9 +68,18 @@ impl Vocab {
         }
         let n_tokens = spans.len();
         if scores.len() != n_tokens || attrs.len() != n_tokens {
-            return Err(crate::Error::Tokenizer("token, score and type counts differ".into()));
+            return Err(crate::Error::Tokenizer(
+                "token, score and type counts differ".into(),
+            ));
         }
-        let mut v = Vocab { arena, spans, n_tokens, scores, attrs, table: Vec::new() };
+        let mut v = Vocab {
+            arena,
+            spans,
+            n_tokens,
+            scores,
+            attrs,
+            table: Vec::new(),
+        };
         v.rebuild_index(n_tokens * 2);
         Ok(v)
     }
@@ -106,7 +115,9 @@ impl Vocab {
         if let Some(id) = self.lookup(s) {
             return Ok(id);
         }
-        if self.arena.len() + s.len() > u32::MAX as usize || self.spans.len() >= u32::MAX as usize / 2 {
+        if self.arena.len() + s.len() > u32::MAX as usize
+            || self.spans.len() >= u32::MAX as usize / 2
+        {
             return Err(crate::Error::Tokenizer("vocabulary too large".into()));
         }
         let id = self.spans.len() as u32;

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use local_llm_engine::gguf::GgufFile;
@@ -16,15 +16,21 @@ pub const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
 /// Path of a real model, or None when it is missing and LOCAL_LLM_SKIP_REAL_MODELS=1.
 /// Panics with a clear message when it is missing otherwise.
 pub fn model_path(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/local-llm/models")
-    });
+    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/local-llm/models")
+        });
     let path = dir.join(name);
     if path.exists() {
         return Some(path);
     }
     if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!("skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)", path.display());
+        eprintln!(
+            "skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)",
+            path.display()
+        );
         return None;
     }
     panic!(
@@ -34,11 +40,15 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
 }
 
 /// Loads our tokenizer for a model file.
-pub fn load(path: &PathBuf) -> Tokenizer {
+pub fn load(path: &Path) -> Tokenizer {
     let gguf = GgufFile::open(path).expect("open gguf");
     let t0 = std::time::Instant::now();
     let tok = Tokenizer::from_gguf(&gguf).expect("build tokenizer");
-    eprintln!("tokenizer built in {:?} ({} tokens)", t0.elapsed(), tok.n_vocab());
+    eprintln!(
+        "tokenizer built in {:?} ({} tokens)",
+        t0.elapsed(),
+        tok.n_vocab()
+    );
     tok
 }
 
@@ -60,14 +70,23 @@ pub fn oracle(request: &Value) -> Value {
         .spawn()
         .expect("cannot run `node` for the llama.cpp oracle");
     let body = serde_json::to_vec(request).expect("request json");
-    child.stdin.take().expect("stdin").write_all(&body).expect("write oracle request");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&body)
+        .expect("write oracle request");
     let out = child.wait_with_output().expect("oracle output");
-    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("oracle json")
 }
 
 /// Oracle request for tokenizing `texts` with parse_special false and true.
-pub fn request(path: &PathBuf, texts: &[String], pieces: bool) -> Value {
+pub fn request(path: &Path, texts: &[String], pieces: bool) -> Value {
     json!({
         "model": path.to_string_lossy(),
         "texts": texts,
@@ -78,7 +97,11 @@ pub fn request(path: &PathBuf, texts: &[String], pieces: bool) -> Value {
 }
 
 pub fn ids_of(v: &Value) -> Vec<u32> {
-    v.as_array().expect("id array").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+    v.as_array()
+        .expect("id array")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
 }
 
 /// The multilingual / code / whitespace / special-looking corpus.
@@ -177,7 +200,11 @@ pub fn llama_cpp_vocab(name: &str) -> PathBuf {
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let bundle = root.join("tools/oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle");
-    assert!(bundle.exists(), "llama.cpp source bundle missing: run `npm ci` in tools/oracle ({})", bundle.display());
+    assert!(
+        bundle.exists(),
+        "llama.cpp source bundle missing: run `npm ci` in tools/oracle ({})",
+        bundle.display()
+    );
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("llama-cpp-vocabs");
     let repo = base.join("repo");
     if !repo.join(".git").exists() {
@@ -214,8 +241,15 @@ pub fn llama_cpp_vocab(name: &str) -> PathBuf {
 pub fn check_eot(tok: &Tokenizer, oracle_eot: Option<u32>) {
     match (tok.eot(), oracle_eot) {
         (Some(a), Some(b)) if a != b => {
-            assert!(tok.is_eog(a) && tok.is_eog(b), "eot {a} vs llama.cpp {b}: both must be EOG");
-            eprintln!("eot: ours {a} ({:?}), llama.cpp {b} ({:?})", tok.token_text(a), tok.token_text(b));
+            assert!(
+                tok.is_eog(a) && tok.is_eog(b),
+                "eot {a} vs llama.cpp {b}: both must be EOG"
+            );
+            eprintln!(
+                "eot: ours {a} ({:?}), llama.cpp {b} ({:?})",
+                tok.token_text(a),
+                tok.token_text(b)
+            );
         }
         (a, b) => assert_eq!(a, b, "eot"),
     }
