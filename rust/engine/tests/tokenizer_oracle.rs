@@ -133,3 +133,11 @@ fn out_of_range_ids_decode_to_nothing() {
         assert!(!tok.is_eog(n) && !tok.is_control(n));
     }
 }
+
+/// Tokenizers are shared between threads.
+#[test]
+fn tokenizer_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tokenizer>();
+    check::<local_llm_engine::tokenizer::StreamDecoder>();
+}
