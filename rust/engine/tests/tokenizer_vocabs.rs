@@ -89,6 +89,12 @@ fn default_pre_aquila() {
     check_vocab("aquila");
 }
 
+/// Phi-3: SPM where llama.cpp strips whitespace after special tokens (rstrip).
+#[test]
+fn spm_phi3_rstrip() {
+    check_vocab("phi-3");
+}
+
 #[test]
 fn spm_baichuan() {
     check_vocab("baichuan");

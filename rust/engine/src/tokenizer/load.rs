@@ -318,6 +318,7 @@ impl Tokenizer {
             }
         }
         let special = SpecialTokens::new(&vocab);
+        strip_attrs(gguf, &mut vocab, &special);
         Ok(Tokenizer {
             vocab,
             kind_data,
@@ -332,5 +333,34 @@ impl Tokenizer {
             clean_spaces,
             eog,
         })
+    }
+}
+
+/// Per-model lstrip/rstrip attributes llama.cpp sets by model name (only Phi-3 among the
+/// tokenizer types we support): special tokens swallow the whitespace after them.
+fn strip_attrs(gguf: &GgufFile, vocab: &mut Vocab, special: &SpecialTokens) {
+    let name = gguf
+        .get_str("general.name")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !(name.contains("phi-3") || name.contains("phi3")) {
+        return;
+    }
+    for id in special.ids() {
+        vocab.attrs[id as usize] |= attr::RSTRIP;
+    }
+    let mut set = |text: &str, on: bool| {
+        if let Some(id) = vocab.token_id(text.as_bytes()) {
+            let a = &mut vocab.attrs[id as usize];
+            *a = if on {
+                *a | attr::RSTRIP
+            } else {
+                *a & !attr::RSTRIP
+            };
+        }
+    };
+    set("</s>", true);
+    for t in ["<unk>", "<s>", "<|endoftext|>"] {
+        set(t, false);
     }
 }

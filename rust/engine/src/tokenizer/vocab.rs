@@ -9,6 +9,8 @@ pub(crate) mod attr {
     pub const CONTROL: u16 = 1 << 3;
     pub const USER_DEFINED: u16 = 1 << 4;
     pub const BYTE: u16 = 1 << 5;
+    pub const LSTRIP: u16 = 1 << 7;
+    pub const RSTRIP: u16 = 1 << 8;
 }
 
 /// Attribute for a GGUF `tokenizer.ggml.token_type` value.
