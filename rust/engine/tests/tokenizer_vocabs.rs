@@ -68,6 +68,12 @@ fn qwen2_bpe() {
     check_vocab("qwen2");
 }
 
+/// Qwen3.5: letters runs include combining marks.
+#[test]
+fn qwen35_bpe() {
+    check_vocab("qwen35");
+}
+
 #[test]
 fn gpt2_bpe() {
     check_vocab("gpt-2");

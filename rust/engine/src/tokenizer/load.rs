@@ -55,6 +55,7 @@ fn pre_type(pre: &str) -> Result<PreType> {
             p(&[Qwen2], false)
         }
         "megrez" | "stablelm2" => p(&[Qwen2], true),
+        "qwen35" => p(&[Qwen35], false),
         other => return Err(err(format!("unsupported BPE pre-tokenizer '{other}'"))),
     })
 }
