@@ -202,7 +202,7 @@ impl Tokenizer {
             None => vec![attr::NORMAL; n],
         };
         // Fix-ups below change attributes, so build the index from a temporary copy first.
-        let mut vocab = Vocab::new(texts.iter().map(|t| t.as_bytes()), scores, attrs.clone())?;
+        let mut vocab = Vocab::new(&texts, scores, attrs.clone())?;
         drop(texts);
 
         let pre = gguf.get_str("tokenizer.ggml.pre").unwrap_or("");
