@@ -4,9 +4,9 @@
 //! "llama"`, e.g. Llama 2, Gemma) and GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM)
 //! with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values.
 //!
-//! Encoding first cuts special-token text out of the input ([`special`]), then runs the model
-//! tokenizer ([`spm`] or [`bpe`] after [`pretokenize`]) on each plain-text fragment. Decoding
-//! ([`decode`]) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
+//! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
+//! tokenizer (`spm.rs` or `bpe.rs` after `pretokenize.rs`) on each plain-text fragment. Decoding
+//! (`decode.rs`) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
 //! stream of generated tokens into UTF-8 text.
 //!
 //! Known differences from llama.cpp: when the metadata has no `eot_token_id` and the vocabulary
