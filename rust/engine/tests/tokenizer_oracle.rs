@@ -3,13 +3,13 @@
 
 mod tokenizer_support;
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use local_llm_engine::tokenizer::{Tokenizer, TokenizerKind};
 use serde_json::Value;
 use tokenizer_support::*;
 
-fn check_model(path: &PathBuf, kind: TokenizerKind) {
+fn check_model(path: &Path, kind: TokenizerKind) {
     let tok = load(path);
     assert_eq!(tok.kind(), kind);
     let texts = corpus();
@@ -24,7 +24,7 @@ fn check_model(path: &PathBuf, kind: TokenizerKind) {
     );
     assert_eq!(tok.bos(), opt(&info["bos"]), "bos");
     assert_eq!(tok.eos(), opt(&info["eos"]), "eos");
-    assert_eq!(tok.eot(), opt(&info["eot"]), "eot");
+    check_eot(&tok, opt(&info["eot"]));
     assert_eq!(tok.add_bos(), info["add_bos"].as_bool().unwrap(), "add_bos");
     assert_eq!(tok.add_eos(), info["add_eos"].as_bool().unwrap(), "add_eos");
     let eog: Vec<u32> = (0..tok.n_vocab() as u32)
@@ -132,4 +132,12 @@ fn out_of_range_ids_decode_to_nothing() {
         assert_eq!(tok.token_text(n), None);
         assert!(!tok.is_eog(n) && !tok.is_control(n));
     }
+}
+
+/// Tokenizers are shared between threads.
+#[test]
+fn tokenizer_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tokenizer>();
+    check::<local_llm_engine::tokenizer::StreamDecoder>();
 }

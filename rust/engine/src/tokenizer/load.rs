@@ -55,6 +55,7 @@ fn pre_type(pre: &str) -> Result<PreType> {
             p(&[Qwen2], false)
         }
         "megrez" | "stablelm2" => p(&[Qwen2], true),
+        "qwen35" => p(&[Qwen35], false),
         other => return Err(err(format!("unsupported BPE pre-tokenizer '{other}'"))),
     })
 }
@@ -63,14 +64,14 @@ fn pre_type(pre: &str) -> Result<PreType> {
 fn special_id(gguf: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Option<u32> {
     let default = default.filter(|&d| (d as usize) < n);
     match gguf.get_u64(&format!("tokenizer.ggml.{key}")) {
-        Some(v) if (v as usize) < n && v <= u64::from(u32::MAX) => Some(v as u32),
+        Some(v) if v <= u64::from(u32::MAX) && (v as usize) < n => Some(v as u32),
         _ => default,
     }
 }
 
 /// Number array values as f32 (GGUF allows f32 or i32 scores).
 fn number_f32(v: &Value) -> Option<f32> {
-    v.as_f32().or_else(|| v.as_i64().map(|i| i as f32))
+    v.as_f32()
 }
 
 const EOT_TEXTS: &[&str] = &[
@@ -201,7 +202,7 @@ impl Tokenizer {
             None => vec![attr::NORMAL; n],
         };
         // Fix-ups below change attributes, so build the index from a temporary copy first.
-        let mut vocab = Vocab::new(texts.iter().map(|t| t.as_bytes()), scores, attrs.clone())?;
+        let mut vocab = Vocab::new(&texts, scores, attrs.clone())?;
         drop(texts);
 
         let pre = gguf.get_str("tokenizer.ggml.pre").unwrap_or("");
@@ -254,13 +255,11 @@ impl Tokenizer {
             .get_bool("tokenizer.ggml.add_eos_token")
             .unwrap_or(false);
 
-        // Auto-detection by text. llama.cpp takes the first match in hash-map order; we take the
-        // lowest id, which is deterministic and agrees with it on the models we test.
-        let find_lowest = |vocab: &Vocab, list: &[&str]| {
-            list.iter()
-                .filter_map(|t| vocab.token_id(t.as_bytes()))
-                .min()
-        };
+        // Auto-detection by text. When several candidates exist llama.cpp takes the first one in its
+        // hash map's iteration order (an accident of std::unordered_map); we take the first in list
+        // order, which prefers the turn-end tokens (`<|eot_id|>`, `<|im_end|>`, ..) chat models use.
+        let find_first =
+            |vocab: &Vocab, list: &[&str]| list.iter().find_map(|t| vocab.token_id(t.as_bytes()));
         for (slot, list) in [
             (&mut eot, EOT_TEXTS),
             (&mut eom, &["<|eom_id|>"][..]),
@@ -272,7 +271,7 @@ impl Tokenizer {
             (&mut fim_sep, FIM_SEP_TEXTS),
         ] {
             if slot.is_none() {
-                *slot = find_lowest(&vocab, list);
+                *slot = find_first(&vocab, list);
                 if let Some(id) = *slot {
                     attrs[id as usize] |= attr::CONTROL;
                 }
@@ -320,6 +319,7 @@ impl Tokenizer {
             }
         }
         let special = SpecialTokens::new(&vocab);
+        strip_attrs(gguf, &mut vocab, &special);
         Ok(Tokenizer {
             vocab,
             kind_data,
@@ -334,5 +334,34 @@ impl Tokenizer {
             clean_spaces,
             eog,
         })
+    }
+}
+
+/// Per-model lstrip/rstrip attributes llama.cpp sets by model name (only Phi-3 among the
+/// tokenizer types we support): special tokens swallow the whitespace after them.
+fn strip_attrs(gguf: &GgufFile, vocab: &mut Vocab, special: &SpecialTokens) {
+    let name = gguf
+        .get_str("general.name")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !(name.contains("phi-3") || name.contains("phi3")) {
+        return;
+    }
+    for id in special.ids() {
+        vocab.attrs[id as usize] |= attr::RSTRIP;
+    }
+    let mut set = |text: &str, on: bool| {
+        if let Some(id) = vocab.token_id(text.as_bytes()) {
+            let a = &mut vocab.attrs[id as usize];
+            *a = if on {
+                *a | attr::RSTRIP
+            } else {
+                *a & !attr::RSTRIP
+            };
+        }
+    };
+    set("</s>", true);
+    for t in ["<unk>", "<s>", "<|endoftext|>"] {
+        set(t, false);
     }
 }

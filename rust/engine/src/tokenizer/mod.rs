@@ -4,10 +4,18 @@
 //! "llama"`, e.g. Llama 2, Gemma) and GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM)
 //! with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values.
 //!
-//! Encoding first cuts special-token text out of the input ([`special`]), then runs the model
-//! tokenizer ([`spm`] or [`bpe`] after [`pretokenize`]) on each plain-text fragment. Decoding
-//! ([`decode`]) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
+//! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
+//! tokenizer (`spm.rs` or `bpe.rs` after `pretokenize.rs`) on each plain-text fragment. Decoding
+//! (`decode.rs`) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
 //! stream of generated tokens into UTF-8 text.
+//!
+//! Known differences from llama.cpp: when the metadata has no `eot_token_id` and the vocabulary
+//! holds several end-of-turn texts, llama.cpp's choice depends on `std::unordered_map` order; we
+//! take the first of `<|eot_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, `<|endoftext|>`, ..
+//! (the end-of-generation set is identical either way). Special tokens of equal length are tried
+//! in id order (llama.cpp's sort leaves their order unspecified). BPE pre-tokenizers other than
+//! the ones listed in `load.rs` (e.g. `gpt-4o`, `deepseek-*`, `chatglm`) and the WPM/UGM/RWKV
+//! tokenizer models are reported as [`crate::Error::Tokenizer`].
 
 mod bpe;
 mod decode;

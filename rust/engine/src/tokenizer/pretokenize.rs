@@ -18,6 +18,8 @@ pub(crate) enum Stage {
     Llama3,
     /// As [`Stage::Llama3`] with `\p{N}` (single digits) instead of `\p{N}{1,3}`.
     Qwen2,
+    /// As [`Stage::Qwen2`] with combining marks counted as letters (`[\p{L}\p{M}]+`).
+    Qwen35,
     /// `\p{N}`: every number codepoint on its own.
     SingleNumbers,
     /// `\p{N}+`: runs of numbers.
@@ -79,8 +81,9 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
             let end = start + len;
             match stage {
                 Stage::Gpt2 => split_gpt2(&t, start, end, &mut out),
-                Stage::Llama3 => split_llama3(&t, start, end, 3, &mut out),
-                Stage::Qwen2 => split_llama3(&t, start, end, 1, &mut out),
+                Stage::Llama3 => split_llama3(&t, start, end, 3, false, &mut out),
+                Stage::Qwen2 => split_llama3(&t, start, end, 1, false, &mut out),
+                Stage::Qwen35 => split_llama3(&t, start, end, 1, true, &mut out),
                 Stage::SingleNumbers => isolate(&t, start, end, &mut out, |t, p, e| {
                     (p..e).find(|&i| t.flags[i].number).map(|i| (i, i + 1))
                 }),
@@ -260,8 +263,17 @@ fn split_gpt2(t: &Text<'_>, ini: usize, end: usize, out: &mut Vec<usize>) {
     }
 }
 
-/// Llama-3 (`max_digits` 3) and Qwen2 (`max_digits` 1) matchers.
-fn split_llama3(t: &Text<'_>, ini: usize, end: usize, max_digits: usize, out: &mut Vec<usize>) {
+/// Llama-3 (`max_digits` 3), Qwen2 (`max_digits` 1) and Qwen3.5 (also `marks`: combining marks
+/// count as letters) matchers.
+fn split_llama3(
+    t: &Text<'_>,
+    ini: usize,
+    end: usize,
+    max_digits: usize,
+    marks: bool,
+    out: &mut Vec<usize>,
+) {
+    let lm = |f: Flags| f.letter || (marks && f.mark);
     let mut em = Emitter { out, prev: ini };
     let mut pos = ini;
     while pos < end {
@@ -281,10 +293,9 @@ fn split_llama3(t: &Text<'_>, ini: usize, end: usize, max_digits: usize, out: &m
             }
         }
         // [^\r\n\p{L}\p{N}]?\p{L}+
-        if !(matches!(cp, Some(0x0D | 0x0A)) || f.number) && (f.letter || t.fl(pos + 1, end).letter)
-        {
+        if !(matches!(cp, Some(0x0D | 0x0A)) || f.number) && (lm(f) || lm(t.fl(pos + 1, end))) {
             pos += 1;
-            while t.fl(pos, end).letter {
+            while lm(t.fl(pos, end)) {
                 pos += 1;
             }
             em.token(pos);
@@ -306,9 +317,9 @@ fn split_llama3(t: &Text<'_>, ini: usize, end: usize, max_digits: usize, out: &m
         // <space>?[^\s\p{L}\p{N}]+[\r\n]*
         let space = cp == Some(0x20);
         let mut f2 = if space { t.fl(pos + 1, end) } else { f };
-        if !(f2.whitespace || f2.letter || f2.number) && f.valid {
+        if !(f2.whitespace || lm(f2) || f2.number) && f.valid {
             pos += usize::from(space);
-            while !(f2.whitespace || f2.letter || f2.number) && f2.valid {
+            while !(f2.whitespace || lm(f2) || f2.number) && f2.valid {
                 pos += 1;
                 f2 = t.fl(pos, end);
             }

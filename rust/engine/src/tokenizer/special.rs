@@ -62,6 +62,11 @@ impl SpecialTokens {
         SpecialTokens { order, nodes }
     }
 
+    /// Ids of all special tokens.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order.iter().copied()
+    }
+
     /// Ranks (indices into `order`) of special tokens that occur somewhere in `text`, ascending.
     fn occurring(&self, text: &[u8]) -> Vec<u32> {
         let mut found = Vec::new();
@@ -112,12 +117,27 @@ impl SpecialTokens {
                     next.push(frag);
                     continue;
                 };
+                let a = vocab.attr(id);
+                let space = |i: usize| {
+                    matches!(
+                        text.as_bytes()[i],
+                        b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r'
+                    )
+                };
                 while let Some(off) = text[s..e].find(pat) {
-                    if off > 0 {
-                        next.push(Fragment::Text(s, s + off));
+                    // Tokens marked lstrip/rstrip swallow ASCII whitespace on that side.
+                    let mut left_end = s + off;
+                    while a & attr::LSTRIP != 0 && left_end > s && space(left_end - 1) {
+                        left_end -= 1;
+                    }
+                    if left_end > s {
+                        next.push(Fragment::Text(s, left_end));
                     }
                     next.push(Fragment::Token(id));
                     s += off + pat.len();
+                    while a & attr::RSTRIP != 0 && s < e && space(s) {
+                        s += 1;
+                    }
                 }
                 if s < e {
                     next.push(Fragment::Text(s, e));

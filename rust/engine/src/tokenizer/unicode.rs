@@ -73,6 +73,7 @@ pub(crate) struct Flags {
     pub valid: bool,
     pub letter: bool,
     pub number: bool,
+    pub mark: bool,
     pub punctuation: bool,
     pub whitespace: bool,
 }
@@ -85,6 +86,7 @@ impl Flags {
             valid: true,
             letter: cat == Category::Letter,
             number: cat == Category::Number,
+            mark: cat == Category::Mark,
             punctuation: cat == Category::Punctuation,
             whitespace: is_whitespace(cp),
         }

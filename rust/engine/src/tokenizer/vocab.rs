@@ -9,6 +9,8 @@ pub(crate) mod attr {
     pub const CONTROL: u16 = 1 << 3;
     pub const USER_DEFINED: u16 = 1 << 4;
     pub const BYTE: u16 = 1 << 5;
+    pub const LSTRIP: u16 = 1 << 7;
+    pub const RSTRIP: u16 = 1 << 8;
 }
 
 /// Attribute for a GGUF `tokenizer.ggml.token_type` value.
@@ -40,26 +42,38 @@ pub(crate) struct Vocab {
 }
 
 fn hash(bytes: &[u8]) -> u64 {
-    // FNV-1a followed by a final mix so the low bits are well spread.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    // Multiply-rotate over 8-byte little-endian chunks, then a final avalanche.
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
     }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    h ^= h >> 32;
+    h = h.wrapping_mul(0xD6E8_FEB8_6659_FD93);
     h ^ (h >> 29)
 }
 
 impl Vocab {
     /// Builds the vocabulary. Later duplicates of a text win the index, like llama.cpp's map.
-    pub(crate) fn new<T: AsRef<[u8]>>(
-        texts: impl IntoIterator<Item = T>,
+    pub(crate) fn new<T: AsRef<str>>(
+        texts: &[T],
         scores: Vec<f32>,
         attrs: Vec<u16>,
     ) -> crate::Result<Vocab> {
-        let mut arena = Vec::new();
+        let total: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        let mut arena = Vec::with_capacity(total);
         let mut spans = Vec::with_capacity(attrs.len());
         for t in texts {
-            let t = t.as_ref();
+            let t = t.as_ref().as_bytes();
             if arena.len() + t.len() > u32::MAX as usize || spans.len() >= u32::MAX as usize / 4 {
                 return Err(crate::Error::Tokenizer("vocabulary too large".into()));
             }

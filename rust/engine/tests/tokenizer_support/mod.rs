@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use local_llm_engine::gguf::GgufFile;
@@ -40,7 +40,7 @@ pub fn model_path(name: &str) -> Option<PathBuf> {
 }
 
 /// Loads our tokenizer for a model file.
-pub fn load(path: &PathBuf) -> Tokenizer {
+pub fn load(path: &Path) -> Tokenizer {
     let gguf = GgufFile::open(path).expect("open gguf");
     let t0 = std::time::Instant::now();
     let tok = Tokenizer::from_gguf(&gguf).expect("build tokenizer");
@@ -86,7 +86,7 @@ pub fn oracle(request: &Value) -> Value {
 }
 
 /// Oracle request for tokenizing `texts` with parse_special false and true.
-pub fn request(path: &std::path::Path, texts: &[String], pieces: bool) -> Value {
+pub fn request(path: &Path, texts: &[String], pieces: bool) -> Value {
     json!({
         "model": path.to_string_lossy(),
         "texts": texts,
@@ -191,4 +191,66 @@ pub fn corpus() -> Vec<String> {
     c.push(" ".repeat(100) + "x" + &"\n".repeat(50));
     c.push("9".repeat(200));
     c
+}
+
+/// Extracts llama.cpp's vocab-only test models (`models/ggml-vocab-<name>.gguf`) from the llama.cpp
+/// source bundle that the node-llama-cpp package ships, into the test temp dir. Returns the path.
+pub fn llama_cpp_vocab(name: &str) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bundle = root.join("tools/oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle");
+    assert!(
+        bundle.exists(),
+        "llama.cpp source bundle missing: run `npm ci` in tools/oracle ({})",
+        bundle.display()
+    );
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("llama-cpp-vocabs");
+    let repo = base.join("repo");
+    if !repo.join(".git").exists() {
+        let tmp = base.join(format!("clone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&base).expect("temp dir");
+        let ok = Command::new("git")
+            .args(["clone", "-q", "--no-checkout"])
+            .arg(&bundle)
+            .arg(&tmp)
+            .status()
+            .expect("run git");
+        assert!(ok.success(), "git clone of the llama.cpp bundle failed");
+        std::fs::rename(&tmp, &repo).expect("move clone");
+    }
+    let file = format!("ggml-vocab-{name}.gguf");
+    let out = base.join(&file);
+    if !out.exists() {
+        let blob = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["show", &format!("HEAD:models/{file}")])
+            .output()
+            .expect("run git show");
+        assert!(blob.status.success(), "no {file} in the llama.cpp bundle");
+        std::fs::write(&out, blob.stdout).expect("write vocab");
+    }
+    out
+}
+
+/// EOT check. Without `tokenizer.ggml.eot_token_id`, llama.cpp picks the EOT among candidate texts
+/// in hash-map order, so when both sides found a candidate they may differ: then both must be
+/// end-of-generation tokens.
+pub fn check_eot(tok: &Tokenizer, oracle_eot: Option<u32>) {
+    match (tok.eot(), oracle_eot) {
+        (Some(a), Some(b)) if a != b => {
+            assert!(
+                tok.is_eog(a) && tok.is_eog(b),
+                "eot {a} vs llama.cpp {b}: both must be EOG"
+            );
+            eprintln!(
+                "eot: ours {a} ({:?}), llama.cpp {b} ({:?})",
+                tok.token_text(a),
+                tok.token_text(b)
+            );
+        }
+        (a, b) => assert_eq!(a, b, "eot"),
+    }
 }
