@@ -4,7 +4,9 @@
 mod quant_support;
 
 use half::f16;
-use local_llm_engine::quant::{simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType};
+use local_llm_engine::quant::{
+    simd_level, vec_dot, vec_dot_scalar, vec_dot_type, vec_dot_x4, GgmlType,
+};
 use quant_support::{make_case, Rng};
 
 const WEIGHT_TYPES: [GgmlType; 15] = [
@@ -124,5 +126,28 @@ fn integer_parts_are_exact_on_small_values() {
             vec_dot_scalar(ty, n, &c.w, &c.act).to_bits(),
             "{ty}"
         );
+    }
+}
+
+/// The four-row kernel (prompt processing) must give, bit for bit, what the single-row kernel
+/// gives for each activation row.
+#[test]
+fn vec_dot_x4_equals_vec_dot_bitwise() {
+    let mut rng = Rng::new(7);
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            let w = quant_support::random_row(&mut rng, ty, n);
+            let acts: Vec<Vec<u8>> = (0..4)
+                .map(|_| quant_support::random_row(&mut rng, vec_dot_type(ty), n))
+                .collect();
+            let four = vec_dot_x4(ty, n, &w, [&acts[0], &acts[1], &acts[2], &acts[3]]);
+            for (k, a) in acts.iter().enumerate() {
+                assert_eq!(
+                    four[k].to_bits(),
+                    vec_dot(ty, n, &w, a).to_bits(),
+                    "{ty} n={n} row {k}"
+                );
+            }
+        }
     }
 }

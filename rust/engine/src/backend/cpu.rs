@@ -118,12 +118,25 @@ pub(crate) fn matmul(
         let act = &act[..];
         let out_ptr = SharedMut(out.as_mut_ptr());
         threads.for_each_chunk(rows, 16, |range| {
+            let act_of = |t: usize| &act[t * act_row..(t + 1) * act_row];
+            // SAFETY (both writes): (t, r) is written by exactly one task; t*rows+r < out.len().
+            let write =
+                |t: usize, r: usize, v: f32| unsafe { *out_ptr.get().add(t * rows + r) = v };
             for r in range {
                 let wr = &w[r * w_row..(r + 1) * w_row];
-                for t in 0..n_tokens {
-                    let v = quant::vec_dot(ty, cols, wr, &act[t * act_row..(t + 1) * act_row]);
-                    // SAFETY: (t, r) is written by exactly one task; index < rows * n_tokens.
-                    unsafe { *out_ptr.get().add(t * rows + r) = v };
+                let mut t = 0;
+                while t + 4 <= n_tokens {
+                    let acts = [act_of(t), act_of(t + 1), act_of(t + 2), act_of(t + 3)];
+                    for (k, v) in quant::vec_dot_x4(ty, cols, wr, acts)
+                        .into_iter()
+                        .enumerate()
+                    {
+                        write(t + k, r, v);
+                    }
+                    t += 4;
+                }
+                for t in t..n_tokens {
+                    write(t, r, quant::vec_dot(ty, cols, wr, act_of(t)));
                 }
             }
         });

@@ -2,7 +2,7 @@
 //! (`llama.rs`, `gemma3.rs`) reads its metadata and tensors into a [`Transformer`] and sets the
 //! features it uses (biases, QK-norm, post-norms, sliding windows, activation, scaling).
 
-use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
@@ -201,7 +201,9 @@ impl Transformer {
     }
 
     /// Causal (optionally sliding-window) grouped-query attention for `n` new tokens, reading
-    /// keys and values from the cache with llama.cpp's f16 rounding points.
+    /// keys and values from the cache with llama.cpp's f16 rounding points (queries and
+    /// probabilities rounded to f16). Work is split by KV head and token range; each task
+    /// widens the cached f16 keys and values it needs to f32 once.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -230,42 +232,58 @@ impl Transformer {
         };
         let keys = cache.keys(il);
         let values = cache.values(il);
+        let window_start = |p: usize| layer.window.map_or(0, |w| (p + 1).saturating_sub(w));
+        // Split tokens into blocks so that every KV head gets several tasks.
+        let token_block = n
+            .div_ceil((threads.count() * 4).div_ceil(c.n_head_kv))
+            .max(1);
+        let n_blocks = n.div_ceil(token_block);
         let out_ptr = SharedMut(out.as_mut_ptr());
-        threads.for_each_chunk(n * c.n_head, 1, |range| {
+        threads.for_each_chunk(c.n_head_kv * n_blocks, 1, |range| {
+            let mut k32 = Vec::new();
+            let mut v32 = Vec::new();
             let mut scores = Vec::new();
             let mut qh = vec![0.0f32; hd];
-            let mut acc = vec![0.0f32; hdv];
-            for idx in range {
-                let (t, h) = (idx / c.n_head, idx % c.n_head);
-                let g = h / group;
-                let p = pos0 + t;
-                let lo = layer.window.map_or(0, |w| (p + 1).saturating_sub(w));
-                for (dst, &src) in qh
-                    .iter_mut()
-                    .zip(&q[t * qw + h * hd..t * qw + (h + 1) * hd])
-                {
-                    *dst = ops::round_f16(src);
+            for task in range {
+                let (g, blk) = (task / n_blocks, task % n_blocks);
+                let (t0, t1) = (blk * token_block, ((blk + 1) * token_block).min(n));
+                let (lo, hi) = (window_start(pos0 + t0), pos0 + t1);
+                k32.resize((hi - lo) * hd, 0.0);
+                v32.resize((hi - lo) * hdv, 0.0);
+                for j in lo..hi {
+                    let (r, kr) = (j - lo, j * kw + g * hd);
+                    keys[kr..kr + hd].convert_to_f32_slice(&mut k32[r * hd..(r + 1) * hd]);
+                    let vr = j * vw + g * hdv;
+                    values[vr..vr + hdv].convert_to_f32_slice(&mut v32[r * hdv..(r + 1) * hdv]);
                 }
-                scores.clear();
-                for j in lo..=p {
-                    let kj = &keys[j * kw + g * hd..j * kw + (g + 1) * hd];
-                    let s: f32 = qh.iter().zip(kj).map(|(a, b)| a * b.to_f32()).sum();
-                    scores.push(s * scale);
-                }
-                ops::softmax(&mut scores);
-                acc.iter_mut().for_each(|v| *v = 0.0);
-                for (jj, j) in (lo..=p).enumerate() {
-                    let pj = f16::from_f32(scores[jj]).to_f32();
-                    let vj = &values[j * vw + g * hdv..j * vw + (g + 1) * hdv];
-                    for (a, b) in acc.iter_mut().zip(vj) {
-                        *a += pj * b.to_f32();
+                for t in t0..t1 {
+                    let p = pos0 + t;
+                    let first = window_start(p);
+                    for h in g * group..(g + 1) * group {
+                        let qsrc = &q[t * qw + h * hd..t * qw + (h + 1) * hd];
+                        for (dst, &src) in qh.iter_mut().zip(qsrc) {
+                            *dst = ops::round_f16(src);
+                        }
+                        scores.clear();
+                        for j in first..=p {
+                            let kj = &k32[(j - lo) * hd..(j - lo + 1) * hd];
+                            scores.push(ops::dot(&qh, kj) * scale);
+                        }
+                        ops::softmax(&mut scores);
+                        // SAFETY: each (t, h) output slice is written by exactly one task.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(out_ptr.get().add(t * ow + h * hdv), hdv)
+                        };
+                        dst.fill(0.0);
+                        for (jj, j) in (first..=p).enumerate() {
+                            let pj = ops::round_f16(scores[jj]);
+                            let vj = &v32[(j - lo) * hdv..(j - lo + 1) * hdv];
+                            for (a, b) in dst.iter_mut().zip(vj) {
+                                *a += pj * b;
+                            }
+                        }
                     }
                 }
-                // SAFETY: each (t, h) output slice is written by exactly one task.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(out_ptr.get().add(t * ow + h * hdv), hdv)
-                };
-                dst.copy_from_slice(&acc);
             }
         });
     }

@@ -15,6 +15,8 @@ mod types;
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_kquants;
+#[cfg(target_arch = "x86_64")]
+mod x86_multi;
 
 use std::sync::OnceLock;
 
@@ -213,6 +215,23 @@ pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
         Level::Scalar => {}
     }
     vec_dot_scalar(w, n, w_row, act_row)
+}
+
+/// Dot products of one weight row with four activation rows (prompt processing): the weight
+/// row is unpacked once. Each result is bit-identical to [`vec_dot`] on that row.
+pub fn vec_dot_x4(w: GgmlType, n: usize, w_row: &[u8], acts: [&[u8]; 4]) -> [f32; 4] {
+    #[cfg(target_arch = "x86_64")]
+    if level() == Level::Avx2 {
+        let nb = acts
+            .iter()
+            .map(|a| blocks_in_rows(w, n, w_row, a))
+            .min()
+            .unwrap_or(0);
+        if let Some(v) = x86_multi::vec_dot_x4(w, nb, w_row, acts) {
+            return v;
+        }
+    }
+    acts.map(|a| vec_dot(w, n, w_row, a))
 }
 
 /// The portable kernel [`vec_dot`] uses when `LOCAL_LLM_SIMD=scalar` is set or no SIMD kernel

@@ -44,7 +44,7 @@ pub(super) unsafe fn half(p: *const u8) -> f32 {
 /// dependency a single-lane insert would create on the accumulator.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn half_product(px: *const u8, py: *const u8) -> f32 {
+pub(super) unsafe fn half_product(px: *const u8, py: *const u8) -> f32 {
     let hx = u32::from(u16::from_le_bytes([*px, *px.add(1)]));
     let hy = u32::from(u16::from_le_bytes([*py, *py.add(1)]));
     let v = _mm_cvtph_ps(_mm_cvtsi32_si128((hx | (hy << 16)) as i32));
@@ -79,14 +79,14 @@ pub(super) unsafe fn dot_us(ux: __m256i, sy: __m256i) -> __m256i {
 /// Σ of products of two signed byte vectors (operands in −127..=127) as 8 i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_ss(x: __m256i, y: __m256i) -> __m256i {
+pub(super) unsafe fn dot_ss(x: __m256i, y: __m256i) -> __m256i {
     dot_us(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x))
 }
 
 /// The 32 nibbles of 16 bytes at `p` in element order (low nibbles, then high nibbles).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibbles(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     let t = _mm_loadu_si128(p.cast());
     let hi = _mm_srli_epi16(t, 4);
     _mm256_and_si256(_mm256_set_m128i(hi, t), _mm256_set1_epi8(0x0f))
@@ -95,7 +95,7 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 /// 0x10 in byte `i` where bit `i` of the little-endian u32 at `p` is set, else 0.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn fifth_bits(p: *const u8) -> __m256i {
+pub(super) unsafe fn fifth_bits(p: *const u8) -> __m256i {
     let h = u32::from_le_bytes([*p, *p.add(1), *p.add(2), *p.add(3)]);
     let spread = _mm256_shuffle_epi8(
         _mm256_set1_epi32(h as i32),
