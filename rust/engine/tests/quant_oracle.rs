@@ -137,8 +137,31 @@ fn activation_quantization_matches_gguf_numpy() {
         quantize_row(ty, &x, &mut ours).unwrap();
         let theirs = std::fs::read(dir.join(format!("{ty}.q"))).unwrap();
         assert_eq!(ours.len(), theirs.len(), "{ty}");
-        let first = ours.iter().zip(&theirs).position(|(a, b)| a != b);
-        assert_eq!(first, None, "{ty}: first differing byte");
+        if ty != GgmlType::Q8_0 {
+            let first = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+            assert_eq!(first, None, "{ty}: first differing byte");
+            continue;
+        }
+        // Q8_0 activations follow llama.cpp's x86 quantizer (multiplier 127/amax, ties to
+        // even), which is what the oracle llama.cpp runs here; gguf's reference divides by d and
+        // rounds ties away from zero. Same scales; quants may differ by one step, rarely.
+        let mut differing = 0;
+        for (b, (o, t)) in ours
+            .chunks_exact(34)
+            .zip(theirs.chunks_exact(34))
+            .enumerate()
+        {
+            assert_eq!(o[0..2], t[0..2], "Q8_0 block {b} scale");
+            for (qo, qt) in o[2..].iter().zip(&t[2..]) {
+                let step = (i32::from(*qo as i8) - i32::from(*qt as i8)).abs();
+                assert!(step <= 1, "Q8_0 block {b}: {} vs {}", *qo as i8, *qt as i8);
+                differing += step as usize;
+            }
+        }
+        assert!(
+            differing * 100 <= n,
+            "{differing} of {n} Q8_0 quants differ"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -154,7 +177,7 @@ fn q8_1_and_q8_k_follow_the_ggml_reference_rules() {
     let mut q80 = vec![0u8; 34 * n / 32];
     quantize_row(GgmlType::Q8_0, &x, &mut q80).unwrap();
     for (b, (blk, blk0)) in q81.chunks_exact(36).zip(q80.chunks_exact(34)).enumerate() {
-        // Same d and quants as Q8_0 (which matches gguf), s = half(d_f32 · Σq).
+        // Same d and quants as Q8_0, s = half(d_f32 · Σq).
         assert_eq!(blk[0..2], blk0[0..2], "block {b} d");
         assert_eq!(blk[4..36], blk0[2..34], "block {b} quants");
         let amax = x[32 * b..32 * b + 32]

@@ -92,3 +92,45 @@ impl Model {
         counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GGUF v3 file with only `general.architecture` set.
+    fn gguf_with_architecture(arch: &str) -> GgufFile {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"GGUF");
+        b.extend_from_slice(&3u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes()); // tensors
+        b.extend_from_slice(&1u64.to_le_bytes()); // metadata pairs
+        let key = "general.architecture";
+        b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        b.extend_from_slice(key.as_bytes());
+        b.extend_from_slice(&8u32.to_le_bytes()); // string
+        b.extend_from_slice(&(arch.len() as u64).to_le_bytes());
+        b.extend_from_slice(arch.as_bytes());
+        GgufFile::from_bytes(b).expect("valid GGUF")
+    }
+
+    #[test]
+    fn unknown_architecture_is_a_typed_error_naming_it() {
+        let gguf = Arc::new(gguf_with_architecture("mamba"));
+        match Model::from_gguf(&gguf, &Registry::detect()) {
+            Err(Error::UnsupportedArchitecture(name)) => assert_eq!(name, "mamba"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("loaded a model of an unknown architecture"),
+        }
+    }
+
+    #[test]
+    fn known_architecture_without_tensors_is_an_invalid_model() {
+        for arch in SUPPORTED_ARCHITECTURES {
+            let gguf = Arc::new(gguf_with_architecture(arch));
+            assert!(matches!(
+                Model::from_gguf(&gguf, &Registry::detect()),
+                Err(Error::InvalidModel(_))
+            ));
+        }
+    }
+}

@@ -96,15 +96,18 @@ pub(crate) fn dequant_q8_1(src: &[u8], dst: &mut [f32]) {
     dequant_q8(src, dst, 36, 4);
 }
 
-/// Quantizes one block of 32 values like ggml's reference: `d = amax / 127`, `q = round(x / d)`
-/// (half away from zero). Returns `(d, Σq)` and writes the quants to `qs`.
+/// Quantizes one block of 32 values like llama.cpp's x86 quantizer (the one the llama.cpp we
+/// compare against runs): `d = amax / 127`, `q = round_ties_even(x · (127 / amax))`. ggml's
+/// reference instead rounds `x / d` half away from zero; the two differ by one step on rare
+/// ties, and matching the x86 rule makes our logits equal llama.cpp's to four decimals.
+/// Returns `(d, Σq)` and writes the quants to `qs`.
 fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     let mut sum = 0i32;
     for (q, v) in qs.iter_mut().zip(x) {
-        let r = (v * id).round() as i8;
+        let r = (v * id).round_ties_even() as i8;
         sum += i32::from(r);
         *q = r as u8;
     }

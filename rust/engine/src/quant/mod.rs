@@ -1,6 +1,6 @@
 //! Tensor element types, quantized block formats, dequantization and dot-product kernels.
 //!
-//! Numerics follow ggml (llama.cpp): activations are quantized like ggml's reference quantizers,
+//! Numerics follow ggml (llama.cpp): activations are quantized like llama.cpp's x86 quantizers,
 //! dot products accumulate integers per block and apply the block scales in ggml's order, so the
 //! engine's logits track llama.cpp's closely. Kernels are chosen once at run time
 //! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
