@@ -90,13 +90,8 @@ pub type ResetZtensorFn = unsafe extern "C" fn(*mut ZTensor);
 /// `zdnn_status zdnn_free_ztensor_buffer(const ztensor*)`.
 pub type FreeZtensorBufferFn = unsafe extern "C" fn(*const ZTensor) -> u32;
 /// `zdnn_status zdnn_matmul_op(a, b, bias, op, out)`.
-pub type MatmulOpFn = unsafe extern "C" fn(
-    *const ZTensor,
-    *const ZTensor,
-    *const ZTensor,
-    u32,
-    *mut ZTensor,
-) -> u32;
+pub type MatmulOpFn =
+    unsafe extern "C" fn(*const ZTensor, *const ZTensor, *const ZTensor, u32, *mut ZTensor) -> u32;
 /// `zdnn_status zdnn_matmul_transpose_op(a, b, bias, transpose_a, transpose_b, op, out)`.
 pub type MatmulTransposeOpFn = unsafe extern "C" fn(
     *const ZTensor,

@@ -49,7 +49,10 @@ fn status_names_and_messages() {
 
 #[test]
 fn enum_values_match_zdnn_h() {
-    assert_eq!((ZDNN_1D, ZDNN_2D, ZDNN_2DS, ZDNN_3DS, ZDNN_NHWC), (0, 1, 2, 4, 8));
+    assert_eq!(
+        (ZDNN_1D, ZDNN_2D, ZDNN_2DS, ZDNN_3DS, ZDNN_NHWC),
+        (0, 1, 2, 4, 8)
+    );
     assert_eq!((ZDNN_DLFLOAT16, FP32, FP16, BFLOAT), (0, 255, 254, 253));
     assert_eq!((ZDNN_FORMAT_4DFEATURE, ZDNN_FORMAT_4DGENERIC), (0, 31));
     assert_eq!((MATMUL_OP_ADDITION, MATMUL_OP_LESSER), (0, 6));
