@@ -17,7 +17,13 @@ fn spec_value(code: u16) -> f64 {
 /// field 0 and fraction 0 (2^-31 before the "that pattern is zero" rule).
 fn magnitudes() -> Vec<f64> {
     (0..=0x7FFEu16)
-        .map(|c| if c == 0 { 2f64.powi(-31) } else { spec_value(c) })
+        .map(|c| {
+            if c == 0 {
+                2f64.powi(-31)
+            } else {
+                spec_value(c)
+            }
+        })
         .collect()
 }
 
@@ -35,7 +41,11 @@ fn reference(x: f32, table: &[f64]) -> u16 {
     }
     let k = table.partition_point(|&v| v <= a) - 1;
     // Past the largest finite, the next grid point is what pattern 0x7FFF would be.
-    let next = if k + 1 < table.len() { table[k + 1] } else { spec_value(NINF) };
+    let next = if k + 1 < table.len() {
+        table[k + 1]
+    } else {
+        spec_value(NINF)
+    };
     let mid = (table[k] + next) / 2.0; // exact in f64 (values have ≤ 11 significant bits)
     let code = if a >= mid { k + 1 } else { k };
     if code > 0x7FFE {
@@ -67,10 +77,16 @@ fn every_encoding_decodes_per_spec_and_round_trips() {
 fn decoding_is_strictly_monotonic() {
     for code in 1..0x7FFEu16 {
         assert!(to_f32(code) < to_f32(code + 1), "{code:#06x}");
-        assert!(to_f32(code | 0x8000) > to_f32((code + 1) | 0x8000), "-{code:#06x}");
+        assert!(
+            to_f32(code | 0x8000) > to_f32((code + 1) | 0x8000),
+            "-{code:#06x}"
+        );
     }
     assert_eq!(to_f32(0x7FFE), MAX);
-    assert_eq!(f64::from(to_f32(0x0001)), (1.0 + 2f64.powi(-9)) * 2f64.powi(-31));
+    assert_eq!(
+        f64::from(to_f32(0x0001)),
+        (1.0 + 2f64.powi(-9)) * 2f64.powi(-31)
+    );
 }
 
 #[test]
@@ -84,19 +100,43 @@ fn fp32_edge_cases() {
         (f(1), 0x0000, "smallest fp32 subnormal"),
         (-f(1), 0x8000, "negative subnormal → -0"),
         (f32::MIN_POSITIVE, 0x0000, "smallest fp32 normal underflows"),
-        (2f32.powi(-31), 0x0000, "2^-31: exponent field 0, fraction 0 is zero"),
-        (f(0x3000_2000), 0x0001, "2^-31·(1+2^-10) ties away to the smallest dlf16"),
+        (
+            2f32.powi(-31),
+            0x0000,
+            "2^-31: exponent field 0, fraction 0 is zero",
+        ),
+        (
+            f(0x3000_2000),
+            0x0001,
+            "2^-31·(1+2^-10) ties away to the smallest dlf16",
+        ),
         (f(0x3000_1FFF), 0x0000, "just below that tie"),
         (to_f32(0x0001), 0x0001, "smallest positive dlf16"),
         (-to_f32(0x0001), 0x8001, "smallest negative dlf16"),
-        (1.0 + 2f32.powi(-10), 0x3E01, "tie rounds away (not to even)"),
+        (
+            1.0 + 2f32.powi(-10),
+            0x3E01,
+            "tie rounds away (not to even)",
+        ),
         (-(1.0 + 2f32.powi(-10)), 0xBE01, "negative tie rounds away"),
-        (f((1.0f32 + 2f32.powi(-10)).to_bits() - 1), 0x3E00, "below the tie rounds down"),
-        (f(0x3FFF_E000), 0x4000, "carry into the exponent: 2 − 2^-10 → 2"),
+        (
+            f((1.0f32 + 2f32.powi(-10)).to_bits() - 1),
+            0x3E00,
+            "below the tie rounds down",
+        ),
+        (
+            f(0x3FFF_E000),
+            0x4000,
+            "carry into the exponent: 2 − 2^-10 → 2",
+        ),
         (MAX, 0x7FFE, "largest finite"),
         (-MAX, 0xFFFE, "largest negative"),
         (f(0x4FFF_9FFF), 0x7FFE, "largest fp32 that stays finite"),
-        (f(0x4FFF_A000), 0x7FFF, "tie above the largest finite overflows to NINF"),
+        (
+            f(0x4FFF_A000),
+            0x7FFF,
+            "tie above the largest finite overflows to NINF",
+        ),
         (-f(0x4FFF_A000), 0xFFFF, "negative overflow"),
         (f32::MAX, 0x7FFF, "fp32 max"),
         (f32::INFINITY, 0x7FFF, "+inf"),
@@ -107,7 +147,11 @@ fn fp32_edge_cases() {
     let table = magnitudes();
     for &(x, want, what) in cases {
         assert_eq!(from_f32(x), want, "{what}: {x:e}");
-        assert_eq!(reference(x, &table), want, "reference disagrees with the case list: {what}");
+        assert_eq!(
+            reference(x, &table),
+            want,
+            "reference disagrees with the case list: {what}"
+        );
     }
     assert!(to_f32(NINF).is_nan() && to_f32(0xFFFF).is_nan());
 }
