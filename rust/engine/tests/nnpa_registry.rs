@@ -19,8 +19,10 @@ fn names(registry: &Registry) -> Vec<String> {
 #[test]
 fn detection_follows_the_environment() {
     std::env::remove_var(nnpa::EMULATE_ENV);
-    if !cfg!(target_arch = "s390x") || std::env::var_os("LOCAL_LLM_ZDNN_LIB").is_none() {
-        // No libzdnn here (or not s390x): the CPU alone.
+    // A real NNPA only exists on s390x with libzdnn and the hardware; anywhere else (x86-64,
+    // aarch64, s390x under qemu with or without the library) the CPU is alone.
+    let real_nnpa = zdnn_sys::Zdnn::load().is_ok_and(|z| z.nnpa_installed());
+    if !real_nnpa {
         assert_eq!(names(&Registry::detect()), ["CPU"]);
     }
     std::env::set_var(nnpa::EMULATE_ENV, "0");
@@ -30,6 +32,13 @@ fn detection_follows_the_environment() {
     );
     assert!(!names(&Registry::detect()).contains(&"NNPA (emulated)".to_string()));
 
+    if real_nnpa {
+        // The real device takes precedence over the emulator.
+        std::env::set_var(nnpa::EMULATE_ENV, "1");
+        assert_eq!(names(&Registry::detect()), ["NNPA", "CPU"]);
+        std::env::remove_var(nnpa::EMULATE_ENV);
+        return;
+    }
     std::env::set_var(nnpa::EMULATE_ENV, "1");
     let devices = Registry::detect().devices();
     std::env::remove_var(nnpa::EMULATE_ENV);

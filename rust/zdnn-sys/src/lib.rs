@@ -6,6 +6,8 @@
 //! engine needs. The `#[repr(C)]` types mirror zDNN 1.x's 64-bit ABI: a 28-byte tensor descriptor
 //! ([`TensorDesc`]) and a 64-byte [`ZTensor`]. Enum values are plain `u32` constants as in C.
 
+#![warn(missing_docs)]
+
 mod consts;
 mod loader;
 mod status;
