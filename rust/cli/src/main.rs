@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod fidelity;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,9 @@ enum Command {
     Tokenize(TokenizeArgs),
     /// List the compute devices in the backend registry.
     Devices,
+    /// Compare the emulated IBM Z NNPA (DLFLOAT16 matmuls) with the CPU: greedy-token
+    /// agreement and logit error.
+    NnpaFidelity(fidelity::FidelityArgs),
 }
 
 /// Selecting the model file.
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info(&args),
         Command::Tokenize(args) => commands::tokenize(&args),
         Command::Devices => commands::devices(),
+        Command::NnpaFidelity(args) => fidelity::fidelity(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

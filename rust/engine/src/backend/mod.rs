@@ -8,6 +8,7 @@
 
 mod buffer;
 mod cpu;
+pub mod nnpa;
 mod registry;
 mod weight;
 

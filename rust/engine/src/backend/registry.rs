@@ -11,9 +11,10 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The devices found on this host (the CPU, plus any accelerator that is present).
+    /// The devices found on this host: the CPU, plus the NNPA when zDNN reports one (s390x), or
+    /// the emulated NNPA when `LOCAL_LLM_NNPA_EMULATE=1`.
     pub fn detect() -> Self {
-        Registry::with_accelerators(Vec::new())
+        Registry::with_accelerators(super::nnpa::detect())
     }
 
     /// A registry with the given accelerators ahead of the CPU.
