@@ -40,9 +40,14 @@ esac
 # the host's python3 (a native x86-64 process: qemu-user hands an x86-64 executable to the
 # kernel) for small inputs. Left out for emulation speed: generation_oracle (64 tokens x 11
 # prompts per model), quant_oracle (dequantizes samples of every tensor of both models),
-# tokenizer_oracle and chat_oracle (tokenizer/template logic has no byte-order or SIMD code).
-CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop)
+# tokenizer_oracle, chat_oracle and synth_models (node/Python-heavy; tokenizer and template
+# logic has no byte-order or SIMD code).
+CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop
+    chat_template)
 
+if [[ -x "$ROOT/.cache/venv/bin/python3" ]]; then
+    export PATH="$ROOT/.cache/venv/bin:$PATH" # see scripts/setup-test-deps.sh
+fi
 PREFIX=${LOCAL_LLM_CROSS_TARGET_PREFIX:-$ROOT/target/cross}
 FIXTURES="$PREFIX-fixtures"
 START=$SECONDS
