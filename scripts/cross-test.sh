@@ -41,9 +41,9 @@ esac
 # kernel) for small inputs. Left out for emulation speed: generation_oracle (64 tokens x 11
 # prompts per model), quant_oracle (dequantizes samples of every tensor of both models),
 # tokenizer_oracle, chat_oracle and synth_models (node/Python-heavy; tokenizer and template
-# logic has no byte-order or SIMD code).
-CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop
-    chat_template)
+# logic has no byte-order or SIMD code). chat_template asserts wall-clock limits (hostile
+# templates fail within 10 s), which emulation can exceed.
+CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop)
 
 if [[ -x "$ROOT/.cache/venv/bin/python3" ]]; then
     export PATH="$ROOT/.cache/venv/bin:$PATH" # see scripts/setup-test-deps.sh
