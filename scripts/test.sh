@@ -4,8 +4,9 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
+#   5. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
 # Exits non-zero on the first failure. Set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the
-# download of the real models and the tests that need them.
+# download of the real models and the tests that need them, LOCAL_LLM_SKIP_CROSS=1 to skip 5.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,5 +43,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 section "cargo test --workspace"
 cargo test --workspace --locked "$@"
+
+section "cross: s390x + aarch64 under qemu"
+if [[ "${LOCAL_LLM_SKIP_CROSS:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_CROSS=1: skipping"
+else
+    scripts/cross-test.sh all
+fi
 
 section "all checks passed"
