@@ -4,6 +4,7 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
+#   5. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
 # Exits non-zero on the first failure. Set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the
 # download of the real models and the tests that need them.
 set -euo pipefail
@@ -42,5 +43,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 section "cargo test --workspace"
 cargo test --workspace --locked "$@"
+
+section "js: bindings, C++ link check, JS tests"
+if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_JS=1 or LOCAL_LLM_SKIP_REAL_MODELS=1: skipped"
+else
+    scripts/js-test.sh
+fi
 
 section "all checks passed"
