@@ -6,7 +6,7 @@
 #   4. regenerate the JSI bindings and turbo-module glue; fail if the committed ones differ
 #   5. C++ check: the generated JSI C++ compiles with -Wall -Werror and links with
 #      -Wl,--no-undefined against React Native's JSI and our static library
-#   6. tsc --noEmit
+#   6. generate the N-API flavour of the bindings (tests/generated/napi); tsc --noEmit
 #   7. JS integration tests (tests/*.test.mts) through ubrn's Node flavour with the real model
 # Usage: scripts/js-test.sh [all|cpp|napi]   (default all). Needs the default model
 # (scripts/fetch-models.sh smollm2), node 20 + npm, g++.
@@ -58,13 +58,13 @@ if [[ $MODE == all || $MODE == cpp ]]; then
 fi
 
 if [[ $MODE == all || $MODE == napi ]]; then
-    step "tsc --noEmit"
-    node_modules/.bin/tsc --noEmit -p tsconfig.json
-
     step "ubrn generate napi bindings (tests/generated/napi)"
     rm -rf tests/generated
     (cd rust/ffi && "$UBRN" generate napi bindings --library --lib-absolute \
         --ts-dir "$ROOT/tests/generated/napi" "$LIB_DIR/liblocal_llm_ffi.so" >/dev/null)
+
+    step "tsc --noEmit (src and tests)"
+    node_modules/.bin/tsc --noEmit -p tsconfig.json
 
     step "JS integration tests (node --test, napi flavour, real model)"
     MODEL=${LOCAL_LLM_MODEL:-${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}/models/SmolLM2-135M-Instruct.Q4_1.gguf}

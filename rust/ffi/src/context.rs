@@ -86,9 +86,13 @@ impl GenerateParams {
     fn to_request(&self) -> GenerateRequest {
         let prompt = match &self.prompt {
             PromptInput::Text { text } => Prompt::Text(text.clone()),
-            PromptInput::Chat { messages } => {
-                Prompt::Chat(messages.iter().cloned().map(ChatMessage::into_engine).collect())
-            }
+            PromptInput::Chat { messages } => Prompt::Chat(
+                messages
+                    .iter()
+                    .cloned()
+                    .map(ChatMessage::into_engine)
+                    .collect(),
+            ),
             PromptInput::Tokens { tokens } => Prompt::Tokens(tokens.clone()),
         };
         GenerateRequest {
@@ -318,20 +322,21 @@ impl Shared {
     ) -> Result<GenerationResult, LlmError> {
         self.track(cancel);
         let request = params.to_request();
-        let result = self.with_engine(|ctx| {
-            match ctx.generate(&request, on_text, Some(cancel.as_ref())) {
-                Ok(g) => Ok(GenerationResult::from(g)),
-                Err(EngineError::Cancelled) => Ok(GenerationResult {
-                    text: String::new(),
-                    tokens: Vec::new(),
-                    prompt_tokens: 0,
-                    completion_tokens: 0,
-                    finish_reason: FinishReason::Cancelled,
-                    perf: Timings::default().into(),
-                }),
-                Err(e) => Err(LlmError::from_engine(e, stage)),
-            }
-        })?;
+        let result =
+            self.with_engine(
+                |ctx| match ctx.generate(&request, on_text, Some(cancel.as_ref())) {
+                    Ok(g) => Ok(GenerationResult::from(g)),
+                    Err(EngineError::Cancelled) => Ok(GenerationResult {
+                        text: String::new(),
+                        tokens: Vec::new(),
+                        prompt_tokens: 0,
+                        completion_tokens: 0,
+                        finish_reason: FinishReason::Cancelled,
+                        perf: Timings::default().into(),
+                    }),
+                    Err(e) => Err(LlmError::from_engine(e, stage)),
+                },
+            )?;
         *lock(&self.perf) = Some(result.perf);
         Ok(result)
     }
@@ -490,7 +495,11 @@ fn run_benchmark(ctx: &mut Context, params: &BenchmarkParams) -> Result<Benchmar
     }
     let model = ctx.model().clone();
     let filler = model
-        .tokenize("The quick brown fox jumps over the lazy dog. ", false, false)
+        .tokenize(
+            "The quick brown fox jumps over the lazy dog. ",
+            false,
+            false,
+        )
         .map_err(|e| LlmError::from_engine(e, Stage::Generate))?;
     let mut prompt: Vec<u32> = model.tokenizer().bos().into_iter().collect();
     while prompt.len() < n_prompt && !filler.is_empty() {

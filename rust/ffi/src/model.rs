@@ -111,7 +111,9 @@ impl LlmModel {
 
     /// The engine model, or NOT_INITIALIZED after `dispose`.
     pub(crate) fn get(&self) -> Result<Arc<LoadedModel>, LlmError> {
-        self.slot().clone().ok_or_else(|| LlmError::disposed("model"))
+        self.slot()
+            .clone()
+            .ok_or_else(|| LlmError::disposed("model"))
     }
 }
 
@@ -163,8 +165,8 @@ pub async fn estimate_model_memory(
 ) -> Result<MemoryEstimate, LlmError> {
     crate::run_blocking(Stage::Load, move || {
         check_path(&path)?;
-        let gguf = GgufFile::open_with(&path, true)
-            .map_err(|e| LlmError::from_engine(e, Stage::Load))?;
+        let gguf =
+            GgufFile::open_with(&path, true).map_err(|e| LlmError::from_engine(e, Stage::Load))?;
         let meta_error = |key: &str| LlmError::ModelLoadFailed {
             message: format!("invalid model: missing or invalid metadata '{key}'"),
         };
@@ -218,7 +220,12 @@ impl LlmModel {
             .metadata()
             .iter()
             .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
-            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.display_short(), str::to_string)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.display_short(), str::to_string),
+                )
+            })
             .collect();
         Ok(ModelInfo {
             architecture: c.architecture.clone(),

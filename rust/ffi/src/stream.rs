@@ -68,7 +68,9 @@ impl TokenStream {
         }))
     }
 
-    fn lock_outcome(&self) -> std::sync::MutexGuard<'_, Option<Result<GenerationResult, LlmError>>> {
+    fn lock_outcome(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<Result<GenerationResult, LlmError>>> {
         self.outcome.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -106,7 +108,12 @@ impl TokenStream {
             return chunk;
         }
         if self.started.swap(true, Ordering::Relaxed) {
-            if let Some(demand) = self.demand.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if let Some(demand) = self
+                .demand
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
                 let _ = demand.send(());
             }
         }
