@@ -14,4 +14,4 @@ UBRN=$(bash scripts/ubrn-cli.sh --print-cli)
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 cargo build --quiet --locked --profile test -p local-llm-ffi
 "$UBRN" generate all --config ubrn.config.yaml "$TARGET_DIR/debug/liblocal_llm_ffi.a"
-rm -rf "$ROOT/rust_modules"  # the WASM crate ubrn also writes is not used
+rm -rf "$ROOT/rust_modules" "$ROOT/src/index.web.ts"  # its WASM crate and web entry point are not used
