@@ -384,6 +384,9 @@ test('use after dispose: NOT_INITIALIZED', async () => {
   assert.ok((await c.generate('Hello', { maxTokens: 2, temperature: 0 })).length >= 0);
   c.dispose();
   await assert.rejects(c.warmup(), code(LocalLLMErrorCode.NOT_INITIALIZED));
+  const m2 = await Model.load(MODEL);
+  (m2 as any)[Symbol.dispose]();
+  assert.ok(m2.disposed);
 });
 
 test('dispose during a generation cancels it', async () => {

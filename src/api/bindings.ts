@@ -24,3 +24,17 @@ export function getBindings(): Bindings {
 export function destroy(object: unknown): void {
   (object as { uniffiDestroy?: () => void }).uniffiDestroy?.();
 }
+
+/** Make `using x = ...` call `dispose()` where the runtime has `Symbol.dispose` (Node 20, not Hermes). */
+export function addDisposeSymbol(cls: { prototype: { dispose(): void } }): void {
+  const symbol = (Symbol as { dispose?: symbol }).dispose;
+  if (symbol !== undefined) {
+    Object.defineProperty(cls.prototype, symbol, {
+      value(this: { dispose(): void }) {
+        this.dispose();
+      },
+      configurable: true,
+      writable: true,
+    });
+  }
+}

@@ -1,5 +1,5 @@
 import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '../generated/local_llm_ffi';
-import { destroy, getBindings } from './bindings';
+import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { toMetrics, toNativeMessages, toResult } from './convert';
 import {
   LocalLLMErrorCode,
@@ -234,3 +234,5 @@ export class InferenceContext {
     return this.handle === null;
   }
 }
+
+addDisposeSymbol(InferenceContext);

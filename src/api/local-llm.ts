@@ -1,3 +1,4 @@
+import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
 import type { InferenceContext } from './context';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
@@ -119,3 +120,5 @@ export class LocalLLM {
     setLogCallback(callback, minLevel);
   }
 }
+
+addDisposeSymbol(LocalLLM);

@@ -1,5 +1,5 @@
 import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
-import { destroy, getBindings } from './bindings';
+import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
@@ -143,3 +143,5 @@ export class Model {
     return this.handle === null;
   }
 }
+
+addDisposeSymbol(Model);
