@@ -4,9 +4,10 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
-#   5. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
+#   5. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
+#   6. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
 # Exits non-zero on the first failure. Set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the
-# download of the real models and the tests that need them, LOCAL_LLM_SKIP_CROSS=1 to skip 5.
+# download of the real models and the tests that need them, LOCAL_LLM_SKIP_CROSS=1 to skip 6.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +44,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 section "cargo test --workspace"
 cargo test --workspace --locked "$@"
+
+section "js: bindings, C++ link check, JS tests"
+if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_JS=1 or LOCAL_LLM_SKIP_REAL_MODELS=1: skipped"
+else
+    scripts/js-test.sh
+fi
 
 section "cross: s390x + aarch64 under qemu"
 if [[ "${LOCAL_LLM_SKIP_CROSS:-}" == 1 ]]; then

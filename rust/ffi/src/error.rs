@@ -1,0 +1,110 @@
+//! The one error type that crosses the FFI. Each variant is one of local-llm-rn's
+//! `LocalLLMErrorCode` values (the TypeScript layer maps the variant name to the code).
+
+use local_llm_engine::Error as EngineError;
+
+/// Errors returned to JavaScript; every variant carries a human-readable message.
+#[derive(Debug, thiserror::Error, uniffi::Error)]
+pub enum LlmError {
+    /// `MODEL_LOAD_FAILED`: the file is not a usable GGUF model.
+    #[error("{message}")]
+    ModelLoadFailed {
+        /// What went wrong.
+        message: String,
+    },
+    /// `CONTEXT_CREATE_FAILED`: the context options are invalid or the cache cannot be made.
+    #[error("{message}")]
+    ContextCreateFailed {
+        /// What went wrong.
+        message: String,
+    },
+    /// `CONTEXT_EXHAUSTED`: the prompt does not fit in the context window.
+    #[error("{message}")]
+    ContextExhausted {
+        /// What went wrong.
+        message: String,
+    },
+    /// `INFERENCE_FAILED`: generation (or tokenization / templating) failed.
+    #[error("{message}")]
+    InferenceFailed {
+        /// What went wrong.
+        message: String,
+    },
+    /// `STREAM_FAILED`: a streamed generation failed.
+    #[error("{message}")]
+    StreamFailed {
+        /// What went wrong.
+        message: String,
+    },
+    /// `EMBEDDING_FAILED`: computing an embedding failed.
+    #[error("{message}")]
+    EmbeddingFailed {
+        /// What went wrong.
+        message: String,
+    },
+    /// `NOT_INITIALIZED`: the model or context was disposed.
+    #[error("{message}")]
+    NotInitialized {
+        /// What went wrong.
+        message: String,
+    },
+    /// `INVALID_PATH`: the model file does not exist or cannot be opened.
+    #[error("{message}")]
+    InvalidPath {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Which operation an engine error came from; decides the code of errors that are not
+/// specific to one operation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stage {
+    Load,
+    CreateContext,
+    Generate,
+    Stream,
+    Embed,
+}
+
+impl LlmError {
+    /// Translate an engine error raised during `stage`.
+    pub(crate) fn from_engine(error: EngineError, stage: Stage) -> Self {
+        let message = error.to_string();
+        match (&error, stage) {
+            (EngineError::ContextExhausted { .. }, _) => LlmError::ContextExhausted { message },
+            (EngineError::Io { source, .. }, Stage::Load)
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                LlmError::InvalidPath { message }
+            }
+            (_, Stage::Load) => LlmError::ModelLoadFailed { message },
+            (_, Stage::CreateContext) => LlmError::ContextCreateFailed { message },
+            (_, Stage::Generate) => LlmError::InferenceFailed { message },
+            (_, Stage::Stream) => LlmError::StreamFailed { message },
+            (_, Stage::Embed) => LlmError::EmbeddingFailed { message },
+        }
+    }
+
+    /// The error for using a disposed object.
+    pub(crate) fn disposed(what: &str) -> Self {
+        LlmError::NotInitialized {
+            message: format!("the {what} has been disposed"),
+        }
+    }
+
+    /// The error for a worker that died (a panic in the engine, caught at the thread boundary).
+    pub(crate) fn worker_failed(stage: Stage) -> Self {
+        let message = "internal error: the inference worker stopped unexpectedly".to_string();
+        match stage {
+            Stage::Load => LlmError::ModelLoadFailed { message },
+            Stage::CreateContext => LlmError::ContextCreateFailed { message },
+            Stage::Generate => LlmError::InferenceFailed { message },
+            Stage::Stream => LlmError::StreamFailed { message },
+            Stage::Embed => LlmError::EmbeddingFailed { message },
+        }
+    }
+}

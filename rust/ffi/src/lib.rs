@@ -1,0 +1,129 @@
+//! `local-llm-ffi`: the engine's API for React Native, exported with UniFFI and turned into
+//! TypeScript + JSI C++ by uniffi-bindgen-react-native.
+//!
+//! Threading rules (see the README): every heavy call is `async` and runs on a worker thread of
+//! a private tokio runtime; Rust never calls into JavaScript from a worker (streaming and logs are
+//! pull-style: JavaScript awaits `next()`); a context's engine state is behind a mutex that only
+//! workers take, so concurrent generations on one context run one after the other.
+
+mod context;
+mod error;
+mod logging;
+mod model;
+mod stream;
+
+use std::sync::OnceLock;
+
+pub use context::{
+    BenchmarkParams, BenchmarkResult, CancelToken, ChatMessage, FinishReason, GenerateParams,
+    GenerationResult, LlmContext, Perf, PromptInput,
+};
+pub use error::LlmError;
+pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
+pub use model::{
+    estimate_model_memory, load_model, ContextParams, LlmModel, MemoryEstimate, ModelInfo,
+    ModelParams,
+};
+pub use stream::{StreamChunk, TokenStream};
+
+uniffi::setup_scaffolding!();
+
+/// The runtime whose blocking pool runs engine work (loading, generation, embeddings).
+fn runtime() -> Option<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("local-llm-worker")
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Run `work` on a worker thread and await its result. A panic inside `work` becomes the
+/// worker-failed error of `stage` instead of crossing the FFI.
+async fn run_blocking<T, F>(stage: error::Stage, work: F) -> Result<T, LlmError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, LlmError> + Send + 'static,
+{
+    let rt = runtime().ok_or_else(|| LlmError::worker_failed(stage))?;
+    rt.spawn_blocking(work)
+        .await
+        .unwrap_or_else(|_| Err(LlmError::worker_failed(stage)))
+}
+
+/// A compute device of the engine's backend registry.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct BackendDevice {
+    /// Short unique name, e.g. "CPU" or "NNPA".
+    pub name: String,
+    /// "cpu" or "accelerator".
+    pub kind: String,
+    /// Human-readable description.
+    pub description: String,
+    /// Total memory in bytes, when known.
+    pub memory_total: Option<u64>,
+    /// Free memory in bytes, when known.
+    pub memory_free: Option<u64>,
+    /// Capabilities, e.g. SIMD level or accelerator features.
+    pub features: Vec<String>,
+}
+
+/// The devices the engine can use on this host (accelerators first, the CPU last).
+#[uniffi::export]
+pub fn get_backends() -> Vec<BackendDevice> {
+    local_llm_engine::backend::Registry::detect()
+        .devices()
+        .into_iter()
+        .map(|d| BackendDevice {
+            name: d.name,
+            kind: d.kind.name().to_string(),
+            description: d.description,
+            memory_total: d.memory_total,
+            memory_free: d.memory_free,
+            features: d.features,
+        })
+        .collect()
+}
+
+/// The number of threads the engine uses by default (the host's available parallelism).
+#[uniffi::export]
+pub fn optimal_thread_count() -> u32 {
+    u32::try_from(local_llm_engine::session::default_threads()).unwrap_or(u32::MAX)
+}
+
+/// The version of this library.
+#[uniffi::export]
+pub fn library_version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// The host's memory as the operating system reports it; `None` where it cannot be read
+/// (only Linux and Android expose `/proc/meminfo`).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct DeviceMemory {
+    /// Total physical memory in bytes.
+    pub total_bytes: Option<u64>,
+    /// Memory available to new allocations without swapping, in bytes.
+    pub available_bytes: Option<u64>,
+}
+
+/// Read the host's total and available memory.
+#[uniffi::export]
+pub fn device_memory() -> DeviceMemory {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|kb| kb.trim().parse::<u64>().ok())
+            .map(|kb| kb.saturating_mul(1024))
+    };
+    DeviceMemory {
+        total_bytes: field("MemTotal"),
+        available_bytes: field("MemAvailable"),
+    }
+}

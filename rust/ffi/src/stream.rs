@@ -1,0 +1,180 @@
+//! Pull-style streaming: a worker generates while JavaScript awaits [`TokenStream::next`].
+//! The worker hands over one piece of text at a time and waits until JavaScript asks for the
+//! next one, so when JavaScript stops reading (a `break`, an abort) and cancels, no token is
+//! decoded that nobody asked for. Rust never calls into JavaScript.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use crate::context::{GenerateParams, GenerationResult, Shared};
+use crate::error::{LlmError, Stage};
+
+enum Event {
+    Text(String),
+    Done(Result<GenerationResult, LlmError>),
+}
+
+/// The next part of a stream.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct StreamChunk {
+    /// New text pieces, in order (may be empty on the last chunk).
+    pub pieces: Vec<String>,
+    /// Whether the generation has ended; `result` is then set.
+    pub done: bool,
+    /// The whole generation (text, tokens, finish reason, timings), on the last chunk.
+    pub result: Option<GenerationResult>,
+}
+
+/// A streamed generation started by `LlmContext::stream`.
+#[derive(uniffi::Object)]
+pub struct TokenStream {
+    events: tokio::sync::Mutex<mpsc::UnboundedReceiver<Event>>,
+    /// Lets the worker decode the next token; dropped on cancel so the worker runs free.
+    demand: Mutex<Option<std_mpsc::Sender<()>>>,
+    started: AtomicBool,
+    cancel: Arc<AtomicBool>,
+    outcome: Mutex<Option<Result<GenerationResult, LlmError>>>,
+}
+
+impl TokenStream {
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        params: GenerateParams,
+    ) -> Result<Arc<Self>, LlmError> {
+        let rt = crate::runtime().ok_or_else(|| LlmError::worker_failed(Stage::Stream))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (demand_tx, demand_rx) = std_mpsc::channel::<()>();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = cancel.clone();
+        rt.spawn_blocking(move || {
+            let mut on_text = |piece: &str| {
+                let _ = tx.send(Event::Text(piece.to_string()));
+                if !flag.load(Ordering::Relaxed) {
+                    // Wait until the reader wants more (an error means it cancelled or went away).
+                    let _ = demand_rx.recv();
+                }
+            };
+            let result = shared.generate(&params, &flag, &mut on_text, Stage::Stream);
+            let _ = tx.send(Event::Done(result));
+        });
+        Ok(Arc::new(TokenStream {
+            events: tokio::sync::Mutex::new(rx),
+            demand: Mutex::new(Some(demand_tx)),
+            started: AtomicBool::new(false),
+            cancel,
+            outcome: Mutex::new(None),
+        }))
+    }
+
+    fn lock_outcome(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<Result<GenerationResult, LlmError>>> {
+        self.outcome.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn finished_chunk(&self) -> Option<Result<StreamChunk, LlmError>> {
+        self.lock_outcome().as_ref().map(|outcome| match outcome {
+            Ok(result) => Ok(StreamChunk {
+                pieces: Vec::new(),
+                done: true,
+                result: Some(result.clone()),
+            }),
+            Err(e) => Err(clone_error(e)),
+        })
+    }
+}
+
+fn clone_error(e: &LlmError) -> LlmError {
+    let message = e.to_string();
+    match e {
+        LlmError::ModelLoadFailed { .. } => LlmError::ModelLoadFailed { message },
+        LlmError::ContextCreateFailed { .. } => LlmError::ContextCreateFailed { message },
+        LlmError::ContextExhausted { .. } => LlmError::ContextExhausted { message },
+        LlmError::InferenceFailed { .. } => LlmError::InferenceFailed { message },
+        LlmError::StreamFailed { .. } => LlmError::StreamFailed { message },
+        LlmError::EmbeddingFailed { .. } => LlmError::EmbeddingFailed { message },
+        LlmError::NotInitialized { .. } => LlmError::NotInitialized { message },
+        LlmError::InvalidPath { .. } => LlmError::InvalidPath { message },
+    }
+}
+
+#[uniffi::export]
+impl TokenStream {
+    /// Wait for the next text pieces. After the last chunk (`done`), returns it again.
+    pub async fn next(&self) -> Result<StreamChunk, LlmError> {
+        if let Some(chunk) = self.finished_chunk() {
+            return chunk;
+        }
+        if self.started.swap(true, Ordering::Relaxed) {
+            if let Some(demand) = self
+                .demand
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                let _ = demand.send(());
+            }
+        }
+        let mut events = self.events.lock().await;
+        let mut pieces = Vec::new();
+        let mut event = events.recv().await;
+        loop {
+            match event {
+                Some(Event::Text(piece)) => pieces.push(piece),
+                Some(Event::Done(outcome)) => {
+                    *self.lock_outcome() = Some(outcome);
+                    break;
+                }
+                None => {
+                    *self.lock_outcome() = Some(Err(LlmError::worker_failed(Stage::Stream)));
+                    break;
+                }
+            }
+            match events.try_recv() {
+                Ok(e) => event = Some(e),
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    return Ok(StreamChunk {
+                        pieces,
+                        done: false,
+                        result: None,
+                    })
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => event = None,
+            }
+        }
+        match self.finished_chunk() {
+            Some(Ok(mut chunk)) => {
+                chunk.pieces = pieces;
+                Ok(chunk)
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(LlmError::worker_failed(Stage::Stream)),
+        }
+    }
+
+    /// Stop decoding (between tokens). The stream then ends with finish reason `Cancelled`.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.demand.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// Cancel and wait for the generation to end; returns its result (text generated so far,
+    /// tokens, finish reason, timings).
+    pub async fn finish(&self) -> Result<GenerationResult, LlmError> {
+        self.cancel();
+        loop {
+            let chunk = self.next().await?;
+            if let Some(result) = chunk.result {
+                return Ok(result);
+            }
+        }
+    }
+}
+
+impl Drop for TokenStream {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}

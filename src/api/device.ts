@@ -1,0 +1,120 @@
+import { getBindings } from './bindings';
+import { num, toBackendDevice, toMemoryEstimate } from './convert';
+import { LocalLLMErrorCode, wrapAsync } from './errors';
+import { Model, localPath } from './model';
+import type { BackendDevice, MemoryEstimate } from './types';
+
+/**
+ * The device's capabilities. Values this package cannot know are `null` (local-llm-rn fills
+ * them from its own native module; this one reads memory from the OS where it can).
+ */
+export interface DeviceCapabilities {
+  /** Total physical RAM in bytes (`null`: unknown, e.g. on iOS). */
+  totalRAM: number | null;
+  /** Available RAM in bytes (`null`: unknown). */
+  availableRAM: number | null;
+  /** GPU name: `null`, this engine does not use the GPU. */
+  gpuName: string | null;
+  /** Low-power mode: `null`, not reported. */
+  isLowPowerMode: boolean | null;
+  /** Addition: the engine's compute devices. */
+  backends: BackendDevice[];
+}
+
+/** The engine's backend registry: the CPU, and accelerators such as IBM Z NNPA with their features. */
+export function getBackends(): BackendDevice[] {
+  return getBindings().getBackends().map(toBackendDevice);
+}
+
+/** The number of threads the engine uses by default. */
+export function optimalThreadCount(): number {
+  return getBindings().optimalThreadCount();
+}
+
+/** The device's RAM and compute devices. */
+export function getDeviceCapabilities(): DeviceCapabilities {
+  const mem = getBindings().deviceMemory();
+  return {
+    totalRAM: mem.totalBytes === undefined ? null : num(mem.totalBytes),
+    availableRAM: mem.availableBytes === undefined ? null : num(mem.availableBytes),
+    gpuName: null,
+    isLowPowerMode: null,
+    backends: getBackends(),
+  };
+}
+
+/** The answer of {@link canRunModel}. */
+export interface CanRunResult {
+  canRun: boolean;
+  reason?: string;
+  suggestion?: string;
+  /** Addition: what the model needs (absent when only a byte count was given). */
+  estimate?: MemoryEstimate;
+  /** Addition: false when the available RAM is unknown (then `canRun` is true, unverified). */
+  memoryKnown: boolean;
+}
+
+function judge(neededBytes: number, estimate?: MemoryEstimate): CanRunResult {
+  const available = getDeviceCapabilities().availableRAM;
+  if (available === null) {
+    return {
+      canRun: true,
+      memoryKnown: false,
+      estimate,
+      reason: 'available memory is unknown on this platform',
+    };
+  }
+  const mb = (b: number) => Math.round(b / (1024 * 1024));
+  if (neededBytes > available * 0.8) {
+    return {
+      canRun: false,
+      memoryKnown: true,
+      estimate,
+      reason: `Model needs ~${mb(neededBytes)} MB but only ${mb(available)} MB available`,
+      suggestion:
+        neededBytes > 2 * 1024 ** 3
+          ? 'Try a Q4_K_M quantized variant, a smaller model or a smaller context'
+          : 'Use a smaller context or close other apps to free memory',
+    };
+  }
+  return { canRun: true, memoryKnown: true, estimate };
+}
+
+/**
+ * Whether the device has the memory for a model: for a loaded {@link Model}, its weights plus
+ * the KV cache of `contextSize` tokens (from the model's metadata); for a number (local-llm-rn's
+ * form), that many bytes of weights (the KV cache is then not counted).
+ */
+export function canRunModel(model: Model | number, options: { contextSize?: number } = {}): CanRunResult {
+  if (typeof model === 'number') {
+    return judge(model);
+  }
+  const estimate = model.estimateMemory(options.contextSize ?? 0);
+  return judge(estimate.totalBytes, estimate);
+}
+
+/** Addition: {@link canRunModel} for a GGUF file that is not loaded (reads its metadata only). */
+export async function canRunModelFile(path: string, options: { contextSize?: number } = {}): Promise<CanRunResult> {
+  const { estimateModelMemory } = getBindings();
+  const file = localPath(path);
+  const estimate = toMemoryEstimate(
+    await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => estimateModelMemory(file, options.contextSize ?? 0)),
+  );
+  return judge(estimate.totalBytes, estimate);
+}
+
+/**
+ * A quantization for the device's total RAM (8+ GB: Q8_0, 6+: Q6_K, 4+: Q4_K_M, less: Q3_K_S);
+ * `null` when the RAM is unknown.
+ */
+export function recommendQuantization(): string | null {
+  const total = getDeviceCapabilities().totalRAM;
+  if (total === null) {
+    return null;
+  }
+  const gb = total / 1024 ** 3;
+  if (gb >= 8) return 'Q8_0';
+  if (gb >= 6) return 'Q6_K';
+  if (gb >= 4) return 'Q4_K_M';
+  return 'Q3_K_S';
+}

@@ -1,0 +1,20 @@
+// The platform-independent API; src/index.tsx installs the React Native bindings first.
+export { setBindings } from './bindings';
+export type { Bindings } from './bindings';
+export { LocalLLM } from './local-llm';
+export { Model, localPath } from './model';
+export { InferenceContext } from './context';
+export type { PromptSource } from './context';
+export { ChatCompletions } from './chat';
+export { LocalLLMError, LocalLLMErrorCode } from './errors';
+export { setLogCallback, setLogLevel } from './logging';
+export {
+  getBackends,
+  getDeviceCapabilities,
+  canRunModel,
+  canRunModelFile,
+  recommendQuantization,
+  optimalThreadCount,
+} from './device';
+export type { DeviceCapabilities, CanRunResult } from './device';
+export type * from './types';

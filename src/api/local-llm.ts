@@ -1,0 +1,124 @@
+import { addDisposeSymbol } from './bindings';
+import { ChatCompletions } from './chat';
+import type { InferenceContext } from './context';
+import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
+import { setLogCallback } from './logging';
+import { Model } from './model';
+import type { BenchmarkOptions, BenchmarkResult, LocalLLMOptions, LogCallback, LogLevel } from './types';
+
+/**
+ * On-device LLM inference: load a GGUF model and chat with it.
+ * ```ts
+ * const ai = await LocalLLM.create({ model: '/path/to/model.gguf' });
+ * const res = await ai.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }] });
+ * ai.dispose();
+ * ```
+ */
+export class LocalLLM {
+  private _model: Model | null = null;
+  private _context: InferenceContext | null = null;
+  private _chat: { completions: ChatCompletions } | null = null;
+  private _modelName = 'local';
+  private initPromise: Promise<void> | null = null;
+  private disposed = false;
+
+  constructor(private readonly options: LocalLLMOptions) {}
+
+  /** Create and initialize an instance: load the model, create the context, warm up. */
+  static async create(options: LocalLLMOptions): Promise<LocalLLM> {
+    const instance = new LocalLLM(options);
+    await instance.init();
+    return instance;
+  }
+
+  /** Load the model (idempotent). */
+  init(): Promise<void> {
+    if (this.initPromise === null) {
+      this.initPromise = this.doInit();
+    }
+    return this.initPromise;
+  }
+
+  private async doInit(): Promise<void> {
+    const o = this.options;
+    if (o.onLog) {
+      setLogCallback(o.onLog, o.logLevel ?? 'info');
+    }
+    const model = await Model.load(o.model, { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+    if (this.disposed) {
+      model.dispose();
+      throw new LocalLLMError(LocalLLMErrorCode.NOT_INITIALIZED, 'LocalLLM was disposed while loading');
+    }
+    this._model = model;
+    this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
+    try {
+      this._context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
+      this._chat = { completions: new ChatCompletions(() => this.context, this._modelName) };
+      if (o.warmup !== false) {
+        await this._context.warmup();
+      }
+      if (o.signal?.aborted) {
+        throw abortError(o.signal);
+      }
+    } catch (e) {
+      this.dispose();
+      throw e;
+    }
+    o.onProgress?.(100);
+  }
+
+  private notInitialized(): LocalLLMError {
+    return new LocalLLMError(
+      LocalLLMErrorCode.NOT_INITIALIZED,
+      this.disposed
+        ? 'LocalLLM has been disposed'
+        : 'LocalLLM not initialized. Call await init() first, or use await LocalLLM.create().',
+    );
+  }
+
+  /** OpenAI-style chat completions. */
+  get chat(): { completions: ChatCompletions } {
+    if (this._chat === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    return this._chat;
+  }
+
+  /** Addition: the loaded model. */
+  get model(): Model {
+    if (this._model === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    return this._model;
+  }
+
+  /** Addition: the inference context behind `chat.completions`. */
+  get context(): InferenceContext {
+    if (this._context === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    return this._context;
+  }
+
+  /** Measure speed on this instance's context. */
+  async benchmark(options?: BenchmarkOptions): Promise<BenchmarkResult> {
+    return this.context.benchmark(options);
+  }
+
+  /** Release the context and the model; running generations are cancelled. */
+  dispose(): void {
+    this.disposed = true;
+    this._context?.dispose();
+    this._model?.dispose();
+    this._context = null;
+    this._model = null;
+    this._chat = null;
+  }
+
+  /** Send engine logs to `callback` (`null`: back to the default sink). */
+  static setLogCallback(callback: LogCallback | null, minLevel: LogLevel = 'info'): void {
+    setLogCallback(callback, minLevel);
+  }
+}
+
+addDisposeSymbol(LocalLLM);

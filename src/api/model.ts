@@ -1,0 +1,147 @@
+import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
+import { addDisposeSymbol, destroy, getBindings } from './bindings';
+import { InferenceContext } from './context';
+import { toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
+import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
+import type { ChatMessage, ContextOptions, MemoryEstimate, ModelInfo, ModelOptions } from './types';
+
+/** A file path from a `file://` URL or a plain path. */
+export function localPath(path: string): string {
+  if (typeof path !== 'string' || path.length === 0) {
+    throw new LocalLLMError(LocalLLMErrorCode.INVALID_PATH, 'the model path is empty');
+  }
+  if (path.startsWith('file://')) {
+    return decodeURIComponent(path.slice('file://'.length));
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
+    throw new LocalLLMError(
+      LocalLLMErrorCode.INVALID_PATH,
+      `'${path}' is a URL: this package loads local GGUF files only (download the file first)`,
+    );
+  }
+  return path;
+}
+
+/** A loaded GGUF model: tokenizer, chat template and weights, shared by its contexts. */
+export class Model {
+  private handle: LlmModel | null;
+  private infoCache: ModelInfo | null = null;
+
+  private constructor(handle: LlmModel) {
+    this.handle = handle;
+  }
+
+  /**
+   * Load a GGUF model on a worker thread. A missing file rejects with INVALID_PATH, a file that
+   * is not a usable model with MODEL_LOAD_FAILED.
+   */
+  static async load(path: string, options: ModelOptions = {}): Promise<Model> {
+    const file = localPath(path);
+    const { signal } = options;
+    if (signal?.aborted) {
+      throw abortError(signal);
+    }
+    const { loadModel } = getBindings();
+    const handle = await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
+      loadModel(file, { useMmap: options.useMmap ?? true, cpuOnly: options.compute === 'cpu' }),
+    );
+    if (signal?.aborted) {
+      handle.dispose();
+      destroy(handle);
+      throw abortError(signal);
+    }
+    return new Model(handle);
+  }
+
+  private ensureHandle(): LlmModel {
+    if (this.handle === null) {
+      throw disposedError('model');
+    }
+    return this.handle;
+  }
+
+  /** File size in bytes. */
+  get sizeBytes(): number {
+    return this.info.sizeBytes;
+  }
+
+  /** Embedding (hidden state) size. */
+  get embeddingDimension(): number {
+    return this.info.embeddingLength;
+  }
+
+  /** Addition: the model's metadata, size, parameters, context length and chat template. */
+  get info(): ModelInfo {
+    const handle = this.ensureHandle();
+    if (this.infoCache === null) {
+      this.infoCache = toModelInfo(wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => handle.info()));
+    }
+    return this.infoCache;
+  }
+
+  /** Addition: memory for the weights plus the KV cache of `contextSize` tokens. */
+  estimateMemory(contextSize = 0): MemoryEstimate {
+    const handle = this.ensureHandle();
+    return toMemoryEstimate(wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => handle.estimateMemory(contextSize)));
+  }
+
+  /** Create an inference context (its own KV cache). */
+  createContext(options: ContextOptions = {}): InferenceContext {
+    const handle = this.ensureHandle();
+    const ctx = wrapSync(LocalLLMErrorCode.CONTEXT_CREATE_FAILED, () =>
+      handle.createContext({
+        contextSize: options.contextSize ?? 0,
+        batchSize: options.batchSize ?? 512,
+        threads: options.threads ?? 0,
+      }),
+    );
+    return new InferenceContext(ctx);
+  }
+
+  /**
+   * Token ids of `text`. By default BOS is added as the model asks and special-token text is
+   * parsed (like `local-llm tokenize`).
+   */
+  tokenize(text: string, options: { addSpecial?: boolean; parseSpecial?: boolean } = {}): Int32Array {
+    const handle = this.ensureHandle();
+    const ids = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
+      handle.tokenize(text, options.addSpecial ?? true, options.parseSpecial ?? true),
+    );
+    return Int32Array.from(ids);
+  }
+
+  /** Text of `tokens` (control tokens are not rendered). */
+  detokenize(tokens: Int32Array | number[]): string {
+    const handle = this.ensureHandle();
+    const ids = Array.from(tokens);
+    if (ids.some((t) => !Number.isInteger(t) || t < 0)) {
+      throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, 'token ids must be non-negative integers');
+    }
+    return wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.detokenize(ids, false));
+  }
+
+  /** Render `messages` with the model's chat template (adding the assistant prompt by default). */
+  applyChatTemplate(messages: ChatMessage[], addAssistant = true): string {
+    const handle = this.ensureHandle();
+    return wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
+      handle.applyChatTemplate(toNativeMessages(messages), addAssistant),
+    );
+  }
+
+  /** Release the model (contexts keep the weights alive until they are disposed). */
+  dispose(): void {
+    const handle = this.handle;
+    if (handle !== null) {
+      this.handle = null;
+      handle.dispose();
+      destroy(handle);
+    }
+  }
+
+  /** Whether {@link dispose} was called. */
+  get disposed(): boolean {
+    return this.handle === null;
+  }
+}
+
+addDisposeSymbol(Model);

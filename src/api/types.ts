@@ -1,0 +1,247 @@
+// Public option and result types. Names and shapes follow local-llm-rn / local-llm-js-core so
+// that code written for it type-checks against this package; additions are marked.
+
+/** Where to run: this engine runs on the CPU plus any accelerator in its backend registry. */
+export type ComputeMode = 'cpu' | 'hybrid' | 'gpu' | 'auto';
+
+/** Options of {@link Model.load}. */
+export interface ModelOptions {
+  /** `'cpu'` uses the CPU only; other values use every detected device (default `'auto'`). */
+  compute?: ComputeMode;
+  /** Accepted for compatibility; layers are placed per weight by the backend registry. */
+  gpuLayers?: number;
+  /** Memory-map the model file (default true). */
+  useMmap?: boolean;
+  /** Addition: abort the load (the model is released if it finishes loading after the abort). */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link Model.createContext}. */
+export interface ContextOptions {
+  /** Context size in tokens (default: the model's training context, at most 4096). */
+  contextSize?: number;
+  /** Prompt tokens per forward pass (default 512). */
+  batchSize?: number;
+  /** Worker threads (default: all cores, see `optimalThreadCount()`). */
+  threads?: number;
+}
+
+/** Sampling and stopping options of a generation. */
+export interface GenerateOptions {
+  /** Most tokens to generate (default 256). */
+  maxTokens?: number;
+  /** Temperature (default 0.8; 0 = greedy). */
+  temperature?: number;
+  /** Top-p (default 0.95). */
+  topP?: number;
+  /** Top-k (default 40; 0 = off). */
+  topK?: number;
+  /** Min-p (default 0.05; addition). */
+  minP?: number;
+  /** Repetition penalty (default 1 = off). */
+  repeatPenalty?: number;
+  /** Frequency penalty (default 0). */
+  frequencyPenalty?: number;
+  /** Presence penalty (default 0). */
+  presencePenalty?: number;
+  /** Random seed (default: random). */
+  seed?: number;
+  /** Stop strings, excluded from the output. */
+  stop?: string[];
+  /** Stops native decoding between tokens; the call rejects with an `AbortError`. */
+  signal?: AbortSignal;
+}
+
+/** A text part of a message. */
+export interface TextContentPart {
+  type: 'text';
+  text: string;
+}
+
+/** An image part of a message (not supported by this engine: VISION_FAILED). */
+export interface ImageContentPart {
+  type: 'image_url';
+  image_url: { url: string };
+}
+
+/** A part of a message's content. */
+export type ContentPart = TextContentPart | ImageContentPart;
+
+/** A chat message. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string | ContentPart[];
+}
+
+/** Log severities. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+/** Receives engine log messages. */
+export type LogCallback = (level: LogLevel, message: string) => void;
+
+/** Options of {@link LocalLLM.create}. */
+export interface LocalLLMOptions {
+  /** Path of a local GGUF file (`/...`, `./...`, `file://...`). Downloads are not supported. */
+  model: string;
+  /** See {@link ComputeMode}. */
+  compute?: ComputeMode;
+  /** Accepted for compatibility (see {@link ModelOptions.gpuLayers}). */
+  gpuLayers?: number;
+  /** Memory-map the model file (default true). */
+  useMmap?: boolean;
+  /** Context size in tokens. */
+  contextSize?: number;
+  /** Prompt tokens per forward pass. */
+  batchSize?: number;
+  /** Worker threads. */
+  threads?: number;
+  /** Called with 100 once the model is loaded (there is no download). */
+  onProgress?: (percent: number) => void;
+  /** Receives engine logs. */
+  onLog?: LogCallback;
+  /** Least severe level passed to `onLog` (default 'info'). */
+  logLevel?: LogLevel;
+  /** Evaluate one token after loading so the first request runs at full speed (default true). */
+  warmup?: boolean;
+  /** Addition: abort model loading. */
+  signal?: AbortSignal;
+}
+
+/** Timings of the last generation (local-llm-rn's `InferenceMetrics`). */
+export interface InferenceMetrics {
+  promptEvalMs: number;
+  generationMs: number;
+  promptTokens: number;
+  generatedTokens: number;
+  promptTokensPerSec: number;
+  generatedTokensPerSec: number;
+}
+
+/** Benchmark settings. */
+export interface BenchmarkOptions {
+  promptTokens?: number;
+  generateTokens?: number;
+  iterations?: number;
+}
+
+/** Benchmark results. */
+export interface BenchmarkResult {
+  promptTokensPerSec: number;
+  generatedTokensPerSec: number;
+  ttftMs: number;
+  totalMs: number;
+  iterations: number;
+  individual: InferenceMetrics[];
+}
+
+/** Why a generation ended (addition: the engine's own reasons). */
+export type NativeFinishReason = 'eog' | 'stop_string' | 'max_tokens' | 'context_full' | 'cancelled';
+
+/** A whole generation (addition; local-llm-rn's `generate` returns only the text). */
+export interface GenerationResult {
+  text: string;
+  /** Generated token ids. */
+  tokens: number[];
+  promptTokens: number;
+  completionTokens: number;
+  finishReason: NativeFinishReason;
+  timing: InferenceMetrics;
+}
+
+/** Facts about a loaded model (addition). */
+export interface ModelInfo {
+  architecture: string;
+  name?: string;
+  sizeBytes: number;
+  weightsBytes: number;
+  nParams: number;
+  contextLength: number;
+  embeddingLength: number;
+  nLayer: number;
+  nHead: number;
+  nHeadKv: number;
+  nVocab: number;
+  hasChatTemplate: boolean;
+  chatTemplate: string;
+  loadMs: number;
+  metadata: Record<string, string>;
+  placement: Record<string, number>;
+}
+
+/** Memory a model needs: weights plus KV cache for a context size (addition). */
+export interface MemoryEstimate {
+  weightsBytes: number;
+  kvCacheBytes: number;
+  contextSize: number;
+  totalBytes: number;
+}
+
+/** A compute device of the engine's backend registry (addition). */
+export interface BackendDevice {
+  name: string;
+  kind: 'cpu' | 'accelerator' | string;
+  description: string;
+  /** Total memory in bytes, `null` when unknown. */
+  memoryTotal: number | null;
+  /** Free memory in bytes, `null` when unknown. */
+  memoryFree: number | null;
+  features: string[];
+}
+
+/** OpenAI-style chat completion request. */
+export interface ChatCompletionRequest {
+  messages: ChatMessage[];
+  model?: string;
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  max_tokens?: number;
+  stream?: boolean;
+  stop?: string | string[];
+  seed?: number;
+  frequency_penalty?: number;
+  presence_penalty?: number;
+  /** Addition: stops native decoding; the call (or the iteration) rejects with an AbortError. */
+  signal?: AbortSignal;
+}
+
+/** Token counts of a completion. */
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** OpenAI-style finish reasons. */
+export type ChatFinishReason = 'stop' | 'length';
+
+/** A non-streamed chat completion. */
+export interface ChatCompletionResponse {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    message: { role: 'assistant'; content: string };
+    finish_reason: ChatFinishReason;
+  }>;
+  usage: ChatCompletionUsage;
+  _timing?: InferenceMetrics;
+}
+
+/** One chunk of a streamed chat completion; the last carries `finish_reason` and `_timing`. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    delta: { role?: 'assistant'; content?: string };
+    finish_reason: ChatFinishReason | null;
+  }>;
+  /** Addition (on the last chunk): token counts, as OpenAI's `stream_options.include_usage`. */
+  usage?: ChatCompletionUsage;
+  _timing?: InferenceMetrics;
+}
