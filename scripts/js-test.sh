@@ -29,7 +29,8 @@ bash scripts/ubrn-cli.sh --napi
 UBRN=$(bash scripts/ubrn-cli.sh --print-cli)
 
 step "cargo build (profile test): local-llm-ffi, local-llm CLI"
-cargo build --quiet --locked --profile test -p local-llm-ffi -p local-llm-cli
+cargo build --quiet --locked --profile test -p local-llm-ffi
+cargo build --quiet --locked --profile test -p local-llm-cli
 
 step "ubrn generate all (JSI bindings + turbo module)"
 "$UBRN" generate all --config ubrn.config.yaml "$LIB_DIR/liblocal_llm_ffi.a" >/dev/null

@@ -30,10 +30,11 @@ if [[ ${1:-} == --napi ]]; then
     out=$UBRN_CACHE/ubjs-node
     if [[ ! -f $out/.built ]]; then
         echo "building the @ubjs/node runtime from $UBRN_DIR/runtimes/napi" >&2
-        nice cargo build --quiet --release -p uniffi-runtime-napi --manifest-path "$UBRN_DIR/Cargo.toml"
+        # Debug build: it shares its dependencies with the CLI build above (saves minutes cold).
+        nice cargo build --quiet -p uniffi-runtime-napi --manifest-path "$UBRN_DIR/Cargo.toml"
         rm -rf "$out" && mkdir -p "$out"
         cp -r "$UBRN_DIR"/runtimes/napi/{package.json,index.js,lib.js,index.d.ts,typescript} "$out"/
-        cp "$CARGO_TARGET_DIR/release/libuniffi_runtime_napi.so" "$out/uniffi-runtime-napi.linux-x64-gnu.node"
+        cp "$CARGO_TARGET_DIR/debug/libuniffi_runtime_napi.so" "$out/uniffi-runtime-napi.linux-x64-gnu.node"
         "$ROOT/node_modules/.bin/tsc" -p "$out/typescript" --typeRoots "$ROOT/node_modules/@types" --types node
         touch "$out/.built"
     fi
