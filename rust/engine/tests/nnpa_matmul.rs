@@ -175,18 +175,19 @@ fn output_is_the_dlfloat16_rounding_of_the_exact_product_of_rounded_inputs() {
     let got = run(&weight, &x, 2, &threads);
     for t in 0..2 {
         for r in 0..rows {
-            let exact: f64 = (0..cols)
-                .map(|c| {
-                    f64::from(dlfloat::round_f32(w[r * cols + c]))
-                        * f64::from(dlfloat::round_f32(x[t * cols + c]))
-                })
-                .sum();
+            let mut exact = 0.0f64;
+            for c in 0..cols {
+                let a = dlfloat::round_f32(w[r * cols + c]);
+                let b = dlfloat::round_f32(x[t * cols + c]);
+                exact += f64::from(a) * f64::from(b);
+            }
             let want = dlfloat::round_f32(exact as f32);
             // f32 accumulation may move the sum by a few f32 ulps: at most one DLFLOAT16 step.
             let step = f64::from(want.abs()) * U;
             assert!(
                 (f64::from(got[t * rows + r]) - f64::from(want)).abs() <= step,
-                "({t},{r})"
+                "({t},{r}): got {} want {want} (exact {exact}, step {step})",
+                got[t * rows + r]
             );
         }
     }
