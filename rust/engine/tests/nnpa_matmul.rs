@@ -13,6 +13,12 @@ use local_llm_engine::quant::{self, GgmlType};
 
 const U: f64 = 1.0 / 512.0;
 
+/// f32 → f64 kept opaque to the optimiser: under qemu-s390x a product of two widened f32s
+/// (folded into one "multiply short to long" instruction) came out wrong.
+fn widen(v: f32) -> f64 {
+    std::hint::black_box(f64::from(v))
+}
+
 /// Deterministic pseudo-random values in [-1, 1) with a few larger ones.
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -115,7 +121,7 @@ fn check_bound(
         for r in 0..rows {
             let (mut y, mut s) = (0.0f64, 0.0f64);
             for c in 0..cols {
-                let p = f64::from(w[r * cols + c]) * f64::from(x[t * cols + c]);
+                let p = widen(w[r * cols + c]) * widen(x[t * cols + c]);
                 y += p;
                 s += p.abs();
             }
@@ -175,18 +181,19 @@ fn output_is_the_dlfloat16_rounding_of_the_exact_product_of_rounded_inputs() {
     let got = run(&weight, &x, 2, &threads);
     for t in 0..2 {
         for r in 0..rows {
-            let exact: f64 = (0..cols)
-                .map(|c| {
-                    f64::from(dlfloat::round_f32(w[r * cols + c]))
-                        * f64::from(dlfloat::round_f32(x[t * cols + c]))
-                })
-                .sum();
+            let mut exact = 0.0f64;
+            for c in 0..cols {
+                let a = dlfloat::round_f32(w[r * cols + c]);
+                let b = dlfloat::round_f32(x[t * cols + c]);
+                exact += widen(a) * widen(b);
+            }
             let want = dlfloat::round_f32(exact as f32);
             // f32 accumulation may move the sum by a few f32 ulps: at most one DLFLOAT16 step.
             let step = f64::from(want.abs()) * U;
             assert!(
                 (f64::from(got[t * rows + r]) - f64::from(want)).abs() <= step,
-                "({t},{r})"
+                "({t},{r}): got {} want {want} (exact {exact}, step {step})",
+                got[t * rows + r]
             );
         }
     }
