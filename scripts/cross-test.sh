@@ -43,7 +43,7 @@ esac
 # tokenizer_oracle, chat_oracle and synth_models (node/Python-heavy; tokenizer and template
 # logic has no byte-order or SIMD code). chat_template asserts wall-clock limits (hostile
 # templates fail within 10 s), which emulation can exceed.
-CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop)
+CROSS_TESTS=(cross_kernels cross_models gguf_versions gguf_corrupt sampling_sampler sampling_stop nnpa_registry)
 
 if [[ -x "$ROOT/.cache/venv/bin/python3" ]]; then
     export PATH="$ROOT/.cache/venv/bin:$PATH" # see scripts/setup-test-deps.sh
@@ -99,12 +99,15 @@ for a in "${ARCHES[@]}"; do
         export "CC_${triple//-/_}=${GCC[$a]}-gcc" "AR_${triple//-/_}=${GCC[$a]}-ar"
         export CARGO_TARGET_DIR="$PREFIX-$a"
         export LOCAL_LLM_CROSS=1 LOCAL_LLM_CROSS_DIR="$FIXTURES"
+        export CARGO_PROFILE_TEST_DEBUG=0 # no debug info: faster builds and links under build-std
         args=(-Zbuild-std=std,panic_unwind --target "$triple" -p local-llm-engine --locked --lib)
         for test in "${CROSS_TESTS[@]}"; do args+=(--test "$test"); done
         $CROSS_CARGO test "${args[@]}" --no-run
         echo "$triple build: $((SECONDS - t)) s"
         t2=$SECONDS
         $CROSS_CARGO test "${args[@]}" -- --nocapture
+        # zdnn-sys: descriptor/ztensor layout and the loader (no libzdnn here: NotAvailable/Open).
+        $CROSS_CARGO test -Zbuild-std=std,panic_unwind --target "$triple" -p zdnn-sys --locked
         echo "$triple tests under qemu: $((SECONDS - t2)) s"
     )
     echo "$triple total: $((SECONDS - t)) s"

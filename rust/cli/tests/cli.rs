@@ -22,7 +22,7 @@ fn run_streams_the_same_text_as_llama_cpp() {
     }
     let model = common::model_path("smollm2");
     let model = model.to_str().expect("utf-8 path");
-    let prompt = "The three primary colors are";
+    let prompt = "The capital of France is";
     let oracle = common::run_oracle(&json!({
         "cmd": "generate", "model": model, "n_predict": 24,
         "prompts": [{"text": prompt, "special": true}],
