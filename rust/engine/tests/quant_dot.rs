@@ -9,23 +9,7 @@ use local_llm_engine::quant::{
 };
 use quant_support::{make_case, Rng};
 
-const WEIGHT_TYPES: [GgmlType; 15] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q8_1,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q8_K,
-];
+const WEIGHT_TYPES: [GgmlType; 15] = GgmlType::ALL;
 
 /// Row lengths to try for a type: several whole-block counts, plus ragged tails for floats.
 fn lengths(ty: GgmlType) -> Vec<usize> {

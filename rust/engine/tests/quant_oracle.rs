@@ -11,23 +11,7 @@ use half::f16;
 use local_llm_engine::quant::{dequantize, quantize_row, GgmlType};
 use quant_support::{random_row, read_f32, run_oracle, scratch_dir, Rng};
 
-const DEQUANT_TYPES: [GgmlType; 15] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q8_1,
-    GgmlType::Q2_K,
-    GgmlType::Q3_K,
-    GgmlType::Q4_K,
-    GgmlType::Q5_K,
-    GgmlType::Q6_K,
-    GgmlType::Q8_K,
-];
+const DEQUANT_TYPES: [GgmlType; 15] = GgmlType::ALL;
 
 #[test]
 fn dequantize_matches_gguf_numpy_bit_for_bit() {
