@@ -1,78 +1,12 @@
 //! The CPU device: runs every matmul with the quantized dot-product kernels, multi-threaded.
 
 use std::cell::RefCell;
-use std::ops::Range;
 
-use super::{Device, DeviceInfo, DeviceKind, DeviceWeight, MatmulShape, TensorBytes};
+use super::{
+    Device, DeviceInfo, DeviceKind, DeviceWeight, MatmulShape, SharedMut, TensorBytes, Threads,
+};
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
-
-/// A fixed set of worker threads for the compute kernels (`1` runs everything inline).
-pub struct Threads {
-    pool: Option<rayon::ThreadPool>,
-    count: usize,
-}
-
-impl Threads {
-    /// A pool of `count` threads (at least 1).
-    pub fn new(count: usize) -> Result<Self> {
-        let count = count.max(1);
-        let pool = if count > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(count)
-                    .thread_name(|i| format!("local-llm-worker-{i}"))
-                    .build()
-                    .map_err(|e| Error::Backend(format!("cannot start {count} threads: {e}")))?,
-            )
-        } else {
-            None
-        };
-        Ok(Threads { pool, count })
-    }
-
-    /// Number of threads.
-    pub fn count(&self) -> usize {
-        self.count
-    }
-
-    /// Run `f` over `0..n` split into contiguous chunks (multiples of `granularity`), one chunk per
-    /// task, across the pool. `f` must only touch data belonging to its range.
-    pub fn for_each_chunk(&self, n: usize, granularity: usize, f: impl Fn(Range<usize>) + Sync) {
-        let granularity = granularity.max(1);
-        match &self.pool {
-            Some(pool) if n > granularity => {
-                let tasks = (self.count * 4).min(n.div_ceil(granularity));
-                let chunk = n.div_ceil(tasks).div_ceil(granularity) * granularity;
-                pool.scope(|s| {
-                    let f = &f;
-                    let mut start = 0;
-                    while start < n {
-                        let end = (start + chunk).min(n);
-                        s.spawn(move |_| f(start..end));
-                        start = end;
-                    }
-                });
-            }
-            _ => f(0..n),
-        }
-    }
-}
-
-/// A raw pointer that may be shared across the pool's threads; users write disjoint elements.
-#[derive(Clone, Copy)]
-pub struct SharedMut<T>(pub *mut T);
-
-impl<T> SharedMut<T> {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    pub fn get(&self) -> *mut T {
-        self.0
-    }
-}
-// SAFETY: only used to write disjoint elements from different threads inside a scope.
-unsafe impl<T> Send for SharedMut<T> {}
-// SAFETY: see above.
-unsafe impl<T> Sync for SharedMut<T> {}
 
 thread_local! {
     static ACTIVATIONS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };

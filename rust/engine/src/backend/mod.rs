@@ -10,11 +10,13 @@ mod buffer;
 mod cpu;
 pub mod nnpa;
 mod registry;
+mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
-pub use cpu::{CpuDevice, SharedMut, Threads};
+pub use cpu::CpuDevice;
 pub use registry::Registry;
+pub use threads::{SharedMut, Threads};
 pub use weight::Weight;
 
 use crate::quant::GgmlType;

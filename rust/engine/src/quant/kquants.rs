@@ -248,7 +248,7 @@ pub(crate) fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
         }
         let iscale = -127.0 / max;
         for (q, &v) in b[4..4 + QK_K].iter_mut().zip(x) {
-            *q = ((iscale * v).round_ties_even() as i32).min(127) as i8 as u8;
+            *q = (super::legacy::round_even_small(iscale * v) as i32).min(127) as i8 as u8;
         }
         for g in 0..QK_K / 16 {
             let s: i32 = b[4 + 16 * g..4 + 16 * (g + 1)]

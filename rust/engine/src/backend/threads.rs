@@ -1,0 +1,291 @@
+//! The compute thread pool: long-lived workers that spin briefly between jobs, so that the many
+//! small matmuls of a decoding step do not pay a thread wake-up (or a task spawn) each.
+//!
+//! A job is a closure over `0..n` cut into chunks; the calling thread works on it too, chunks
+//! are claimed dynamically, and the call returns when every worker has finished the job.
+//! Workers that find no job for a while stop spinning and sleep on a condition variable.
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::{Error, Result};
+
+/// Spin iterations (each a `spin_loop` hint) a worker waits for the next job before sleeping:
+/// on the order of 100 µs, longer than the gaps between the matmuls of one token.
+const SPINS: u32 = 1 << 15;
+
+/// The closure of the running job, borrowed for the duration of [`Threads::for_each_chunk`].
+type JobFn<'a> = &'a (dyn Fn(Range<usize>) + Sync);
+
+/// What the workers read when the epoch changes.
+#[derive(Clone, Copy)]
+struct Job {
+    f: JobFn<'static>,
+    n: usize,
+    chunk: usize,
+}
+
+struct Shared {
+    /// Incremented (SeqCst) to publish a new job in `job`.
+    epoch: AtomicU64,
+    /// Written only by the dispatching thread while no worker runs a job.
+    job: UnsafeCell<Option<Job>>,
+    /// Next chunk index to claim.
+    next: AtomicUsize,
+    /// Workers that have not finished the current job.
+    running: AtomicUsize,
+    /// Workers asleep (or about to sleep) on `wake`.
+    sleepers: AtomicUsize,
+    shutdown: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
+    /// The first panic of a worker during the current job, re-raised by the dispatcher.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+// SAFETY: `job` is written only by the dispatcher (serialized by `Threads::dispatch`) before the
+// epoch is published and while `running == 0`, and read by workers only after they observe the
+// new epoch and before they decrement `running`.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the closure behind `Job::f` is `Sync`.
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// Claim and run chunks of the current job until none are left.
+    fn work(&self, job: Job) {
+        let chunks = job.n.div_ceil(job.chunk);
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= chunks {
+                break;
+            }
+            let start = i * job.chunk;
+            (job.f)(start..(start + job.chunk).min(job.n));
+        }
+    }
+
+    fn worker(&self) {
+        let mut seen = 0u64;
+        loop {
+            let mut spins = 0u32;
+            loop {
+                let epoch = self.epoch.load(Ordering::SeqCst);
+                if epoch != seen {
+                    seen = epoch;
+                    break;
+                }
+                if self.shutdown.load(Ordering::SeqCst) {
+                    return;
+                }
+                if spins < SPINS {
+                    std::hint::spin_loop();
+                    spins += 1;
+                    continue;
+                }
+                let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.sleepers.fetch_add(1, Ordering::SeqCst);
+                let guard = self
+                    .wake
+                    .wait_while(guard, |_| {
+                        self.epoch.load(Ordering::SeqCst) == seen
+                            && !self.shutdown.load(Ordering::SeqCst)
+                    })
+                    .unwrap_or_else(|e| e.into_inner());
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                drop(guard);
+                spins = 0;
+            }
+            // SAFETY: the job was written before the epoch we observed and stays valid until
+            // we decrement `running` (the dispatcher waits for that).
+            let job = unsafe { *self.job.get() };
+            if let Some(job) = job {
+                let result =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(job)));
+                if let Err(payload) = result {
+                    // Stop handing out chunks; keep the first panic for the dispatcher.
+                    self.next.store(usize::MAX / 2, Ordering::Relaxed);
+                    let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert(payload);
+                }
+            }
+            self.running.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+/// A fixed set of compute threads (`1` runs everything inline on the caller).
+pub struct Threads {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    dispatch: Mutex<()>,
+    count: usize,
+}
+
+impl Threads {
+    /// A pool of `count` threads in all (at least 1): the caller and `count - 1` workers.
+    pub fn new(count: usize) -> Result<Self> {
+        let count = count.max(1);
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(0),
+            job: UnsafeCell::new(None),
+            next: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            panic: Mutex::new(None),
+        });
+        let mut threads = Threads {
+            shared,
+            workers: Vec::with_capacity(count - 1),
+            dispatch: Mutex::new(()),
+            count,
+        };
+        for i in 1..count {
+            let shared = Arc::clone(&threads.shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("local-llm-worker-{i}"))
+                .spawn(move || shared.worker())
+                .map_err(|e| Error::Backend(format!("cannot start {count} threads: {e}")))?;
+            threads.workers.push(handle);
+        }
+        Ok(threads)
+    }
+
+    /// Number of threads, the caller included.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Run `f` over `0..n` split into contiguous chunks (multiples of `granularity`), several
+    /// per thread, claimed dynamically by the caller and the workers. `f` must only touch data
+    /// belonging to its range. A panic inside `f` is re-raised here after all threads stopped.
+    pub fn for_each_chunk(&self, n: usize, granularity: usize, f: impl Fn(Range<usize>) + Sync) {
+        let granularity = granularity.max(1);
+        if self.workers.is_empty() || n <= granularity {
+            if n > 0 {
+                f(0..n);
+            }
+            return;
+        }
+        let tasks = (self.count * 4).min(n.div_ceil(granularity));
+        let chunk = n.div_ceil(tasks).div_ceil(granularity) * granularity;
+        self.dispatch(&f, n, chunk);
+    }
+
+    fn dispatch(&self, f: &(dyn Fn(Range<usize>) + Sync), n: usize, chunk: usize) {
+        let _serial = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &*self.shared;
+        // SAFETY: the lifetime is erased only for the duration of this call: we return after
+        // every worker has decremented `running`, after which none reads the job again.
+        let f: JobFn<'static> = unsafe { std::mem::transmute::<JobFn<'_>, JobFn<'static>>(f) };
+        let job = Job { f, n, chunk };
+        // SAFETY: no worker reads `job` now: `running` is 0 and the epoch is not yet published.
+        unsafe { *s.job.get() = Some(job) };
+        s.next.store(0, Ordering::Relaxed);
+        s.running.store(self.workers.len(), Ordering::Relaxed);
+        s.epoch.fetch_add(1, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
+        }
+        let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(job)));
+        if mine.is_err() {
+            s.next.store(usize::MAX / 2, Ordering::Relaxed);
+        }
+        while s.running.load(Ordering::Acquire) != 0 {
+            std::hint::spin_loop();
+        }
+        // SAFETY: every worker is done with the job.
+        unsafe { *s.job.get() = None };
+        let theirs = s.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Err(payload) = mine {
+            std::panic::resume_unwind(payload);
+        }
+        if let Some(payload) = theirs {
+            std::panic::resume_unwind(payload);
+        }
+    }
+}
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _guard = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.wake.notify_all();
+        }
+        for handle in self.workers.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A raw pointer that may be shared across the pool's threads; users write disjoint elements.
+#[derive(Clone, Copy)]
+pub struct SharedMut<T>(pub *mut T);
+
+impl<T> SharedMut<T> {
+    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
+    pub fn get(&self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: only used to write disjoint elements from different threads inside a job.
+unsafe impl<T> Send for SharedMut<T> {}
+// SAFETY: see above.
+unsafe impl<T> Sync for SharedMut<T> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_index_runs_once_for_many_jobs() {
+        for count in [1, 2, 3] {
+            let threads = Threads::new(count).unwrap();
+            for n in [0usize, 1, 5, 16, 17, 1000] {
+                for gran in [1usize, 4, 16] {
+                    let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                    threads.for_each_chunk(n, gran, |r| {
+                        assert!(r.start % gran == 0 && r.end <= n);
+                        for i in r {
+                            hits[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                    assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn workers_wake_after_sleeping() {
+        let threads = Threads::new(2).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let sum = AtomicUsize::new(0);
+        threads.for_each_chunk(100, 1, |r| {
+            sum.fetch_add(r.sum::<usize>(), Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 4950);
+    }
+
+    #[test]
+    fn a_panic_in_a_chunk_reaches_the_caller_and_the_pool_survives() {
+        let threads = Threads::new(2).unwrap();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            threads.for_each_chunk(64, 1, |r| assert!(!r.contains(&40), "boom"));
+        }));
+        assert!(result.is_err());
+        let sum = AtomicUsize::new(0);
+        threads.for_each_chunk(10, 1, |r| {
+            sum.fetch_add(r.len(), Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 10);
+    }
+}
