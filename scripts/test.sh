@@ -44,6 +44,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 section "cargo test --workspace"
 cargo test --workspace --locked "$@"
+if [[ $# -eq 0 ]]; then
+    # The kernels again with the other dispatch choices (AVX2 without VNNI; portable).
+    for simd in avx2 scalar; do
+        echo "LOCAL_LLM_SIMD=$simd: quant_dot"
+        LOCAL_LLM_SIMD=$simd cargo test --locked -p local-llm-engine --test quant_dot
+    done
+fi
 
 section "js: bindings, C++ link check, JS tests"
 if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then

@@ -5,7 +5,7 @@ mod quant_support;
 
 use half::f16;
 use local_llm_engine::quant::{
-    simd_level, vec_dot, vec_dot_scalar, vec_dot_type, vec_dot_x4, GgmlType,
+    simd_level, vec_dot, vec_dot_scalar, vec_dot_tile, vec_dot_type, GgmlType,
 };
 use quant_support::{make_case, Rng};
 
@@ -63,6 +63,16 @@ fn simd_kernels_agree_with_scalar() {
     }
     #[cfg(target_arch = "x86_64")]
     if std::env::var("LOCAL_LLM_SIMD").is_err() && std::arch::is_x86_feature_detected!("avx2") {
+        let want = if std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            "avx512vnni"
+        } else {
+            "avx2"
+        };
+        assert_eq!(simd_level(), want);
+    }
+    if std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v == "avx2") {
         assert_eq!(simd_level(), "avx2");
     }
 }
@@ -113,25 +123,56 @@ fn integer_parts_are_exact_on_small_values() {
     }
 }
 
-/// The four-row kernel (prompt processing) must give, bit for bit, what the single-row kernel
-/// gives for each activation row.
+/// The tile kernels (R weight rows × T activation rows, prompt processing) must give, bit for
+/// bit, what the single-row kernel gives for each pair.
 #[test]
-fn vec_dot_x4_equals_vec_dot_bitwise() {
-    let mut rng = Rng::new(7);
-    for ty in WEIGHT_TYPES {
-        for n in lengths(ty) {
-            let w = quant_support::random_row(&mut rng, ty, n);
-            let acts: Vec<Vec<u8>> = (0..4)
-                .map(|_| quant_support::random_row(&mut rng, vec_dot_type(ty), n))
-                .collect();
-            let four = vec_dot_x4(ty, n, &w, [&acts[0], &acts[1], &acts[2], &acts[3]]);
-            for (k, a) in acts.iter().enumerate() {
+fn vec_dot_tile_equals_vec_dot_bitwise() {
+    fn check<const R: usize, const T: usize>(rng: &mut Rng, ty: GgmlType, n: usize) -> bool {
+        let w: Vec<Vec<u8>> = (0..R)
+            .map(|_| quant_support::random_row(rng, ty, n))
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..T)
+            .map(|_| quant_support::random_row(rng, vec_dot_type(ty), n))
+            .collect();
+        let w_rows: [&[u8]; R] = std::array::from_fn(|i| &w[i][..]);
+        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
+        let Some(tile) = vec_dot_tile(ty, n, w_rows, a_rows) else {
+            return false;
+        };
+        for r in 0..R {
+            for t in 0..T {
                 assert_eq!(
-                    four[k].to_bits(),
-                    vec_dot(ty, n, &w, a).to_bits(),
-                    "{ty} n={n} row {k}"
+                    tile[r][t].to_bits(),
+                    vec_dot(ty, n, &w[r], &acts[t]).to_bits(),
+                    "{ty} n={n} {R}x{T} ({r}, {t})"
                 );
             }
         }
+        true
+    }
+    let mut rng = Rng::new(7);
+    let mut tiled = Vec::new();
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            let mut any = check::<1, 1>(&mut rng, ty, n);
+            any |= check::<1, 4>(&mut rng, ty, n);
+            any |= check::<2, 4>(&mut rng, ty, n);
+            any |= check::<4, 4>(&mut rng, ty, n);
+            any |= check::<4, 1>(&mut rng, ty, n);
+            if any && !tiled.contains(&ty) {
+                tiled.push(ty);
+            }
+        }
+    }
+    eprintln!(
+        "tile kernels checked for {tiled:?} (simd level {})",
+        simd_level()
+    );
+    if simd_level().starts_with("avx") {
+        assert_eq!(
+            tiled.len(),
+            7,
+            "Q8_0 Q4_0 Q5_0 Q4_1 Q4_K Q5_K Q6_K have tile kernels on x86-64"
+        );
     }
 }

@@ -50,32 +50,125 @@ pub(crate) fn matmul(
             quant::quantize_row(act_ty, xt, at)?;
         }
         let act = &act[..];
-        let out_ptr = SharedMut(out.as_mut_ptr());
+        let out = SharedMut(out.as_mut_ptr());
+        // Row tiles only pay off with several tokens; decoding streams one row at a time.
+        let tile = if n_tokens >= 4 {
+            quant::tile_rows(ty)
+        } else {
+            0
+        };
+        let m = Operands {
+            ty,
+            cols,
+            rows,
+            n_tokens,
+            w,
+            w_row,
+            act,
+            act_row,
+            out,
+        };
         threads.for_each_chunk(rows, 16, |range| {
-            let act_of = |t: usize| &act[t * act_row..(t + 1) * act_row];
-            // SAFETY (both writes): (t, r) is written by exactly one task; t*rows+r < out.len().
-            let write =
-                |t: usize, r: usize, v: f32| unsafe { *out_ptr.get().add(t * rows + r) = v };
-            for r in range {
-                let wr = &w[r * w_row..(r + 1) * w_row];
-                let mut t = 0;
-                while t + 4 <= n_tokens {
-                    let acts = [act_of(t), act_of(t + 1), act_of(t + 2), act_of(t + 3)];
-                    for (k, v) in quant::vec_dot_x4(ty, cols, wr, acts)
-                        .into_iter()
-                        .enumerate()
-                    {
-                        write(t + k, r, v);
-                    }
-                    t += 4;
+            let mut r = range.start;
+            while tile > 0 && r + tile <= range.end {
+                match tile {
+                    4 => m.tile_rows::<4>(r),
+                    2 => m.tile_rows::<2>(r),
+                    _ => m.tile_rows::<1>(r),
                 }
-                for t in t..n_tokens {
-                    write(t, r, quant::vec_dot(ty, cols, wr, act_of(t)));
-                }
+                r += tile;
+            }
+            for r in r..range.end {
+                m.one_row(r);
             }
         });
         Ok(())
     })
+}
+
+/// One matmul's operands: weight rows, quantized activation rows and the output.
+struct Operands<'a> {
+    ty: GgmlType,
+    cols: usize,
+    rows: usize,
+    n_tokens: usize,
+    w: &'a [u8],
+    w_row: usize,
+    act: &'a [u8],
+    act_row: usize,
+    out: SharedMut<f32>,
+}
+
+impl Operands<'_> {
+    fn weight(&self, r: usize) -> &[u8] {
+        &self.w[r * self.w_row..(r + 1) * self.w_row]
+    }
+
+    fn act(&self, t: usize) -> &[u8] {
+        &self.act[t * self.act_row..(t + 1) * self.act_row]
+    }
+
+    /// Write `out[t][r]`. Every (t, r) is written by exactly one task.
+    fn write(&self, t: usize, r: usize, v: f32) {
+        assert!(t < self.n_tokens && r < self.rows);
+        // SAFETY: t < n_tokens and r < rows, so the index is inside `out` (checked in matmul),
+        // and no other task writes this element.
+        unsafe { *self.out.get().add(t * self.rows + r) = v };
+    }
+
+    /// Rows `r0..r0 + R` against every token with the tile kernels (4 tokens at a time). Only
+    /// called for types with tile kernels.
+    fn tile_rows<const R: usize>(&self, r0: usize) {
+        let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
+        let mut t = 0;
+        while t + 4 <= self.n_tokens {
+            let acts = [
+                self.act(t),
+                self.act(t + 1),
+                self.act(t + 2),
+                self.act(t + 3),
+            ];
+            if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) {
+                for (i, row) in v.iter().enumerate() {
+                    for (k, &x) in row.iter().enumerate() {
+                        self.write(t + k, r0 + i, x);
+                    }
+                }
+            }
+            t += 4;
+        }
+        for t in t..self.n_tokens {
+            if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, [self.act(t)]) {
+                for (i, row) in v.iter().enumerate() {
+                    self.write(t, r0 + i, row[0]);
+                }
+            }
+        }
+    }
+
+    /// Row `r` against every token (four at a time where a tile kernel exists).
+    fn one_row(&self, r: usize) {
+        let (ty, cols, wr) = (self.ty, self.cols, self.weight(r));
+        let mut t = 0;
+        while t + 4 <= self.n_tokens {
+            let acts = [
+                self.act(t),
+                self.act(t + 1),
+                self.act(t + 2),
+                self.act(t + 3),
+            ];
+            let Some([v]) = quant::vec_dot_tile(ty, cols, [wr], acts) else {
+                break;
+            };
+            for (k, x) in v.into_iter().enumerate() {
+                self.write(t + k, r, x);
+            }
+            t += 4;
+        }
+        for t in t..self.n_tokens {
+            self.write(t, r, quant::vec_dot(ty, cols, wr, self.act(t)));
+        }
+    }
 }
 
 /// The host CPU device. Always registered; runs every weight type the kernels know.

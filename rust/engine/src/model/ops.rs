@@ -1,6 +1,8 @@
 //! Element-wise and row-wise operations of the transformer forward pass, with llama.cpp's
 //! numerics (accumulation precision, RoPE angle recurrence, f16 rounding points).
 
+use std::sync::OnceLock;
+
 use half::f16;
 
 /// RMS-normalise `x` in place and multiply by `weight`: `x * weight / sqrt(mean(x²) + eps)`.
@@ -21,14 +23,36 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// `x = gelu_tanh(x) * up` (GeGLU with the tanh approximation).
-pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+/// GELU with the tanh approximation, in f32.
+fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const COEF: f32 = 0.044_715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF * x * x)).tanh())
+}
+
+/// `gelu_tanh` of every f16 value, as f16 bits (128 KiB, built once).
+fn gelu_table() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| f16::from_f32(gelu_tanh(f16::from_bits(bits).to_f32())).to_bits())
+            .collect()
+    })
+}
+
+/// `x = gelu_tanh(x) * up` (GeGLU) with llama.cpp's CPU numerics: the input is rounded to f16
+/// and looked up in a table of f16 results; beyond ±10 GELU is taken as 0 or the identity.
+pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
     for (g, u) in gate.iter_mut().zip(up) {
         let x = *g;
-        let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF * x * x)).tanh());
-        *g = y * u;
+        *g = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x * u
+        } else {
+            f16::from_bits(table[usize::from(f16::from_f32(x).to_bits())]).to_f32() * u
+        };
     }
 }
 

@@ -2,6 +2,8 @@
 //! (`llama.rs`, `gemma3.rs`) reads its metadata and tensors into a [`Transformer`] and sets the
 //! features it uses (biases, QK-norm, post-norms, sliding windows, activation, scaling).
 
+use std::cell::Cell;
+
 use half::slice::HalfFloatSliceExt;
 
 use super::kv_cache::KvCache;
@@ -68,6 +70,25 @@ pub(crate) struct Transformer {
     pub(crate) output: Weight,
 }
 
+/// The forward pass's working buffers, kept per thread between calls so that decoding does
+/// not allocate (and the kernel does not zero fresh pages) for every token.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
+}
+
 fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
     if let Some(b) = bias {
         for row in x.chunks_exact_mut(b.len()) {
@@ -119,36 +140,83 @@ impl Transformer {
             c.n_head_kv * c.head_dim_v,
         );
         let ow = c.n_head * c.head_dim_v;
-        let mut x = vec![0.0f32; n * d];
+        let mut buffers = SCRATCH.take();
+        let Scratch {
+            x,
+            h,
+            q,
+            k,
+            v,
+            attn,
+            proj,
+            gate,
+            up,
+        } = &mut buffers;
+        for (buf, len) in [
+            (&mut *x, n * d),
+            (&mut *h, n * d),
+            (&mut *q, n * qw),
+            (&mut *k, n * kw),
+            (&mut *v, n * vw),
+            (&mut *attn, n * ow),
+            (&mut *proj, n * d),
+            (&mut *gate, n * c.n_ff),
+            (&mut *up, n * c.n_ff),
+        ] {
+            buf.clear();
+            buf.resize(len, 0.0);
+        }
+        let result = self.forward_with(tokens, cache, threads, output, &mut buffers);
+        SCRATCH.set(buffers);
+        result
+    }
+
+    /// [`Transformer::forward`] with its working buffers sized for `tokens`.
+    fn forward_with(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        threads: &Threads,
+        output: Output,
+        buffers: &mut Scratch,
+    ) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let n = tokens.len();
+        let pos0 = cache.len();
+        let d = c.n_embd;
+        let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let Scratch {
+            x,
+            h,
+            q,
+            k,
+            v,
+            attn,
+            proj,
+            gate,
+            up,
+        } = buffers;
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
             self.embedding.row(id, row)?;
         }
         if let Some(s) = self.embed_scale {
             x.iter_mut().for_each(|v| *v *= s);
         }
-        let mut h = vec![0.0f32; n * d];
-        let mut q = vec![0.0f32; n * qw];
-        let mut k = vec![0.0f32; n * kw];
-        let mut v = vec![0.0f32; n * vw];
-        let mut attn = vec![0.0f32; n * ow];
-        let mut proj = vec![0.0f32; n * d];
-        let mut gate = vec![0.0f32; n * c.n_ff];
-        let mut up = vec![0.0f32; n * c.n_ff];
         let mut table = Vec::new();
         for (il, layer) in self.layers.iter().enumerate() {
-            h.copy_from_slice(&x);
-            norm_rows(&mut h, &layer.attn_norm, c.rms_eps);
-            layer.wq.matmul(&h, n, &mut q, threads)?;
-            layer.wk.matmul(&h, n, &mut k, threads)?;
-            layer.wv.matmul(&h, n, &mut v, threads)?;
-            add_bias(&mut q, &layer.bq);
-            add_bias(&mut k, &layer.bk);
-            add_bias(&mut v, &layer.bv);
+            h.copy_from_slice(x);
+            norm_rows(h, &layer.attn_norm, c.rms_eps);
+            layer.wq.matmul(h, n, q, threads)?;
+            layer.wk.matmul(h, n, k, threads)?;
+            layer.wv.matmul(h, n, v, threads)?;
+            add_bias(q, &layer.bq);
+            add_bias(k, &layer.bk);
+            add_bias(v, &layer.bv);
             if let Some(w) = &layer.q_norm {
-                norm_rows(&mut q, w, c.rms_eps);
+                norm_rows(q, w, c.rms_eps);
             }
             if let Some(w) = &layer.k_norm {
-                norm_rows(&mut k, w, c.rms_eps);
+                norm_rows(k, w, c.rms_eps);
             }
             for t in 0..n {
                 layer.rope.angles(pos0 + t, &mut table);
@@ -162,27 +230,27 @@ impl Transformer {
             if let Some(s) = self.query_scale {
                 q.iter_mut().for_each(|v| *v *= s);
             }
-            cache.store(il, pos0, &k, &v);
-            self.attention(il, layer, &q, n, pos0, cache, &mut attn, threads);
-            layer.wo.matmul(&attn, n, &mut proj, threads)?;
+            cache.store(il, pos0, k, v);
+            self.attention(il, layer, q, n, pos0, cache, attn, threads);
+            layer.wo.matmul(attn, n, proj, threads)?;
             if let Some(w) = &layer.post_attn_norm {
-                norm_rows(&mut proj, w, c.rms_eps);
+                norm_rows(proj, w, c.rms_eps);
             }
-            add_into(&mut x, &proj);
+            add_into(x, proj);
 
-            h.copy_from_slice(&x);
-            norm_rows(&mut h, &layer.ffn_norm, c.rms_eps);
-            layer.w_gate.matmul(&h, n, &mut gate, threads)?;
-            layer.w_up.matmul(&h, n, &mut up, threads)?;
+            h.copy_from_slice(x);
+            norm_rows(h, &layer.ffn_norm, c.rms_eps);
+            layer.w_gate.matmul(h, n, gate, threads)?;
+            layer.w_up.matmul(h, n, up, threads)?;
             match self.activation {
-                FfnActivation::Silu => ops::silu_mul(&mut gate, &up),
-                FfnActivation::GeluTanh => ops::gelu_mul(&mut gate, &up),
+                FfnActivation::Silu => ops::silu_mul(gate, up),
+                FfnActivation::GeluTanh => ops::gelu_mul(gate, up),
             }
-            layer.w_down.matmul(&gate, n, &mut proj, threads)?;
+            layer.w_down.matmul(gate, n, proj, threads)?;
             if let Some(w) = &layer.post_ffn_norm {
-                norm_rows(&mut proj, w, c.rms_eps);
+                norm_rows(proj, w, c.rms_eps);
             }
-            add_into(&mut x, &proj);
+            add_into(x, proj);
         }
         cache.set_len(pos0 + n);
 

@@ -16,7 +16,7 @@ mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_kquants;
 #[cfg(target_arch = "x86_64")]
-mod x86_multi;
+mod x86_tile;
 
 use std::sync::OnceLock;
 
@@ -59,10 +59,27 @@ fn level() -> Level {
     *LEVEL.get_or_init(detect)
 }
 
-/// Name of the SIMD level selected at run time: `"avx2"`, `"neon"` or `"scalar"`.
+/// Whether the AVX2 level may also use AVX-512 VNNI (256-bit `vpdpbusd`, 32 registers).
+/// `LOCAL_LLM_SIMD=avx2` turns it off.
+#[cfg(target_arch = "x86_64")]
+fn vnni() -> bool {
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    *VNNI.get_or_init(|| {
+        level() == Level::Avx2
+            && !std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("avx2"))
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    })
+}
+
+/// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"neon"` or
+/// `"scalar"`.
 pub fn simd_level() -> &'static str {
     match level() {
         Level::Scalar => "scalar",
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 if vnni() => "avx512vnni",
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => "avx2",
         #[cfg(target_arch = "aarch64")]
@@ -201,6 +218,13 @@ pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
             let nb = blocks_in_rows(w, n, w_row, act_row);
+            if let (true, Some(kind)) = (vnni(), x86_tile::kind(w)) {
+                // SAFETY: level Avx2 and vnni() checked the features; nb blocks are present.
+                let v = unsafe {
+                    x86_tile::tile::<1, 1>(true, kind, nb, [w_row.as_ptr()], [act_row.as_ptr()])
+                };
+                return v[0][0];
+            }
             if let Some(v) = x86::vec_dot(w, nb, w_row, act_row) {
                 return v;
             }
@@ -217,21 +241,53 @@ pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
     vec_dot_scalar(w, n, w_row, act_row)
 }
 
-/// Dot products of one weight row with four activation rows (prompt processing): the weight
-/// row is unpacked once. Each result is bit-identical to [`vec_dot`] on that row.
-pub fn vec_dot_x4(w: GgmlType, n: usize, w_row: &[u8], acts: [&[u8]; 4]) -> [f32; 4] {
+/// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
+/// (4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats), or 0 when `w` has no
+/// tile kernel.
+pub fn tile_rows(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if level() == Level::Avx2 {
-        let nb = acts
-            .iter()
-            .map(|a| blocks_in_rows(w, n, w_row, a))
-            .min()
-            .unwrap_or(0);
-        if let Some(v) = x86_multi::vec_dot_x4(w, nb, w_row, acts) {
-            return v;
+        if x86_tile::kind(w).is_some() {
+            return if vnni() { 4 } else { 2 };
+        }
+        if matches!(w, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+            return 1;
         }
     }
-    acts.map(|a| vec_dot(w, n, w_row, a))
+    let _ = w;
+    0
+}
+
+/// Dot products of `R` weight rows with `T` activation rows (in [`vec_dot_type`]`(w)`):
+/// `out[r][t] = w_rows[r] · acts[t]`, each bit-identical to [`vec_dot`]. `None` when `w` has no
+/// tile kernel here ([`tile_rows`] is 0). All weight rows (and all activation rows) must have
+/// the same length; rows are truncated to whole blocks like `vec_dot`.
+pub fn vec_dot_tile<const R: usize, const T: usize>(
+    w: GgmlType,
+    n: usize,
+    w_rows: [&[u8]; R],
+    acts: [&[u8]; T],
+) -> Option<[[f32; T]; R]> {
+    #[cfg(target_arch = "x86_64")]
+    if level() == Level::Avx2 && R > 0 && T > 0 {
+        let (w0, a0) = (w_rows[0], acts[0]);
+        assert!(
+            w_rows.iter().all(|r| r.len() == w0.len()) && acts.iter().all(|a| a.len() == a0.len()),
+            "vec_dot_tile: rows of different lengths"
+        );
+        let nb = blocks_in_rows(w, n, w0, a0);
+        let (wp, ap) = (w_rows.map(|r| r.as_ptr()), acts.map(|a| a.as_ptr()));
+        // SAFETY: level Avx2 means avx2/fma/f16c were detected and `vnni()` checks the AVX-512
+        // features; `nb` whole blocks are present in every row (all rows have equal lengths).
+        return unsafe {
+            match x86_tile::kind(w) {
+                Some(kind) => Some(x86_tile::tile::<R, T>(vnni(), kind, nb, wp, ap)),
+                None => x86_kquants::tile::<R, T>(w, nb, wp, ap),
+            }
+        };
+    }
+    let _ = (w, n, w_rows, acts);
+    None
 }
 
 /// The portable kernel [`vec_dot`] uses when `LOCAL_LLM_SIMD=scalar` is set or no SIMD kernel

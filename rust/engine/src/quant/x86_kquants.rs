@@ -9,81 +9,122 @@ use std::arch::x86_64::*;
 
 use super::float::f16_at;
 use super::kquants::{
-    q3k_scales, q45k_min_sum, q4k_scales_mins, q8k_bsum, q8k_d, Q2K_BYTES, Q3K_BYTES, Q4K_BYTES,
-    Q5K_BYTES, Q6K_BYTES, Q8K_BYTES,
+    q3k_scales, q4k_scales_mins, q8k_bsum, q8k_d, Q2K_BYTES, Q3K_BYTES, Q4K_BYTES, Q5K_BYTES,
+    Q6K_BYTES, Q8K_BYTES,
 };
 use super::x86::{half, hsum_ps, load};
+use super::GgmlType;
 
-/// Q4_K (`five == false`) or Q5_K × Q8_K.
+/// The Q8_K block `b` of the activation row at `y`.
+#[inline]
+unsafe fn q8k_block<'a>(y: *const u8, b: usize) -> &'a [u8] {
+    std::slice::from_raw_parts(y.add(Q8K_BYTES * b), Q8K_BYTES)
+}
+
+/// `Σ_j m_j · (bsum_{2j} + bsum_{2j+1})` of a Q8_K block at `y` (exact; as `q45k_min_sum`),
+/// with the eight mins widened to i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q45_k(nb: usize, x: &[u8], y: &[u8], five: bool) -> f32 {
-    let size = if five { Q5K_BYTES } else { Q4K_BYTES };
+unsafe fn min_sum(mins: __m256i, y: *const u8) -> i32 {
+    let bsums = _mm256_loadu_si256(y.add(4 + 256).cast());
+    let pairs = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
+    hsum_epi32(_mm256_mullo_epi32(pairs, mins))
+}
+
+/// Q4_K (`FIVE == false`) or Q5_K weights × `T` Q8_K activation rows: each super-block is
+/// unpacked once and used for every row; per row the operations are those of the one-row
+/// kernel (`T == 1`), so results are identical.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_q45_k_rows<const FIVE: bool, const T: usize>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; T],
+) -> [f32; T] {
+    let size = if FIVE { Q5K_BYTES } else { Q4K_BYTES };
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
-    let mut acc = _mm256_setzero_ps();
-    let mut acc_m = 0f32;
-    for (xb, yb) in x.chunks_exact(size).zip(y.chunks_exact(Q8K_BYTES)).take(nb) {
-        let yd = q8k_d(yb);
+    let mut acc = [_mm256_setzero_ps(); T];
+    let mut acc_m = [0f32; T];
+    for b in 0..nb {
+        let xp = x.add(size * b);
+        let xb = std::slice::from_raw_parts(xp, size);
         let (sc, m) = q4k_scales_mins(&xb[4..16]);
-        acc_m += yd * half(xb.as_ptr().add(2)) * q45k_min_sum(&m, yb) as f32;
-        let qs = xb.as_ptr().add(if five { 48 } else { 16 });
-        let hbits = if five {
-            load(xb.as_ptr().add(16))
+        let dmin = half(xp.add(2));
+        let mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(m.as_ptr().cast()));
+        for t in 0..T {
+            let yb = q8k_block(y[t], b);
+            acc_m[t] += q8k_d(yb) * dmin * min_sum(mins, yb.as_ptr()) as f32;
+        }
+        let qs = xp.add(if FIVE { 48 } else { 16 });
+        let hbits = if FIVE {
+            load(xp.add(16))
         } else {
             _mm256_setzero_si256()
         };
-        let q8 = yb.as_ptr().add(4);
-        let mut sumi = _mm256_setzero_si256();
+        let mut sumi = [_mm256_setzero_si256(); T];
         for j in 0..4 {
             let bits = load(qs.add(32 * j));
             let mut lo = _mm256_and_si256(bits, m4);
             let mut hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            if five {
+            if FIVE {
                 let h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32));
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
                 let h = _mm256_srli_epi16(h, 1);
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
             }
-            let plo = _mm256_maddubs_epi16(lo, load(q8.add(64 * j)));
-            let phi = _mm256_maddubs_epi16(hi, load(q8.add(64 * j + 32)));
-            let plo = _mm256_madd_epi16(plo, _mm256_set1_epi16(i16::from(sc[2 * j])));
-            let phi = _mm256_madd_epi16(phi, _mm256_set1_epi16(i16::from(sc[2 * j + 1])));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+            let slo = _mm256_set1_epi16(i16::from(sc[2 * j]));
+            let shi = _mm256_set1_epi16(i16::from(sc[2 * j + 1]));
+            for t in 0..T {
+                let q8 = y[t].add(Q8K_BYTES * b + 4);
+                let plo = _mm256_maddubs_epi16(lo, load(q8.add(64 * j)));
+                let phi = _mm256_maddubs_epi16(hi, load(q8.add(64 * j + 32)));
+                let plo = _mm256_madd_epi16(plo, slo);
+                let phi = _mm256_madd_epi16(phi, shi);
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(plo, phi));
+            }
         }
-        let d = _mm256_set1_ps(yd * half(xb.as_ptr()));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        let dx = half(xp);
+        for t in 0..T {
+            let d = _mm256_set1_ps(q8k_d(q8k_block(y[t], b)) * dx);
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
     }
-    hsum_ps(acc) - acc_m
+    let mut out = [0f32; T];
+    for t in 0..T {
+        out[t] = hsum_ps(acc[t]) - acc_m[t];
+    }
+    out
 }
 
 /// Q4_K × Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    dot_q45_k(nb, x, y, false)
+    dot_q45_k_rows::<false, 1>(nb, x.as_ptr(), [y.as_ptr()])[0]
 }
 
 /// Q5_K × Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q5_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    dot_q45_k(nb, x, y, true)
+    dot_q45_k_rows::<true, 1>(nb, x.as_ptr(), [y.as_ptr()])[0]
 }
 
-/// Q6_K × Q8_K: quants are used unsigned (0..=63) and the offset 32 is subtracted as `32·Σy`.
+/// Q6_K weights × `T` Q8_K activation rows (quants used unsigned, 0..=63, with the offset 32
+/// subtracted as `32·Σy`); per row the same operations as with `T == 1`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q6_k_rows<const T: usize>(
+    nb: usize,
+    x: *const u8,
+    y: [*const u8; T],
+) -> [f32; T] {
     let m4 = _mm256_set1_epi8(0x0f);
     let m30 = _mm256_set1_epi8(0x30);
     let k32 = _mm256_set1_epi8(32);
-    let mut acc = _mm256_setzero_ps();
-    for (xb, yb) in x
-        .chunks_exact(Q6K_BYTES)
-        .zip(y.chunks_exact(Q8K_BYTES))
-        .take(nb)
-    {
-        let xp = xb.as_ptr();
-        let q8 = yb.as_ptr().add(4);
-        let mut sumi = _mm256_setzero_si256();
+    let mut acc = [_mm256_setzero_ps(); T];
+    for b in 0..nb {
+        let xp = x.add(Q6K_BYTES * b);
+        let mut sumi = [_mm256_setzero_si256(); T];
         for n in 0..2 {
             let l0 = load(xp.add(64 * n));
             let l1 = load(xp.add(64 * n + 32));
@@ -107,20 +148,37 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
                 ),
             ];
             for (k, q) in q.into_iter().enumerate() {
-                let yv = load(q8.add(128 * n + 32 * k));
-                let p =
-                    _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(k32, yv));
                 let g = 8 * n + 2 * k;
-                let s0 = i16::from(xb[192 + g] as i8);
-                let s1 = i16::from(xb[193 + g] as i8);
+                let s0 = i16::from(*xp.add(192 + g) as i8);
+                let s1 = i16::from(*xp.add(193 + g) as i8);
                 let scales = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+                for t in 0..T {
+                    let yv = load(y[t].add(Q8K_BYTES * b + 4 + 128 * n + 32 * k));
+                    let p = _mm256_sub_epi16(
+                        _mm256_maddubs_epi16(q, yv),
+                        _mm256_maddubs_epi16(k32, yv),
+                    );
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, scales));
+                }
             }
         }
-        let d = _mm256_set1_ps(half(xp.add(208)) * q8k_d(yb));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
+        let dx = half(xp.add(208));
+        for t in 0..T {
+            let d = _mm256_set1_ps(dx * q8k_d(q8k_block(y[t], b)));
+            acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        }
     }
-    hsum_ps(acc)
+    let mut out = [0f32; T];
+    for t in 0..T {
+        out[t] = hsum_ps(acc[t]);
+    }
+    out
+}
+
+/// Q6_K × Q8_K.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    dot_q6_k_rows::<1>(nb, x.as_ptr(), [y.as_ptr()])[0]
 }
 
 /// Horizontal sum of 8 i32 lanes.
@@ -209,4 +267,27 @@ pub(super) unsafe fn dot_q3_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
         sum += f16_at(xb, 108) * q8k_d(yb) * isum as f32;
     }
     sum
+}
+
+/// `R` weight rows × `T` activation rows for Q4_K, Q5_K and Q6_K (each row unpacked once for
+/// the `T` activations), or `None` for another type.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present and every row must hold `nb` whole super-blocks.
+pub(super) unsafe fn tile<const R: usize, const T: usize>(
+    w: GgmlType,
+    nb: usize,
+    x: [*const u8; R],
+    y: [*const u8; T],
+) -> Option<[[f32; T]; R]> {
+    let mut out = [[0f32; T]; R];
+    for (o, &row) in out.iter_mut().zip(&x) {
+        *o = match w {
+            GgmlType::Q4_K => dot_q45_k_rows::<false, T>(nb, row, y),
+            GgmlType::Q5_K => dot_q45_k_rows::<true, T>(nb, row, y),
+            GgmlType::Q6_K => dot_q6_k_rows::<T>(nb, row, y),
+            _ => return None,
+        };
+    }
+    Some(out)
 }
