@@ -355,6 +355,41 @@ test('embeddings, benchmark, warmup, clear', async () => {
   await ai.context.clear();
 });
 
+test('embeddings.create: OpenAI shape, one vector per input, equal to context.embed, base64', async () => {
+  assert.throws(() => ai.embeddings, code(LocalLLMErrorCode.EMBEDDING_FAILED));
+  const emb = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, embeddings: true, warmup: false });
+  try {
+    const texts = ['The cat sat on the mat.', 'Paris is the capital of France.'];
+    const res = await emb.embeddings.create({ input: texts });
+    assert.equal(res.object, 'list');
+    assert.equal(res.data.length, 2);
+    const tokens = texts.reduce((n, t) => n + emb.model.tokenize(t).length, 0);
+    assert.deepEqual(res.usage, { prompt_tokens: tokens, total_tokens: tokens });
+    for (const [i, d] of res.data.entries()) {
+      assert.equal(d.object, 'embedding');
+      assert.equal(d.index, i);
+      const v = d.embedding as number[];
+      assert.equal(v.length, emb.model.embeddingDimension);
+      // The same engine path as context.embed, on another context of another model instance.
+      const direct = await ai.context.embed(texts[i]);
+      assert.deepEqual(Array.from(Float32Array.from(v)), Array.from(Float32Array.from(direct)));
+    }
+    assert.notDeepEqual(res.data[0].embedding, res.data[1].embedding);
+    const single = await emb.embeddings.create({ input: texts[1], encoding_format: 'base64', model: 'm' });
+    assert.equal(single.model, 'm');
+    const bytes = Buffer.from(single.data[0].embedding as string, 'base64');
+    const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
+    assert.deepEqual(decoded, Array.from(Float32Array.from(res.data[1].embedding as number[])));
+    await assert.rejects(
+      Promise.resolve().then(() => emb.model.createEmbeddingContext({ poolingType: 'cls' })),
+      code(LocalLLMErrorCode.EMBEDDING_FAILED),
+    );
+  } finally {
+    emb.dispose();
+  }
+  assert.throws(() => emb.embeddings, code(LocalLLMErrorCode.NOT_INITIALIZED));
+});
+
 test('log callback is pulled without blocking and can be switched off', async () => {
   const seen: string[] = [];
   setLogCallback((level, message) => seen.push(`${level}:${message}`), 'debug');

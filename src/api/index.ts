@@ -6,6 +6,7 @@ export { Model, localPath } from './model';
 export { InferenceContext } from './context';
 export type { PromptSource } from './context';
 export { ChatCompletions } from './chat';
+export { EmbeddingContext, Embeddings } from './embeddings';
 export { LocalLLMError, LocalLLMErrorCode } from './errors';
 export { setLogCallback, setLogLevel } from './logging';
 export {

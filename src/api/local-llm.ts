@@ -1,6 +1,7 @@
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
 import type { InferenceContext } from './context';
+import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model } from './model';
@@ -18,6 +19,8 @@ export class LocalLLM {
   private _model: Model | null = null;
   private _context: InferenceContext | null = null;
   private _chat: { completions: ChatCompletions } | null = null;
+  private _embeddingContext: EmbeddingContext | null = null;
+  private _embeddings: Embeddings | null = null;
   private _modelName = 'local';
   private initPromise: Promise<void> | null = null;
   private disposed = false;
@@ -54,6 +57,16 @@ export class LocalLLM {
     try {
       this._context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
       this._chat = { completions: new ChatCompletions(() => this.context, this._modelName) };
+      if (o.embeddings) {
+        const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;
+        this._embeddingContext = model.createEmbeddingContext({
+          contextSize: o.contextSize,
+          batchSize: o.batchSize,
+          threads: o.threads,
+          poolingType: pooling,
+        });
+        this._embeddings = new Embeddings(model, () => this.embeddingContext, this._modelName);
+      }
       if (o.warmup !== false) {
         await this._context.warmup();
       }
@@ -84,6 +97,27 @@ export class LocalLLM {
     return this._chat;
   }
 
+  /** OpenAI-style embeddings; needs `embeddings: true` in {@link LocalLLM.create}'s options. */
+  get embeddings(): Embeddings {
+    if (this._embeddings !== null && !this.disposed) {
+      return this._embeddings;
+    }
+    if (this._model !== null && !this.disposed) {
+      throw new LocalLLMError(
+        LocalLLMErrorCode.EMBEDDING_FAILED,
+        'Embeddings not enabled. Pass `embeddings: true` to LocalLLM.create().',
+      );
+    }
+    throw this.notInitialized();
+  }
+
+  private get embeddingContext(): EmbeddingContext {
+    if (this._embeddingContext === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    return this._embeddingContext;
+  }
+
   /** Addition: the loaded model. */
   get model(): Model {
     if (this._model === null || this.disposed) {
@@ -109,8 +143,11 @@ export class LocalLLM {
   dispose(): void {
     this.disposed = true;
     this._context?.dispose();
+    this._embeddingContext?.dispose();
     this._model?.dispose();
     this._context = null;
+    this._embeddingContext = null;
+    this._embeddings = null;
     this._model = null;
     this._chat = null;
   }

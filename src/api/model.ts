@@ -1,9 +1,17 @@
 import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
+import { EmbeddingContext } from './embeddings';
 import { toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
-import type { ChatMessage, ContextOptions, MemoryEstimate, ModelInfo, ModelOptions } from './types';
+import type {
+  ChatMessage,
+  ContextOptions,
+  EmbeddingContextOptions,
+  MemoryEstimate,
+  ModelInfo,
+  ModelOptions,
+} from './types';
 
 /** A file path from a `file://` URL or a plain path. */
 export function localPath(path: string): string {
@@ -96,6 +104,12 @@ export class Model {
       }),
     );
     return new InferenceContext(ctx);
+  }
+
+  /** A context for sentence embeddings (mean pooling, L2-normalized). */
+  createEmbeddingContext(options: EmbeddingContextOptions = {}): EmbeddingContext {
+    const context = this.createContext(options);
+    return new EmbeddingContext(context, this.embeddingDimension, options.poolingType);
   }
 
   /**

@@ -105,6 +105,49 @@ export interface LocalLLMOptions {
   warmup?: boolean;
   /** Addition: abort model loading. */
   signal?: AbortSignal;
+  /** Create an embedding context too, for `ai.embeddings.create` (default false). */
+  embeddings?: boolean | { poolingType?: EmbeddingPoolingType };
+}
+
+/** How token states are pooled into one embedding; this engine supports 'mean'. */
+export type EmbeddingPoolingType = 'mean' | 'cls' | 'last';
+
+/** Options of `Model.createEmbeddingContext`. */
+export interface EmbeddingContextOptions extends ContextOptions {
+  /** Pooling (default and only supported value: 'mean'). */
+  poolingType?: EmbeddingPoolingType;
+}
+
+/** The request of `ai.embeddings.create` (OpenAI's shape). */
+export interface EmbeddingRequest {
+  input: string | string[];
+  /** Echoed in the response (default: the model file's name). */
+  model?: string;
+  /** 'float' (default) or 'base64' of the little-endian float32 bytes. */
+  encoding_format?: 'float' | 'base64';
+  /** Addition: stop between inputs. */
+  signal?: AbortSignal;
+}
+
+/** One embedding of an {@link EmbeddingResponse}. */
+export interface EmbeddingData {
+  object: 'embedding';
+  index: number;
+  embedding: number[] | string;
+}
+
+/** Token counts of an embedding request. */
+export interface EmbeddingUsage {
+  prompt_tokens: number;
+  total_tokens: number;
+}
+
+/** The response of `ai.embeddings.create`. */
+export interface EmbeddingResponse {
+  object: 'list';
+  model: string;
+  data: EmbeddingData[];
+  usage: EmbeddingUsage;
 }
 
 /** Timings of the last generation (local-llm-rn's `InferenceMetrics`). */
