@@ -43,6 +43,13 @@ def ours(cli, model, test, n, threads):
     return json.loads(out.strip().splitlines()[-1])["median_tps"]
 
 
+def ceiling(cli, model, threads):
+    """Read bandwidth (GB/s), weight bytes per token and the decoding ceiling (t/s)."""
+    out = run([cli, "bench", "-m", model, "-p", "0", "-n", "0", "-t", str(threads), "--bandwidth", "--json"])
+    j = json.loads(out.strip().splitlines()[-1])
+    return j["read_gbs"], j["weight_bytes_per_token"], j["ceiling_tps"]
+
+
 def llama(bench, model, test, n, threads):
     args = ["-p", str(n), "-n", "0"] if test == "pp" else ["-p", "0", "-n", str(n)]
     out = run([bench, "-m", model, *args, "-t", str(threads), "-r", "1", "-o", "jsonl"])
@@ -73,6 +80,11 @@ def main():
                     l.append(llama(a.llama_bench, model, test, n, threads))
                 mo, ml = statistics.median(o), statistics.median(l)
                 print(f"| {name} | {threads} | {test}{n} | {mo:.1f} | {ml:.1f} | {mo / ml:.2f} |", flush=True)
+                if test == "tg":
+                    gbs, nbytes, cap = ceiling(a.cli, model, threads)
+                    print(f"| {name} | {threads} | tg: % of bandwidth ceiling ({gbs:.1f} GB/s, "
+                          f"{nbytes / 1e6:.0f} MB/token, {cap:.0f} t/s) | {100 * mo / cap:.0f}% "
+                          f"| {100 * ml / cap:.0f}% | |", flush=True)
         # Start-up (load + first token) and peak RSS, 1 thread, interleaved.
         so, sl, ro, rl = [], [], [], []
         for _ in range(a.r):

@@ -1,9 +1,11 @@
 //! `local-llm bench`: prompt-processing (pp) and text-generation (tg) throughput, like llama-bench.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
+use local_llm_engine::backend::Threads;
 use local_llm_engine::model::Output;
 use local_llm_engine::session::{Context, ContextOptions, LoadOptions, LoadedModel};
 use local_llm_engine::{Error, Result};
@@ -49,6 +51,30 @@ pub struct BenchArgs {
     /// Print results as JSON lines instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also measure the memory read bandwidth at each thread count and the decoding ceiling it
+    /// implies (bytes of weights read per token / bandwidth).
+    #[arg(long)]
+    bandwidth: bool,
+}
+
+/// Best-of-3 read bandwidth in GB/s of `threads` threads summing a 512 MiB buffer (far larger
+/// than the caches), each thread streaming its own contiguous part.
+fn read_bandwidth(threads: usize) -> Result<f64> {
+    const WORDS: usize = 64 << 20;
+    let buf: Vec<u64> = (0..WORDS as u64).collect();
+    let pool = Threads::new(threads)?;
+    let sink = AtomicU64::new(0);
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let start = Instant::now();
+        pool.for_each_chunk(WORDS, WORDS / threads.max(1) / 4, |range| {
+            let s = buf[range].iter().fold(0u64, |a, &b| a.wrapping_add(b));
+            sink.fetch_add(s, Ordering::Relaxed);
+        });
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(sink.load(Ordering::Relaxed));
+    Ok((WORDS * 8) as f64 / best / 1e9)
 }
 
 /// Deterministic pseudo-random token ids (the content does not matter for speed).
@@ -154,6 +180,21 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 );
             } else {
                 println!("| {threads:7} | {kind}{n:<3} | {median:10.2} | {mean:8.2} ± {std:5.2} |");
+            }
+        }
+        if args.bandwidth {
+            let gbs = read_bandwidth(threads)?;
+            let bytes = model.model().weight_bytes_per_token();
+            let ceiling = gbs * 1e9 / bytes as f64;
+            if args.json {
+                println!(
+                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"bandwidth\",\"read_gbs\":{gbs:.2},\"weight_bytes_per_token\":{bytes},\"ceiling_tps\":{ceiling:.1}}}"
+                );
+            } else {
+                println!(
+                    "| {threads:7} | read bandwidth {gbs:.1} GB/s; {:.1} MB of weights per token: decoding ceiling {ceiling:.1} t/s |",
+                    bytes as f64 / 1e6
+                );
             }
         }
     }

@@ -78,8 +78,12 @@ pub(crate) fn matmul(
                 }
                 r += tile;
             }
-            for r in r..range.end {
-                m.one_row(r);
+            if m.n_tokens == 1 {
+                m.rows_one_token(r..range.end);
+            } else {
+                for r in r..range.end {
+                    m.one_row(r);
+                }
             }
         });
         Ok(())
@@ -144,6 +148,17 @@ impl Operands<'_> {
                 }
             }
         }
+    }
+
+    /// Rows `range` against the only token (decoding).
+    fn rows_one_token(&self, range: std::ops::Range<usize>) {
+        assert!(self.n_tokens == 1 && range.end <= self.rows);
+        // SAFETY: out has n_tokens * rows = rows elements; the range is within it and belongs
+        // to this task only.
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(self.out.get().add(range.start), range.len()) };
+        let w = &self.w[range.start * self.w_row..range.end * self.w_row];
+        quant::vec_dot_rows(self.ty, self.cols, w, self.act(0), out);
     }
 
     /// Row `r` against every token (four at a time where a tile kernel exists).

@@ -77,16 +77,25 @@ impl Model {
         self.net.forward(tokens, cache, threads, output)
     }
 
-    /// How many weight matrices each device holds.
-    pub fn placement(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        let weights = self
-            .net
+    /// Every matrix a token is multiplied with (layers and output head).
+    fn matmul_weights(&self) -> impl Iterator<Item = &crate::backend::Weight> {
+        self.net
             .layers
             .iter()
             .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
-            .chain(std::iter::once(&self.net.output));
-        for w in weights {
+            .chain(std::iter::once(&self.net.output))
+    }
+
+    /// Bytes of weights a decoding step reads: every matrix once (the embedding lookup of one
+    /// row is negligible). Divided into the memory read bandwidth, this bounds tokens/s.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        self.matmul_weights().map(|w| w.bytes().len() as u64).sum()
+    }
+
+    /// How many weight matrices each device holds.
+    pub fn placement(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for w in self.matmul_weights() {
             *counts.entry(w.device_name().to_string()).or_insert(0) += 1;
         }
         counts

@@ -241,6 +241,50 @@ pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
     vec_dot_scalar(w, n, w_row, act_row)
 }
 
+/// `out[i] = rows[i] · act` for consecutive weight rows of `n` elements stored back to back in
+/// `rows` (as many as `out` holds), with the kernel chosen once for all rows (decoding's
+/// matrix-vector product). Each result is bit-identical to [`vec_dot`]. Panics when `rows` is
+/// shorter than `out.len()` rows.
+pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f32]) {
+    let row_len = w.row_bytes(n as u64).unwrap_or(0) as usize;
+    assert!(
+        rows.len() >= row_len * out.len(),
+        "vec_dot_rows: too few weight rows"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let (Level::Avx2, true, Some(kind)) = (level(), vnni(), x86_tile::kind(w)) {
+        if let Some(first) = rows.get(..row_len) {
+            let nb = blocks_in_rows(w, n, first, act);
+            let (base, a) = (rows.as_ptr(), [act.as_ptr()]);
+            // Four rows at a time for instruction-level parallelism, taken a quarter of the
+            // range apart: four far-apart sequential streams read at full bandwidth, while
+            // adjacent rows read together do not (see x86_tile).
+            let quarter = out.len() / 4;
+            for i in 0..quarter {
+                let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+                // SAFETY: the features were detected; every row index is < out.len(), so each
+                // row's nb whole blocks are inside `rows` (checked above), as are act's.
+                let v = unsafe {
+                    x86_tile::tile::<4, 1>(true, kind, nb, r.map(|r| base.add(r * row_len)), a)
+                };
+                for (k, &r) in r.iter().enumerate() {
+                    out[r] = v[k][0];
+                }
+            }
+            for r in 4 * quarter..out.len() {
+                // SAFETY: as above.
+                out[r] =
+                    unsafe { x86_tile::tile::<1, 1>(true, kind, nb, [base.add(r * row_len)], a) }
+                        [0][0];
+            }
+            return;
+        }
+    }
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_len.max(1))) {
+        *o = vec_dot(w, n, row, act);
+    }
+}
+
 /// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
 /// (4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats), or 0 when `w` has no
 /// tile kernel.
