@@ -1,6 +1,7 @@
 //! Transformer architectures. `llama.rs` covers the llama family (and qwen2/qwen3),
 //! `gemma3.rs` Gemma 3; both build the shared [`transformer`] block.
 
+mod attention;
 mod config;
 mod gemma3;
 mod kv_cache;

@@ -71,6 +71,39 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `out[i] = Σ_j p[j] · rows[j][i]`, accumulated over `j` in order from 0.0 for every
+/// element (the same arithmetic as adding `p[j] · rows[j]` into a zeroed `out` one row after
+/// another), with blocks of `out` held in registers across all rows.
+#[inline(always)]
+pub fn weighted_sum(p: &[f32], rows: &[f32], out: &mut [f32]) {
+    const BLOCK: usize = 64;
+    let width = out.len();
+    let mut start = 0;
+    while start < width {
+        let len = BLOCK.min(width - start);
+        if len == BLOCK {
+            let mut acc = [0.0f32; BLOCK];
+            for (j, &pj) in p.iter().enumerate() {
+                let v = &rows[j * width + start..j * width + start + BLOCK];
+                for i in 0..BLOCK {
+                    acc[i] += pj * v[i];
+                }
+            }
+            out[start..start + BLOCK].copy_from_slice(&acc);
+        } else {
+            let dst = &mut out[start..start + len];
+            dst.fill(0.0);
+            for (j, &pj) in p.iter().enumerate() {
+                let v = &rows[j * width + start..j * width + start + len];
+                for (a, b) in dst.iter_mut().zip(v) {
+                    *a += pj * b;
+                }
+            }
+        }
+        start += len;
+    }
+}
+
 /// Softmax in place, with the exponential sum accumulated in f64.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -161,6 +194,31 @@ mod tests {
         rms_norm(&mut x, &[1.0; 4], 0.0);
         let rms = (x.iter().map(|v| v * v).sum::<f32>() / 4.0).sqrt();
         assert!((rms - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn blocked_weighted_sum_equals_the_plain_loop() {
+        let v = |n: usize, k: f32| {
+            (0..n)
+                .map(|i| ((i as f32 * k).sin() * 3.0))
+                .collect::<Vec<f32>>()
+        };
+        for width in [1usize, 8, 37, 64, 100, 256] {
+            let p = v(5, 0.31);
+            let flat: Vec<f32> = (0..5).flat_map(|j| v(width, 0.2 + j as f32)).collect();
+            let mut want = vec![0.0f32; width];
+            for j in 0..5 {
+                for i in 0..width {
+                    want[i] += p[j] * flat[j * width + i];
+                }
+            }
+            let mut got = vec![1.0f32; width];
+            weighted_sum(&p, &flat, &mut got);
+            assert!(got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
     }
 
     #[test]

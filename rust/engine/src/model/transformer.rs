@@ -4,13 +4,12 @@
 
 use std::cell::Cell;
 
-use half::slice::HalfFloatSliceExt;
-
+use super::attention::{attention, AttentionShape};
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
 use super::weights::Embedding;
 use super::ModelConfig;
-use crate::backend::{SharedMut, Threads, Weight};
+use crate::backend::{Threads, Weight};
 use crate::{Error, Result};
 
 /// The gated feed-forward activation.
@@ -231,7 +230,20 @@ impl Transformer {
                 q.iter_mut().for_each(|v| *v *= s);
             }
             cache.store(il, pos0, k, v);
-            self.attention(il, layer, q, n, pos0, cache, attn, threads);
+            let shape = AttentionShape {
+                n_head: c.n_head,
+                n_head_kv: c.n_head_kv,
+                head_dim: c.head_dim,
+                head_dim_v: c.head_dim_v,
+                scale: if self.query_scale.is_some() {
+                    1.0
+                } else {
+                    1.0 / (c.head_dim as f32).sqrt()
+                },
+                window: layer.window,
+            };
+            let (keys, values) = (cache.keys(il), cache.values(il));
+            attention(&shape, q, keys, values, n, pos0, attn, threads);
             layer.wo.matmul(attn, n, proj, threads)?;
             if let Some(w) = &layer.post_attn_norm {
                 norm_rows(proj, w, c.rms_eps);
@@ -266,93 +278,5 @@ impl Transformer {
         let mut logits = vec![0.0f32; n_out * c.n_vocab];
         self.output.matmul(rows, n_out, &mut logits, threads)?;
         Ok(logits)
-    }
-
-    /// Causal (optionally sliding-window) grouped-query attention for `n` new tokens, reading
-    /// keys and values from the cache with llama.cpp's f16 rounding points (queries and
-    /// probabilities rounded to f16). Work is split by KV head and token range; each task
-    /// widens the cached f16 keys and values it needs to f32 once.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
-        &self,
-        il: usize,
-        layer: &Layer,
-        q: &[f32],
-        n: usize,
-        pos0: usize,
-        cache: &KvCache,
-        out: &mut [f32],
-        threads: &Threads,
-    ) {
-        let c = &self.config;
-        let (hd, hdv) = (c.head_dim, c.head_dim_v);
-        let (qw, kw, vw, ow) = (
-            c.n_head * hd,
-            c.n_head_kv * hd,
-            c.n_head_kv * hdv,
-            c.n_head * hdv,
-        );
-        let group = c.n_head / c.n_head_kv;
-        let scale = if self.query_scale.is_some() {
-            1.0
-        } else {
-            1.0 / (hd as f32).sqrt()
-        };
-        let keys = cache.keys(il);
-        let values = cache.values(il);
-        let window_start = |p: usize| layer.window.map_or(0, |w| (p + 1).saturating_sub(w));
-        // Split tokens into blocks so that every KV head gets several tasks.
-        let token_block = n
-            .div_ceil((threads.count() * 4).div_ceil(c.n_head_kv))
-            .max(1);
-        let n_blocks = n.div_ceil(token_block);
-        let out_ptr = SharedMut(out.as_mut_ptr());
-        threads.for_each_chunk(c.n_head_kv * n_blocks, 1, |range| {
-            let mut k32 = Vec::new();
-            let mut v32 = Vec::new();
-            let mut scores = Vec::new();
-            let mut qh = vec![0.0f32; hd];
-            for task in range {
-                let (g, blk) = (task / n_blocks, task % n_blocks);
-                let (t0, t1) = (blk * token_block, ((blk + 1) * token_block).min(n));
-                let (lo, hi) = (window_start(pos0 + t0), pos0 + t1);
-                k32.resize((hi - lo) * hd, 0.0);
-                v32.resize((hi - lo) * hdv, 0.0);
-                for j in lo..hi {
-                    let (r, kr) = (j - lo, j * kw + g * hd);
-                    keys[kr..kr + hd].convert_to_f32_slice(&mut k32[r * hd..(r + 1) * hd]);
-                    let vr = j * vw + g * hdv;
-                    values[vr..vr + hdv].convert_to_f32_slice(&mut v32[r * hdv..(r + 1) * hdv]);
-                }
-                for t in t0..t1 {
-                    let p = pos0 + t;
-                    let first = window_start(p);
-                    for h in g * group..(g + 1) * group {
-                        let qsrc = &q[t * qw + h * hd..t * qw + (h + 1) * hd];
-                        for (dst, &src) in qh.iter_mut().zip(qsrc) {
-                            *dst = ops::round_f16(src);
-                        }
-                        scores.clear();
-                        for j in first..=p {
-                            let kj = &k32[(j - lo) * hd..(j - lo + 1) * hd];
-                            scores.push(ops::dot(&qh, kj) * scale);
-                        }
-                        ops::softmax(&mut scores);
-                        // SAFETY: each (t, h) output slice is written by exactly one task.
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(out_ptr.get().add(t * ow + h * hdv), hdv)
-                        };
-                        dst.fill(0.0);
-                        for (jj, j) in (first..=p).enumerate() {
-                            let pj = ops::round_f16(scores[jj]);
-                            let vj = &v32[(j - lo) * hdv..(j - lo + 1) * hdv];
-                            for (a, b) in dst.iter_mut().zip(vj) {
-                                *a += pj * b;
-                            }
-                        }
-                    }
-                }
-            }
-        });
     }
 }
