@@ -200,7 +200,7 @@ mod tests {
     fn blocked_weighted_sum_equals_the_plain_loop() {
         let v = |n: usize, k: f32| {
             (0..n)
-                .map(|i| ((i as f32 * k).sin() * 3.0))
+                .map(|i| (i as f32 * k).sin() * 3.0)
                 .collect::<Vec<f32>>()
         };
         for width in [1usize, 8, 37, 64, 100, 256] {
