@@ -125,6 +125,19 @@ impl Operands<'_> {
     fn tile_rows<const R: usize>(&self, r0: usize) {
         let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
         let mut t = 0;
+        if R == 4 && quant::tile_tokens(self.ty) == 6 {
+            while t + 6 <= self.n_tokens {
+                let acts: [&[u8]; 6] = std::array::from_fn(|k| self.act(t + k));
+                if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) {
+                    for (i, row) in v.iter().enumerate() {
+                        for (k, &x) in row.iter().enumerate() {
+                            self.write(t + k, r0 + i, x);
+                        }
+                    }
+                }
+                t += 6;
+            }
+        }
         while t + 4 <= self.n_tokens {
             let acts = [
                 self.act(t),

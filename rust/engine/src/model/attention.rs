@@ -141,7 +141,11 @@ impl Job<'_> {
         let mut scores = Vec::new();
         let mut qh = vec![0.0f32; hd];
         for task in range {
-            let (g, blk) = (task / self.n_blocks, task % self.n_blocks);
+            // Later token blocks attend to more keys: hand them out first, for balance.
+            let (g, blk) = (
+                task / self.n_blocks,
+                self.n_blocks - 1 - task % self.n_blocks,
+            );
             let t0 = blk * self.token_block;
             let t1 = ((blk + 1) * self.token_block).min(self.n);
             let (lo, hi) = (self.window_start(self.pos0 + t0), self.pos0 + t1);

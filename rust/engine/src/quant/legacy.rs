@@ -111,6 +111,15 @@ pub(crate) fn round_even_small(v: f32) -> f32 {
 /// ties, and matching the x86 rule makes our logits equal llama.cpp's to four decimals.
 /// Returns `(d, Σq)` and writes the quants to `qs`.
 fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
+    #[cfg(target_arch = "x86_64")]
+    if super::level() == super::Level::Avx2 {
+        return super::x86::quantize_q8_block(x, qs);
+    }
+    quantize_q8_block_portable(x, qs)
+}
+
+/// The portable body of [`quantize_q8_block`].
+fn quantize_q8_block_portable(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
@@ -218,7 +227,43 @@ pub(crate) fn dot_q8_1_q8_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::round_even_small;
+    use super::{quantize_q8_block, quantize_q8_block_portable, round_even_small};
+
+    #[test]
+    fn simd_block_quantizer_equals_the_portable_one() {
+        let mut seed = 0x2545_f491u32;
+        for case in 0..2000 {
+            let x: Vec<f32> = (0..32)
+                .map(|i| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    let v = (seed % 2001) as f32 - 1000.0;
+                    // Every 4th case: exact ties after scaling (multiples of amax/254).
+                    if case % 4 == 0 {
+                        (i as f32 - 16.0) * 0.5
+                    } else {
+                        v * 0.001 * (case as f32 + 1.0)
+                    }
+                })
+                .collect();
+            let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+            let ra = quantize_q8_block(&x, &mut a);
+            let rb = quantize_q8_block_portable(&x, &mut b);
+            assert_eq!(
+                (ra.0.to_bits(), ra.1, a),
+                (rb.0.to_bits(), rb.1, b),
+                "{x:?}"
+            );
+        }
+        let zeros = [0f32; 32];
+        let (mut a, mut b) = ([1u8; 32], [1u8; 32]);
+        assert_eq!(
+            quantize_q8_block(&zeros, &mut a),
+            quantize_q8_block_portable(&zeros, &mut b)
+        );
+        assert_eq!(a, b);
+    }
 
     #[test]
     fn round_even_small_equals_round_ties_even() {

@@ -73,6 +73,13 @@ fn vnni() -> bool {
     })
 }
 
+/// Whether the wide prompt-processing tile (AVX-512 VNNI + BW) can run.
+#[cfg(target_arch = "x86_64")]
+fn wide() -> bool {
+    static WIDE: OnceLock<bool> = OnceLock::new();
+    *WIDE.get_or_init(|| vnni() && std::arch::is_x86_feature_detected!("avx512bw"))
+}
+
 /// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"neon"` or
 /// `"scalar"`.
 pub fn simd_level() -> &'static str {
@@ -301,6 +308,17 @@ pub fn tile_rows(w: GgmlType) -> usize {
     0
 }
 
+/// How many tokens [`vec_dot_tile`] should take at once for weight type `w` when it takes
+/// [`tile_rows`] rows: 6 with the wide AVX-512 tile (4 rows × 6 tokens), else 4.
+pub fn tile_tokens(w: GgmlType) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if level() == Level::Avx2 && wide() && x86_tile::kind(w).is_some() {
+        return x86_tile::WIDE_T;
+    }
+    let _ = w;
+    4
+}
+
 /// Dot products of `R` weight rows with `T` activation rows (in [`vec_dot_type`]`(w)`):
 /// `out[r][t] = w_rows[r] · acts[t]`, each bit-identical to [`vec_dot`]. `None` when `w` has no
 /// tile kernel here ([`tile_rows`] is 0). All weight rows (and all activation rows) must have
@@ -324,8 +342,17 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
         // features; `nb` whole blocks are present in every row (all rows have equal lengths).
         return unsafe {
             match x86_tile::kind(w) {
+                Some(kind) if R == 4 && T == x86_tile::WIDE_T && wide() => {
+                    let v = x86_tile::tile_wide_for(
+                        kind,
+                        nb,
+                        std::array::from_fn(|i| wp[i]),
+                        std::array::from_fn(|i| ap[i]),
+                    );
+                    Some(std::array::from_fn(|r| std::array::from_fn(|t| v[r][t])))
+                }
                 Some(kind) => Some(x86_tile::tile::<R, T>(vnni(), kind, nb, wp, ap)),
-                None => x86_kquants::tile::<R, T>(w, nb, wp, ap),
+                None => x86_kquants::tile::<R, T>(vnni(), w, nb, wp, ap),
             }
         };
     }

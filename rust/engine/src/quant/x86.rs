@@ -262,3 +262,55 @@ unsafe fn dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
         |i| bf16(xp.add(2 * i)) * bf16(yp.add(2 * i))
     )
 }
+
+/// Quantizes 32 values to i8 with multiplier `id` (round to nearest even, the default MXCSR
+/// mode, as `legacy::round_even_small`) into `qs`; returns Σq. Finite inputs only give the
+/// portable quantizer's bytes (a NaN becomes −128 here, 0 there).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_32(x: *const f32, id: f32, qs: *mut u8) -> i32 {
+    let m = _mm256_set1_ps(id);
+    let q: [__m256i; 4] = std::array::from_fn(|k| {
+        _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x.add(8 * k)), m))
+    });
+    let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    // Pack 32 i32 to 32 i8 (saturating; values are within −127..=127), then undo the lane
+    // interleaving of the two packs.
+    let w = _mm256_packs_epi16(
+        _mm256_packs_epi32(q[0], q[1]),
+        _mm256_packs_epi32(q[2], q[3]),
+    );
+    let w = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(qs.cast(), w);
+    let s = _mm_add_epi32(
+        _mm256_castsi256_si128(sum),
+        _mm256_extracti128_si256(sum, 1),
+    );
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// The largest |x| of 32 values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn amax_32(x: *const f32) -> f32 {
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let v: [__m256; 4] = std::array::from_fn(|k| _mm256_and_ps(_mm256_loadu_ps(x.add(8 * k)), abs));
+    let m = _mm256_max_ps(_mm256_max_ps(v[0], v[1]), _mm256_max_ps(v[2], v[3]));
+    let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
+}
+
+/// One Q8_0/Q8_1 activation block like `legacy::quantize_q8_block`: writes the 32 quants to
+/// `qs` and returns `(d, Σq)`. Requires AVX2, FMA and F16C (checked by the caller).
+pub(super) fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
+    assert!(x.len() == 32 && qs.len() == 32);
+    // SAFETY: the dispatcher selected this module after detecting the features; both slices
+    // hold 32 elements (asserted).
+    unsafe {
+        let amax = amax_32(x.as_ptr());
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        (d, quantize_32(x.as_ptr(), id, qs.as_mut_ptr()))
+    }
+}

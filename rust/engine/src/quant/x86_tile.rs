@@ -166,6 +166,128 @@ tile_kernel!(
     true
 );
 
+/// Tokens per tile of [`tile_wide`].
+pub(super) const WIDE_T: usize = 6;
+
+/// The prompt-processing tile for AVX-512 CPUs with VNNI and BW: 4 weight rows × [`WIDE_T`]
+/// tokens (24 accumulators in the 32 registers). Per block, each token's offset correction and
+/// scale are computed once into a small buffer and then read as memory operands, so the inner
+/// (row, token) step is one `vpdpbusd`, one conversion and one FMA with a broadcast scale.
+/// Q5_0's fifth bits are merged with a mask add. Results are bit-identical to [`tile`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn tile_wide<const KIND: u8>(
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; WIDE_T],
+) -> [[f32; WIDE_T]; 4] {
+    const R: usize = 4;
+    const T: usize = WIDE_T;
+    let wsize = match KIND {
+        Q8_0 => 34,
+        Q4_0 => 18,
+        Q5_0 => 22,
+        _ => 20,
+    };
+    let (asize, aq) = if KIND == Q4_1 { (36, 4) } else { (34, 2) };
+    let shift = match KIND {
+        Q8_0 => 7,
+        Q4_0 => 3,
+        Q5_0 => 4,
+        _ => 0,
+    };
+    let zero = _mm256_setzero_si256();
+    let ones = _mm256_set1_epi8(1);
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    let mut summs = [_mm256_setzero_ps(); R];
+    // Per block: each token's correction, and [d_a] / [s_a] lanes (8 wide, the last unused).
+    let mut corr = [zero; T];
+    let mut ad = [0f32; 8];
+    let mut asum = [0f32; 8];
+    let mut dprod = [0f32; 8];
+    for b in 0..nb {
+        for t in 0..T {
+            let p = a[t].add(asize * b);
+            let ds = halves(p);
+            ad[t] = _mm_cvtss_f32(ds);
+            if KIND == Q4_1 {
+                asum[t] = _mm_cvtss_f32(_mm_movehdup_ps(ds));
+            } else {
+                let lanes = _mm256_dpbusd_epi32(zero, ones, load(p.add(aq)));
+                let count = _mm_cvtsi32_si128(shift);
+                corr[t] = _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, count));
+            }
+        }
+        let adv = _mm256_loadu_ps(ad.as_ptr());
+        let asv = _mm256_loadu_ps(asum.as_ptr());
+        for r in 0..R {
+            let p = w[r].add(wsize * b);
+            let q = match KIND {
+                Q8_0 => _mm256_xor_si256(load(p.add(2)), _mm256_set1_epi8(-128)),
+                Q4_0 => nibbles(p.add(2)),
+                Q5_0 => {
+                    let high = p.add(2).cast::<u32>().read_unaligned();
+                    let k = _cvtu32_mask32(u32::from_le(high));
+                    _mm256_mask_add_epi8(
+                        nibbles(p.add(6)),
+                        k,
+                        nibbles(p.add(6)),
+                        _mm256_set1_epi8(16),
+                    )
+                }
+                _ => nibbles(p.add(4)),
+            };
+            let dm = halves(p);
+            _mm256_storeu_ps(
+                dprod.as_mut_ptr(),
+                _mm256_mul_ps(_mm256_broadcastss_ps(dm), adv),
+            );
+            if KIND == Q4_1 {
+                let m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+                summs[r] = _mm256_add_ps(summs[r], _mm256_mul_ps(m, asv));
+            }
+            for t in 0..T {
+                let at = a[t].add(asize * b + aq);
+                let start = if KIND == Q4_1 { zero } else { corr[t] };
+                let lanes = _mm256_dpbusd_epi32(start, q, _mm256_loadu_si256(at.cast()));
+                let d = _mm256_set1_ps(dprod[t]);
+                acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r][t]);
+            }
+        }
+    }
+    let mut out = [[0f32; T]; R];
+    for r in 0..R {
+        let mut m = [0f32; 8];
+        _mm256_storeu_ps(m.as_mut_ptr(), summs[r]);
+        for t in 0..T {
+            out[r][t] = hsum_ps(acc[r][t]);
+            if KIND == Q4_1 {
+                out[r][t] += m[t];
+            }
+        }
+    }
+    out
+}
+
+/// [`tile_wide`] for weight code `kind`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer must have `nb`
+/// whole blocks of its format behind it.
+#[inline]
+pub(super) unsafe fn tile_wide_for(
+    kind: u8,
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; WIDE_T],
+) -> [[f32; WIDE_T]; 4] {
+    match kind {
+        Q8_0 => tile_wide::<Q8_0>(nb, w, a),
+        Q4_0 => tile_wide::<Q4_0>(nb, w, a),
+        Q5_0 => tile_wide::<Q5_0>(nb, w, a),
+        _ => tile_wide::<Q4_1>(nb, w, a),
+    }
+}
+
 /// Runs the `R × T` tile for weight code `kind` with VNNI (`vnni`) or AVX2.
 ///
 /// # Safety
@@ -280,6 +402,39 @@ mod tests {
         }
     }
 
+    fn check_wide() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q5_0,
+            GgmlType::Q4_1,
+        ] {
+            for nb in [1usize, 3, 20] {
+                let n = 32 * nb;
+                let w: Vec<Vec<u8>> = (0..4).map(|_| random_blocks(ty, n, &mut seed)).collect();
+                let a: Vec<Vec<u8>> = (0..WIDE_T)
+                    .map(|_| activations(vec_dot_type(ty), n, &mut seed))
+                    .collect();
+                // SAFETY: the features were checked by the caller; rows hold nb blocks.
+                let got = unsafe {
+                    tile_wide_for(
+                        kind(ty).unwrap(),
+                        nb,
+                        std::array::from_fn(|i| w[i].as_ptr()),
+                        std::array::from_fn(|i| a[i].as_ptr()),
+                    )
+                };
+                for r in 0..4 {
+                    for t in 0..WIDE_T {
+                        let want = x86::vec_dot(ty, nb, &w[r], &a[t]).unwrap();
+                        assert_eq!(got[r][t].to_bits(), want.to_bits(), "wide {ty} nb={nb}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn tiles_are_bit_identical_to_the_single_row_kernels() {
         if !(is_x86_feature_detected!("avx2")
@@ -294,6 +449,9 @@ mod tests {
             && is_x86_feature_detected!("avx512vnni")
         {
             isas.push(true);
+        }
+        if isas.len() == 2 && is_x86_feature_detected!("avx512bw") {
+            check_wide();
         }
         for vnni in isas {
             check::<1, 1>(vnni);
