@@ -120,47 +120,39 @@ impl Operands<'_> {
         unsafe { *self.out.get().add(t * self.rows + r) = v };
     }
 
-    /// Rows `r0..r0 + R` against every token with the tile kernels (4 tokens at a time). Only
-    /// called for types with tile kernels.
+    /// Rows `r0..r0 + R` against tokens `t..`, `T` tokens per tile-kernel call while `T`
+    /// remain; returns the first token not done. Only for types with tile kernels.
+    fn tile_tokens<const R: usize, const T: usize>(
+        &self,
+        w: [&[u8]; R],
+        r0: usize,
+        mut t: usize,
+    ) -> usize {
+        while t + T <= self.n_tokens {
+            let acts: [&[u8]; T] = std::array::from_fn(|k| self.act(t + k));
+            let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) else {
+                break;
+            };
+            for (i, row) in v.iter().enumerate() {
+                for (k, &x) in row.iter().enumerate() {
+                    self.write(t + k, r0 + i, x);
+                }
+            }
+            t += T;
+        }
+        t
+    }
+
+    /// Rows `r0..r0 + R` against every token with the tile kernels (6 or 4 tokens at a time,
+    /// then one). Only called for types with tile kernels.
     fn tile_rows<const R: usize>(&self, r0: usize) {
         let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
         let mut t = 0;
         if R == 4 && quant::tile_tokens(self.ty) == 6 {
-            while t + 6 <= self.n_tokens {
-                let acts: [&[u8]; 6] = std::array::from_fn(|k| self.act(t + k));
-                if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) {
-                    for (i, row) in v.iter().enumerate() {
-                        for (k, &x) in row.iter().enumerate() {
-                            self.write(t + k, r0 + i, x);
-                        }
-                    }
-                }
-                t += 6;
-            }
+            t = self.tile_tokens::<R, 6>(w, r0, t);
         }
-        while t + 4 <= self.n_tokens {
-            let acts = [
-                self.act(t),
-                self.act(t + 1),
-                self.act(t + 2),
-                self.act(t + 3),
-            ];
-            if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) {
-                for (i, row) in v.iter().enumerate() {
-                    for (k, &x) in row.iter().enumerate() {
-                        self.write(t + k, r0 + i, x);
-                    }
-                }
-            }
-            t += 4;
-        }
-        for t in t..self.n_tokens {
-            if let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, [self.act(t)]) {
-                for (i, row) in v.iter().enumerate() {
-                    self.write(t, r0 + i, row[0]);
-                }
-            }
-        }
+        t = self.tile_tokens::<R, 4>(w, r0, t);
+        self.tile_tokens::<R, 1>(w, r0, t);
     }
 
     /// Rows `range` against the only token (decoding).
@@ -177,22 +169,7 @@ impl Operands<'_> {
     /// Row `r` against every token (four at a time where a tile kernel exists).
     fn one_row(&self, r: usize) {
         let (ty, cols, wr) = (self.ty, self.cols, self.weight(r));
-        let mut t = 0;
-        while t + 4 <= self.n_tokens {
-            let acts = [
-                self.act(t),
-                self.act(t + 1),
-                self.act(t + 2),
-                self.act(t + 3),
-            ];
-            let Some([v]) = quant::vec_dot_tile(ty, cols, [wr], acts) else {
-                break;
-            };
-            for (k, x) in v.into_iter().enumerate() {
-                self.write(t + k, r, x);
-            }
-            t += 4;
-        }
+        let t = self.tile_tokens::<1, 4>([wr], r, 0);
         for t in t..self.n_tokens {
             self.write(t, r, quant::vec_dot(ty, cols, wr, self.act(t)));
         }

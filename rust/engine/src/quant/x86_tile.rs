@@ -27,6 +27,38 @@ const Q4_0: u8 = 1;
 const Q5_0: u8 = 2;
 const Q4_1: u8 = 3;
 
+/// Bytes per weight block, bytes per activation block and the activation quants' offset in
+/// it, for weight code `kind`.
+const fn layout(kind: u8) -> (usize, usize, usize) {
+    match kind {
+        Q8_0 => (34, 34, 2),
+        Q4_0 => (18, 34, 2),
+        Q5_0 => (22, 34, 2),
+        _ => (20, 36, 4),
+    }
+}
+
+/// The results of a tile: the horizontal sum of each (row, token) accumulator, plus lane `t`
+/// of row `r`'s `Σ m·s` when `with_mins` (Q4_1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn finish<const R: usize, const T: usize>(
+    acc: &[[__m256; T]; R],
+    mins: &[[f32; 8]; R],
+    with_mins: bool,
+) -> [[f32; T]; R] {
+    let mut out = [[0f32; T]; R];
+    for r in 0..R {
+        for t in 0..T {
+            out[r][t] = hsum_ps(acc[r][t]);
+            if with_mins {
+                out[r][t] += mins[r][t];
+            }
+        }
+    }
+    out
+}
+
 /// The tile kernel code of weight type `w`, if it has one.
 pub(super) fn kind(w: GgmlType) -> Option<u8> {
     match w {
@@ -79,13 +111,7 @@ macro_rules! tile_kernel {
             w: [*const u8; R],
             a: [*const u8; T],
         ) -> [[f32; T]; R] {
-            let wsize = match KIND {
-                Q8_0 => 34,
-                Q4_0 => 18,
-                Q5_0 => 22,
-                _ => 20,
-            };
-            let (asize, aq) = if KIND == Q4_1 { (36, 4) } else { (34, 2) };
+            let (wsize, asize, aq) = layout(KIND);
             let offset = match KIND {
                 Q8_0 if $vnni => 128u32,
                 Q4_0 => 8,
@@ -142,18 +168,11 @@ macro_rules! tile_kernel {
                     }
                 }
             }
-            let mut out = [[0f32; T]; R];
-            for r in 0..R {
-                let mut m = [0f32; 4];
-                _mm_storeu_ps(m.as_mut_ptr(), summs[r]);
-                for t in 0..T {
-                    out[r][t] = hsum_ps(acc[r][t]);
-                    if KIND == Q4_1 {
-                        out[r][t] += m[t];
-                    }
-                }
+            let mut mins = [[0f32; 8]; R];
+            for (m, s) in mins.iter_mut().zip(&summs) {
+                _mm_storeu_ps(m.as_mut_ptr(), *s);
             }
-            out
+            finish(&acc, &mins, KIND == Q4_1)
         }
     };
 }
@@ -182,13 +201,7 @@ pub(super) unsafe fn tile_wide<const KIND: u8>(
 ) -> [[f32; WIDE_T]; 4] {
     const R: usize = 4;
     const T: usize = WIDE_T;
-    let wsize = match KIND {
-        Q8_0 => 34,
-        Q4_0 => 18,
-        Q5_0 => 22,
-        _ => 20,
-    };
-    let (asize, aq) = if KIND == Q4_1 { (36, 4) } else { (34, 2) };
+    let (wsize, asize, aq) = layout(KIND);
     let shift = match KIND {
         Q8_0 => 7,
         Q4_0 => 3,
@@ -254,18 +267,11 @@ pub(super) unsafe fn tile_wide<const KIND: u8>(
             }
         }
     }
-    let mut out = [[0f32; T]; R];
-    for r in 0..R {
-        let mut m = [0f32; 8];
-        _mm256_storeu_ps(m.as_mut_ptr(), summs[r]);
-        for t in 0..T {
-            out[r][t] = hsum_ps(acc[r][t]);
-            if KIND == Q4_1 {
-                out[r][t] += m[t];
-            }
-        }
+    let mut mins = [[0f32; 8]; R];
+    for (m, s) in mins.iter_mut().zip(&summs) {
+        _mm256_storeu_ps(m.as_mut_ptr(), *s);
     }
-    out
+    finish(&acc, &mins, KIND == Q4_1)
 }
 
 /// [`tile_wide`] for weight code `kind`.
