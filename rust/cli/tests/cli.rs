@@ -95,3 +95,89 @@ fn devices_lists_the_cpu() {
         "{stdout}"
     );
 }
+
+/// `bench --json --bandwidth`: one line per test and thread count, and a bandwidth line whose
+/// weight bytes per token are the sizes (from the GGUF header) of every matrix a token meets:
+/// the seven per layer and the output head (SmolLM2 ties it to the token embedding).
+#[test]
+fn bench_reports_speed_and_the_bandwidth_ceiling() {
+    if common::skip_real_models() {
+        return;
+    }
+    let model = common::model_path("smollm2");
+    let gguf = local_llm_engine::gguf::GgufFile::open(&model).expect("open");
+    let matrices = [
+        "attn_q",
+        "attn_k",
+        "attn_v",
+        "attn_output",
+        "ffn_gate",
+        "ffn_up",
+        "ffn_down",
+    ];
+    let has_output = gguf.tensors().iter().any(|t| t.name == "output.weight");
+    let expected: u64 = gguf
+        .tensors()
+        .iter()
+        .filter(|t| {
+            let layer = t.name.starts_with("blk.")
+                && matrices
+                    .iter()
+                    .any(|m| t.name.ends_with(&format!(".{m}.weight")));
+            let head = t.name
+                == if has_output {
+                    "output.weight"
+                } else {
+                    "token_embd.weight"
+                };
+            layer || head
+        })
+        .map(|t| t.n_bytes)
+        .sum();
+    let model = model.to_str().expect("utf-8 path");
+    let out = local_llm(&[
+        "bench",
+        "-m",
+        model,
+        "-p",
+        "8",
+        "-n",
+        "4",
+        "-t",
+        "1,2",
+        "-r",
+        "1",
+        "--bandwidth",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for threads in [1, 2] {
+        let of = |test: &str| {
+            lines
+                .iter()
+                .find(|l| l["threads"] == threads && l["test"] == test)
+                .unwrap_or_else(|| panic!("no {test} line for {threads} threads: {lines:?}"))
+        };
+        assert!(of("pp8")["median_tps"].as_f64().unwrap() > 0.0);
+        assert!(of("tg4")["median_tps"].as_f64().unwrap() > 0.0);
+        let bw = of("bandwidth");
+        assert_eq!(bw["weight_bytes_per_token"].as_u64(), Some(expected));
+        let gbs = bw["read_gbs"].as_f64().unwrap();
+        let ceiling = bw["ceiling_tps"].as_f64().unwrap();
+        assert!(gbs > 0.1, "{bw}");
+        assert!(
+            (ceiling - gbs * 1e9 / expected as f64).abs() < 0.1 + ceiling * 1e-3,
+            "{bw}"
+        );
+    }
+}
