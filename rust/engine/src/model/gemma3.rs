@@ -24,12 +24,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry) -> Result<Transfor
     let meta = Meta::new(gguf, "gemma3");
     let window = meta.dim_or("attention.sliding_window", 4096)?;
     let ld = Loader::new(gguf, registry);
-    let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
-    let (qw, kw, vw) = (
-        config.n_head * hd,
-        config.n_head_kv * hd,
-        config.n_head_kv * hdv,
-    );
+    let (d, hd) = (config.n_embd, config.head_dim);
     let embedding = ld.embedding("token_embd.weight", d, config.n_vocab)?;
     let mut layers = Vec::with_capacity(config.n_layer);
     for i in 0..config.n_layer {
@@ -53,31 +48,15 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry) -> Result<Transfor
             }
         };
         layers.push(Layer {
-            attn_norm: ld.vector(&p("attn_norm.weight"), d)?,
-            wq: ld.matrix(&p("attn_q.weight"), d, qw)?,
-            wk: ld.matrix(&p("attn_k.weight"), d, kw)?,
-            wv: ld.matrix(&p("attn_v.weight"), d, vw)?,
-            wo: ld.matrix(&p("attn_output.weight"), config.n_head * hdv, d)?,
-            bq: None,
-            bk: None,
-            bv: None,
             q_norm: Some(ld.vector(&p("attn_q_norm.weight"), hd)?),
             k_norm: Some(ld.vector(&p("attn_k_norm.weight"), hd)?),
             post_attn_norm: Some(ld.vector(&p("post_attention_norm.weight"), d)?),
-            ffn_norm: ld.vector(&p("ffn_norm.weight"), d)?,
-            w_gate: ld.matrix(&p("ffn_gate.weight"), d, config.n_ff)?,
-            w_up: ld.matrix(&p("ffn_up.weight"), d, config.n_ff)?,
-            w_down: ld.matrix(&p("ffn_down.weight"), config.n_ff, d)?,
             post_ffn_norm: Some(ld.vector(&p("post_ffw_norm.weight"), d)?),
-            rope,
             window: is_local.then_some(window),
+            ..ld.common_layer(i, &config, rope)?
         });
     }
-    let output = if ld.has("output.weight") {
-        ld.matrix("output.weight", d, config.n_vocab)?
-    } else {
-        embedding.as_weight(registry)
-    };
+    let output = ld.output_head(&config, &embedding)?;
     Ok(Transformer {
         output_norm: ld.vector("output_norm.weight", d)?,
         output,

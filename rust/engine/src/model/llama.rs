@@ -69,31 +69,15 @@ pub(crate) fn load(
             }
         };
         layers.push(Layer {
-            attn_norm: ld.vector(&p("attn_norm.weight"), d)?,
-            wq: ld.matrix(&p("attn_q.weight"), d, qw)?,
-            wk: ld.matrix(&p("attn_k.weight"), d, kw)?,
-            wv: ld.matrix(&p("attn_v.weight"), d, vw)?,
-            wo: ld.matrix(&p("attn_output.weight"), config.n_head * hdv, d)?,
             bq: bias("attn_q.bias", qw)?,
             bk: bias("attn_k.bias", kw)?,
             bv: bias("attn_v.bias", vw)?,
             q_norm: qk_norm("attn_q_norm.weight")?,
             k_norm: qk_norm("attn_k_norm.weight")?,
-            post_attn_norm: None,
-            ffn_norm: ld.vector(&p("ffn_norm.weight"), d)?,
-            w_gate: ld.matrix(&p("ffn_gate.weight"), d, config.n_ff)?,
-            w_up: ld.matrix(&p("ffn_up.weight"), d, config.n_ff)?,
-            w_down: ld.matrix(&p("ffn_down.weight"), config.n_ff, d)?,
-            post_ffn_norm: None,
-            rope: rope.clone(),
-            window: None,
+            ..ld.common_layer(i, &config, rope.clone())?
         });
     }
-    let output = if ld.has("output.weight") {
-        ld.matrix("output.weight", d, config.n_vocab)?
-    } else {
-        embedding.as_weight(registry)
-    };
+    let output = ld.output_head(&config, &embedding)?;
     Ok(Transformer {
         output_norm: ld.vector("output_norm.weight", d)?,
         output,

@@ -2,6 +2,9 @@
 
 use std::sync::Arc;
 
+use super::ops::Rope;
+use super::transformer::Layer;
+use super::ModelConfig;
 use crate::backend::{MatmulShape, Registry, TensorBytes, Weight};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::quant::{self, GgmlType};
@@ -22,6 +25,47 @@ impl<'a> Loader<'a> {
         self.gguf
             .tensor(name)
             .ok_or_else(|| Error::InvalidModel(format!("missing tensor '{name}'")))
+    }
+
+    /// Block `i`'s tensors every architecture has (norms before attention and FFN, the four
+    /// attention and three FFN matrices), with `rope` and no optional parts: callers fill in
+    /// biases, QK-norms, post-norms and windows with struct update syntax.
+    pub(crate) fn common_layer(&self, i: usize, config: &ModelConfig, rope: Rope) -> Result<Layer> {
+        let p = |s: &str| format!("blk.{i}.{s}");
+        let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
+        Ok(Layer {
+            attn_norm: self.vector(&p("attn_norm.weight"), d)?,
+            wq: self.matrix(&p("attn_q.weight"), d, config.n_head * hd)?,
+            wk: self.matrix(&p("attn_k.weight"), d, config.n_head_kv * hd)?,
+            wv: self.matrix(&p("attn_v.weight"), d, config.n_head_kv * hdv)?,
+            wo: self.matrix(&p("attn_output.weight"), config.n_head * hdv, d)?,
+            bq: None,
+            bk: None,
+            bv: None,
+            q_norm: None,
+            k_norm: None,
+            post_attn_norm: None,
+            ffn_norm: self.vector(&p("ffn_norm.weight"), d)?,
+            w_gate: self.matrix(&p("ffn_gate.weight"), d, config.n_ff)?,
+            w_up: self.matrix(&p("ffn_up.weight"), d, config.n_ff)?,
+            w_down: self.matrix(&p("ffn_down.weight"), config.n_ff, d)?,
+            post_ffn_norm: None,
+            rope,
+            window: None,
+        })
+    }
+
+    /// `output.weight`, or the token embedding when the file ties them.
+    pub(crate) fn output_head(
+        &self,
+        config: &ModelConfig,
+        embedding: &Embedding,
+    ) -> Result<Weight> {
+        if self.has("output.weight") {
+            self.matrix("output.weight", config.n_embd, config.n_vocab)
+        } else {
+            Ok(embedding.as_weight(self.registry))
+        }
     }
 
     /// Whether the file has a tensor called `name`.
