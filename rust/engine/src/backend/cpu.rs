@@ -122,7 +122,7 @@ impl Operands<'_> {
 
     /// Rows `r0..r0 + R` against tokens `t..`, `T` tokens per tile-kernel call while `T`
     /// remain; returns the first token not done. Only for types with tile kernels.
-    fn tile_tokens<const R: usize, const T: usize>(
+    fn run_tiles<const R: usize, const T: usize>(
         &self,
         w: [&[u8]; R],
         r0: usize,
@@ -149,10 +149,10 @@ impl Operands<'_> {
         let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
         let mut t = 0;
         if R == 4 && quant::tile_tokens(self.ty) == 6 {
-            t = self.tile_tokens::<R, 6>(w, r0, t);
+            t = self.run_tiles::<R, 6>(w, r0, t);
         }
-        t = self.tile_tokens::<R, 4>(w, r0, t);
-        self.tile_tokens::<R, 1>(w, r0, t);
+        t = self.run_tiles::<R, 4>(w, r0, t);
+        self.run_tiles::<R, 1>(w, r0, t);
     }
 
     /// Rows `range` against the only token (decoding).
@@ -169,7 +169,7 @@ impl Operands<'_> {
     /// Row `r` against every token (four at a time where a tile kernel exists).
     fn one_row(&self, r: usize) {
         let (ty, cols, wr) = (self.ty, self.cols, self.weight(r));
-        let t = self.tile_tokens::<1, 4>([wr], r, 0);
+        let t = self.run_tiles::<1, 4>([wr], r, 0);
         for t in t..self.n_tokens {
             self.write(t, r, quant::vec_dot(ty, cols, wr, self.act(t)));
         }

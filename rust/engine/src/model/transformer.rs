@@ -84,6 +84,28 @@ struct Scratch {
     up: Vec<f32>,
 }
 
+impl Scratch {
+    /// Size every buffer for `n` tokens. Their contents are not cleared: the forward pass
+    /// writes every element before reading it.
+    fn size_for(&mut self, n: usize, c: &ModelConfig) {
+        let (qw, kvw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
+        for (buf, width) in [
+            (&mut self.x, c.n_embd),
+            (&mut self.h, c.n_embd),
+            (&mut self.q, qw),
+            (&mut self.k, kvw),
+            (&mut self.v, vw),
+            (&mut self.attn, ow),
+            (&mut self.proj, c.n_embd),
+            (&mut self.gate, c.n_ff),
+            (&mut self.up, c.n_ff),
+        ] {
+            buf.resize(n * width, 0.0);
+        }
+    }
+}
+
 thread_local! {
     static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
 }
@@ -132,39 +154,8 @@ impl Transformer {
                 capacity: cache.capacity(),
             });
         }
-        let d = c.n_embd;
-        let (qw, kw, vw) = (
-            c.n_head * c.head_dim,
-            c.n_head_kv * c.head_dim,
-            c.n_head_kv * c.head_dim_v,
-        );
-        let ow = c.n_head * c.head_dim_v;
         let mut buffers = SCRATCH.take();
-        let Scratch {
-            x,
-            h,
-            q,
-            k,
-            v,
-            attn,
-            proj,
-            gate,
-            up,
-        } = &mut buffers;
-        for (buf, len) in [
-            (&mut *x, n * d),
-            (&mut *h, n * d),
-            (&mut *q, n * qw),
-            (&mut *k, n * kw),
-            (&mut *v, n * vw),
-            (&mut *attn, n * ow),
-            (&mut *proj, n * d),
-            (&mut *gate, n * c.n_ff),
-            (&mut *up, n * c.n_ff),
-        ] {
-            buf.clear();
-            buf.resize(len, 0.0);
-        }
+        buffers.size_for(n, c);
         let result = self.forward_with(tokens, cache, threads, output, &mut buffers);
         SCRATCH.set(buffers);
         result

@@ -279,9 +279,9 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
                 }
             }
             for (r, o) in out.iter_mut().enumerate().skip(4 * quarter) {
-                let row = [base.wrapping_add(r * row_len)];
                 // SAFETY: as above.
-                *o = unsafe { x86_tile::tile::<1, 1>(true, kind, nb, row, a) }[0][0];
+                *o = unsafe { x86_tile::tile::<1, 1>(true, kind, nb, [base.add(r * row_len)], a) }
+                    [0][0];
             }
             return;
         }

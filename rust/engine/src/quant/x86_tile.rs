@@ -370,8 +370,13 @@ mod tests {
         out
     }
 
-    fn check<const R: usize, const T: usize>(vnni: bool) {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    /// `kernel(kind, nb, weight rows, activation rows)` against the one-row AVX2 kernel, bit
+    /// for bit, for every tiled type and several row lengths.
+    fn check_kernel<const R: usize, const T: usize>(
+        label: &str,
+        mut seed: u64,
+        kernel: impl Fn(u8, usize, [*const u8; R], [*const u8; T]) -> [[f32; T]; R],
+    ) {
         for ty in [
             GgmlType::Q8_0,
             GgmlType::Q4_0,
@@ -384,23 +389,19 @@ mod tests {
                 let a: Vec<Vec<u8>> = (0..T)
                     .map(|_| activations(vec_dot_type(ty), n, &mut seed))
                     .collect();
-                // SAFETY: the features were checked by the caller; rows hold nb blocks.
-                let got = unsafe {
-                    tile::<R, T>(
-                        vnni,
-                        kind(ty).unwrap(),
-                        nb,
-                        std::array::from_fn(|i| w[i].as_ptr()),
-                        std::array::from_fn(|i| a[i].as_ptr()),
-                    )
-                };
+                let got = kernel(
+                    kind(ty).unwrap(),
+                    nb,
+                    std::array::from_fn(|i| w[i].as_ptr()),
+                    std::array::from_fn(|i| a[i].as_ptr()),
+                );
                 for r in 0..R {
                     for t in 0..T {
                         let want = x86::vec_dot(ty, nb, &w[r], &a[t]).unwrap();
                         assert_eq!(
                             got[r][t].to_bits(),
                             want.to_bits(),
-                            "{ty} vnni={vnni} {R}x{T} nb={nb}"
+                            "{label} {ty} {R}x{T} nb={nb}"
                         );
                     }
                 }
@@ -408,37 +409,19 @@ mod tests {
         }
     }
 
+    fn check<const R: usize, const T: usize>(vnni: bool) {
+        let label = if vnni { "vnni" } else { "avx2" };
+        // SAFETY: the caller checked the features; the rows hold nb blocks.
+        check_kernel::<R, T>(label, 0x9e37_79b9_7f4a_7c15, |k, nb, w, a| unsafe {
+            tile::<R, T>(vnni, k, nb, w, a)
+        });
+    }
+
     fn check_wide() {
-        let mut seed = 0x1234_5678_9abc_def1u64;
-        for ty in [
-            GgmlType::Q8_0,
-            GgmlType::Q4_0,
-            GgmlType::Q5_0,
-            GgmlType::Q4_1,
-        ] {
-            for nb in [1usize, 3, 20] {
-                let n = 32 * nb;
-                let w: Vec<Vec<u8>> = (0..4).map(|_| random_blocks(ty, n, &mut seed)).collect();
-                let a: Vec<Vec<u8>> = (0..WIDE_T)
-                    .map(|_| activations(vec_dot_type(ty), n, &mut seed))
-                    .collect();
-                // SAFETY: the features were checked by the caller; rows hold nb blocks.
-                let got = unsafe {
-                    tile_wide_for(
-                        kind(ty).unwrap(),
-                        nb,
-                        std::array::from_fn(|i| w[i].as_ptr()),
-                        std::array::from_fn(|i| a[i].as_ptr()),
-                    )
-                };
-                for r in 0..4 {
-                    for t in 0..WIDE_T {
-                        let want = x86::vec_dot(ty, nb, &w[r], &a[t]).unwrap();
-                        assert_eq!(got[r][t].to_bits(), want.to_bits(), "wide {ty} nb={nb}");
-                    }
-                }
-            }
-        }
+        // SAFETY: the caller checked the features; the rows hold nb blocks.
+        check_kernel::<4, WIDE_T>("wide", 0x1234_5678_9abc_def1, |k, nb, w, a| unsafe {
+            tile_wide_for(k, nb, w, a)
+        });
     }
 
     #[test]
