@@ -1,0 +1,58 @@
+// Prompt processing (pp) and generation (tg) speed through the context benchmark API.
+import { useState } from 'react';
+import { ScrollView, Text } from 'react-native';
+import type { BenchmarkResult, LocalLLM } from 'react-native-local-llm';
+import { Button, ErrorText, Field, Row, errorText, parseCount, styles } from '../ui';
+
+/** The benchmark screen on a loaded instance. */
+export function BenchmarkScreen(props: { ai: LocalLLM }) {
+  const [promptTokens, setPromptTokens] = useState('128');
+  const [generateTokens, setGenerateTokens] = useState('32');
+  const [iterations, setIterations] = useState('3');
+  const [result, setResult] = useState<BenchmarkResult | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+
+  const run = async () => {
+    setBusy(true);
+    setError(null);
+    setResult(null);
+    try {
+      setResult(
+        await props.ai.benchmark({
+          promptTokens: parseCount(promptTokens, 128),
+          generateTokens: parseCount(generateTokens, 32),
+          iterations: parseCount(iterations, 3),
+        }),
+      );
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <ScrollView contentContainerStyle={styles.screen}>
+      <Text style={styles.title}>Benchmark</Text>
+      <Field label="Prompt tokens (pp)" value={promptTokens} onChangeText={setPromptTokens} numeric />
+      <Field label="Generated tokens (tg)" value={generateTokens} onChangeText={setGenerateTokens} numeric />
+      <Field label="Iterations" value={iterations} onChangeText={setIterations} numeric />
+      <Button title={busy ? 'Running…' : 'Run'} onPress={run} disabled={busy} />
+      <ErrorText error={error} />
+      {result !== null && (
+        <>
+          <Row label={`pp${parseCount(promptTokens, 128)}`}>{result.promptTokensPerSec.toFixed(1)} tokens/s</Row>
+          <Row label={`tg${parseCount(generateTokens, 32)}`}>{result.generatedTokensPerSec.toFixed(1)} tokens/s</Row>
+          <Row label="Time to first token">{result.ttftMs.toFixed(0)} ms</Row>
+          <Row label="Total">{result.totalMs.toFixed(0)} ms over {result.iterations} iterations</Row>
+          {result.individual.map((m, i) => (
+            <Row key={i} label={`#${i + 1}`}>
+              pp {m.promptTokensPerSec.toFixed(1)}, tg {m.generatedTokensPerSec.toFixed(1)} tokens/s
+            </Row>
+          ))}
+        </>
+      )}
+    </ScrollView>
+  );
+}
