@@ -22,8 +22,8 @@ module.exports = mergeConfig(defaults, {
     blockList: [
       ...[defaults.resolver.blockList].flat(),
       ...peers.map((name) => under(`node_modules/${name}`)),
-      // Build output and development files of the repository, none of them JavaScript the app uses.
-      ...['lib', 'target', 'rust', 'tests', 'tools', '.cache', 'example/android', 'example/ios'].map(under),
+      // Rust build output and development files of the repository: nothing the app imports.
+      ...['target', 'rust', 'tests', 'tools', '.cache', 'example/android', 'example/ios'].map(under),
     ],
     extraNodeModules: Object.fromEntries(peers.map((name) => [name, path.join(__dirname, 'node_modules', name)])),
   },
