@@ -1,4 +1,4 @@
-// Prompt processing (pp) and generation (tg) speed through the context benchmark API.
+// Prompt processing (pp) and generation (tg) speed through the context's benchmark API.
 import { useState } from 'react';
 import { ScrollView, Text } from 'react-native';
 import type { BenchmarkResult, LocalLLM } from 'react-native-local-llm';
@@ -19,7 +19,7 @@ export function BenchmarkScreen(props: { ai: LocalLLM }) {
     setResult(null);
     try {
       setResult(
-        await props.ai.benchmark({
+        await props.ai.context.benchmark({
           promptTokens: parseCount(promptTokens, 128),
           generateTokens: parseCount(generateTokens, 32),
           iterations: parseCount(iterations, 3),

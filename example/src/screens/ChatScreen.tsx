@@ -1,5 +1,5 @@
 // Streaming chat with a stop button (AbortSignal) and generation speed.
-import { useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { ScrollView, Text, View } from 'react-native';
 import type { ChatMessage, InferenceMetrics, LocalLLM } from 'react-native-local-llm';
 import { Button, ErrorText, Field, Row, errorText, isAbort, styles } from '../ui';
@@ -14,6 +14,8 @@ export function ChatScreen(props: { ai: LocalLLM }) {
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const controller = useRef<AbortController | null>(null);
+  // Leaving the tab stops a running generation.
+  useEffect(() => () => controller.current?.abort(), []);
 
   const send = async () => {
     const history: ChatMessage[] = [...messages, { role: 'user', content: input }];
