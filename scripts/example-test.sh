@@ -6,7 +6,8 @@
 #   3. Metro production bundles for android and ios (react-native bundle --dev false); their
 #      source maps must show the package's TypeScript source (src/, the `source` export
 #      condition), no lib/ file, and one React Native: the app's
-#   4. React Native codegen over the package's spec (codegenConfig in package.json), the same
+#   4. autolinking: `react-native config` finds the package's podspec, android/ and package class
+#   5. React Native codegen over the package's spec (codegenConfig in package.json), the same
 #      commands the Android gradle plugin (schema + generate-specs-cli with javaPackageName)
 #      and CocoaPods (generate-codegen-artifacts.js for a library) run; the generated specs
 #      must declare every method, and the package's Kotlin module and Objective-C header must
@@ -71,6 +72,40 @@ if (errors.length > 0) {
 console.log(`${sources.length} modules; the package from ${root}/src; React Native from example/node_modules`);
 EOF
 done
+
+step "autolinking (react-native config, what gradle and CocoaPods read)"
+(cd "$EX" && npx react-native config >"$OUT/config.json" 2>"$OUT/config.log") || {
+    cat "$OUT/config.log"
+    fail "react-native config failed"
+}
+node - "$OUT/config.json" "$ROOT" <<'EOF'
+const fs = require('fs');
+const path = require('path');
+const [file, root] = process.argv.slice(2);
+const dep = JSON.parse(fs.readFileSync(file, 'utf8')).dependencies['react-native-local-llm'];
+const errors = [];
+if (dep === undefined) {
+  console.error('react-native-local-llm is not autolinked');
+  process.exit(1);
+}
+const real = (p) => (fs.existsSync(p) ? fs.realpathSync(p) : `missing ${p}`);
+const { ios, android } = dep.platforms;
+if (real(ios?.podspecPath ?? '') !== path.join(root, 'LocalLlm.podspec')) errors.push(`podspec ${ios?.podspecPath}`);
+if (real(path.join(android?.sourceDir ?? '', 'build.gradle')) !== path.join(root, 'android/build.gradle')) {
+  errors.push(`android sourceDir ${android?.sourceDir}`);
+}
+const cls = /^import ([\w.]+);$/.exec(android?.packageImportPath ?? '')?.[1] ?? '';
+if (!fs.existsSync(path.join(root, 'android/src/main/java', `${cls.replace(/\./g, '/')}.kt`))) {
+  errors.push(`android package class ${android?.packageImportPath}`);
+}
+const codegen = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).codegenConfig;
+if (android?.libraryName !== codegen.name) errors.push(`android libraryName ${android?.libraryName}`);
+if (errors.length > 0) {
+  console.error(errors.join('\n'));
+  process.exit(1);
+}
+console.log(`autolinked: ${path.relative(root, real(ios.podspecPath))}, android/ with ${cls} (${android.libraryName})`);
+EOF
 
 step "codegen: android (as the gradle plugin runs it)"
 CG=$EX/node_modules/@react-native/codegen
