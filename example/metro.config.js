@@ -14,11 +14,14 @@ const under = (dir) => new RegExp(`^${escape(path.join(root, dir))}([/\\\\].*)?$
 // the package's development) and point the package's imports of them at the app's.
 const peers = Object.keys(pkg.peerDependencies);
 const defaults = getDefaultConfig(__dirname);
+// LOCAL_LLM_EXAMPLE_LIB=1 bundles the built lib/module instead, as apps that install the
+// package from npm do (scripts/example-test.sh checks both).
+const conditions = process.env.LOCAL_LLM_EXAMPLE_LIB === '1' ? [] : ['source'];
 
 module.exports = mergeConfig(defaults, {
   watchFolders: [root],
   resolver: {
-    unstable_conditionNames: ['source', ...defaults.resolver.unstable_conditionNames],
+    unstable_conditionNames: [...conditions, ...defaults.resolver.unstable_conditionNames],
     blockList: [
       ...[defaults.resolver.blockList].flat(),
       ...peers.map((name) => under(`node_modules/${name}`)),

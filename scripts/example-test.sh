@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The example app (example/), without an Android SDK, NDK or Xcode:
-#   1. npm ci in the repository (the package's own dependencies; `prepare` builds lib/) and in
-#      example/
+#   1. npm ci in the repository (the package's own dependencies) unless done, lib/ built from
+#      the current src/ (npm run prepare), npm ci in example/
 #   2. tsc --noEmit in example/ (strict, @react-native/typescript-config)
 #   3. Metro production bundles for android and ios (react-native bundle --dev false); their
 #      source maps must show the package's TypeScript source (src/, the `source` export
-#      condition), no lib/ file, and one React Native: the app's
+#      condition), no lib/ file, and one React Native: the app's; and one android bundle of
+#      the built lib/module (what apps installing the package from npm bundle)
 #   4. autolinking: `react-native config` finds the package's podspec, android/ and package class
 #   5. React Native codegen over the package's spec (codegenConfig in package.json), the same
 #      commands the Android gradle plugin (schema + generate-specs-cli with javaPackageName)
@@ -30,10 +31,10 @@ if [[ ! -x node_modules/.bin/bob || ! -d node_modules/@ubjs/core ]]; then
     step "npm ci (repository)"
     npm ci --no-audit --no-fund
 fi
-if [[ ! -f lib/typescript/src/index.d.ts ]]; then
-    step "npm run prepare (lib/)"
-    npm run prepare
-fi
+# The example type-checks against lib/typescript and one bundle uses lib/module: build them
+# from the current src/.
+step "npm run prepare (bob build: lib/)"
+npm run --silent prepare
 
 step "npm ci (example)"
 (cd "$EX" && npm ci --no-audit --no-fund)
@@ -72,6 +73,28 @@ if (errors.length > 0) {
 console.log(`${sources.length} modules; the package from ${root}/src; React Native from example/node_modules`);
 EOF
 done
+
+step "Metro production bundle: android, from the built lib/module (as apps installing from npm)"
+(cd "$EX" && LOCAL_LLM_EXAMPLE_LIB=1 npx react-native bundle --platform android --dev false --entry-file index.js \
+    --bundle-output "$OUT/lib.js" --sourcemap-output "$OUT/lib.map" --assets-dest "$OUT/assets-lib" \
+    >"$OUT/bundle-lib.log" 2>&1) || {
+    cat "$OUT/bundle-lib.log"
+    fail "react-native bundle of lib/module failed"
+}
+node - "$OUT/lib.map" "$ROOT" <<'EOF'
+const fs = require('fs');
+const [map, root] = process.argv.slice(2);
+const sources = JSON.parse(fs.readFileSync(map, 'utf8')).sources;
+const pkg = sources.filter((s) => s.startsWith(`${root}/src/`) || s.startsWith(`${root}/lib/`));
+const want = ['index.js', 'native/index.js', 'native/NativeLocalLlm.js', 'api/local-llm.js', 'generated/local_llm_ffi.js'];
+const missing = want.filter((f) => !pkg.includes(`${root}/lib/module/${f}`));
+const src = pkg.filter((s) => s.startsWith(`${root}/src/`));
+if (missing.length > 0 || src.length > 0) {
+  console.error(`lib/module files missing: ${missing}; source files instead: ${src}`);
+  process.exit(1);
+}
+console.log(`${pkg.length} modules of the package, all from lib/module`);
+EOF
 
 step "autolinking (react-native config, what gradle and CocoaPods read)"
 (cd "$EX" && npx react-native config >"$OUT/config.json" 2>"$OUT/config.log") || {
