@@ -10,9 +10,9 @@
 #   4. autolinking: `react-native config` finds the package's podspec, android/ and package class
 #   5. React Native codegen over the package's spec (codegenConfig in package.json), the same
 #      commands the Android gradle plugin (schema + generate-specs-cli with javaPackageName)
-#      and CocoaPods (generate-codegen-artifacts.js for a library) run; the generated specs
-#      must declare every method, and the package's Kotlin module and Objective-C header must
-#      use them
+#      and pod install (generate-codegen-artifacts.js for the app) run; the generated specs
+#      must declare every method, the package's Kotlin module and Objective-C class must
+#      implement them, and the app's module provider must map the module to that class
 # Usage: scripts/example-test.sh. Needs node >= 20.19.4 + npm and the npm registry (or cache).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -151,8 +151,8 @@ for m in $METHODS; do
 done
 echo "NativeLocalLlmSpec ($JAVA_PACKAGE): $(echo $METHODS), implemented by the Kotlin module"
 
-step "codegen: ios (as CocoaPods runs it)"
-node "$RN/scripts/generate-codegen-artifacts.js" -p "$ROOT" -s library -t ios -o "$OUT/codegen-ios" \
+step "codegen: ios (as pod install runs it for the app)"
+node "$RN/scripts/generate-codegen-artifacts.js" -p "$EX" -t ios -o "$OUT/codegen-ios" \
     >"$OUT/codegen-ios.log" 2>&1 || {
     cat "$OUT/codegen-ios.log"
     fail "iOS codegen failed"
@@ -167,5 +167,12 @@ for m in $METHODS; do
 done
 grep -q "#import \"$LIBRARY.h\"" "$ROOT/ios/LocalLlm.h" || fail "ios/LocalLlm.h does not import $LIBRARY.h"
 echo "$LIBRARY.h: protocol NativeLocalLlmSpec with $(echo $METHODS), implemented by ios/LocalLlm.mm"
+# The app finds the module's class through RCTModuleProviders (codegenConfig.ios.modulesProvider).
+MODULE=$(sed -n "s/.*getEnforcing<Spec>('\([A-Za-z]*\)').*/\1/p" "$ROOT/$SPEC_DIR/NativeLocalLlm.ts")
+CLASS=$(sed -n 's/^@interface \([A-Za-z]*\) : NSObject <NativeLocalLlmSpec>.*/\1/p' "$ROOT/ios/LocalLlm.h")
+PROVIDERS=$(find "$OUT/codegen-ios" -name RCTModuleProviders.mm)
+[[ -n $MODULE && -n $CLASS && -n $PROVIDERS ]] || fail "module name '$MODULE', class '$CLASS', RCTModuleProviders.mm '$PROVIDERS'"
+grep -qF "@\"$MODULE\": @\"$CLASS\"" "$PROVIDERS" || fail "RCTModuleProviders.mm does not map $MODULE to $CLASS"
+echo "RCTModuleProviders.mm: $MODULE -> $CLASS"
 
 step "example test passed"
