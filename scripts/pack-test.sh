@@ -134,7 +134,9 @@ else
 fi
 
 step "cargo check -p local-llm-ffi in the unpacked package"
-(cd "$PKG" && CARGO_TARGET_DIR="$ROOT/target/pack-test" nice cargo check --quiet -p local-llm-ffi)
+# The repository's target dir: the dependencies checked by `cargo clippy` are reused (only the
+# unpacked workspace's own crates are new), which saves ~9 minutes on a cold CI machine.
+(cd "$PKG" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" nice cargo check --quiet -p local-llm-ffi)
 echo "ok"
 
 step "consumer project: npm install the tarball, tsc --noEmit (strict)"
