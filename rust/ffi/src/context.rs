@@ -266,13 +266,11 @@ fn embed(ctx: &mut Context, text: &str) -> Result<Vec<f32>, LlmError> {
     let hidden = hidden.map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
     let n_embd = model.model().config().n_embd;
     if n_embd == 0 || hidden.len() != tokens.len() * n_embd {
-        return Err(LlmError::EmbeddingFailed {
-            message: format!(
-                "unexpected hidden state size {} for {} tokens",
-                hidden.len(),
-                tokens.len()
-            ),
-        });
+        return Err(Stage::Embed.error(&format!(
+            "unexpected hidden state size {} for {} tokens",
+            hidden.len(),
+            tokens.len()
+        )));
     }
     let mut mean = vec![0f32; n_embd];
     for row in hidden.chunks_exact(n_embd) {
