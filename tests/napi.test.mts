@@ -120,6 +120,26 @@ test('InferenceContext.generate / stream (raw text) agree; seeded sampling is re
   assert.ok(perf && perf.generatedTokens > 0 && perf.generatedTokensPerSec > 0);
 });
 
+test('typical_p: chat.completions.create and generate options sample exactly like the CLI --typical', async () => {
+  const prompt = 'Write a short poem about the sea.';
+  const messages: ChatMessage[] = [{ role: 'user', content: prompt }];
+  const opts = { temperature: 1, seed: 42, max_tokens: 24, top_k: 0, top_p: 1 };
+  const cliRun = (extra: string[]) =>
+    cli(['run', '--chat', '-m', MODEL, '-p', prompt, '--temp', '1', '--seed', '42', '-n', '24', '--top-k', '0', '--top-p', '1', '-t', '2', ...extra]).replace(/\n$/, '');
+  const typical = (await ai.chat.completions.create({ messages, ...opts, typical_p: 0.2 })).choices[0].message.content;
+  const plain = (await ai.chat.completions.create({ messages, ...opts })).choices[0].message.content;
+  assert.equal(typical, cliRun(['--typical', '0.2']));
+  assert.equal(plain, cliRun([]));
+  // The option has an effect: the same seed without it samples another text.
+  assert.notEqual(typical, plain);
+  const viaGenerate = await ai.context.generateResult(
+    { messages },
+    { temperature: 1, seed: 42, maxTokens: 24, topK: 0, topP: 1, typicalP: 0.2 },
+  );
+  assert.equal(viaGenerate.text, typical);
+  await assert.rejects(ai.chat.completions.create({ messages, typical_p: 2 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
+});
+
 async function fullGreedy(maxTokens: number): Promise<GenerationResult> {
   return ai.context.generateResult({ messages: [{ role: 'user', content: 'Write a long story about a dragon.' }] }, { temperature: 0, maxTokens });
 }

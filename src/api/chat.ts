@@ -14,10 +14,6 @@ function createId(): string {
   return `chatcmpl-${rand}`;
 }
 
-function openAiFinish(result: GenerationResult): ChatFinishReason {
-  return result.finishReason === 'max_tokens' || result.finishReason === 'context_full' ? 'length' : 'stop';
-}
-
 function usage(result: GenerationResult) {
   return {
     prompt_tokens: result.promptTokens,
@@ -40,6 +36,7 @@ export class ChatCompletions {
       temperature: params.temperature,
       topP: params.top_p,
       topK: params.top_k,
+      typicalP: params.typical_p,
       seed: params.seed,
       stop: params.stop === undefined ? undefined : Array.isArray(params.stop) ? params.stop : [params.stop],
       frequencyPenalty: params.frequency_penalty,
@@ -69,7 +66,7 @@ export class ChatCompletions {
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model,
-      choices: [{ index: 0, message: { role: 'assistant', content: result.text }, finish_reason: openAiFinish(result) }],
+      choices: [{ index: 0, message: { role: 'assistant', content: result.text }, finish_reason: result.openAiFinishReason }],
       usage: usage(result),
       _timing: result.timing,
     };
@@ -100,7 +97,7 @@ export class ChatCompletions {
     }
     const final = result as GenerationResult | null;
     if (final !== null) {
-      yield { ...chunk({}, openAiFinish(final)), usage: usage(final), _timing: final.timing };
+      yield { ...chunk({}, final.openAiFinishReason), usage: usage(final), _timing: final.timing };
     }
   }
 }

@@ -1,6 +1,6 @@
 import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
-import { toMetrics, toNativeMessages, toResult } from './convert';
+import { defined, toMetrics, toNativeMessages, toResult } from './convert';
 import {
   LocalLLMErrorCode,
   abortError,
@@ -31,23 +31,30 @@ function toPrompt(prompt: PromptSource): PromptInput {
   return new PromptInput.Tokens({ tokens: Array.from(prompt.tokens) });
 }
 
+/** Native generation parameters; options left unset take the engine's defaults (from the generated records). */
 function toParams(prompt: PromptSource, o: GenerateOptions): GenerateParams {
-  const stop = o.stop === undefined ? [] : Array.isArray(o.stop) ? o.stop : [String(o.stop)];
-  return {
+  const { GenerateParams, SamplingParams } = getBindings();
+  const sampling = SamplingParams.create(
+    defined({
+      temperature: o.temperature,
+      topK: o.topK,
+      typicalP: o.typicalP,
+      topP: o.topP,
+      minP: o.minP,
+      repeatPenalty: o.repeatPenalty,
+      frequencyPenalty: o.frequencyPenalty,
+      presencePenalty: o.presencePenalty,
+      seed: o.seed === undefined ? undefined : BigInt(Math.trunc(o.seed) >>> 0),
+    }),
+  );
+  return GenerateParams.create({
     prompt: toPrompt(prompt),
-    maxTokens: o.maxTokens ?? 256,
-    temperature: o.temperature ?? 0.8,
-    topK: o.topK ?? 40,
-    topP: o.topP ?? 0.95,
-    minP: o.minP ?? (o.temperature === 0 ? 0 : 0.05),
-    repeatPenalty: o.repeatPenalty ?? 1,
-    frequencyPenalty: o.frequencyPenalty ?? 0,
-    presencePenalty: o.presencePenalty ?? 0,
-    penaltyLastN: 64,
-    seed: o.seed === undefined ? undefined : BigInt(Math.trunc(o.seed) >>> 0),
-    stop,
-    stopAtEog: true,
-  };
+    sampling,
+    ...defined({
+      maxTokens: o.maxTokens,
+      stop: o.stop === undefined ? undefined : Array.isArray(o.stop) ? o.stop : [String(o.stop)],
+    }),
+  });
 }
 
 /**

@@ -10,6 +10,7 @@ import { getBindings } from './bindings';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
 import type {
   BackendDevice,
+  ChatFinishReason,
   ChatMessage,
   GenerationResult,
   InferenceMetrics,
@@ -17,6 +18,11 @@ import type {
   ModelInfo,
   NativeFinishReason,
 } from './types';
+
+/** `values` without its `undefined` entries, so that a generated record's defaults fill them. */
+export function defined<T extends object>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
 
 /** A native 64-bit count as a JS number. */
 export function num(v: bigint | number): number {
@@ -42,25 +48,11 @@ export function toResult(r: NativeGenerationResult): GenerationResult {
     tokens: Array.from(r.tokens),
     promptTokens: r.promptTokens,
     completionTokens: r.completionTokens,
-    finishReason: finishReasonName(r.finishReason),
+    // The names are the engine's (FinishReason::name / openai_name in Rust).
+    finishReason: getBindings().finishReasonName(r.finishReason) as NativeFinishReason,
+    openAiFinishReason: getBindings().finishReasonOpenaiName(r.finishReason) as ChatFinishReason,
     timing: toMetrics(r.perf),
   };
-}
-
-function finishReasonName(reason: unknown): NativeFinishReason {
-  const { FinishReason } = getBindings();
-  switch (reason) {
-    case FinishReason.EndOfGeneration:
-      return 'eog';
-    case FinishReason.StopString:
-      return 'stop_string';
-    case FinishReason.MaxTokens:
-      return 'max_tokens';
-    case FinishReason.ContextFull:
-      return 'context_full';
-    default:
-      return 'cancelled';
-  }
 }
 
 /** The message text of a chat message (image parts are not supported). */

@@ -1,7 +1,6 @@
 import { addDisposeSymbol } from './bindings';
 import type { InferenceContext } from './context';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError } from './errors';
-import type { Model } from './model';
 import type { EmbeddingPoolingType, EmbeddingRequest, EmbeddingResponse } from './types';
 
 /**
@@ -91,7 +90,7 @@ function float32Bytes(v: Float32Array): Uint8Array {
 export class Embeddings {
   /** @internal */
   constructor(
-    private readonly model: Model,
+    private readonly countTokens: (text: string) => number,
     private readonly context: () => EmbeddingContext,
     private readonly modelName: string,
   ) {}
@@ -107,7 +106,7 @@ export class Embeddings {
     let tokens = 0;
     const data: EmbeddingResponse['data'] = [];
     for (const [index, text] of inputs.entries()) {
-      tokens += this.model.tokenize(text).length;
+      tokens += this.countTokens(text);
       const embedding = await context.embed(text, { signal: params.signal });
       data.push({
         object: 'embedding',

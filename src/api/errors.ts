@@ -1,3 +1,5 @@
+import type { LlmError_Tags } from '../generated/local_llm_ffi';
+
 /** Error codes, the same values as local-llm-rn's `LocalLLMErrorCode`. */
 export enum LocalLLMErrorCode {
   MODEL_LOAD_FAILED = 'MODEL_LOAD_FAILED',
@@ -32,8 +34,11 @@ export class LocalLLMError extends Error {
   }
 }
 
-/** The native error enum's variant names (Rust `LlmError`) and their codes. */
-const VARIANT_CODES: Record<string, LocalLLMErrorCode> = {
+/**
+ * The code of each variant of the native error enum (Rust `LlmError`), keyed by the generated
+ * tag type: adding, removing or renaming a Rust variant fails `tsc` here.
+ */
+const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   ModelLoadFailed: LocalLLMErrorCode.MODEL_LOAD_FAILED,
   ContextCreateFailed: LocalLLMErrorCode.CONTEXT_CREATE_FAILED,
   ContextExhausted: LocalLLMErrorCode.CONTEXT_EXHAUSTED,
@@ -54,7 +59,7 @@ export function toLocalLLMError(e: unknown, fallback: LocalLLMErrorCode): Error 
   }
   const err = e as { tag?: unknown; inner?: { message?: unknown }; message?: unknown } | null;
   const tag = typeof err?.tag === 'string' ? err.tag : undefined;
-  const code = tag !== undefined ? VARIANT_CODES[tag] : undefined;
+  const code = tag !== undefined && Object.prototype.hasOwnProperty.call(VARIANT_CODES, tag) ? VARIANT_CODES[tag as LlmError_Tags] : undefined;
   if (code !== undefined) {
     const message = typeof err?.inner?.message === 'string' ? err.inner.message : String(err?.message);
     return new LocalLLMError(code, message, { cause: e });

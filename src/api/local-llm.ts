@@ -65,7 +65,7 @@ export class LocalLLM {
           threads: o.threads,
           poolingType: pooling,
         });
-        this._embeddings = new Embeddings(model, () => this.embeddingContext, this._modelName);
+        this._embeddings = new Embeddings((text) => model.tokenize(text).length, () => this.embeddingContext, this._modelName);
       }
       if (o.warmup !== false) {
         await this._context.warmup();

@@ -2,7 +2,7 @@ import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
-import { toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
+import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
 import type {
   ChatMessage,
@@ -97,11 +97,12 @@ export class Model {
   createContext(options: ContextOptions = {}): InferenceContext {
     const handle = this.ensureHandle();
     const ctx = wrapSync(LocalLLMErrorCode.CONTEXT_CREATE_FAILED, () =>
-      handle.createContext({
-        contextSize: options.contextSize ?? 0,
-        batchSize: options.batchSize ?? 512,
-        threads: options.threads ?? 0,
-      }),
+      handle.createContext(
+        // Unset options take the engine's defaults (the generated record's).
+        getBindings().ContextOptions.create(
+          defined({ nCtx: options.contextSize, nBatch: options.batchSize, threads: options.threads }),
+        ),
+      ),
     );
     return new InferenceContext(ctx);
   }

@@ -36,6 +36,8 @@ export interface GenerateOptions {
   topP?: number;
   /** Top-k (default 40; 0 = off). */
   topK?: number;
+  /** Addition: locally typical sampling mass (default 1 = off), like llama.cpp's `--typical`. */
+  typicalP?: number;
   /** Min-p (default 0.05; addition). */
   minP?: number;
   /** Repetition penalty (default 1 = off). */
@@ -188,6 +190,8 @@ export interface GenerationResult {
   promptTokens: number;
   completionTokens: number;
   finishReason: NativeFinishReason;
+  /** OpenAI's name of {@link finishReason}. */
+  openAiFinishReason: ChatFinishReason;
   timing: InferenceMetrics;
 }
 
@@ -244,6 +248,8 @@ export interface ChatCompletionRequest {
   seed?: number;
   frequency_penalty?: number;
   presence_penalty?: number;
+  /** Addition: locally typical sampling mass (1 = off), like llama.cpp's `typical_p`. */
+  typical_p?: number;
   /** Addition: stops native decoding; the call (or the iteration) rejects with an AbortError. */
   signal?: AbortSignal;
 }

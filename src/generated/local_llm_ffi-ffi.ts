@@ -77,6 +77,8 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_func_device_memory(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(path: Uint8Array, contextSize: number): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+    ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, params: Uint8Array): bigint;
@@ -98,7 +100,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(uniffiSelf: bigint, messages: Uint8Array, addGenerationPrompt: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(uniffiSelf: bigint, options: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(uniffiSelf: bigint, tokens: Uint8Array, special: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(uniffiSelf: bigint, contextSize: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
@@ -111,6 +113,8 @@ interface NativeModuleInterface {
     ubrn_ffi_local_llm_ffi_uniffi_contract_version(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_device_memory(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_get_backends(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_library_version(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_load_model(): number;

@@ -22,7 +22,7 @@ const uniffiIsDebug =
 /**
  * Read the host's total and available memory.
  */
-export function deviceMemory(): DeviceMemory {
+export function deviceMemory(): HostMemory {
     const __rb: Uint8Array = uniffiCaller.rustCall(
             /*caller:*/ (callStatus) => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_memory(
@@ -31,15 +31,15 @@ export function deviceMemory(): DeviceMemory {
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
     try {
-        return FfiConverterTypeDeviceMemory.lift(__rb);
+        return FfiConverterTypeHostMemory.lift(__rb);
     } finally {
         nativeModule().rustbuffer_free(__rb);
     }
     }
 
 /**
- * Estimate the memory a model file needs for `context_size` tokens from its metadata alone
- * (weights plus f16 KV cache), without loading the weights.
+ * Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
+ * from its metadata alone (weights plus f16 KV cache), without loading the weights.
  */
 export async function estimateModelMemory(path: string, contextSize: number, asyncOpts_?: { signal: AbortSignal }): Promise<MemoryEstimate> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
@@ -78,6 +78,45 @@ export async function estimateModelMemory(path: string, contextSize: number, asy
             __error.stack = __stack;
         }
         throw __error;
+    }
+    }
+
+/**
+ * The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
+ * "context_full", "cancelled").
+ */
+export function finishReasonName(reason: FinishReason): string {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(
+        FfiConverterTypeFinishReason.lower(reason, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
+ * OpenAI's `finish_reason` for a finish reason ("stop" or "length").
+ */
+export function finishReasonOpenaiName(reason: FinishReason): string {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(
+        FfiConverterTypeFinishReason.lower(reason, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
     }
     }
 
@@ -637,111 +676,62 @@ const FfiConverterTypeChatMessage = (() => {
 })();
 
 /**
- * How to create an inference context.
+ * How to create a context.
  */
-export type ContextParams = {
+export type ContextOptions = {
     /**
-     * Context size in tokens (0: the model's training context, capped at 4096).
+     * Context size in tokens; 0 = the model's default
+     * ([`ModelConfig::default_context_size`]).
      */
-    contextSize: number,
+    nCtx: number,
     /**
      * Prompt tokens processed per forward pass (at least 1).
      */
-    batchSize: number,
+    nBatch: number,
     /**
-     * Worker threads (0: all available cores).
+     * Worker threads; 0 = all available cores.
      */
     threads: number
 }
 
 /**
- * Generated factory for {@link ContextParams} record objects.
+ * Generated factory for {@link ContextOptions} record objects.
  */
-export const ContextParams = (() => {
+export const ContextOptions = (() => {
     const defaults = () => ({
+        nCtx: 0,
+        nBatch: 512,
+        threads: 0
     });
     const create = (() => {
-        return uniffiCreateRecord<ContextParams, ReturnType<typeof defaults>>(defaults);
+        return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
     })();
     return Object.freeze({
         create,
         new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ContextParams>,
+        defaults: () => Object.freeze(defaults()) as Partial<ContextOptions>,
     });
 })();
 
-const FfiConverterTypeContextParams = (() => {
-    type TypeName = ContextParams;
+const FfiConverterTypeContextOptions = (() => {
+    type TypeName = ContextOptions;
     class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
         readFromCursor(c: Cursor): TypeName {
             return {
-                contextSize: FfiConverterUInt32.readFromCursor(c), 
-                batchSize: FfiConverterUInt32.readFromCursor(c), 
+                nCtx: FfiConverterUInt32.readFromCursor(c), 
+                nBatch: FfiConverterUInt32.readFromCursor(c), 
                 threads: FfiConverterUInt32.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.contextSize, c);
-            FfiConverterUInt32.writeIntoCursor(value.batchSize, c);
+            FfiConverterUInt32.writeIntoCursor(value.nCtx, c);
+            FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
             FfiConverterUInt32.writeIntoCursor(value.threads, c);
         }
         allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.contextSize) +
-             FfiConverterUInt32.allocationSize(value.batchSize) +
+            return FfiConverterUInt32.allocationSize(value.nCtx) +
+             FfiConverterUInt32.allocationSize(value.nBatch) +
              FfiConverterUInt32.allocationSize(value.threads);
-            
-        }
-    };
-    return new FFIConverter();
-})();
-
-/**
- * The host's memory as the operating system reports it; `None` where it cannot be read
- * (only Linux and Android expose `/proc/meminfo`).
- */
-export type DeviceMemory = {
-    /**
-     * Total physical memory in bytes.
-     */
-    totalBytes?: bigint,
-    /**
-     * Memory available to new allocations without swapping, in bytes.
-     */
-    availableBytes?: bigint
-}
-
-/**
- * Generated factory for {@link DeviceMemory} record objects.
- */
-export const DeviceMemory = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<DeviceMemory, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<DeviceMemory>,
-    });
-})();
-
-const FfiConverterTypeDeviceMemory = (() => {
-    type TypeName = DeviceMemory;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                totalBytes: FfiConverterOptionalUInt64.readFromCursor(c), 
-                availableBytes: FfiConverterOptionalUInt64.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterOptionalUInt64.writeIntoCursor(value.totalBytes, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.availableBytes, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterOptionalUInt64.allocationSize(value.totalBytes) +
-             FfiConverterOptionalUInt64.allocationSize(value.availableBytes);
             
         }
     };
@@ -946,8 +936,131 @@ const FfiConverterTypePromptInput = (() => {
 })();
 
 /**
- * A generation request. Neutral values switch a sampling stage off (`top_k` 0, `top_p` 1,
- * `min_p` 0, penalties 0 / 1); `temperature` 0 is greedy decoding.
+ * Sampling parameters; the defaults are llama.cpp's. Neutral values switch a stage
+ * off: `top_k` 0, `typical_p` 1, `top_p` 1, `min_p` 0, `repeat_penalty` 1,
+ * `frequency_penalty` / `presence_penalty` 0, `penalty_last_n` 0.
+ */
+export type SamplingParams = {
+    /**
+     * Softmax temperature; 0 means greedy (argmax) decoding.
+     */
+    temperature: number,
+    /**
+     * Keep only the `top_k` most likely tokens; 0 = off.
+     */
+    topK: number,
+    /**
+     * Locally typical sampling: keep the tokens whose surprise is closest to the
+     * distribution's entropy until their probabilities sum past `typical_p`; 1 = off.
+     */
+    typicalP: number,
+    /**
+     * Keep the smallest set of most likely tokens whose probability sum reaches
+     * `top_p`; 1 = off.
+     */
+    topP: number,
+    /**
+     * Drop tokens whose probability is below `min_p` times the best token's; 0 = off.
+     */
+    minP: number,
+    /**
+     * Repetition penalty: positive logits of recent tokens are divided by it,
+     * negative ones multiplied; 1 = off.
+     */
+    repeatPenalty: number,
+    /**
+     * Subtracted from a recent token's logit once per occurrence.
+     */
+    frequencyPenalty: number,
+    /**
+     * Subtracted once from the logit of every token that occurred recently.
+     */
+    presencePenalty: number,
+    /**
+     * How many of the most recent history tokens the penalties look at; 0 = off.
+     */
+    penaltyLastN: number,
+    /**
+     * PRNG seed; none seeds from the clock and process entropy.
+     */
+    seed?: bigint
+}
+
+/**
+ * Generated factory for {@link SamplingParams} record objects.
+ */
+export const SamplingParams = (() => {
+    const defaults = () => ({
+        temperature: 0.8,
+        topK: 40,
+        typicalP: 1.0,
+        topP: 0.95,
+        minP: 0.05,
+        repeatPenalty: 1.0,
+        frequencyPenalty: 0.0,
+        presencePenalty: 0.0,
+        penaltyLastN: 64,
+        seed: undefined
+    });
+    const create = (() => {
+        return uniffiCreateRecord<SamplingParams, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<SamplingParams>,
+    });
+})();
+
+const FfiConverterTypeSamplingParams = (() => {
+    type TypeName = SamplingParams;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                temperature: FfiConverterFloat32.readFromCursor(c), 
+                topK: FfiConverterUInt32.readFromCursor(c), 
+                typicalP: FfiConverterFloat32.readFromCursor(c), 
+                topP: FfiConverterFloat32.readFromCursor(c), 
+                minP: FfiConverterFloat32.readFromCursor(c), 
+                repeatPenalty: FfiConverterFloat32.readFromCursor(c), 
+                frequencyPenalty: FfiConverterFloat32.readFromCursor(c), 
+                presencePenalty: FfiConverterFloat32.readFromCursor(c), 
+                penaltyLastN: FfiConverterUInt32.readFromCursor(c), 
+                seed: FfiConverterOptionalUInt64.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterFloat32.writeIntoCursor(value.temperature, c);
+            FfiConverterUInt32.writeIntoCursor(value.topK, c);
+            FfiConverterFloat32.writeIntoCursor(value.typicalP, c);
+            FfiConverterFloat32.writeIntoCursor(value.topP, c);
+            FfiConverterFloat32.writeIntoCursor(value.minP, c);
+            FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
+            FfiConverterFloat32.writeIntoCursor(value.frequencyPenalty, c);
+            FfiConverterFloat32.writeIntoCursor(value.presencePenalty, c);
+            FfiConverterUInt32.writeIntoCursor(value.penaltyLastN, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.seed, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterFloat32.allocationSize(value.temperature) +
+             FfiConverterUInt32.allocationSize(value.topK) +
+             FfiConverterFloat32.allocationSize(value.typicalP) +
+             FfiConverterFloat32.allocationSize(value.topP) +
+             FfiConverterFloat32.allocationSize(value.minP) +
+             FfiConverterFloat32.allocationSize(value.repeatPenalty) +
+             FfiConverterFloat32.allocationSize(value.frequencyPenalty) +
+             FfiConverterFloat32.allocationSize(value.presencePenalty) +
+             FfiConverterUInt32.allocationSize(value.penaltyLastN) +
+             FfiConverterOptionalUInt64.allocationSize(value.seed);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * A generation request: the engine's `GenerateRequest` with an FFI prompt. Limits left unset
+ * take the engine's defaults.
  */
 export type GenerateParams = {
     /**
@@ -955,53 +1068,21 @@ export type GenerateParams = {
      */
     prompt: PromptInput,
     /**
-     * Most tokens to generate.
+     * Sampling settings (`SamplingParams.create({...})` fills the defaults).
      */
-    maxTokens: number,
+    sampling: SamplingParams,
     /**
-     * Softmax temperature (0: greedy).
+     * Most tokens to generate (none: the engine's default).
      */
-    temperature: number,
-    /**
-     * Top-k (0: off).
-     */
-    topK: number,
-    /**
-     * Top-p (1: off).
-     */
-    topP: number,
-    /**
-     * Min-p (0: off).
-     */
-    minP: number,
-    /**
-     * Repetition penalty (1: off).
-     */
-    repeatPenalty: number,
-    /**
-     * Frequency penalty (0: off).
-     */
-    frequencyPenalty: number,
-    /**
-     * Presence penalty (0: off).
-     */
-    presencePenalty: number,
-    /**
-     * Recent tokens the penalties look at.
-     */
-    penaltyLastN: number,
-    /**
-     * Random seed (none: from the clock).
-     */
-    seed?: bigint,
+    maxTokens?: number,
     /**
      * Stop strings (excluded from the text).
      */
     stop: Array<string>,
     /**
-     * Stop at end-of-generation tokens.
+     * Keep generating after end-of-generation tokens.
      */
-    stopAtEog: boolean
+    ignoreEog: boolean
 }
 
 /**
@@ -1009,6 +1090,9 @@ export type GenerateParams = {
  */
 export const GenerateParams = (() => {
     const defaults = () => ({
+        maxTokens: undefined,
+        stop: [],
+        ignoreEog: false
     });
     const create = (() => {
         return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -1026,49 +1110,25 @@ const FfiConverterTypeGenerateParams = (() => {
         readFromCursor(c: Cursor): TypeName {
             return {
                 prompt: FfiConverterTypePromptInput.readFromCursor(c), 
-                maxTokens: FfiConverterUInt32.readFromCursor(c), 
-                temperature: FfiConverterFloat32.readFromCursor(c), 
-                topK: FfiConverterUInt32.readFromCursor(c), 
-                topP: FfiConverterFloat32.readFromCursor(c), 
-                minP: FfiConverterFloat32.readFromCursor(c), 
-                repeatPenalty: FfiConverterFloat32.readFromCursor(c), 
-                frequencyPenalty: FfiConverterFloat32.readFromCursor(c), 
-                presencePenalty: FfiConverterFloat32.readFromCursor(c), 
-                penaltyLastN: FfiConverterUInt32.readFromCursor(c), 
-                seed: FfiConverterOptionalUInt64.readFromCursor(c), 
+                sampling: FfiConverterTypeSamplingParams.readFromCursor(c), 
+                maxTokens: FfiConverterOptionalUInt32.readFromCursor(c), 
                 stop: FfiConverterSequenceString.readFromCursor(c), 
-                stopAtEog: FfiConverterBool.readFromCursor(c)
+                ignoreEog: FfiConverterBool.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterTypePromptInput.writeIntoCursor(value.prompt, c);
-            FfiConverterUInt32.writeIntoCursor(value.maxTokens, c);
-            FfiConverterFloat32.writeIntoCursor(value.temperature, c);
-            FfiConverterUInt32.writeIntoCursor(value.topK, c);
-            FfiConverterFloat32.writeIntoCursor(value.topP, c);
-            FfiConverterFloat32.writeIntoCursor(value.minP, c);
-            FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
-            FfiConverterFloat32.writeIntoCursor(value.frequencyPenalty, c);
-            FfiConverterFloat32.writeIntoCursor(value.presencePenalty, c);
-            FfiConverterUInt32.writeIntoCursor(value.penaltyLastN, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.seed, c);
+            FfiConverterTypeSamplingParams.writeIntoCursor(value.sampling, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.maxTokens, c);
             FfiConverterSequenceString.writeIntoCursor(value.stop, c);
-            FfiConverterBool.writeIntoCursor(value.stopAtEog, c);
+            FfiConverterBool.writeIntoCursor(value.ignoreEog, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterTypePromptInput.allocationSize(value.prompt) +
-             FfiConverterUInt32.allocationSize(value.maxTokens) +
-             FfiConverterFloat32.allocationSize(value.temperature) +
-             FfiConverterUInt32.allocationSize(value.topK) +
-             FfiConverterFloat32.allocationSize(value.topP) +
-             FfiConverterFloat32.allocationSize(value.minP) +
-             FfiConverterFloat32.allocationSize(value.repeatPenalty) +
-             FfiConverterFloat32.allocationSize(value.frequencyPenalty) +
-             FfiConverterFloat32.allocationSize(value.presencePenalty) +
-             FfiConverterUInt32.allocationSize(value.penaltyLastN) +
-             FfiConverterOptionalUInt64.allocationSize(value.seed) +
+             FfiConverterTypeSamplingParams.allocationSize(value.sampling) +
+             FfiConverterOptionalUInt32.allocationSize(value.maxTokens) +
              FfiConverterSequenceString.allocationSize(value.stop) +
-             FfiConverterBool.allocationSize(value.stopAtEog);
+             FfiConverterBool.allocationSize(value.ignoreEog);
             
         }
     };
@@ -1096,7 +1156,7 @@ export enum FinishReason {
      */
     ContextFull,
     /**
-     * Cancelled by the caller (abort, `break`, dispose).
+     * Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
      */
     Cancelled
 }
@@ -1131,7 +1191,7 @@ const FfiConverterTypeFinishReason = (() => {
 })();
 
 /**
- * The result of a generation.
+ * The result of a generation (also of a cancelled one: the text generated until then).
  */
 export type GenerationResult = {
     /**
@@ -1204,6 +1264,58 @@ const FfiConverterTypeGenerationResult = (() => {
              FfiConverterUInt32.allocationSize(value.completionTokens) +
              FfiConverterTypeFinishReason.allocationSize(value.finishReason) +
              FfiConverterTypePerf.allocationSize(value.perf);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * The host's memory as the operating system reports it; `None` where it cannot be read.
+ */
+export type HostMemory = {
+    /**
+     * Total physical memory in bytes.
+     */
+    totalBytes?: bigint,
+    /**
+     * Memory available to new allocations without swapping, in bytes.
+     */
+    availableBytes?: bigint
+}
+
+/**
+ * Generated factory for {@link HostMemory} record objects.
+ */
+export const HostMemory = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<HostMemory, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<HostMemory>,
+    });
+})();
+
+const FfiConverterTypeHostMemory = (() => {
+    type TypeName = HostMemory;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                totalBytes: FfiConverterOptionalUInt64.readFromCursor(c), 
+                availableBytes: FfiConverterOptionalUInt64.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterOptionalUInt64.writeIntoCursor(value.totalBytes, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.availableBytes, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterOptionalUInt64.allocationSize(value.totalBytes) +
+             FfiConverterOptionalUInt64.allocationSize(value.availableBytes);
             
         }
     };
@@ -1312,19 +1424,19 @@ const FfiConverterTypeLogRecord = (() => {
 })();
 
 /**
- * Memory a model needs for a context size: its weights plus the KV cache.
+ * Memory a model needs for one context: its weights plus the f16 KV cache.
  */
 export type MemoryEstimate = {
     /**
-     * Bytes of weights.
+     * Bytes of weights (tensor data).
      */
     weightsBytes: bigint,
     /**
-     * Bytes of the KV cache for the context size.
+     * Bytes of the KV cache for `context_size` tokens.
      */
     kvCacheBytes: bigint,
     /**
-     * The context size used for the estimate.
+     * The context size of the estimate.
      */
     contextSize: number,
     /**
@@ -2931,7 +3043,7 @@ export interface LlmModelLike {
 /**
  * A new inference context (its own KV cache) for this model.
  */
-    createContext(params: ContextParams) /*throws*/: LlmContextLike;
+    createContext(options: ContextOptions) /*throws*/: LlmContextLike;
 /**
  * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
  */
@@ -2941,7 +3053,7 @@ export interface LlmModelLike {
  */
     dispose(): void;
 /**
- * Memory needed for a context of `context_size` tokens (0: the default size).
+ * Memory needed for a context of `context_size` tokens (0: the model's default).
  */
     estimateMemory(contextSize: number) /*throws*/: MemoryEstimate;
 /**
@@ -3007,13 +3119,13 @@ private constructor(pointer: UniffiHandle) {
 /**
  * A new inference context (its own KV cache) for this model.
  */
-    createContext(params: ContextParams): LlmContextLike /*throws*/ {
+    createContext(options: ContextOptions): LlmContextLike /*throws*/ {
     return FfiConverterTypeLlmContext.lift(uniffiCaller.rustCallWithError(
             /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
             /*caller:*/ (callStatus) => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(
                 uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterTypeContextParams.lower(params, nativeModule().rustbuffer_alloc),
+        FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
                 callStatus);
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
@@ -3055,7 +3167,7 @@ private constructor(pointer: UniffiHandle) {
     }
     
 /**
- * Memory needed for a context of `context_size` tokens (0: the default size).
+ * Memory needed for a context of `context_size` tokens (0: the model's default).
  */
     estimateMemory(contextSize: number): MemoryEstimate /*throws*/ {
     const __rb: Uint8Array = uniffiCaller.rustCallWithError(
@@ -3218,6 +3330,9 @@ const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTy
 // FfiConverter for Array<number>
 const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
 
+// FfiConverter for number | undefined
+const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
+
 // FfiConverter for string | undefined
 const FfiConverterOptionalString = new FfiConverterOptional(FfiConverterString);
 
@@ -3264,11 +3379,17 @@ function uniffiEnsureInitialized() {
     if (bindingsContractVersion !== scaffoldingContractVersion) {
         throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_memory() !== 44956) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_memory() !== 49777) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_memory");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 61246) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_estimate_model_memory");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 35055) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_name");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 32887) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 63094) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_get_backends");
@@ -3315,25 +3436,25 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 11633) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_embed");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 47568) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 55555) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 5789) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 15315) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_stream");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup() !== 42499) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_warmup");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template() !== 2081) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template() !== 27643) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context() !== 58671) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context() !== 9230) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_create_context");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize() !== 49693) {
@@ -3342,7 +3463,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose() !== 15340) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_dispose");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 47056) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 45596) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info() !== 20672) {
@@ -3357,7 +3478,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel() !== 60275) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_tokenstream_cancel");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish() !== 51076) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish() !== 12175) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_tokenstream_finish");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next() !== 21278) {
@@ -3374,11 +3495,11 @@ export default Object.freeze({
     FfiConverterTypeBenchmarkResult,
     FfiConverterTypeCancelToken,
     FfiConverterTypeChatMessage,
-    FfiConverterTypeContextParams,
-    FfiConverterTypeDeviceMemory,
+    FfiConverterTypeContextOptions,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
+    FfiConverterTypeHostMemory,
     FfiConverterTypeLlmContext,
     FfiConverterTypeLlmError,
     FfiConverterTypeLlmModel,
@@ -3389,6 +3510,7 @@ export default Object.freeze({
     FfiConverterTypeModelParams,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
+    FfiConverterTypeSamplingParams,
     FfiConverterTypeStreamChunk,
     FfiConverterTypeTokenStream,
   }

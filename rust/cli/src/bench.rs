@@ -46,8 +46,8 @@ pub struct BenchArgs {
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
     /// Prompt batch size.
-    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
-    batch_size: usize,
+    #[arg(short = 'b', long = "batch-size", default_value_t = ContextOptions::default().n_batch)]
+    batch_size: u32,
     /// Print results as JSON lines instead of a table.
     #[arg(long)]
     json: bool,
@@ -148,9 +148,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         let mut ctx = Context::new(
             model.clone(),
             &ContextOptions {
-                n_ctx: max_len.max(16),
+                n_ctx: u32::try_from(max_len.max(16)).unwrap_or(u32::MAX),
                 n_batch: args.batch_size,
-                threads,
+                threads: u32::try_from(threads).unwrap_or(u32::MAX),
             },
         )?;
         let tests = args

@@ -73,6 +73,7 @@ fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
         sampling: SamplingParams {
             temperature: args.temp,
             top_k: args.top_k,
+            typical_p: args.typical,
             top_p: args.top_p,
             min_p: args.min_p,
             repeat_penalty: args.repeat_penalty,

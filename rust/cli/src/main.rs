@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{ContextOptions, GenerateRequest};
 
 /// On-device LLM inference (GGUF models, CPU and accelerator backends).
 #[derive(Parser)]
@@ -74,40 +76,43 @@ struct RunArgs {
     #[arg(long)]
     system: Option<String>,
     /// Tokens to generate.
-    #[arg(short = 'n', long = "n-predict", default_value_t = 256)]
+    #[arg(short = 'n', long = "n-predict", default_value_t = GenerateRequest::DEFAULT_MAX_TOKENS)]
     n_predict: usize,
     /// Threads (0: all cores).
-    #[arg(short = 't', long = "threads", default_value_t = 0)]
-    threads: usize,
+    #[arg(short = 't', long = "threads", default_value_t = ContextOptions::default().threads)]
+    threads: u32,
     /// Context size (0: the model's, up to 4096).
-    #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
-    ctx_size: usize,
+    #[arg(short = 'c', long = "ctx-size", default_value_t = ContextOptions::default().n_ctx)]
+    ctx_size: u32,
     /// Prompt batch size.
-    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
-    batch_size: usize,
+    #[arg(short = 'b', long = "batch-size", default_value_t = ContextOptions::default().n_batch)]
+    batch_size: u32,
     /// Temperature (0: greedy).
-    #[arg(long = "temp", default_value_t = 0.8)]
+    #[arg(long = "temp", default_value_t = SamplingParams::default().temperature)]
     temp: f32,
     /// Top-k (0: off).
-    #[arg(long = "top-k", default_value_t = 40)]
-    top_k: usize,
+    #[arg(long = "top-k", default_value_t = SamplingParams::default().top_k)]
+    top_k: u32,
+    /// Locally typical sampling mass (1: off).
+    #[arg(long = "typical", default_value_t = SamplingParams::default().typical_p)]
+    typical: f32,
     /// Top-p (1: off).
-    #[arg(long = "top-p", default_value_t = 0.95)]
+    #[arg(long = "top-p", default_value_t = SamplingParams::default().top_p)]
     top_p: f32,
     /// Min-p (0: off).
-    #[arg(long = "min-p", default_value_t = 0.05)]
+    #[arg(long = "min-p", default_value_t = SamplingParams::default().min_p)]
     min_p: f32,
     /// Repeat penalty (1: off).
-    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    #[arg(long = "repeat-penalty", default_value_t = SamplingParams::default().repeat_penalty)]
     repeat_penalty: f32,
     /// Tokens considered by the penalties.
-    #[arg(long = "repeat-last-n", default_value_t = 64)]
-    repeat_last_n: usize,
+    #[arg(long = "repeat-last-n", default_value_t = SamplingParams::default().penalty_last_n)]
+    repeat_last_n: u32,
     /// Frequency penalty.
-    #[arg(long = "frequency-penalty", default_value_t = 0.0)]
+    #[arg(long = "frequency-penalty", default_value_t = SamplingParams::default().frequency_penalty)]
     frequency_penalty: f32,
     /// Presence penalty.
-    #[arg(long = "presence-penalty", default_value_t = 0.0)]
+    #[arg(long = "presence-penalty", default_value_t = SamplingParams::default().presence_penalty)]
     presence_penalty: f32,
     /// RNG seed (default: random).
     #[arg(short = 's', long = "seed")]

@@ -10,6 +10,9 @@
 //! - [`sampling`]: logit processing, sampling and stop-string matching.
 //! - [`session`]: loading models, contexts with a KV cache, generation and streaming.
 
+#[macro_use]
+mod macros;
+
 pub mod backend;
 pub mod chat;
 pub mod error;

@@ -58,12 +58,56 @@ pub struct ModelInfo {
     pub file_size: u64,
     /// Number of parameters (elements of all tensors).
     pub n_params: u64,
+    /// Bytes of tensor data (the weights).
+    pub weights_bytes: u64,
     /// Whether the file has its own chat template (otherwise a built-in one is used).
     pub has_chat_template: bool,
     /// Time taken to load, in milliseconds.
     pub load_ms: f64,
     /// Weight matrices per device.
     pub placement: Vec<(String, usize)>,
+}
+
+/// Memory a model needs for one context: its weights plus the f16 KV cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Bytes of weights (tensor data).
+    pub weights_bytes: u64,
+    /// Bytes of the KV cache for `context_size` tokens.
+    pub kv_cache_bytes: u64,
+    /// The context size of the estimate.
+    pub context_size: u32,
+    /// `weights_bytes + kv_cache_bytes`.
+    pub total_bytes: u64,
+}
+
+/// Bytes of tensor data in `gguf`.
+fn weights_bytes(gguf: &GgufFile) -> u64 {
+    gguf.tensors().iter().map(|t| t.n_bytes).sum()
+}
+
+impl MemoryEstimate {
+    /// The estimate for the model in `gguf` read from its metadata and tensor table (no
+    /// weight is loaded), for a context of `n_ctx` tokens (0: the model's default).
+    pub fn for_file(gguf: &GgufFile, n_ctx: u32) -> Result<Self> {
+        Ok(Self::new(&ModelConfig::from_gguf(gguf)?, gguf, n_ctx))
+    }
+
+    fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32) -> Self {
+        let options = ContextOptions {
+            n_ctx,
+            ..ContextOptions::default()
+        };
+        let context_size = options.context_size(config);
+        let weights_bytes = weights_bytes(gguf);
+        let kv_cache_bytes = config.kv_cache_bytes(context_size);
+        MemoryEstimate {
+            weights_bytes,
+            kv_cache_bytes,
+            context_size: u32::try_from(context_size).unwrap_or(u32::MAX),
+            total_bytes: weights_bytes.saturating_add(kv_cache_bytes),
+        }
+    }
 }
 
 impl LoadedModel {
@@ -134,10 +178,16 @@ impl LoadedModel {
             config: self.model.config().clone(),
             file_size: self.gguf.file_size(),
             n_params: self.gguf.tensors().iter().map(|t| t.n_elements()).sum(),
+            weights_bytes: weights_bytes(&self.gguf),
             has_chat_template: !self.template_is_builtin,
             load_ms: self.load_ms,
             placement: self.model.placement().into_iter().collect(),
         }
+    }
+
+    /// Memory this model needs with a context of `n_ctx` tokens (0: the model's default).
+    pub fn estimate_memory(&self, n_ctx: u32) -> MemoryEstimate {
+        MemoryEstimate::new(self.model.config(), &self.gguf, n_ctx)
     }
 
     /// Tokenize `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
@@ -189,23 +239,35 @@ impl LoadedModel {
     }
 }
 
-/// How to create a context.
-#[derive(Clone, Debug)]
-pub struct ContextOptions {
-    /// Context size in tokens (0: the model's training context, capped at 4096).
-    pub n_ctx: usize,
-    /// Prompt tokens processed per forward pass.
-    pub n_batch: usize,
-    /// Worker threads (0: all available cores).
-    pub threads: usize,
+/// The fields of [`ContextOptions`] with their documentation and defaults, written once (see
+/// [`crate::sampling_params_table`] for how the engine and the FFI use such a table).
+#[macro_export]
+macro_rules! context_options_table {
+    ($emit:ident) => {
+        $emit! {
+            /// How to create a context.
+            struct ContextOptions {
+                /// Context size in tokens; 0 = the model's default
+                /// ([`ModelConfig::default_context_size`]).
+                n_ctx: u32 = 0,
+                /// Prompt tokens processed per forward pass (at least 1).
+                n_batch: u32 = 512,
+                /// Worker threads; 0 = all available cores.
+                threads: u32 = 0,
+            }
+        }
+    };
 }
 
-impl Default for ContextOptions {
-    fn default() -> Self {
-        ContextOptions {
-            n_ctx: 0,
-            n_batch: 512,
-            threads: 0,
+context_options_table!(options_struct);
+
+impl ContextOptions {
+    /// The context size these options give for `config`: `n_ctx`, or the model's default
+    /// when it is 0.
+    pub fn context_size(&self, config: &ModelConfig) -> usize {
+        match self.n_ctx {
+            0 => config.default_context_size(),
+            n => n as usize,
         }
     }
 }
@@ -237,12 +299,16 @@ pub struct GenerateRequest {
 }
 
 impl GenerateRequest {
-    /// A request with default sampling, 256 tokens, no stop strings.
+    /// Tokens generated at most unless a request says otherwise.
+    pub const DEFAULT_MAX_TOKENS: usize = 256;
+
+    /// A request with default sampling, [`Self::DEFAULT_MAX_TOKENS`], no stop strings, stopping
+    /// at end-of-generation tokens.
     pub fn new(prompt: Prompt) -> Self {
         GenerateRequest {
             prompt,
             sampling: SamplingParams::default(),
-            max_tokens: 256,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
             stop: Vec::new(),
             stop_at_eog: true,
         }
@@ -260,17 +326,31 @@ pub enum FinishReason {
     MaxTokens,
     /// The context window is full.
     ContextFull,
-    /// The caller cancelled.
+    /// The caller cancelled (during the prompt or while decoding): the result holds what was
+    /// generated until then.
     Cancelled,
 }
 
 impl FinishReason {
-    /// OpenAI-style name: "stop", "length" or "cancelled".
+    /// Short name: "eog", "stop_string", "max_tokens", "context_full" or "cancelled".
+    pub fn name(self) -> &'static str {
+        match self {
+            FinishReason::EndOfGeneration => "eog",
+            FinishReason::StopString => "stop_string",
+            FinishReason::MaxTokens => "max_tokens",
+            FinishReason::ContextFull => "context_full",
+            FinishReason::Cancelled => "cancelled",
+        }
+    }
+
+    /// OpenAI's `finish_reason`: "length" when a limit cut the answer, "stop" otherwise
+    /// (OpenAI has no value for a cancelled request; it stopped early).
     pub fn openai_name(self) -> &'static str {
         match self {
-            FinishReason::EndOfGeneration | FinishReason::StopString => "stop",
             FinishReason::MaxTokens | FinishReason::ContextFull => "length",
-            FinishReason::Cancelled => "cancelled",
+            FinishReason::EndOfGeneration | FinishReason::StopString | FinishReason::Cancelled => {
+                "stop"
+            }
         }
     }
 }
@@ -335,11 +415,7 @@ pub struct Context {
 impl Context {
     /// A context for `model`.
     pub fn new(model: Arc<LoadedModel>, options: &ContextOptions) -> Result<Self> {
-        let n_ctx = if options.n_ctx == 0 {
-            model.model.config().n_ctx_train.min(4096)
-        } else {
-            options.n_ctx
-        };
+        let n_ctx = options.context_size(model.model.config());
         if n_ctx > 1 << 20 {
             return Err(Error::InvalidOption(format!(
                 "context size {n_ctx} is too large"
@@ -348,10 +424,9 @@ impl Context {
         if options.n_batch == 0 {
             return Err(Error::InvalidOption("batch size must be at least 1".into()));
         }
-        let threads = if options.threads == 0 {
-            default_threads()
-        } else {
-            options.threads
+        let threads = match options.threads {
+            0 => default_threads(),
+            n => n as usize,
         };
         if threads > 1024 {
             return Err(Error::InvalidOption(format!(
@@ -361,7 +436,7 @@ impl Context {
         Ok(Context {
             cache: model.model.new_cache(n_ctx),
             threads: Threads::new(threads)?,
-            n_batch: options.n_batch,
+            n_batch: options.n_batch as usize,
             cached: Vec::new(),
             model,
         })
@@ -380,11 +455,6 @@ impl Context {
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads.count()
-    }
-
-    /// Tokens currently in the KV cache.
-    pub fn cached_tokens(&self) -> &[u32] {
-        &self.cached
     }
 
     /// Empty the KV cache.
@@ -476,16 +546,30 @@ impl Context {
         self.cached.truncate(common);
 
         let start = Instant::now();
-        let mut logits = self.eval(
+        let evaluated = self.eval(
             &prompt[common..],
             Output::LastLogits,
             &mut |_, _| {},
             cancel,
-        )?;
+        );
         let mut timings = Timings {
             prompt_tokens: prompt.len() - common,
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,
             ..Timings::default()
+        };
+        let mut logits = match evaluated {
+            Ok(logits) => logits,
+            // Cancelled during the prompt: the same shape as a cancel while decoding.
+            Err(Error::Cancelled) => {
+                return Ok(Generation {
+                    text: String::new(),
+                    tokens: Vec::new(),
+                    prompt_tokens: prompt.len(),
+                    finish_reason: FinishReason::Cancelled,
+                    timings,
+                })
+            }
+            Err(e) => return Err(e),
         };
 
         let tokenizer = &self.model.tokenizer;

@@ -404,3 +404,61 @@ fn large_vocabulary_top_k_is_fast() {
     eprintln!("262k-vocab sample with top_k 40: {per:?} per token");
     assert!(per < std::time::Duration::from_millis(200), "{per:?}");
 }
+
+#[test]
+fn typical_p_keeps_the_tokens_nearest_the_entropy() {
+    // p = [0.40, 0.25, 0.15, 0.10, 0.06, 0.04]; computed by hand / with a few lines of Python
+    // (not with this crate): entropy H = 1.5255 nats; |-ln p_i - H| = [0.609, 0.139, 0.372,
+    // 0.777, 1.288, 1.693], so the typical order is 1, 2, 0, 3, 4, 5 with cumulative mass 0.25,
+    // 0.40, 0.80, 0.90, 0.96, 1.0. The kept set is the shortest prefix whose mass exceeds
+    // typical_p. Note that 0.1 drops the most likely token.
+    let p = [0.40, 0.25, 0.15, 0.10, 0.06, 0.04];
+    let logits = log_probs(&p);
+    let cases: [(f32, &[usize]); 5] = [
+        (0.1, &[1]),
+        (0.3, &[1, 2]),
+        (0.6, &[0, 1, 2]),
+        (0.85, &[0, 1, 2, 3]),
+        (1.0, &[0, 1, 2, 3, 4, 5]),
+    ];
+    for (mass, kept) in cases {
+        let mut sampler = Sampler::new(SamplingParams {
+            typical_p: mass,
+            ..off(1.0, 7)
+        })
+        .unwrap();
+        let got = frequencies(&mut sampler, &logits, &[], 4000);
+        let kept_mass: f64 = kept.iter().map(|&i| p[i]).sum();
+        let want: Vec<f64> = (0..p.len())
+            .map(|i| {
+                if kept.contains(&i) {
+                    p[i] / kept_mass
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        for (i, &g) in got.iter().enumerate() {
+            assert_eq!(
+                g > 0.0,
+                kept.contains(&i),
+                "typical_p {mass}: token {i} drawn with frequency {g}, kept set {kept:?}"
+            );
+        }
+        assert_close(&got, &want, 0.03);
+    }
+}
+
+#[test]
+fn typical_p_is_validated() {
+    for bad in [0.0, -0.5, 1.5, f32::NAN] {
+        let params = SamplingParams {
+            typical_p: bad,
+            ..SamplingParams::default()
+        };
+        assert!(
+            matches!(params.validate(), Err(Error::InvalidOption(ref m)) if m.contains("typical_p")),
+            "typical_p {bad} must be rejected"
+        );
+    }
+}

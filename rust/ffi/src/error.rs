@@ -4,7 +4,7 @@
 use local_llm_engine::Error as EngineError;
 
 /// Errors returned to JavaScript; every variant carries a human-readable message.
-#[derive(Debug, thiserror::Error, uniffi::Error)]
+#[derive(Debug, Clone, thiserror::Error, uniffi::Error)]
 pub enum LlmError {
     /// `MODEL_LOAD_FAILED`: the file is not a usable GGUF model.
     #[error("{message}")]
@@ -56,15 +56,60 @@ pub enum LlmError {
     },
 }
 
-/// Which operation an engine error came from; decides the code of errors that are not
-/// specific to one operation.
+/// The operation an error came from: it decides the code of errors that are not specific to
+/// one operation, and the message names it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Stage {
     Load,
+    EstimateMemory,
     CreateContext,
+    Tokenize,
+    Template,
     Generate,
     Stream,
+    Clear,
+    Warmup,
+    Benchmark,
     Embed,
+}
+
+impl Stage {
+    /// The error of this stage with `message`, prefixed with what failed. This is the one
+    /// place where a stage's error code is chosen.
+    pub(crate) fn error(self, message: &str) -> LlmError {
+        let (what, make): (&str, fn(String) -> LlmError) = match self {
+            Stage::Load => ("loading the model", |message| LlmError::ModelLoadFailed {
+                message,
+            }),
+            Stage::EstimateMemory => ("estimating memory", |message| LlmError::ModelLoadFailed {
+                message,
+            }),
+            Stage::CreateContext => ("creating the context", |message| {
+                LlmError::ContextCreateFailed { message }
+            }),
+            Stage::Tokenize => ("tokenizing", |message| LlmError::InferenceFailed {
+                message,
+            }),
+            Stage::Template => ("applying the chat template", |message| {
+                LlmError::InferenceFailed { message }
+            }),
+            Stage::Generate => ("generating", |message| LlmError::InferenceFailed {
+                message,
+            }),
+            Stage::Stream => ("streaming", |message| LlmError::StreamFailed { message }),
+            Stage::Clear => ("clearing the context", |message| {
+                LlmError::InferenceFailed { message }
+            }),
+            Stage::Warmup => ("warming up", |message| LlmError::InferenceFailed {
+                message,
+            }),
+            Stage::Benchmark => ("benchmarking", |message| LlmError::InferenceFailed {
+                message,
+            }),
+            Stage::Embed => ("embedding", |message| LlmError::EmbeddingFailed { message }),
+        };
+        make(format!("{what}: {message}"))
+    }
 }
 
 impl LlmError {
@@ -73,7 +118,7 @@ impl LlmError {
         let message = error.to_string();
         match (&error, stage) {
             (EngineError::ContextExhausted { .. }, _) => LlmError::ContextExhausted { message },
-            (EngineError::Io { source, .. }, Stage::Load)
+            (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
                 if matches!(
                     source.kind(),
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
@@ -81,11 +126,7 @@ impl LlmError {
             {
                 LlmError::InvalidPath { message }
             }
-            (_, Stage::Load) => LlmError::ModelLoadFailed { message },
-            (_, Stage::CreateContext) => LlmError::ContextCreateFailed { message },
-            (_, Stage::Generate) => LlmError::InferenceFailed { message },
-            (_, Stage::Stream) => LlmError::StreamFailed { message },
-            (_, Stage::Embed) => LlmError::EmbeddingFailed { message },
+            _ => stage.error(&message),
         }
     }
 
@@ -98,13 +139,6 @@ impl LlmError {
 
     /// The error for a worker that died (a panic in the engine, caught at the thread boundary).
     pub(crate) fn worker_failed(stage: Stage) -> Self {
-        let message = "internal error: the inference worker stopped unexpectedly".to_string();
-        match stage {
-            Stage::Load => LlmError::ModelLoadFailed { message },
-            Stage::CreateContext => LlmError::ContextCreateFailed { message },
-            Stage::Generate => LlmError::InferenceFailed { message },
-            Stage::Stream => LlmError::StreamFailed { message },
-            Stage::Embed => LlmError::EmbeddingFailed { message },
-        }
+        stage.error("internal error: the inference worker stopped unexpectedly")
     }
 }

@@ -10,19 +10,19 @@ mod context;
 mod error;
 mod logging;
 mod model;
+mod records;
+mod shared;
 mod stream;
 
 use std::sync::OnceLock;
 
-pub use context::{
-    BenchmarkParams, BenchmarkResult, CancelToken, ChatMessage, FinishReason, GenerateParams,
-    GenerationResult, LlmContext, Perf, PromptInput,
-};
+pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext};
 pub use error::LlmError;
 pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
-pub use model::{
-    estimate_model_memory, load_model, ContextParams, LlmModel, MemoryEstimate, ModelInfo,
-    ModelParams,
+pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo, ModelParams};
+pub use records::{
+    finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,
+    Perf, PromptInput,
 };
 pub use stream::{StreamChunk, TokenStream};
 
@@ -101,29 +101,8 @@ pub fn library_version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
-/// The host's memory as the operating system reports it; `None` where it cannot be read
-/// (only Linux and Android expose `/proc/meminfo`).
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct DeviceMemory {
-    /// Total physical memory in bytes.
-    pub total_bytes: Option<u64>,
-    /// Memory available to new allocations without swapping, in bytes.
-    pub available_bytes: Option<u64>,
-}
-
 /// Read the host's total and available memory.
 #[uniffi::export]
-pub fn device_memory() -> DeviceMemory {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|rest| rest.trim().strip_suffix("kB"))
-            .and_then(|kb| kb.trim().parse::<u64>().ok())
-            .map(|kb| kb.saturating_mul(1024))
-    };
-    DeviceMemory {
-        total_bytes: field("MemTotal"),
-        available_bytes: field("MemAvailable"),
-    }
+pub fn device_memory() -> local_llm_engine::backend::HostMemory {
+    local_llm_engine::backend::HostMemory::read()
 }

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use local_llm_engine::backend::Registry;
 use local_llm_engine::gguf::GgufFile;
-use local_llm_engine::session::{ContextOptions, LoadOptions, LoadedModel};
+use local_llm_engine::session::{ContextOptions, LoadOptions, LoadedModel, MemoryEstimate};
 
-use crate::context::{ChatMessage, LlmContext};
+use crate::context::LlmContext;
 use crate::error::{LlmError, Stage};
+use crate::records::{to_u32, ChatMessage};
 
 /// How to load a model.
 #[derive(Debug, Clone, uniffi::Record)]
@@ -18,17 +19,6 @@ pub struct ModelParams {
     pub use_mmap: bool,
     /// Use only the CPU (local-llm-rn's `compute: 'cpu'`); otherwise every detected device.
     pub cpu_only: bool,
-}
-
-/// How to create an inference context.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct ContextParams {
-    /// Context size in tokens (0: the model's training context, capped at 4096).
-    pub context_size: u32,
-    /// Prompt tokens processed per forward pass (at least 1).
-    pub batch_size: u32,
-    /// Worker threads (0: all available cores).
-    pub threads: u32,
 }
 
 /// Facts about a loaded model.
@@ -66,36 +56,6 @@ pub struct ModelInfo {
     pub metadata: HashMap<String, String>,
     /// Weight matrices per device name.
     pub placement: HashMap<String, u32>,
-}
-
-/// Memory a model needs for a context size: its weights plus the KV cache.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct MemoryEstimate {
-    /// Bytes of weights.
-    pub weights_bytes: u64,
-    /// Bytes of the KV cache for the context size.
-    pub kv_cache_bytes: u64,
-    /// The context size used for the estimate.
-    pub context_size: u32,
-    /// `weights_bytes + kv_cache_bytes`.
-    pub total_bytes: u64,
-}
-
-fn to_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-fn weights_bytes(gguf: &GgufFile) -> u64 {
-    gguf.tensors().iter().map(|t| t.n_bytes).sum()
-}
-
-/// The context size a request of `context_size` gets (0: training context capped at 4096).
-fn effective_n_ctx(context_size: u32, n_ctx_train: usize) -> usize {
-    if context_size == 0 {
-        n_ctx_train.min(4096)
-    } else {
-        context_size as usize
-    }
 }
 
 /// A loaded model. Disposing it releases the weights once no context uses them.
@@ -156,54 +116,18 @@ fn check_path(path: &str) -> Result<(), LlmError> {
     Ok(())
 }
 
-/// Estimate the memory a model file needs for `context_size` tokens from its metadata alone
-/// (weights plus f16 KV cache), without loading the weights.
+/// Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
+/// from its metadata alone (weights plus f16 KV cache), without loading the weights.
 #[uniffi::export]
 pub async fn estimate_model_memory(
     path: String,
     context_size: u32,
 ) -> Result<MemoryEstimate, LlmError> {
-    crate::run_blocking(Stage::Load, move || {
+    crate::run_blocking(Stage::EstimateMemory, move || {
         check_path(&path)?;
-        let gguf =
-            GgufFile::open_with(&path, true).map_err(|e| LlmError::from_engine(e, Stage::Load))?;
-        let meta_error = |key: &str| LlmError::ModelLoadFailed {
-            message: format!("invalid model: missing or invalid metadata '{key}'"),
-        };
-        let arch = gguf
-            .get_str("general.architecture")
-            .ok_or_else(|| meta_error("general.architecture"))?;
-        let dim = |suffix: &str| -> Result<Option<u64>, LlmError> {
-            let key = format!("{arch}.{suffix}");
-            match gguf.get(&key) {
-                None => Ok(None),
-                Some(v) => v.as_u64().map(Some).ok_or_else(|| meta_error(&key)),
-            }
-        };
-        let required = |suffix: &str| -> Result<u64, LlmError> {
-            dim(suffix)?.ok_or_else(|| meta_error(&format!("{arch}.{suffix}")))
-        };
-        let n_layer = required("block_count")?;
-        let n_embd = required("embedding_length")?;
-        let n_head = required("attention.head_count")?.max(1);
-        let n_head_kv = dim("attention.head_count_kv")?.unwrap_or(n_head);
-        let k_dim = dim("attention.key_length")?.unwrap_or(n_embd / n_head);
-        let v_dim = dim("attention.value_length")?.unwrap_or(k_dim);
-        let n_ctx_train = dim("context_length")?.unwrap_or(4096);
-        let n_ctx = effective_n_ctx(context_size, usize::try_from(n_ctx_train).unwrap_or(4096));
-        let kv = u128::from(n_layer)
-            * n_ctx as u128
-            * u128::from(n_head_kv)
-            * (u128::from(k_dim) + u128::from(v_dim))
-            * 2;
-        let weights = weights_bytes(&gguf);
-        let kv = u64::try_from(kv).unwrap_or(u64::MAX);
-        Ok(MemoryEstimate {
-            weights_bytes: weights,
-            kv_cache_bytes: kv,
-            context_size: to_u32(n_ctx),
-            total_bytes: weights.saturating_add(kv),
-        })
+        GgufFile::open_with(&path, true)
+            .and_then(|gguf| MemoryEstimate::for_file(&gguf, context_size))
+            .map_err(|e| LlmError::from_engine(e, Stage::EstimateMemory))
     })
     .await
 }
@@ -231,7 +155,7 @@ impl LlmModel {
             architecture: c.architecture.clone(),
             name: c.name.clone(),
             size_bytes: info.file_size,
-            weights_bytes: weights_bytes(gguf),
+            weights_bytes: info.weights_bytes,
             n_params: info.n_params,
             context_length: to_u32(c.n_ctx_train),
             embedding_length: to_u32(c.n_embd),
@@ -251,18 +175,9 @@ impl LlmModel {
         })
     }
 
-    /// Memory needed for a context of `context_size` tokens (0: the default size).
+    /// Memory needed for a context of `context_size` tokens (0: the model's default).
     pub fn estimate_memory(&self, context_size: u32) -> Result<MemoryEstimate, LlmError> {
-        let model = self.get()?;
-        let n_ctx = effective_n_ctx(context_size, model.model().config().n_ctx_train);
-        let weights = weights_bytes(model.gguf());
-        let kv = model.model().cache_bytes(n_ctx);
-        Ok(MemoryEstimate {
-            weights_bytes: weights,
-            kv_cache_bytes: kv,
-            context_size: to_u32(n_ctx),
-            total_bytes: weights.saturating_add(kv),
-        })
+        Ok(self.get()?.estimate_memory(context_size))
     }
 
     /// Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
@@ -275,7 +190,7 @@ impl LlmModel {
     ) -> Result<Vec<u32>, LlmError> {
         self.get()?
             .tokenize(&text, add_special, parse_special)
-            .map_err(|e| LlmError::from_engine(e, Stage::Generate))
+            .map_err(|e| LlmError::from_engine(e, Stage::Tokenize))
     }
 
     /// Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
@@ -283,9 +198,9 @@ impl LlmModel {
         let model = self.get()?;
         let n_vocab = model.model().config().n_vocab;
         if let Some(bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(LlmError::InferenceFailed {
-                message: format!("token id {bad} is outside the vocabulary ({n_vocab} tokens)"),
-            });
+            return Err(Stage::Tokenize.error(&format!(
+                "token id {bad} is outside the vocabulary ({n_vocab} tokens)"
+            )));
         }
         Ok(model.detokenize(&tokens, special))
     }
@@ -299,18 +214,12 @@ impl LlmModel {
         let messages: Vec<_> = messages.into_iter().map(ChatMessage::into_engine).collect();
         self.get()?
             .apply_chat_template(&messages, add_generation_prompt)
-            .map_err(|e| LlmError::from_engine(e, Stage::Generate))
+            .map_err(|e| LlmError::from_engine(e, Stage::Template))
     }
 
     /// A new inference context (its own KV cache) for this model.
-    pub fn create_context(&self, params: ContextParams) -> Result<Arc<LlmContext>, LlmError> {
-        let model = self.get()?;
-        let options = ContextOptions {
-            n_ctx: params.context_size as usize,
-            n_batch: params.batch_size as usize,
-            threads: params.threads as usize,
-        };
-        LlmContext::new(model, &options)
+    pub fn create_context(&self, options: ContextOptions) -> Result<Arc<LlmContext>, LlmError> {
+        LlmContext::new(self.get()?, &options)
     }
 
     /// Release the model (contexts made from it keep their own reference until disposed).

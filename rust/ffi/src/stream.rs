@@ -8,8 +8,9 @@ use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use crate::context::{GenerateParams, GenerationResult, Shared};
 use crate::error::{LlmError, Stage};
+use crate::records::{GenerateParams, GenerationResult};
+use crate::shared::Shared;
 
 enum Event {
     Text(String),
@@ -81,22 +82,8 @@ impl TokenStream {
                 done: true,
                 result: Some(result.clone()),
             }),
-            Err(e) => Err(clone_error(e)),
+            Err(e) => Err(e.clone()),
         })
-    }
-}
-
-fn clone_error(e: &LlmError) -> LlmError {
-    let message = e.to_string();
-    match e {
-        LlmError::ModelLoadFailed { .. } => LlmError::ModelLoadFailed { message },
-        LlmError::ContextCreateFailed { .. } => LlmError::ContextCreateFailed { message },
-        LlmError::ContextExhausted { .. } => LlmError::ContextExhausted { message },
-        LlmError::InferenceFailed { .. } => LlmError::InferenceFailed { message },
-        LlmError::StreamFailed { .. } => LlmError::StreamFailed { message },
-        LlmError::EmbeddingFailed { .. } => LlmError::EmbeddingFailed { message },
-        LlmError::NotInitialized { .. } => LlmError::NotInitialized { message },
-        LlmError::InvalidPath { .. } => LlmError::InvalidPath { message },
     }
 }
 

@@ -181,12 +181,13 @@ pub struct CpuDevice;
 
 impl Device for CpuDevice {
     fn info(&self) -> DeviceInfo {
+        let memory = HostMemory::read();
         DeviceInfo {
             name: "CPU".to_string(),
             description: format!("{} ({})", cpu_model_name(), std::env::consts::ARCH),
             kind: DeviceKind::Cpu,
-            memory_total: mem_info("MemTotal:"),
-            memory_free: mem_info("MemAvailable:"),
+            memory_total: memory.total_bytes,
+            memory_free: memory.available_bytes,
             features: vec![
                 format!("simd={}", quant::simd_level()),
                 format!(
@@ -243,9 +244,30 @@ fn cpu_model_name() -> String {
         .unwrap_or_else(|| "CPU".to_string())
 }
 
-fn mem_info(key: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with(key))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+/// The host's memory as the operating system reports it; a field is `None` where it cannot be
+/// read (only Linux and Android expose `/proc/meminfo`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostMemory {
+    /// Total physical memory in bytes.
+    pub total_bytes: Option<u64>,
+    /// Memory available to new allocations without swapping, in bytes.
+    pub available_bytes: Option<u64>,
+}
+
+impl HostMemory {
+    /// Read `/proc/meminfo` (once).
+    pub fn read() -> Self {
+        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|rest| rest.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<u64>().ok())
+                .map(|kb| kb.saturating_mul(1024))
+        };
+        HostMemory {
+            total_bytes: field("MemTotal"),
+            available_bytes: field("MemAvailable"),
+        }
+    }
 }

@@ -102,6 +102,30 @@ impl<'a> Meta<'a> {
 }
 
 impl ModelConfig {
+    /// Largest context a context gets by default (when its size is left at 0).
+    pub const MAX_DEFAULT_CONTEXT: usize = 4096;
+
+    /// The hyper-parameters of the model in `gguf` (its `general.architecture`), without
+    /// loading any weight.
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Self> {
+        let arch = gguf
+            .get_str("general.architecture")
+            .ok_or_else(|| Error::InvalidModel("missing metadata 'general.architecture'".into()))?;
+        Self::read(gguf, arch)
+    }
+
+    /// The context size used when none is asked for: the training context, at most
+    /// [`Self::MAX_DEFAULT_CONTEXT`].
+    pub fn default_context_size(&self) -> usize {
+        self.n_ctx_train.min(Self::MAX_DEFAULT_CONTEXT)
+    }
+
+    /// Bytes an f16 KV cache of `n_ctx` positions takes.
+    pub fn kv_cache_bytes(&self, n_ctx: usize) -> u64 {
+        let per_position = self.n_layer * self.n_head_kv * (self.head_dim + self.head_dim_v) * 2;
+        (per_position as u64).saturating_mul(n_ctx as u64)
+    }
+
     /// Read the common hyper-parameters for architecture `arch`.
     pub(crate) fn read(gguf: &GgufFile, arch: &str) -> Result<Self> {
         let m = Meta::new(gguf, arch);

@@ -61,12 +61,6 @@ impl Model {
         )
     }
 
-    /// Bytes a KV cache of `n_ctx` positions takes.
-    pub fn cache_bytes(&self, n_ctx: usize) -> u64 {
-        let c = &self.net.config;
-        (c.n_layer * n_ctx * c.n_head_kv * (c.head_dim + c.head_dim_v) * 2) as u64
-    }
-
     /// Run `tokens` after the cache's contents (see [`Output`]).
     pub fn forward(
         &self,

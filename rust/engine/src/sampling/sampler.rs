@@ -63,7 +63,7 @@ impl Sampler {
         let k = match self.params.top_k {
             _ if greedy => 1,
             0 => logits.len(),
-            k => k.min(logits.len()),
+            k => (k as usize).min(logits.len()),
         };
         if k < logits.len() {
             select_top(logits, &self.penalized, k, &mut cands);
@@ -90,7 +90,7 @@ impl Sampler {
         if !active || p.penalty_last_n == 0 {
             return;
         }
-        let start = history.len().saturating_sub(p.penalty_last_n);
+        let start = history.len().saturating_sub(p.penalty_last_n as usize);
         self.window.clear();
         self.window.extend_from_slice(&history[start..]);
         self.window.sort_unstable();
@@ -110,16 +110,19 @@ impl Sampler {
         }
     }
 
-    /// top-p, min-p, temperature, then a draw from the softmax (top-k was applied by the caller).
+    /// Typical, top-p, min-p, temperature, then a draw from the softmax (top-k was applied by
+    /// the caller).
     fn sample_chain(&mut self, cands: &mut Vec<Candidate>) -> u32 {
         let p = &self.params;
-        let max = cands
-            .iter()
-            .map(|c| c.logit)
-            .fold(f32::NEG_INFINITY, f32::max);
+        let mut max = max_logit(cands);
         if !max.is_finite() {
             // All -inf, or +inf present: the best candidate is the only sensible pick.
             return cands.iter().min_by(|a, b| better(a, b)).map_or(0, |c| c.id);
+        }
+        if p.typical_p < 1.0 {
+            keep_typical(cands, max, p.typical_p);
+            // The most likely token may be gone: later stages are relative to the best kept one.
+            max = max_logit(cands);
         }
         if p.top_p < 1.0 {
             // Only this stage needs the full order (O(n log n) for the n surviving candidates).
@@ -156,6 +159,61 @@ impl Sampler {
         // Rounding left a sliver: the last remaining candidate takes it.
         cands.last().map_or(0, |c| c.id)
     }
+}
+
+/// The largest logit of `cands` (-inf when empty).
+fn max_logit(cands: &[Candidate]) -> f32 {
+    cands
+        .iter()
+        .map(|c| c.logit)
+        .fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// Locally typical sampling (Meister et al., "Locally Typical Sampling", 2022; the stage
+/// llama.cpp calls `typical`): with p_i the softmax of `cands` and H its entropy, order tokens by
+/// how far their surprise -ln p_i is from H, and keep the shortest prefix of that order whose
+/// probabilities sum to more than `mass` (at least one token). The kept tokens are left best
+/// first. `max` is the largest logit (finite).
+fn keep_typical(cands: &mut Vec<Candidate>, max: f32, mass: f32) {
+    let weights: Vec<f64> = cands
+        .iter()
+        .map(|c| ((c.logit - max) as f64).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let entropy: f64 = weights
+        .iter()
+        .map(|w| w / total)
+        .filter(|&q| q > 0.0)
+        .map(|q| -q * q.ln())
+        .sum();
+    // (distance of the surprise from the entropy, probability, candidate); ties keep the
+    // better candidate first so the result does not depend on the incoming order.
+    cands.sort_unstable_by(better);
+    let mut order: Vec<(f64, f64, Candidate)> = cands
+        .iter()
+        .zip(cands.iter().map(|c| ((c.logit - max) as f64).exp() / total))
+        .map(|(&c, q)| {
+            let distance = if q > 0.0 {
+                (-q.ln() - entropy).abs()
+            } else {
+                f64::INFINITY
+            };
+            (distance, q, c)
+        })
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut cum = 0.0;
+    let mut keep = order.len();
+    for (i, &(_, q, _)) in order.iter().enumerate() {
+        cum += q;
+        if cum > mass as f64 {
+            keep = i + 1;
+            break;
+        }
+    }
+    cands.clear();
+    cands.extend(order[..keep].iter().map(|&(_, _, c)| c));
+    cands.sort_unstable_by(better);
 }
 
 /// Call `f` with every token's effective logit (penalized value if penalized, NaN as -inf), in

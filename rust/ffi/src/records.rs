@@ -1,0 +1,223 @@
+//! The records and enums that cross the FFI. Options, finish reasons, memory estimates and host
+//! memory are the engine's own types, declared to UniFFI with `#[uniffi::remote]`: the compiler
+//! checks each declaration against the engine's definition, and option records are emitted from
+//! the engine's option tables, so their defaults reach the generated TypeScript unchanged.
+
+use local_llm_engine::backend::HostMemory;
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    ContextOptions, FinishReason, GenerateRequest, Generation, MemoryEstimate, Prompt, Timings,
+};
+
+/// Declare an engine option struct to UniFFI from its table (see the engine's
+/// `sampling_params_table!`), each field with its default.
+macro_rules! remote_options_record {
+    (
+        $(#[doc = $struct_doc:tt])*
+        struct $name:ident {
+            $( $(#[doc = $doc:tt])* $field:ident : $ty:ty = $default:tt ),* $(,)?
+        }
+    ) => {
+        $(#[doc = $struct_doc])*
+        #[uniffi::remote(Record)]
+        pub struct $name {
+            $( $(#[doc = $doc])* #[uniffi(default = $default)] pub $field: $ty, )*
+        }
+    };
+}
+
+local_llm_engine::sampling_params_table!(remote_options_record);
+local_llm_engine::context_options_table!(remote_options_record);
+
+/// Why a generation ended.
+#[uniffi::remote(Enum)]
+pub enum FinishReason {
+    /// An end-of-generation token.
+    EndOfGeneration,
+    /// A stop string matched.
+    StopString,
+    /// `max_tokens` reached.
+    MaxTokens,
+    /// The context window is full.
+    ContextFull,
+    /// Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
+    Cancelled,
+}
+
+/// The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
+/// "context_full", "cancelled").
+#[uniffi::export]
+pub fn finish_reason_name(reason: FinishReason) -> String {
+    reason.name().to_string()
+}
+
+/// OpenAI's `finish_reason` for a finish reason ("stop" or "length").
+#[uniffi::export]
+pub fn finish_reason_openai_name(reason: FinishReason) -> String {
+    reason.openai_name().to_string()
+}
+
+/// Memory a model needs for one context: its weights plus the f16 KV cache.
+#[uniffi::remote(Record)]
+pub struct MemoryEstimate {
+    /// Bytes of weights (tensor data).
+    pub weights_bytes: u64,
+    /// Bytes of the KV cache for `context_size` tokens.
+    pub kv_cache_bytes: u64,
+    /// The context size of the estimate.
+    pub context_size: u32,
+    /// `weights_bytes + kv_cache_bytes`.
+    pub total_bytes: u64,
+}
+
+/// The host's memory as the operating system reports it; `None` where it cannot be read.
+#[uniffi::remote(Record)]
+pub struct HostMemory {
+    /// Total physical memory in bytes.
+    pub total_bytes: Option<u64>,
+    /// Memory available to new allocations without swapping, in bytes.
+    pub available_bytes: Option<u64>,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ChatMessage {
+    /// "system", "user" or "assistant".
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub(crate) fn into_engine(self) -> local_llm_engine::chat::ChatMessage {
+        local_llm_engine::chat::ChatMessage::new(self.role, self.content)
+    }
+}
+
+/// What to generate from.
+#[derive(Debug, Clone, uniffi::Enum)]
+pub enum PromptInput {
+    /// Raw text (BOS added as the model asks; special-token text is parsed).
+    Text {
+        /// The prompt.
+        text: String,
+    },
+    /// Chat messages rendered with the model's chat template.
+    Chat {
+        /// The conversation.
+        messages: Vec<ChatMessage>,
+    },
+    /// Token ids as they are.
+    Tokens {
+        /// The prompt's token ids.
+        tokens: Vec<u32>,
+    },
+}
+
+/// A generation request: the engine's `GenerateRequest` with an FFI prompt. Limits left unset
+/// take the engine's defaults.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct GenerateParams {
+    /// The prompt.
+    pub prompt: PromptInput,
+    /// Sampling settings (`SamplingParams.create({...})` fills the defaults).
+    pub sampling: SamplingParams,
+    /// Most tokens to generate (none: the engine's default).
+    #[uniffi(default = None)]
+    pub max_tokens: Option<u32>,
+    /// Stop strings (excluded from the text).
+    #[uniffi(default = [])]
+    pub stop: Vec<String>,
+    /// Keep generating after end-of-generation tokens.
+    #[uniffi(default = false)]
+    pub ignore_eog: bool,
+}
+
+impl GenerateParams {
+    pub(crate) fn to_request(&self) -> GenerateRequest {
+        let prompt = match &self.prompt {
+            PromptInput::Text { text } => Prompt::Text(text.clone()),
+            PromptInput::Chat { messages } => Prompt::Chat(
+                messages
+                    .iter()
+                    .cloned()
+                    .map(ChatMessage::into_engine)
+                    .collect(),
+            ),
+            PromptInput::Tokens { tokens } => Prompt::Tokens(tokens.clone()),
+        };
+        let mut request = GenerateRequest::new(prompt);
+        request.sampling = self.sampling.clone();
+        if let Some(n) = self.max_tokens {
+            request.max_tokens = n as usize;
+        }
+        request.stop = self.stop.clone();
+        request.stop_at_eog = !self.ignore_eog;
+        request
+    }
+}
+
+/// Performance of one generation (local-llm-rn's `InferenceMetrics`).
+#[derive(Debug, Clone, Copy, uniffi::Record)]
+pub struct Perf {
+    /// Milliseconds spent on the prompt.
+    pub prompt_eval_ms: f64,
+    /// Milliseconds spent generating.
+    pub generation_ms: f64,
+    /// Prompt tokens evaluated (tokens reused from the KV cache excluded).
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub generated_tokens: u32,
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_sec: f64,
+    /// Generated tokens per second.
+    pub generated_tokens_per_sec: f64,
+}
+
+impl From<Timings> for Perf {
+    fn from(t: Timings) -> Self {
+        Perf {
+            prompt_eval_ms: t.prompt_ms,
+            generation_ms: t.generation_ms,
+            prompt_tokens: to_u32(t.prompt_tokens),
+            generated_tokens: to_u32(t.generated_tokens),
+            prompt_tokens_per_sec: t.prompt_tokens_per_second(),
+            generated_tokens_per_sec: t.generation_tokens_per_second(),
+        }
+    }
+}
+
+/// The result of a generation (also of a cancelled one: the text generated until then).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct GenerationResult {
+    /// Generated text (stop string excluded).
+    pub text: String,
+    /// Generated token ids.
+    pub tokens: Vec<u32>,
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+    /// Why generation ended.
+    pub finish_reason: FinishReason,
+    /// Timings.
+    pub perf: Perf,
+}
+
+impl From<Generation> for GenerationResult {
+    fn from(g: Generation) -> Self {
+        GenerationResult {
+            completion_tokens: to_u32(g.tokens.len()),
+            text: g.text,
+            tokens: g.tokens,
+            prompt_tokens: to_u32(g.prompt_tokens),
+            finish_reason: g.finish_reason,
+            perf: g.timings.into(),
+        }
+    }
+}
+
+/// A count as a `u32`, saturating.
+pub(crate) fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,105 @@
+//! The engine state one context object shares with its workers (async calls and streams).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use local_llm_engine::session::Context;
+
+use crate::error::{LlmError, Stage};
+use crate::records::{GenerateParams, GenerationResult, Perf};
+
+/// State shared by a context object and its workers.
+pub(crate) struct Shared {
+    /// The engine context; locked only by workers, so generations run one at a time.
+    engine: Mutex<Option<Context>>,
+    disposed: AtomicBool,
+    perf: Mutex<Option<Perf>>,
+    active: Mutex<Vec<Weak<AtomicBool>>>,
+}
+
+/// Lock `m`, taking over the data of a poisoned lock.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// Shared state around a new engine context.
+    pub(crate) fn new(ctx: Context) -> Self {
+        Shared {
+            engine: Mutex::new(Some(ctx)),
+            disposed: AtomicBool::new(false),
+            perf: Mutex::new(None),
+            active: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether the context was disposed.
+    pub(crate) fn is_disposed(&self) -> bool {
+        self.disposed.load(Ordering::Relaxed)
+    }
+
+    /// Numbers of the last generation, if any.
+    pub(crate) fn last_perf(&self) -> Option<Perf> {
+        *lock(&self.perf)
+    }
+
+    /// Mark the context disposed, cancel running generations and drop the engine context
+    /// (at once if no worker holds it, else when that worker finishes).
+    pub(crate) fn dispose(&self) {
+        self.disposed.store(true, Ordering::Relaxed);
+        for flag in lock(&self.active).drain(..) {
+            if let Some(flag) = flag.upgrade() {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+        if let Ok(mut slot) = self.engine.try_lock() {
+            slot.take();
+        }
+    }
+
+    /// Register a cancellation flag so that `dispose` can stop the generation.
+    fn track(&self, flag: &Arc<AtomicBool>) {
+        let mut active = lock(&self.active);
+        active.retain(|w| w.strong_count() > 0);
+        active.push(Arc::downgrade(flag));
+    }
+
+    /// Run `work` with the engine context (waiting for other generations to finish).
+    pub(crate) fn with_engine<T>(
+        &self,
+        work: impl FnOnce(&mut Context) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
+        if self.is_disposed() {
+            return Err(LlmError::disposed("context"));
+        }
+        let mut slot = lock(&self.engine);
+        let result = match slot.as_mut() {
+            Some(ctx) => work(ctx),
+            None => Err(LlmError::disposed("context")),
+        };
+        if self.is_disposed() {
+            slot.take();
+        }
+        result
+    }
+
+    /// Generate with `params`, passing text pieces to `on_text`. A cancelled generation is a
+    /// result with finish reason `Cancelled` (as the engine returns it).
+    pub(crate) fn generate(
+        &self,
+        params: &GenerateParams,
+        cancel: &Arc<AtomicBool>,
+        on_text: &mut dyn FnMut(&str),
+        stage: Stage,
+    ) -> Result<GenerationResult, LlmError> {
+        self.track(cancel);
+        let request = params.to_request();
+        let result = self.with_engine(|ctx| {
+            ctx.generate(&request, on_text, Some(cancel.as_ref()))
+                .map(GenerationResult::from)
+                .map_err(|e| LlmError::from_engine(e, stage))
+        })?;
+        *lock(&self.perf) = Some(result.perf);
+        Ok(result)
+    }
+}
