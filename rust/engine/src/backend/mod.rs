@@ -14,7 +14,6 @@ mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
-pub use cpu::CpuDevice;
 pub use registry::Registry;
 pub use threads::{SharedMut, Threads};
 pub use weight::Weight;

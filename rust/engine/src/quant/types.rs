@@ -141,11 +141,6 @@ impl GgmlType {
         (n_elements / bs).checked_mul(self.type_size() as u64)
     }
 
-    /// Whether values are stored in quantized blocks.
-    pub fn is_quantized(self) -> bool {
-        self.block_size() > 1
-    }
-
     /// The canonical name (as llama.cpp and the `gguf` Python package print it).
     pub fn name(self) -> &'static str {
         match self {

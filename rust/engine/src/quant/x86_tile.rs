@@ -1,8 +1,10 @@
 //! Tiled x86 kernels for the 32-element block formats: `R` weight rows × `T` activation rows per
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
-//! once for `R` rows. Prompt processing uses `R × 4` tiles. Decoding uses `1 × 1`: reading
-//! several weight rows at once interleaves memory streams, which measured 2-3× slower from DRAM
-//! on our test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
+//! once for `R` rows. Prompt processing uses `R × 4` tiles (`4 × 6` with AVX-512 BW). Decoding
+//! (`vec_dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
+//! far-apart sequential streams keep full bandwidth, while adjacent rows read together
+//! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
+//! test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
 //!
 //! Each (row, token) pair keeps ggml's own accumulation: 8 f32 lanes, one FMA per block with
 //! the scale product `f32(d_w)·f32(d_a)`, lane `j` summing the products of bytes `4j..4j+4`,
