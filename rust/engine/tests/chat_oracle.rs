@@ -1,6 +1,7 @@
 //! Chat templates rendered by our engine must match Python jinja2 (HF-like environment) exactly.
 
 mod chat_support;
+mod common;
 
 use chat_support::{cases, cases_json, run_oracle, Oracle, INJECTION_WORD};
 use local_llm_engine::chat::{ChatMessage, ChatTemplate};
@@ -102,14 +103,9 @@ fn public_style_templates_match_jinja2() {
 
 #[test]
 fn smollm2_template_from_gguf_matches_jinja2() {
-    let path = format!(
-        "{}/.cache/local-llm/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-        std::env::var("HOME").unwrap_or_default()
-    );
-    if !std::path::Path::new(&path).exists() {
-        eprintln!("skipping: {path} not present");
+    let Some(path) = common::real_model("smollm2") else {
         return;
-    }
+    };
     let cases = cases();
     let reply = run_oracle(json!({"gguf": path, "cases": cases_json(&cases)}));
     let src = reply.template.expect("SmolLM2 has a chat template");
