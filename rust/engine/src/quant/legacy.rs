@@ -31,7 +31,7 @@ pub(crate) fn dequant_q4_0(src: &[u8], dst: &mut [f32]) {
     type B = BlockQ4_0;
     for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK)) {
         let d = f16_at(b, B::D);
-        for (y, q) in y.iter_mut().zip(nibbles(&b[B::QS..])) {
+        for (y, q) in y.iter_mut().zip(nibbles(&b[B::QS..B::QS + QK / 2])) {
             *y = (i32::from(q) - 8) as f32 * d;
         }
     }
@@ -42,7 +42,7 @@ pub(crate) fn dequant_q4_1(src: &[u8], dst: &mut [f32]) {
     type B = BlockQ4_1;
     for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK)) {
         let (d, m) = (f16_at(b, B::D), f16_at(b, B::M));
-        for (y, q) in y.iter_mut().zip(nibbles(&b[B::QS..])) {
+        for (y, q) in y.iter_mut().zip(nibbles(&b[B::QS..B::QS + QK / 2])) {
             *y = f32::from(q) * d + m;
         }
     }
@@ -53,7 +53,10 @@ pub(crate) fn dequant_q5_0(src: &[u8], dst: &mut [f32]) {
     type B = BlockQ5_0;
     for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK)) {
         let d = f16_at(b, B::D);
-        for (y, q) in y.iter_mut().zip(five_bits(&b[B::QH..], &b[B::QS..])) {
+        for (y, q) in y
+            .iter_mut()
+            .zip(five_bits(&b[B::QH..B::QH + 4], &b[B::QS..B::QS + QK / 2]))
+        {
             *y = (i32::from(q) - 16) as f32 * d;
         }
     }
@@ -64,7 +67,10 @@ pub(crate) fn dequant_q5_1(src: &[u8], dst: &mut [f32]) {
     type B = BlockQ5_1;
     for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK)) {
         let (d, m) = (f16_at(b, B::D), f16_at(b, B::M));
-        for (y, q) in y.iter_mut().zip(five_bits(&b[B::QH..], &b[B::QS..])) {
+        for (y, q) in y
+            .iter_mut()
+            .zip(five_bits(&b[B::QH..B::QH + 4], &b[B::QS..B::QS + QK / 2]))
+        {
             *y = f32::from(q) * d + m;
         }
     }
@@ -161,7 +167,11 @@ pub(crate) fn dot_q4_0_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     let (wb, ab) = (BlockQ4_0::SIZE, BlockQ8_0::SIZE);
     for (x, y) in w.chunks_exact(wb).zip(a.chunks_exact(ab)).take(nb) {
-        let isum = isum_signed(&nibbles(&x[BlockQ4_0::QS..]), 8, &y[BlockQ8_0::QS..]);
+        let isum = isum_signed(
+            &nibbles(&x[BlockQ4_0::QS..BlockQ4_0::QS + QK / 2]),
+            8,
+            &y[BlockQ8_0::QS..BlockQ8_0::QS + QK],
+        );
         sum += isum as f32 * (f16_at(x, BlockQ4_0::D) * f16_at(y, BlockQ8_0::D));
     }
     sum
@@ -176,8 +186,8 @@ pub(crate) fn dot_q5_0_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         .zip(a.chunks_exact(BlockQ8_0::SIZE))
         .take(nb)
     {
-        let q = five_bits(&x[W::QH..], &x[W::QS..]);
-        let isum = isum_signed(&q, 16, &y[BlockQ8_0::QS..]);
+        let q = five_bits(&x[W::QH..W::QH + 4], &x[W::QS..W::QS + QK / 2]);
+        let isum = isum_signed(&q, 16, &y[BlockQ8_0::QS..BlockQ8_0::QS + QK]);
         sum += isum as f32 * (f16_at(x, W::D) * f16_at(y, BlockQ8_0::D));
     }
     sum
@@ -193,7 +203,11 @@ pub(crate) fn dot_q4_1_q8_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         .zip(a.chunks_exact(A::SIZE))
         .take(nb)
     {
-        let isum = isum_signed(&nibbles(&x[W::QS..]), 0, &y[A::QS..]);
+        let isum = isum_signed(
+            &nibbles(&x[W::QS..W::QS + QK / 2]),
+            0,
+            &y[A::QS..A::QS + QK],
+        );
         sum +=
             isum as f32 * (f16_at(x, W::D) * f16_at(y, A::D)) + f16_at(x, W::M) * f16_at(y, A::S);
     }
@@ -210,7 +224,11 @@ pub(crate) fn dot_q5_1_q8_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         .zip(a.chunks_exact(A::SIZE))
         .take(nb)
     {
-        let isum = isum_signed(&five_bits(&x[W::QH..], &x[W::QS..]), 0, &y[A::QS..]);
+        let isum = isum_signed(
+            &five_bits(&x[W::QH..W::QH + 4], &x[W::QS..W::QS + QK / 2]),
+            0,
+            &y[A::QS..A::QS + QK],
+        );
         sum +=
             isum as f32 * (f16_at(x, W::D) * f16_at(y, A::D)) + f16_at(x, W::M) * f16_at(y, A::S);
     }
@@ -235,7 +253,8 @@ pub(crate) fn dot_q8_0_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         .zip(a.chunks_exact(B::SIZE))
         .take(nb)
     {
-        sum += isum_i8(&x[B::QS..], &y[B::QS..]) as f32 * (f16_at(x, B::D) * f16_at(y, B::D));
+        sum += isum_i8(&x[B::QS..B::QS + QK], &y[B::QS..B::QS + QK]) as f32
+            * (f16_at(x, B::D) * f16_at(y, B::D));
     }
     sum
 }
@@ -249,7 +268,8 @@ pub(crate) fn dot_q8_1_q8_1(nb: usize, w: &[u8], a: &[u8]) -> f32 {
         .zip(a.chunks_exact(B::SIZE))
         .take(nb)
     {
-        sum += isum_i8(&x[B::QS..], &y[B::QS..]) as f32 * (f16_at(x, B::D) * f16_at(y, B::D));
+        sum += isum_i8(&x[B::QS..B::QS + QK], &y[B::QS..B::QS + QK]) as f32
+            * (f16_at(x, B::D) * f16_at(y, B::D));
     }
     sum
 }
