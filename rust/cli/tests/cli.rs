@@ -17,10 +17,9 @@ fn local_llm(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn run_streams_the_same_text_as_llama_cpp() {
-    if common::skip_real_models() {
+    let Some(model) = common::real_model("smollm2") else {
         return;
-    }
-    let model = common::model_path("smollm2");
+    };
     let model = model.to_str().expect("utf-8 path");
     let prompt = "The capital of France is";
     let oracle = common::run_oracle(&json!({
@@ -101,10 +100,9 @@ fn devices_lists_the_cpu() {
 /// the seven per layer and the output head (SmolLM2 ties it to the token embedding).
 #[test]
 fn bench_reports_speed_and_the_bandwidth_ceiling() {
-    if common::skip_real_models() {
+    let Some(model) = common::real_model("smollm2") else {
         return;
-    }
-    let model = common::model_path("smollm2");
+    };
     let gguf = local_llm_engine::gguf::GgufFile::open(&model).expect("open");
     let matrices = [
         "attn_q",

@@ -3,7 +3,8 @@
 //! Module map (mirrors the architecture):
 //! - [`gguf`]: memory-mapped GGUF reader with full validation.
 //! - [`quant`]: tensor element types, block formats, dequantization and dot-product kernels.
-//! - [`backend`]: device registry (CPU always; accelerators later), weight placement and the matmul engine.
+//! - [`backend`]: device registry (the CPU always; accelerators such as the IBM Z NNPA
+//!   when present), weight placement and the matmul engine.
 //! - [`model`]: transformer architectures (llama family, qwen2/qwen3, gemma3).
 //! - [`tokenizer`]: SentencePiece-style and GPT-2 BPE tokenizers built from GGUF metadata.
 //! - [`chat`]: chat-template rendering (Jinja via minijinja) and built-in templates.

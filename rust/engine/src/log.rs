@@ -51,8 +51,3 @@ pub fn log(level: Level, message: &str) {
 pub fn warn(message: &str) {
     log(Level::Warn, message);
 }
-
-/// Emit an informational message.
-pub fn info(message: &str) {
-    log(Level::Info, message);
-}

@@ -210,32 +210,10 @@ impl LoadedModel {
         self.template.render(messages, add_generation_prompt)
     }
 
-    /// Tokens of a chat prompt: template text may contain special tokens, message contents are
-    /// always tokenized as plain text. BOS is added if the model asks and the template did not.
+    /// Tokens of a chat prompt (generation prompt added): template text may contain special
+    /// tokens, message contents never become control tokens; see [`ChatTemplate::tokens`].
     pub fn chat_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>> {
-        let mut tokens = Vec::new();
-        match self.template.render_segments(messages, true) {
-            Ok(segments) => {
-                for seg in segments {
-                    tokens.extend(self.tokenizer.encode(&seg.text, false, seg.from_template)?);
-                }
-            }
-            Err(e) => {
-                // Templates that rewrite or branch on content cannot be split into template and
-                // content pieces; tokenize the whole rendering, parsing special tokens.
-                crate::log::warn(&format!(
-                    "{e}; special-token text in messages will be parsed"
-                ));
-                let text = self.template.render(messages, true)?;
-                tokens = self.tokenizer.encode(&text, false, true)?;
-            }
-        }
-        if let Some(bos) = self.tokenizer.bos() {
-            if self.tokenizer.add_bos() && tokens.first() != Some(&bos) {
-                tokens.insert(0, bos);
-            }
-        }
-        Ok(tokens)
+        self.template.tokens(&self.tokenizer, messages, true)
     }
 }
 

@@ -168,11 +168,9 @@ fn convert_to_big_endian(src: &Path, dst: &Path) {
 
 #[test]
 fn smollm2_little_endian_gguf_greedy_tokens_match_the_host() {
-    if common::skip_real_models() {
-        eprintln!("LOCAL_LLM_SKIP_REAL_MODELS=1: skipping");
+    let Some(model) = common::real_model("smollm2") else {
         return;
-    }
-    let model = common::model_path("smollm2");
+    };
     let fx = fixtures("smollm2");
     let ids = fx.dir.join("smollm2.ids");
     let started = std::time::Instant::now();

@@ -210,11 +210,9 @@ fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
 }
 
 fn check_real(name: &str) {
-    if common::skip_real_models() {
-        eprintln!("LOCAL_LLM_SKIP_REAL_MODELS=1: skipping {name}");
-        return;
+    if let Some(path) = common::real_model(name) {
+        check_model(name, &path, true);
     }
-    check_model(name, &common::model_path(name), true);
 }
 
 #[test]

@@ -1,39 +1,18 @@
 //! Compares our GGUF reader with gguf-py's GGUFReader on the real models and synthetic files.
 
+mod common;
 mod gguf_common;
-
-use std::path::PathBuf;
 
 use gguf_common::{assert_matches_oracle, oracle_dump, synth_files};
 use local_llm_engine::gguf::{GgufFile, Value};
 
-/// Path of a real model, or `None` when it is missing and LOCAL_LLM_SKIP_REAL_MODELS=1.
-fn real_model(file: &str) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").expect("HOME is set");
-    let path = PathBuf::from(home)
-        .join(".cache/local-llm/models")
-        .join(file);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!(
-            "skipping: {} is missing (LOCAL_LLM_SKIP_REAL_MODELS=1)",
-            path.display()
-        );
-        return None;
-    }
-    panic!(
-        "real model {} is missing: fetch it, or set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip",
-        path.display()
-    );
-}
-
-fn check_real_model(file: &str) {
-    let Some(path) = real_model(file) else { return };
+fn check_real_model(name: &str) {
+    let Some(path) = common::real_model(name) else {
+        return;
+    };
     let dump = oracle_dump(&path);
     let f = GgufFile::open(&path).expect("real model opens");
-    assert_matches_oracle(&f, &dump, file);
+    assert_matches_oracle(&f, &dump, name);
     let owned = GgufFile::open_with(&path, false).expect("real model reads into memory");
     assert_eq!(owned.metadata(), f.metadata());
     assert_eq!(owned.tensors(), f.tensors());
@@ -42,12 +21,12 @@ fn check_real_model(file: &str) {
 
 #[test]
 fn smollm2_matches_gguf_py() {
-    check_real_model("SmolLM2-135M-Instruct.Q4_1.gguf");
+    check_real_model("smollm2");
 }
 
 #[test]
 fn gemma3_matches_gguf_py() {
-    check_real_model("gemma-3-270m-q4_k_m.gguf");
+    check_real_model("gemma3");
 }
 
 #[test]

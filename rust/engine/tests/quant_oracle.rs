@@ -2,6 +2,7 @@
 //! implementation (tools/gguf-oracle/quant_oracle.py), on random blocks and on every tensor of
 //! the two real models.
 
+mod common;
 mod quant_support;
 
 use std::collections::HashMap;
@@ -213,31 +214,18 @@ fn checksum(values: &[f32], start: u64) -> u64 {
     })
 }
 
-fn model_path(file: &str) -> PathBuf {
-    let home = std::env::var("HOME").unwrap_or_default();
-    PathBuf::from(home)
-        .join(".cache/local-llm/models")
-        .join(file)
-}
-
 /// Every element of every tensor is compared (GGUFReader's metadata parsing dominates the run
 /// time anyway); set `QUANT_SAMPLE=1` to compare only a sample of rows per tensor (about 64K
 /// elements, always including the first and last row).
 #[test]
 fn model_tensors_match_gguf_numpy() {
-    let models = [
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "gemma-3-270m-q4_k_m.gguf",
-    ];
-    let present: Vec<PathBuf> = models
+    let Some(present) = ["smollm2", "gemma3"]
         .iter()
-        .map(|m| model_path(m))
-        .filter(|p| p.exists())
-        .collect();
-    if present.is_empty() {
-        eprintln!("skipping: no models in ~/.cache/local-llm/models");
+        .map(|m| common::real_model(m))
+        .collect::<Option<Vec<PathBuf>>>()
+    else {
         return;
-    }
+    };
     let dir = scratch_dir("models");
     let full = !std::env::var("QUANT_SAMPLE").is_ok_and(|v| v == "1");
     // Both oracle runs in parallel: GGUFReader's metadata parsing dominates their run time.

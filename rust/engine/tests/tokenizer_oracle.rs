@@ -1,6 +1,7 @@
 //! Our tokenizers against llama.cpp (node-llama-cpp) on both real models: token ids, detokenized
 //! text, per-token pieces, special-token ids, flags and the end-of-generation set.
 
+mod common;
 mod tokenizer_support;
 
 use std::path::Path;
@@ -109,14 +110,14 @@ fn check_model(path: &Path, kind: TokenizerKind) {
 
 #[test]
 fn smollm_bpe_matches_llama_cpp() {
-    if let Some(path) = model_path(SMOLLM) {
+    if let Some(path) = common::real_model(SMOLLM) {
         check_model(&path, TokenizerKind::Bpe);
     }
 }
 
 #[test]
 fn gemma3_spm_matches_llama_cpp() {
-    if let Some(path) = model_path(GEMMA) {
+    if let Some(path) = common::real_model(GEMMA) {
         check_model(&path, TokenizerKind::SentencePiece);
     }
 }
@@ -124,7 +125,7 @@ fn gemma3_spm_matches_llama_cpp() {
 /// Decoding ids the vocabulary doesn't have must not panic.
 #[test]
 fn out_of_range_ids_decode_to_nothing() {
-    if let Some(path) = model_path(SMOLLM) {
+    if let Some(path) = common::real_model(SMOLLM) {
         let tok: Tokenizer = load(&path);
         let n = tok.n_vocab() as u32;
         assert_eq!(tok.decode(&[n, u32::MAX], true), "");

@@ -1,6 +1,7 @@
 //! StreamDecoder: multibyte characters split across byte-fallback / byte-level tokens come out
 //! whole, and the streamed text equals llama.cpp's detokenization. Also a speed check on long text.
 
+mod common;
 mod tokenizer_support;
 
 use std::time::Instant;
@@ -26,7 +27,9 @@ fn stream(tok: &Tokenizer, ids: &[u32]) -> String {
 }
 
 fn check_streaming(name: &str) {
-    let Some(path) = model_path(name) else { return };
+    let Some(path) = common::real_model(name) else {
+        return;
+    };
     let tok = load(&path);
     // Rare characters that these vocabularies spell with several byte tokens.
     let texts: Vec<String> = [
@@ -79,7 +82,7 @@ fn gemma3_stream_decoder_joins_byte_fallback() {
 /// Invalid byte sequences come out as U+FFFD; an unfinished character is flushed by `finish`.
 #[test]
 fn stream_decoder_invalid_and_unfinished_bytes() {
-    let Some(path) = model_path(GEMMA) else {
+    let Some(path) = common::real_model(GEMMA) else {
         return;
     };
     let tok = load(&path);
@@ -110,7 +113,9 @@ fn stream_decoder_invalid_and_unfinished_bytes() {
 #[test]
 fn long_text_encodes_quickly() {
     for name in [SMOLLM, GEMMA] {
-        let Some(path) = model_path(name) else { return };
+        let Some(path) = common::real_model(name) else {
+            return;
+        };
         let tok = load(&path);
         let unit = "Lorem ipsum dolor sit amet, 12345 <b>bold</b> 漢字 😀 it's\n\n  ";
         let small = unit.repeat(200);

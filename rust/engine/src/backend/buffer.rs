@@ -17,25 +17,30 @@ unsafe impl Send for TensorBytes {}
 unsafe impl Sync for TensorBytes {}
 
 impl TensorBytes {
-    /// Bytes borrowed from `owner`; `bytes` must point into memory owned by `owner` that does not
-    /// move or change while `owner` lives (a memory map or a heap buffer).
-    pub fn borrowed<O: Send + Sync + 'static>(owner: Arc<O>, bytes: &[u8]) -> Self {
-        TensorBytes {
-            ptr: bytes.as_ptr(),
-            len: bytes.len(),
-            _owner: owner,
-        }
-    }
-
-    /// Bytes owned by this value.
-    pub fn owned(bytes: Vec<u8>) -> Self {
-        let owner = Arc::new(bytes);
-        let (ptr, len) = (owner.as_ptr(), owner.len());
+    /// Bytes borrowed from `owner`: `select` gets a shared reference to the owner and returns the
+    /// bytes, e.g. `TensorBytes::borrowed(gguf, |g| g.tensor_data(info))`.
+    ///
+    /// The signature is the contract: the slice may only borrow from the owner (or be
+    /// `'static`). The owner lives in an `Arc` that this value keeps, so it never moves or is
+    /// dropped while the bytes are in use, and safe code cannot change memory that is borrowed
+    /// through a shared reference.
+    pub fn borrowed<O, F>(owner: Arc<O>, select: F) -> Self
+    where
+        O: Send + Sync + 'static,
+        F: for<'a> FnOnce(&'a O) -> &'a [u8],
+    {
+        let bytes = select(&owner);
+        let (ptr, len) = (bytes.as_ptr(), bytes.len());
         TensorBytes {
             _owner: owner,
             ptr,
             len,
         }
+    }
+
+    /// Bytes owned by this value.
+    pub fn owned(bytes: Vec<u8>) -> Self {
+        TensorBytes::borrowed(Arc::new(bytes), |b| b.as_slice())
     }
 
     /// The bytes.

@@ -2,9 +2,7 @@
 
 use std::cell::RefCell;
 
-use super::{
-    Device, DeviceInfo, DeviceKind, DeviceWeight, MatmulShape, SharedMut, TensorBytes, Threads,
-};
+use super::{DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
@@ -176,59 +174,23 @@ impl Operands<'_> {
     }
 }
 
-/// The host CPU device. Always registered; runs every weight type the kernels know.
-pub struct CpuDevice;
-
-impl Device for CpuDevice {
-    fn info(&self) -> DeviceInfo {
-        let memory = HostMemory::read();
-        DeviceInfo {
-            name: "CPU".to_string(),
-            description: format!("{} ({})", cpu_model_name(), std::env::consts::ARCH),
-            kind: DeviceKind::Cpu,
-            memory_total: memory.total_bytes,
-            memory_free: memory.available_bytes,
-            features: vec![
-                format!("simd={}", quant::simd_level()),
-                format!(
-                    "threads={}",
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                ),
-            ],
-        }
-    }
-
-    fn supports_matmul(&self, shape: MatmulShape) -> bool {
-        shape.ty != GgmlType::Q8_1
-            && shape.ty != GgmlType::Q8_K
-            && shape.ty.row_bytes(shape.cols as u64).is_some()
-    }
-
-    fn place_weight(
-        &self,
-        shape: MatmulShape,
-        data: &TensorBytes,
-    ) -> Result<Box<dyn DeviceWeight>> {
-        Ok(Box::new(CpuWeight {
-            shape,
-            data: data.clone(),
-        }))
-    }
-}
-
-/// A weight used in place (memory-mapped or owned bytes) by the CPU.
-struct CpuWeight {
-    shape: MatmulShape,
-    data: TensorBytes,
-}
-
-impl DeviceWeight for CpuWeight {
-    fn device_name(&self) -> &str {
-        "CPU"
-    }
-
-    fn matmul(&self, x: &[f32], n_tokens: usize, out: &mut [f32], threads: &Threads) -> Result<()> {
-        matmul(self.shape, self.data.as_slice(), x, n_tokens, out, threads)
+/// The host CPU's description. The CPU is always in the registry and runs every weight no
+/// accelerator took (see [`super::Weight`]), so it needs no placement step of its own.
+pub(crate) fn device_info() -> DeviceInfo {
+    let memory = HostMemory::read();
+    DeviceInfo {
+        name: "CPU".to_string(),
+        description: format!("{} ({})", cpu_model_name(), std::env::consts::ARCH),
+        kind: DeviceKind::Cpu,
+        memory_total: memory.total_bytes,
+        memory_free: memory.available_bytes,
+        features: vec![
+            format!("simd={}", quant::simd_level()),
+            format!(
+                "threads={}",
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+        ],
     }
 }
 

@@ -14,7 +14,7 @@ mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
-pub use cpu::{CpuDevice, HostMemory};
+pub use cpu::HostMemory;
 pub use registry::Registry;
 pub use threads::{SharedMut, Threads};
 pub use weight::Weight;

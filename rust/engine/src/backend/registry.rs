@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use super::{CpuDevice, Device, DeviceInfo, DeviceKind, MatmulShape, TensorBytes, Weight};
+use super::{cpu, Device, DeviceInfo, MatmulShape, TensorBytes, Weight};
 
-/// The devices available to the engine. The CPU device is always present and last; accelerators
-/// come first and get every weight they support.
+/// The devices available to the engine: accelerators, which get every weight they support, then
+/// the CPU, which is always present and runs everything else.
 pub struct Registry {
-    devices: Vec<Arc<dyn Device>>,
+    accelerators: Vec<Arc<dyn Device>>,
 }
 
 impl Registry {
@@ -19,29 +19,30 @@ impl Registry {
 
     /// A registry with the given accelerators ahead of the CPU.
     pub fn with_accelerators(accelerators: Vec<Arc<dyn Device>>) -> Self {
-        let mut devices = accelerators;
-        devices.push(Arc::new(CpuDevice));
-        Registry { devices }
+        Registry { accelerators }
     }
 
-    /// Descriptions of every device, accelerators first.
+    /// Descriptions of every device, accelerators first, the CPU last.
     pub fn devices(&self) -> Vec<DeviceInfo> {
-        self.devices.iter().map(|d| d.info()).collect()
+        let accelerators = self.accelerators.iter().map(|d| d.info());
+        accelerators.chain([cpu::device_info()]).collect()
     }
 
     /// Place a weight on the first accelerator that supports it, else on the CPU. A device that
     /// fails to take the weight is logged and skipped.
     pub fn place(&self, shape: MatmulShape, data: TensorBytes) -> Weight {
-        for device in &self.devices {
-            let info = device.info();
-            if info.kind == DeviceKind::Cpu || !device.supports_matmul(shape) {
+        for device in &self.accelerators {
+            if !device.supports_matmul(shape) {
                 continue;
             }
             match device.place_weight(shape, &data) {
                 Ok(placed) => return Weight::on_device(shape, data, placed),
                 Err(e) => crate::log::warn(&format!(
                     "{}: cannot place a {}x{} {} weight ({e}); using the CPU",
-                    info.name, shape.rows, shape.cols, shape.ty
+                    device.info().name,
+                    shape.rows,
+                    shape.cols,
+                    shape.ty
                 )),
             }
         }

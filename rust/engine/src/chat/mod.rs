@@ -4,7 +4,8 @@
 //! [`ChatTemplate::render`] produces the prompt text. [`ChatTemplate::render_segments`] produces
 //! the same text split into pieces the template wrote (where special-token text may be parsed)
 //! and pieces that came from message contents (which must be tokenized as plain text), so that
-//! a user cannot inject control tokens through message content.
+//! a user cannot inject control tokens through message content; [`ChatTemplate::tokens`]
+//! tokenizes them that way. Roles are template input too, so only [`ROLES`] are accepted.
 //!
 //! Rendering is bounded: see the `env` module for the fuel, recursion and output limits.
 
@@ -15,10 +16,16 @@ mod segments;
 
 use minijinja::{context, Environment};
 
+use crate::tokenizer::Tokenizer;
+
+/// The message roles a conversation may use. A role is written into the prompt by the template
+/// (as template text, where special-token text is parsed), so any other string is rejected.
+pub const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
-    /// Speaker role: usually `system`, `user` or `assistant`.
+    /// Speaker role: one of [`ROLES`].
     pub role: String,
     /// Message text.
     pub content: String,
@@ -101,12 +108,20 @@ impl ChatTemplate {
     }
 
     /// Render the conversation to prompt text. `add_generation_prompt` asks the template to
-    /// open an assistant turn at the end. `tools` is exposed to the template as none.
+    /// open an assistant turn at the end. `tools` is exposed to the template as none. A role
+    /// outside [`ROLES`] is an [`crate::Error::InvalidOption`].
     pub fn render(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> crate::Result<String> {
+        if let Some(m) = messages.iter().find(|m| !ROLES.contains(&m.role.as_str())) {
+            return Err(crate::Error::InvalidOption(format!(
+                "unknown message role {:?}: expected one of {}",
+                m.role,
+                ROLES.join(", ")
+            )));
+        }
         let input_bytes = messages
             .iter()
             .map(|m| m.content.len() + m.role.len())
@@ -119,15 +134,38 @@ impl ChatTemplate {
     }
 
     /// Render like [`ChatTemplate::render`], split into template text and message content.
-    /// The concatenated segment texts equal `render()`'s output; adjacent segments of the same
-    /// kind are merged and empty segments omitted. See the `segments` module for the method and
-    /// for when this returns an error although `render()` succeeds.
+    /// The concatenated segment texts equal `render()`'s output, except for templates that
+    /// rewrite content (e.g. replace characters in it): there the contents are inserted as
+    /// written. Adjacent segments of the same kind are merged and empty segments omitted. See
+    /// the `segments` module for the method and for when this returns an error although
+    /// `render()` succeeds.
     pub fn render_segments(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> crate::Result<Vec<PromptSegment>> {
         segments::render_segments(self, messages, add_generation_prompt)
+    }
+
+    /// Token ids of the conversation for `tokenizer`: template text is tokenized with special
+    /// tokens parsed, message contents as plain text (they never become control tokens). BOS is
+    /// prepended when the tokenizer asks for it and the template did not write it.
+    pub fn tokens(
+        &self,
+        tokenizer: &Tokenizer,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> crate::Result<Vec<u32>> {
+        let mut tokens = Vec::new();
+        for seg in self.render_segments(messages, add_generation_prompt)? {
+            tokens.extend(tokenizer.encode(&seg.text, false, seg.from_template)?);
+        }
+        if let Some(bos) = tokenizer.bos() {
+            if tokenizer.add_bos() && tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
+        }
+        Ok(tokens)
     }
 
     fn render_capped(

@@ -12,10 +12,14 @@
 //!    pieces are aligned against `R` in order; each slot must be filled by a substring of its
 //!    message's content (so text the template never wrote can never be labelled template text).
 //!    When several alignments exist the one giving content the longest text is chosen.
-//! 5. If neither works (the template branches on the content or rewrites it beyond substrings,
-//!    or fails on the sentinel text) an error is returned rather than risking that content text
-//!    is labelled template text; callers may then fall back to [`ChatTemplate::render`] and
-//!    tokenize everything as plain text.
+//! 5. If neither works (the template rewrites the content beyond substrings, e.g.
+//!    `content | replace('\r\n', '\n')`, or branches on it), the sentinel rendering itself is
+//!    used: its template pieces stay template text and each slot becomes the message's content
+//!    as written. The prompt then differs from `R` where the template would have rewritten
+//!    content, but no content text is ever labelled template text.
+//! 6. If the sentinels do not survive the template intact (it slices, cases or otherwise
+//!    mangles them) or the sentinel rendering fails, an error is returned: content and template
+//!    text cannot be told apart, and guessing could turn content into control tokens.
 
 use super::{ChatMessage, ChatTemplate, PromptSegment};
 use std::hash::{BuildHasher, Hasher};
@@ -97,11 +101,8 @@ fn push_segment(out: &mut Vec<PromptSegment>, text: &str, from_template: bool) {
     }
 }
 
-fn exact(
-    pieces: &[Piece],
-    messages: &[ChatMessage],
-    reference: &str,
-) -> Option<Vec<PromptSegment>> {
+/// The sentinel rendering with each slot replaced by its message's content as written.
+fn as_written(pieces: &[Piece], messages: &[ChatMessage]) -> Vec<PromptSegment> {
     let mut out = Vec::new();
     for piece in pieces {
         match piece {
@@ -109,8 +110,7 @@ fn exact(
             Piece::Slot(i) => push_segment(&mut out, &messages[*i].content, false),
         }
     }
-    let joined: String = out.iter().map(|s| s.text.as_str()).collect();
-    (joined == reference).then_some(out)
+    out
 }
 
 /// Depth-first alignment of `pieces[k..]` against `reference[pos..]`; on success `spans` holds
@@ -219,15 +219,27 @@ pub(super) fn render_segments(
         .render(&marked, add_generation_prompt)
         .map_err(|e| unseparable(&format!("rendering with placeholders failed ({e})")))?;
     let pieces = parse_pieces(&with_sentinels, &marker, messages.len());
-    if let Some(segments) = exact(&pieces, messages, &reference) {
-        return Ok(segments);
+    let written = as_written(&pieces, messages);
+    if written.iter().map(|s| s.text.as_str()).collect::<String>() == reference {
+        return Ok(written);
     }
     let mut spans = Vec::new();
     let mut steps = 0;
     if !align(&pieces, 0, messages, &reference, 0, &mut spans, &mut steps) {
-        return Err(unseparable(
-            "the template transforms or branches on message content",
-        ));
+        // Step 5, unless a template piece still holds sentinel text the template source does
+        // not explain (step 6).
+        let mangled = |t: &String| t.contains('\u{F8FF}') && !template.source.contains('\u{F8FF}');
+        if pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Text(t) if mangled(t)))
+        {
+            return Err(unseparable("the template alters the content placeholders"));
+        }
+        crate::log::warn(
+            "the chat template rewrites message content; contents are inserted as written, as \
+             plain text",
+        );
+        return Ok(written);
     }
     let mut out = Vec::new();
     let mut pos = 0;

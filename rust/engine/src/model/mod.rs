@@ -3,6 +3,7 @@
 
 mod attention;
 mod config;
+mod embedding;
 mod gemma3;
 mod kv_cache;
 mod llama;

@@ -5,9 +5,9 @@
 use std::cell::Cell;
 
 use super::attention::{attention, AttentionShape};
+use super::embedding::Embedding;
 use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
-use super::weights::Embedding;
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{Error, Result};

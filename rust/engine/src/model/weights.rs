@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::embedding::Embedding;
 use super::ops::Rope;
 use super::transformer::Layer;
 use super::ModelConfig;
@@ -74,7 +75,7 @@ impl<'a> Loader<'a> {
     }
 
     fn bytes(&self, info: &TensorInfo) -> TensorBytes {
-        TensorBytes::borrowed(self.gguf.clone(), self.gguf.tensor_data(info))
+        TensorBytes::borrowed(self.gguf.clone(), |g| g.tensor_data(info))
     }
 
     fn check_dims(info: &TensorInfo, expected: &[usize]) -> Result<()> {
@@ -135,46 +136,12 @@ impl<'a> Loader<'a> {
                 info.ty
             ))
         })? as usize;
-        Ok(Embedding {
-            ty: info.ty,
-            data: self.bytes(info),
+        Ok(Embedding::new(
+            info.ty,
+            self.bytes(info),
             n_embd,
             n_vocab,
             row_bytes,
-        })
-    }
-}
-
-/// The token embedding table, read row by row.
-pub(crate) struct Embedding {
-    pub(crate) ty: GgmlType,
-    pub(crate) data: TensorBytes,
-    pub(crate) n_embd: usize,
-    pub(crate) n_vocab: usize,
-    row_bytes: usize,
-}
-
-impl Embedding {
-    /// Write the embedding of token `id` into `out` (`n_embd` values).
-    pub(crate) fn row(&self, id: u32, out: &mut [f32]) -> Result<()> {
-        let id = id as usize;
-        if id >= self.n_vocab {
-            return Err(Error::InvalidOption(format!(
-                "token id {id} is outside the vocabulary of {} tokens",
-                self.n_vocab
-            )));
-        }
-        let bytes = &self.data.as_slice()[id * self.row_bytes..(id + 1) * self.row_bytes];
-        quant::dequantize(self.ty, bytes, out)
-    }
-
-    /// The table as a matmul weight (tied output head).
-    pub(crate) fn as_weight(&self, registry: &Registry) -> Weight {
-        let shape = MatmulShape {
-            ty: self.ty,
-            rows: self.n_vocab,
-            cols: self.n_embd,
-        };
-        registry.place(shape, self.data.clone())
+        ))
     }
 }

@@ -1,46 +1,28 @@
 //! The 256-element "K" super-block formats: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (weights) and Q8_K
 //! (activations): unpacking, dequantization, Q8_K quantization and the portable dot products.
 //!
-//! Layouts (little-endian; `d`/`dmin` are IEEE halves unless noted):
-//! - Q2_K (84 B): 16 scale bytes (low nibble scale, high nibble min, per 16 elements), 64 bytes of
-//!   2-bit quants, `d`, `dmin`; value `d·sc·q − dmin·m`.
-//! - Q3_K (110 B): 32 bytes high-bit mask, 64 bytes of 2-bit quants, 12 bytes of 16 packed 6-bit
-//!   scales, `d`; value `d·(sc − 32)·(q − 4·!h)`.
-//! - Q4_K (144 B): `d`, `dmin`, 12 bytes of 8 packed 6-bit scales and mins (per 32 elements),
-//!   128 bytes of nibbles; value `d·sc·q − dmin·m`.
-//! - Q5_K (176 B): as Q4_K with 32 bytes of fifth bits before the nibbles.
-//! - Q6_K (210 B): 128 bytes low nibbles, 64 bytes of 2-bit highs, 16 i8 scales, `d`;
-//!   value `d·sc·(q − 32)`.
-//! - Q8_K (292 B): f32 `d`, 256 × i8, 16 × i16 sums of each 16 quants; value `d·q`.
+//! Layouts: `blocks`.
 
+use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
 use super::float::f16_at;
 
-/// Elements per super-block.
-pub(crate) const QK_K: usize = 256;
-
-/// Byte sizes of the K blocks.
-pub(crate) const Q2K_BYTES: usize = 84;
-/// Byte size of a Q3_K block.
-pub(crate) const Q3K_BYTES: usize = 110;
-/// Byte size of a Q4_K block.
-pub(crate) const Q4K_BYTES: usize = 144;
-/// Byte size of a Q5_K block.
-pub(crate) const Q5K_BYTES: usize = 176;
-/// Byte size of a Q6_K block.
-pub(crate) const Q6K_BYTES: usize = 210;
-/// Byte size of a Q8_K block.
-pub(crate) const Q8K_BYTES: usize = 292;
+/// The 256 i8 quants of a Q8_K block.
+#[inline]
+pub(crate) fn q8k_quants(b: &[u8]) -> &[u8] {
+    &b[BlockQ8_K::QS..BlockQ8_K::QS + QK_K]
+}
 
 /// The f32 scale of a Q8_K block.
 #[inline]
 pub(crate) fn q8k_d(b: &[u8]) -> f32 {
-    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    let d = BlockQ8_K::D;
+    f32::from_le_bytes([b[d], b[d + 1], b[d + 2], b[d + 3]])
 }
 
 /// The sum of the 16 quants of group `g` of a Q8_K block.
 #[inline]
 pub(crate) fn q8k_bsum(b: &[u8], g: usize) -> i32 {
-    let at = 4 + QK_K + 2 * g;
+    let at = BlockQ8_K::BSUMS + 2 * g;
     i32::from(i16::from_le_bytes([b[at], b[at + 1]]))
 }
 
@@ -89,14 +71,40 @@ fn two_bits(qs: &[u8]) -> [i8; QK_K] {
 /// `4n + j` of `hmask[l]` is clear.
 #[inline]
 fn q3k_values(b: &[u8]) -> [i8; QK_K] {
-    let hmask = &b[0..32];
-    let mut q = two_bits(&b[32..96]);
+    type B = BlockQ3_K;
+    let hmask = &b[B::HMASK..B::HMASK + QK_K / 8];
+    let mut q = two_bits(&b[B::QS..B::QS + QK_K / 4]);
     for (k, dst) in q.chunks_exact_mut(32).enumerate() {
         for (d, &h) in dst.iter_mut().zip(hmask) {
             *d -= ((!h >> k) & 1) as i8 * 4;
         }
     }
     q
+}
+
+/// Offsets of the head Q4_K and Q5_K share (`d`, `dmin`, packed scales and mins).
+pub(crate) const Q45K_D: usize = BlockQ4_K::D;
+/// See [`Q45K_D`].
+pub(crate) const Q45K_DMIN: usize = BlockQ4_K::DMIN;
+/// See [`Q45K_D`].
+pub(crate) const Q45K_SCALES: usize = BlockQ4_K::SCALES;
+const _: () = assert!(
+    BlockQ5_K::D == Q45K_D && BlockQ5_K::DMIN == Q45K_DMIN && BlockQ5_K::SCALES == Q45K_SCALES
+);
+
+/// The 256 values of a Q5_K (`five`) or Q4_K block `b`.
+#[inline]
+fn q45k_block_values(b: &[u8], five: bool) -> [i8; QK_K] {
+    if five {
+        type B = BlockQ5_K;
+        q45k_values(
+            Some(&b[B::QH..B::QH + QK_K / 8]),
+            &b[B::QS..B::QS + QK_K / 2],
+        )
+    } else {
+        type B = BlockQ4_K;
+        q45k_values(None, &b[B::QS..B::QS + QK_K / 2])
+    }
 }
 
 /// The 256 unsigned values (0..=31) of a Q4_K (`qh` empty) or Q5_K block's quants: element
@@ -127,7 +135,8 @@ fn q45k_values(qh: Option<&[u8]>, qs: &[u8]) -> [i8; QK_K] {
 /// `2k..2k+2` of `qh[32n + l]` as its top two bits.
 #[inline]
 fn q6k_values(b: &[u8]) -> [i8; QK_K] {
-    let (ql, qh) = (&b[0..128], &b[128..192]);
+    type B = BlockQ6_K;
+    let (ql, qh) = (&b[B::QL..B::QL + QK_K / 2], &b[B::QH..B::QH + QK_K / 4]);
     let mut q = [0i8; QK_K];
     for ((dst, ql), qh) in q
         .chunks_exact_mut(128)
@@ -147,12 +156,13 @@ fn q6k_values(b: &[u8]) -> [i8; QK_K] {
 
 /// Dequantizes Q2_K blocks.
 pub(crate) fn dequant_q2_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(Q2K_BYTES).zip(dst.chunks_exact_mut(QK_K)) {
-        let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
-        let q = two_bits(&b[16..80]);
+    type B = BlockQ2_K;
+    for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = (f16_at(b, B::D), f16_at(b, B::DMIN));
+        let q = two_bits(&b[B::QS..B::QS + QK_K / 4]);
         for (g, (y, q)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
-            let dl = d * f32::from(b[g] & 0x0f);
-            let ml = dmin * f32::from(b[g] >> 4);
+            let dl = d * f32::from(b[B::SCALES + g] & 0x0f);
+            let ml = dmin * f32::from(b[B::SCALES + g] >> 4);
             for (y, &q) in y.iter_mut().zip(q) {
                 *y = dl * f32::from(q) - ml;
             }
@@ -162,9 +172,10 @@ pub(crate) fn dequant_q2_k(src: &[u8], dst: &mut [f32]) {
 
 /// Dequantizes Q3_K blocks.
 pub(crate) fn dequant_q3_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(Q3K_BYTES).zip(dst.chunks_exact_mut(QK_K)) {
-        let d = f16_at(b, 108);
-        let sc = q3k_scales(&b[96..108]);
+    type B = BlockQ3_K;
+    for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK_K)) {
+        let d = f16_at(b, B::D);
+        let sc = q3k_scales(&b[B::SCALES..B::SCALES + 12]);
         let q = q3k_values(b);
         for ((y, q), &s) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&sc) {
             let dl = d * s as f32;
@@ -177,15 +188,15 @@ pub(crate) fn dequant_q3_k(src: &[u8], dst: &mut [f32]) {
 
 /// Dequantizes Q4_K (`five == false`) or Q5_K blocks.
 fn dequant_q45_k(src: &[u8], dst: &mut [f32], five: bool) {
-    let size = if five { Q5K_BYTES } else { Q4K_BYTES };
+    let size = if five {
+        BlockQ5_K::SIZE
+    } else {
+        BlockQ4_K::SIZE
+    };
     for (b, y) in src.chunks_exact(size).zip(dst.chunks_exact_mut(QK_K)) {
-        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let (sc, m) = q4k_scales_mins(&b[4..16]);
-        let q = if five {
-            q45k_values(Some(&b[16..48]), &b[48..176])
-        } else {
-            q45k_values(None, &b[16..144])
-        };
+        let (d, dmin) = (f16_at(b, Q45K_D), f16_at(b, Q45K_DMIN));
+        let (sc, m) = q4k_scales_mins(&b[Q45K_SCALES..Q45K_SCALES + 12]);
+        let q = q45k_block_values(b, five);
         for (j, (y, q)) in y.chunks_exact_mut(32).zip(q.chunks_exact(32)).enumerate() {
             let d1 = d * f32::from(sc[j]);
             let m1 = dmin * f32::from(m[j]);
@@ -208,11 +219,12 @@ pub(crate) fn dequant_q5_k(src: &[u8], dst: &mut [f32]) {
 
 /// Dequantizes Q6_K blocks.
 pub(crate) fn dequant_q6_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(Q6K_BYTES).zip(dst.chunks_exact_mut(QK_K)) {
-        let d = f16_at(b, 208);
+    type B = BlockQ6_K;
+    for (b, y) in src.chunks_exact(B::SIZE).zip(dst.chunks_exact_mut(QK_K)) {
+        let d = f16_at(b, B::D);
         let q = q6k_values(b);
         for (g, (y, q)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
-            let dl = d * f32::from(b[192 + g] as i8);
+            let dl = d * f32::from(b[B::SCALES + g] as i8);
             for (y, &q) in y.iter_mut().zip(q) {
                 *y = dl * f32::from(q);
             }
@@ -222,9 +234,12 @@ pub(crate) fn dequant_q6_k(src: &[u8], dst: &mut [f32]) {
 
 /// Dequantizes Q8_K blocks.
 pub(crate) fn dequant_q8_k(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.chunks_exact(Q8K_BYTES).zip(dst.chunks_exact_mut(QK_K)) {
+    for (b, y) in src
+        .chunks_exact(BlockQ8_K::SIZE)
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
         let d = q8k_d(b);
-        for (y, &q) in y.iter_mut().zip(&b[4..4 + QK_K]) {
+        for (y, &q) in y.iter_mut().zip(q8k_quants(b)) {
             *y = d * f32::from(q as i8);
         }
     }
@@ -234,7 +249,8 @@ pub(crate) fn dequant_q8_k(src: &[u8], dst: &mut [f32]) {
 /// −127, `q = min(127, round_half_even(x · −127 / max))`, `d = 1 / iscale` (f32), plus the
 /// per-16 sums. An all-zero block stores `d = 0` and zero quants.
 pub(crate) fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(Q8K_BYTES)) {
+    type B = BlockQ8_K;
+    for (x, b) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(B::SIZE)) {
         let (mut max, mut amax) = (0f32, 0f32);
         for &v in x {
             if v.abs() > amax {
@@ -247,18 +263,18 @@ pub(crate) fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
             continue;
         }
         let iscale = -127.0 / max;
-        for (q, &v) in b[4..4 + QK_K].iter_mut().zip(x) {
+        for (q, &v) in b[B::QS..B::QS + QK_K].iter_mut().zip(x) {
             *q = (super::legacy::round_even_small(iscale * v) as i32).min(127) as i8 as u8;
         }
         for g in 0..QK_K / 16 {
-            let s: i32 = b[4 + 16 * g..4 + 16 * (g + 1)]
+            let s: i32 = b[B::QS + 16 * g..B::QS + 16 * (g + 1)]
                 .iter()
                 .map(|&q| i32::from(q as i8))
                 .sum();
-            let at = 4 + QK_K + 2 * g;
+            let at = B::BSUMS + 2 * g;
             b[at..at + 2].copy_from_slice(&(s as i16).to_le_bytes());
         }
-        b[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+        b[B::D..B::D + 4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
     }
 }
 
@@ -282,17 +298,20 @@ fn grouped_isum(q: &[i8; QK_K], y: &[u8], group: usize, scale: impl Fn(usize) ->
 /// Scalar Q2_K × Q8_K.
 pub(crate) fn dot_q2_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
+    type W = BlockQ2_K;
     for (x, y) in w
-        .chunks_exact(Q2K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(W::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
         let yd = q8k_d(y);
-        let (dall, dmin) = (yd * f16_at(x, 80), yd * f16_at(x, 82));
-        let summ: i32 = (0..16).map(|g| i32::from(x[g] >> 4) * q8k_bsum(y, g)).sum();
-        let isum = grouped_isum(&two_bits(&x[16..80]), &y[4..260], 16, |g| {
-            i32::from(x[g] & 0x0f)
-        });
+        let (dall, dmin) = (yd * f16_at(x, W::D), yd * f16_at(x, W::DMIN));
+        let sc = &x[W::SCALES..W::SCALES + QK_K / 16];
+        let summ: i32 = (0..16)
+            .map(|g| i32::from(sc[g] >> 4) * q8k_bsum(y, g))
+            .sum();
+        let q = two_bits(&x[W::QS..W::QS + QK_K / 4]);
+        let isum = grouped_isum(&q, q8k_quants(y), 16, |g| i32::from(sc[g] & 0x0f));
         sum += dall * isum as f32 - dmin * summ as f32;
     }
     sum
@@ -301,14 +320,15 @@ pub(crate) fn dot_q2_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q3_K × Q8_K.
 pub(crate) fn dot_q3_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
+    type W = BlockQ3_K;
     for (x, y) in w
-        .chunks_exact(Q3K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(W::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let sc = q3k_scales(&x[96..108]);
-        let isum = grouped_isum(&q3k_values(x), &y[4..260], 16, |g| sc[g]);
-        sum += f16_at(x, 108) * q8k_d(y) * isum as f32;
+        let sc = q3k_scales(&x[W::SCALES..W::SCALES + 12]);
+        let isum = grouped_isum(&q3k_values(x), q8k_quants(y), 16, |g| sc[g]);
+        sum += f16_at(x, W::D) * q8k_d(y) * isum as f32;
     }
     sum
 }
@@ -325,7 +345,7 @@ pub(crate) fn q45k_min_sum(m: &[u8; 8], y: &[u8]) -> i32 {
 /// The integer parts of a Q4_K/Q5_K × Q8_K block: `(Σ_j sc_j·Σ q·y, Σ_j m_j·Σ y)`.
 #[inline]
 fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32) {
-    let isum = grouped_isum(q, &y[4..260], 32, |j| i32::from(sc[j]));
+    let isum = grouped_isum(q, q8k_quants(y), 32, |j| i32::from(sc[j]));
     (isum, q45k_min_sum(m, y))
 }
 
@@ -333,19 +353,19 @@ fn q45k_isums(q: &[i8; QK_K], sc: &[u8; 8], m: &[u8; 8], y: &[u8]) -> (i32, i32)
 #[inline]
 pub(crate) fn q45k_combine(x: &[u8], y: &[u8], isum: i32, summ: i32) -> f32 {
     let yd = q8k_d(y);
-    yd * f16_at(x, 0) * isum as f32 - yd * f16_at(x, 2) * summ as f32
+    yd * f16_at(x, Q45K_D) * isum as f32 - yd * f16_at(x, Q45K_DMIN) * summ as f32
 }
 
 /// Scalar Q4_K × Q8_K.
 pub(crate) fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (x, y) in w
-        .chunks_exact(Q4K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(BlockQ4_K::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let (sc, m) = q4k_scales_mins(&x[4..16]);
-        let (isum, summ) = q45k_isums(&q45k_values(None, &x[16..144]), &sc, &m, y);
+        let (sc, m) = q4k_scales_mins(&x[Q45K_SCALES..Q45K_SCALES + 12]);
+        let (isum, summ) = q45k_isums(&q45k_block_values(x, false), &sc, &m, y);
         sum += q45k_combine(x, y, isum, summ);
     }
     sum
@@ -355,13 +375,12 @@ pub(crate) fn dot_q4_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 pub(crate) fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (x, y) in w
-        .chunks_exact(Q5K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(BlockQ5_K::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let (sc, m) = q4k_scales_mins(&x[4..16]);
-        let q = q45k_values(Some(&x[16..48]), &x[48..176]);
-        let (isum, summ) = q45k_isums(&q, &sc, &m, y);
+        let (sc, m) = q4k_scales_mins(&x[Q45K_SCALES..Q45K_SCALES + 12]);
+        let (isum, summ) = q45k_isums(&q45k_block_values(x, true), &sc, &m, y);
         sum += q45k_combine(x, y, isum, summ);
     }
     sum
@@ -370,15 +389,16 @@ pub(crate) fn dot_q5_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Scalar Q6_K × Q8_K.
 pub(crate) fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
+    type W = BlockQ6_K;
     for (x, y) in w
-        .chunks_exact(Q6K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(W::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let isum = grouped_isum(&q6k_values(x), &y[4..260], 16, |g| {
-            i32::from(x[192 + g] as i8)
+        let isum = grouped_isum(&q6k_values(x), q8k_quants(y), 16, |g| {
+            i32::from(x[W::SCALES + g] as i8)
         });
-        sum += f16_at(x, 208) * q8k_d(y) * isum as f32;
+        sum += f16_at(x, W::D) * q8k_d(y) * isum as f32;
     }
     sum
 }
@@ -387,11 +407,11 @@ pub(crate) fn dot_q6_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
 pub(crate) fn dot_q8_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (x, y) in w
-        .chunks_exact(Q8K_BYTES)
-        .zip(a.chunks_exact(Q8K_BYTES))
+        .chunks_exact(BlockQ8_K::SIZE)
+        .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let isum = super::legacy::isum_i8(&x[4..260], &y[4..260]);
+        let isum = super::legacy::isum_i8(q8k_quants(x), q8k_quants(y));
         sum += q8k_d(x) * q8k_d(y) * isum as f32;
     }
     sum

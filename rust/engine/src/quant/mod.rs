@@ -4,7 +4,12 @@
 //! dot products accumulate integers per block and apply the block scales in ggml's order, so the
 //! engine's logits track llama.cpp's closely. Kernels are chosen once at run time
 //! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
+//!
+//! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
+//! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_tile` and
+//! `neon` are the SIMD kernels; this file alone chooses between them.
 
+mod blocks;
 mod float;
 mod kquants;
 mod legacy;
@@ -31,13 +36,23 @@ enum Level {
     /// x86-64 with AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// x86-64 with AVX2, FMA and F16C plus AVX-512 F/VL/VNNI (256-bit `vpdpbusd`/`vpdpwssd`,
+    /// 32 registers); the AVX2 kernels serve the formats without a VNNI kernel.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
     /// aarch64 Advanced SIMD.
     #[cfg(target_arch = "aarch64")]
     Neon,
 }
 
 fn detect() -> Level {
-    if std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
+    let forced = std::env::var("LOCAL_LLM_SIMD").ok();
+    let forced = |name: &str| {
+        forced
+            .as_deref()
+            .is_some_and(|v| v.eq_ignore_ascii_case(name))
+    };
+    if forced("scalar") {
         return Level::Scalar;
     }
     #[cfg(target_arch = "x86_64")]
@@ -45,7 +60,14 @@ fn detect() -> Level {
         && std::arch::is_x86_feature_detected!("fma")
         && std::arch::is_x86_feature_detected!("f16c")
     {
-        return Level::Avx2;
+        let vnni = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni");
+        return if vnni && !forced("avx2") {
+            Level::Avx512Vnni
+        } else {
+            Level::Avx2
+        };
     }
     #[cfg(target_arch = "aarch64")]
     if std::arch::is_aarch64_feature_detected!("neon") {
@@ -59,25 +81,24 @@ fn level() -> Level {
     *LEVEL.get_or_init(detect)
 }
 
-/// Whether the AVX2 level may also use AVX-512 VNNI (256-bit `vpdpbusd`, 32 registers).
-/// `LOCAL_LLM_SIMD=avx2` turns it off.
+/// On x86-64, whether the AVX2 kernels (or better) run: `Some(vnni)`, with `vnni` telling
+/// whether the AVX-512 VNNI kernels may be used too; `None` at the scalar level.
 #[cfg(target_arch = "x86_64")]
-fn vnni() -> bool {
-    static VNNI: OnceLock<bool> = OnceLock::new();
-    *VNNI.get_or_init(|| {
-        level() == Level::Avx2
-            && !std::env::var("LOCAL_LLM_SIMD").is_ok_and(|v| v.eq_ignore_ascii_case("avx2"))
-            && std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-    })
+fn x86_level() -> Option<bool> {
+    match level() {
+        Level::Avx2 => Some(false),
+        Level::Avx512Vnni => Some(true),
+        Level::Scalar => None,
+    }
 }
 
 /// Whether the wide prompt-processing tile (AVX-512 VNNI + BW) can run.
 #[cfg(target_arch = "x86_64")]
 fn wide() -> bool {
     static WIDE: OnceLock<bool> = OnceLock::new();
-    *WIDE.get_or_init(|| vnni() && std::arch::is_x86_feature_detected!("avx512bw"))
+    *WIDE.get_or_init(|| {
+        level() == Level::Avx512Vnni && std::arch::is_x86_feature_detected!("avx512bw")
+    })
 }
 
 /// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"neon"` or
@@ -86,7 +107,7 @@ pub fn simd_level() -> &'static str {
     match level() {
         Level::Scalar => "scalar",
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 if vnni() => "avx512vnni",
+        Level::Avx512Vnni => "avx512vnni",
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => "avx2",
         #[cfg(target_arch = "aarch64")]
@@ -175,8 +196,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::F32 => float::quantize_f32(src, dst),
         GgmlType::F16 => float::quantize_f16(src, dst),
         GgmlType::BF16 => float::quantize_bf16(src, dst),
-        GgmlType::Q8_0 => legacy::quantize_q8_0(src, dst),
-        GgmlType::Q8_1 => legacy::quantize_q8_1(src, dst),
+        GgmlType::Q8_0 | GgmlType::Q8_1 => quantize_q8_row(ty == GgmlType::Q8_1, src, dst),
         GgmlType::Q8_K => kquants::quantize_q8_k(src, dst),
         other => {
             return Err(Error::InvalidOption(format!(
@@ -186,6 +206,26 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Q8_0 (or Q8_1 when `q8_1`) activation rows with this CPU's block quantizer (all give the
+/// portable quantizer's bytes).
+fn quantize_q8_row(q8_1: bool, src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if x86_level().is_some() {
+        // SAFETY: the AVX2 levels are selected only after detecting avx2, fma and f16c.
+        let block = |x: &[f32], q: &mut [u8]| unsafe { x86::quantize_q8_block(x, q) };
+        return if q8_1 {
+            legacy::quantize_q8_1(src, dst, block)
+        } else {
+            legacy::quantize_q8_0(src, dst, block)
+        };
+    }
+    if q8_1 {
+        legacy::quantize_q8_1(src, dst, legacy::quantize_q8_block)
+    } else {
+        legacy::quantize_q8_0(src, dst, legacy::quantize_q8_block)
+    }
 }
 
 /// The number of whole blocks of `n` elements that both rows really hold. Equal to
@@ -223,29 +263,70 @@ fn blocks_in_rows(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> usize 
 pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
     match level() {
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => {
+        Level::Avx2 | Level::Avx512Vnni => {
             let nb = blocks_in_rows(w, n, w_row, act_row);
-            if let (true, Some(kind)) = (vnni(), x86_tile::kind(w)) {
-                // SAFETY: level Avx2 and vnni() checked the features; nb blocks are present.
+            if let (Level::Avx512Vnni, Some(kind)) = (level(), x86_tile::kind(w)) {
+                // SAFETY: the level was selected after detecting the features; nb blocks are
+                // present in both rows.
                 let v = unsafe {
                     x86_tile::tile::<1, 1>(true, kind, nb, [w_row.as_ptr()], [act_row.as_ptr()])
                 };
                 return v[0][0];
             }
-            if let Some(v) = x86::vec_dot(w, nb, w_row, act_row) {
+            // SAFETY: as above.
+            if let Some(v) = unsafe { avx2_vec_dot(w, nb, w_row, act_row) } {
                 return v;
             }
         }
         #[cfg(target_arch = "aarch64")]
         Level::Neon => {
             let nb = blocks_in_rows(w, n, w_row, act_row);
-            if let Some(v) = neon::vec_dot(w, nb, w_row, act_row) {
+            if let Some(v) = neon_vec_dot(w, nb, w_row, act_row) {
                 return v;
             }
         }
         Level::Scalar => {}
     }
     vec_dot_scalar(w, n, w_row, act_row)
+}
+
+/// The one-row AVX2 kernel for weight type `w` over `nb` blocks, or `None` when there is none.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present, and both rows must hold `nb` whole blocks (elements, for
+/// the float types).
+#[cfg(target_arch = "x86_64")]
+unsafe fn avx2_vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
+    Some(match w {
+        GgmlType::F32 => x86::dot_f32(nb, x, y),
+        GgmlType::F16 => x86::dot_f16(nb, x, y),
+        GgmlType::BF16 => x86::dot_bf16(nb, x, y),
+        GgmlType::Q4_0 => x86::dot_q4_0(nb, x, y),
+        GgmlType::Q4_1 => x86::dot_q4_1(nb, x, y),
+        GgmlType::Q5_0 => x86::dot_q5_0(nb, x, y),
+        GgmlType::Q5_1 => x86::dot_q5_1(nb, x, y),
+        GgmlType::Q8_0 => x86::dot_q8_0(nb, x, y),
+        GgmlType::Q2_K => x86_kquants::dot_q2_k(nb, x, y),
+        GgmlType::Q3_K => x86_kquants::dot_q3_k(nb, x, y),
+        GgmlType::Q4_K => x86_kquants::dot_q4_k(nb, x, y),
+        GgmlType::Q5_K => x86_kquants::dot_q5_k(nb, x, y),
+        GgmlType::Q6_K => x86_kquants::dot_q6_k(nb, x, y),
+        GgmlType::Q8_1 | GgmlType::Q8_K => return None,
+    })
+}
+
+/// The NEON kernel for weight type `w` over `nb` blocks, or `None` when there is none.
+#[cfg(target_arch = "aarch64")]
+fn neon_vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
+    // SAFETY: the Neon level is selected only when NEON is available; the kernels read only
+    // through slices of whole blocks.
+    unsafe {
+        match w {
+            GgmlType::Q8_0 => Some(neon::dot_q8_0(nb, x, y)),
+            GgmlType::Q4_K => Some(neon::dot_q4_k(nb, x, y)),
+            _ => None,
+        }
+    }
 }
 
 /// `out[i] = rows[i] · act` for consecutive weight rows of `n` elements stored back to back in
@@ -259,7 +340,7 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
         "vec_dot_rows: too few weight rows"
     );
     #[cfg(target_arch = "x86_64")]
-    if let (Level::Avx2, true, Some(kind)) = (level(), vnni(), x86_tile::kind(w)) {
+    if let (Level::Avx512Vnni, Some(kind)) = (level(), x86_tile::kind(w)) {
         if let Some(first) = rows.get(..row_len) {
             let nb = blocks_in_rows(w, n, first, act);
             let (base, a) = (rows.as_ptr(), [act.as_ptr()]);
@@ -296,9 +377,9 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
 /// tile kernel.
 pub fn tile_rows(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if level() == Level::Avx2 {
+    if let Some(vnni) = x86_level() {
         if x86_tile::kind(w).is_some() {
-            return if vnni() { 4 } else { 2 };
+            return if vnni { 4 } else { 2 };
         }
         if matches!(w, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
             return 1;
@@ -312,7 +393,7 @@ pub fn tile_rows(w: GgmlType) -> usize {
 /// [`tile_rows`] rows: 6 with the wide AVX-512 tile (4 rows × 6 tokens), else 4.
 pub fn tile_tokens(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if level() == Level::Avx2 && wide() && x86_tile::kind(w).is_some() {
+    if wide() && x86_tile::kind(w).is_some() {
         return x86_tile::WIDE_T;
     }
     let _ = w;
@@ -330,7 +411,7 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
     acts: [&[u8]; T],
 ) -> Option<[[f32; T]; R]> {
     #[cfg(target_arch = "x86_64")]
-    if level() == Level::Avx2 && R > 0 && T > 0 {
+    if let (Some(vnni), true) = (x86_level(), R > 0 && T > 0) {
         let (w0, a0) = (w_rows[0], acts[0]);
         assert!(
             w_rows.iter().all(|r| r.len() == w0.len()) && acts.iter().all(|a| a.len() == a0.len()),
@@ -338,8 +419,9 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
         );
         let nb = blocks_in_rows(w, n, w0, a0);
         let (wp, ap) = (w_rows.map(|r| r.as_ptr()), acts.map(|a| a.as_ptr()));
-        // SAFETY: level Avx2 means avx2/fma/f16c were detected and `vnni()` checks the AVX-512
-        // features; `nb` whole blocks are present in every row (all rows have equal lengths).
+        // SAFETY: the x86 levels are selected only after detecting avx2/fma/f16c (and the
+        // AVX-512 features for `vnni`); `nb` whole blocks are present in every row (all rows
+        // have equal lengths).
         return unsafe {
             match x86_tile::kind(w) {
                 Some(kind) if R == 4 && T == x86_tile::WIDE_T && wide() => {
@@ -351,8 +433,8 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
                     );
                     Some(std::array::from_fn(|r| std::array::from_fn(|t| v[r][t])))
                 }
-                Some(kind) => Some(x86_tile::tile::<R, T>(vnni(), kind, nb, wp, ap)),
-                None => x86_kquants::tile::<R, T>(vnni(), w, nb, wp, ap),
+                Some(kind) => Some(x86_tile::tile::<R, T>(vnni, kind, nb, wp, ap)),
+                None => x86_kquants::tile::<R, T>(vnni, w, nb, wp, ap),
             }
         };
     }

@@ -2,27 +2,14 @@
 //! of each block are vectorized; scales are applied exactly as in the portable kernels, so the
 //! results equal the scalar path bit for bit.
 //!
-//! Safety: requires NEON (always present on aarch64 Linux/Android, checked by the dispatcher) and
-//! `nb` whole blocks in both rows.
+//! Safety: requires NEON (always present on aarch64 Linux/Android, checked by the dispatcher in
+//! `quant/mod.rs`) and `nb` whole blocks in both rows.
 
 use std::arch::aarch64::*;
 
+use super::blocks::{BlockQ4_K, BlockQ8_0, BlockQ8_K};
 use super::float::f16_at;
-use super::kquants::{q45k_combine, q45k_min_sum, q4k_scales_mins, Q4K_BYTES, Q8K_BYTES};
-use super::GgmlType;
-
-/// Runs the NEON kernel for weight type `w` over `nb` blocks, or `None` when there is none.
-pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
-    // SAFETY: the dispatcher selects this module only when NEON is available; the kernels read
-    // only through slices of whole blocks.
-    unsafe {
-        match w {
-            GgmlType::Q8_0 => Some(dot_q8_0(nb, x, y)),
-            GgmlType::Q4_K => Some(dot_q4_k(nb, x, y)),
-            _ => None,
-        }
-    }
-}
+use super::kquants::{q45k_combine, q45k_min_sum, q4k_scales_mins};
 
 /// Σ a·b over 16 signed bytes each, widened to i32 lanes and added to `acc`.
 #[inline]
@@ -35,35 +22,41 @@ unsafe fn mla16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 
 /// Q8_0 × Q8_0.
 #[target_feature(enable = "neon")]
-unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (xb, yb) in x.chunks_exact(34).zip(y.chunks_exact(34)).take(nb) {
+    type B = BlockQ8_0;
+    for (xb, yb) in x
+        .chunks_exact(B::SIZE)
+        .zip(y.chunks_exact(B::SIZE))
+        .take(nb)
+    {
         let (xp, yp) = (
-            xb.as_ptr().add(2).cast::<i8>(),
-            yb.as_ptr().add(2).cast::<i8>(),
+            xb.as_ptr().add(B::QS).cast::<i8>(),
+            yb.as_ptr().add(B::QS).cast::<i8>(),
         );
         let mut acc = vdupq_n_s32(0);
         acc = mla16(acc, vld1q_s8(xp), vld1q_s8(yp));
         acc = mla16(acc, vld1q_s8(xp.add(16)), vld1q_s8(yp.add(16)));
         let isum = vaddvq_s32(acc);
-        sum += isum as f32 * (f16_at(xb, 0) * f16_at(yb, 0));
+        sum += isum as f32 * (f16_at(xb, B::D) * f16_at(yb, B::D));
     }
     sum
 }
 
 /// Q4_K × Q8_K.
 #[target_feature(enable = "neon")]
-unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let m4 = vdupq_n_u8(0x0f);
     let mut sum = 0f32;
     for (xb, yb) in x
-        .chunks_exact(Q4K_BYTES)
-        .zip(y.chunks_exact(Q8K_BYTES))
+        .chunks_exact(BlockQ4_K::SIZE)
+        .zip(y.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let (sc, m) = q4k_scales_mins(&xb[4..16]);
-        let qs = xb.as_ptr().add(16);
-        let q8 = yb.as_ptr().add(4).cast::<i8>();
+        type W = BlockQ4_K;
+        let (sc, m) = q4k_scales_mins(&xb[W::SCALES..W::SCALES + 12]);
+        let qs = xb.as_ptr().add(W::QS);
+        let q8 = yb.as_ptr().add(BlockQ8_K::QS).cast::<i8>();
         let mut isum = 0i32;
         for j in 0..4 {
             let mut lo = vdupq_n_s32(0);

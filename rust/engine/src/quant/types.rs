@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::blocks::*;
+
 /// A tensor element type (the GGUF `ggml_type` code). Quantized types store values in fixed-size
 /// blocks; [`GgmlType::block_size`] elements occupy [`GgmlType::type_size`] bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -106,28 +108,28 @@ impl GgmlType {
     pub fn block_size(self) -> usize {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8_1 => 32,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::Q8_K => 256,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8_1 => QK,
+            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::Q8_K => QK_K,
         }
     }
 
-    /// Bytes per block.
+    /// Bytes per block (the layouts are in the `blocks` table).
     pub fn type_size(self) -> usize {
         match self {
             Self::F32 => 4,
             Self::F16 | Self::BF16 => 2,
-            Self::Q4_0 => 18,
-            Self::Q4_1 => 20,
-            Self::Q5_0 => 22,
-            Self::Q5_1 => 24,
-            Self::Q8_0 => 34,
-            Self::Q8_1 => 36,
-            Self::Q2_K => 84,
-            Self::Q3_K => 110,
-            Self::Q4_K => 144,
-            Self::Q5_K => 176,
-            Self::Q6_K => 210,
-            Self::Q8_K => 292,
+            Self::Q4_0 => BlockQ4_0::SIZE,
+            Self::Q4_1 => BlockQ4_1::SIZE,
+            Self::Q5_0 => BlockQ5_0::SIZE,
+            Self::Q5_1 => BlockQ5_1::SIZE,
+            Self::Q8_0 => BlockQ8_0::SIZE,
+            Self::Q8_1 => BlockQ8_1::SIZE,
+            Self::Q2_K => BlockQ2_K::SIZE,
+            Self::Q3_K => BlockQ3_K::SIZE,
+            Self::Q4_K => BlockQ4_K::SIZE,
+            Self::Q5_K => BlockQ5_K::SIZE,
+            Self::Q6_K => BlockQ6_K::SIZE,
+            Self::Q8_K => BlockQ8_K::SIZE,
         }
     }
 
@@ -139,11 +141,6 @@ impl GgmlType {
             return None;
         }
         (n_elements / bs).checked_mul(self.type_size() as u64)
-    }
-
-    /// Whether values are stored in quantized blocks.
-    pub fn is_quantized(self) -> bool {
-        self.block_size() > 1
     }
 
     /// The canonical name (as llama.cpp and the `gguf` Python package print it).

@@ -7,31 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{x86_kquants, GgmlType};
-
-/// Runs the AVX2 kernel for weight type `w` over `nb` blocks, or `None` when there is none.
-pub(super) fn vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
-    // SAFETY: the dispatcher selects this module only after detecting avx2, fma and f16c, and
-    // `nb` is clamped to the whole blocks present in both slices.
-    unsafe {
-        Some(match w {
-            GgmlType::F32 => dot_f32(nb, x, y),
-            GgmlType::F16 => dot_f16(nb, x, y),
-            GgmlType::BF16 => dot_bf16(nb, x, y),
-            GgmlType::Q4_0 => dot_q4_0(nb, x, y),
-            GgmlType::Q4_1 => dot_q4_1(nb, x, y),
-            GgmlType::Q5_0 => dot_q5_0(nb, x, y),
-            GgmlType::Q5_1 => dot_q5_1(nb, x, y),
-            GgmlType::Q8_0 => dot_q8_0(nb, x, y),
-            GgmlType::Q2_K => x86_kquants::dot_q2_k(nb, x, y),
-            GgmlType::Q3_K => x86_kquants::dot_q3_k(nb, x, y),
-            GgmlType::Q4_K => x86_kquants::dot_q4_k(nb, x, y),
-            GgmlType::Q5_K => x86_kquants::dot_q5_k(nb, x, y),
-            GgmlType::Q6_K => x86_kquants::dot_q6_k(nb, x, y),
-            _ => return None,
-        })
-    }
-}
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
 /// The IEEE half at `p` (2 bytes, little-endian) as f32.
 #[inline]
@@ -113,13 +89,14 @@ pub(super) unsafe fn fifth_bits(p: *const u8) -> __m256i {
 
 /// Q8_0 × Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
-        let (xb, yb) = (xp.add(34 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half_product(xb, yb));
-        let p = dot_ss(load(xb.add(2)), load(yb.add(2)));
+        type B = BlockQ8_0;
+        let (xb, yb) = (xp.add(B::SIZE * b), yp.add(B::SIZE * b));
+        let d = _mm256_set1_ps(half_product(xb.add(B::D), yb.add(B::D)));
+        let p = dot_ss(load(xb.add(B::QS)), load(yb.add(B::QS)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc)
@@ -127,14 +104,16 @@ unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 
 /// Q4_0 × Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
-        let (xb, yb) = (xp.add(18 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half_product(xb, yb));
-        let q = _mm256_sub_epi8(nibbles(xb.add(2)), _mm256_set1_epi8(8));
-        let p = dot_ss(q, load(yb.add(2)));
+        type W = BlockQ4_0;
+        type A = BlockQ8_0;
+        let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
+        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let q = _mm256_sub_epi8(nibbles(xb.add(W::QS)), _mm256_set1_epi8(8));
+        let p = dot_ss(q, load(yb.add(A::QS)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc)
@@ -142,15 +121,17 @@ unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 
 /// Q5_0 × Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     let mut acc = _mm256_setzero_ps();
     for b in 0..nb {
-        let (xb, yb) = (xp.add(22 * b), yp.add(34 * b));
-        let d = _mm256_set1_ps(half_product(xb, yb));
-        let q = _mm256_or_si256(nibbles(xb.add(6)), fifth_bits(xb.add(2)));
+        type W = BlockQ5_0;
+        type A = BlockQ8_0;
+        let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
+        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let q = _mm256_or_si256(nibbles(xb.add(W::QS)), fifth_bits(xb.add(W::QH)));
         let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-        let p = dot_ss(q, load(yb.add(2)));
+        let p = dot_ss(q, load(yb.add(A::QS)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc)
@@ -158,15 +139,17 @@ unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 
 /// Q4_1 × Q8_1: `Σ (dx·dy)·Σqx·qy` in 8 lanes plus the scalar `Σ mx·sy`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0f32;
     for b in 0..nb {
-        let (xb, yb) = (xp.add(20 * b), yp.add(36 * b));
-        summs += half_product(xb.add(2), yb.add(2));
-        let d = _mm256_set1_ps(half_product(xb, yb));
-        let p = dot_us(nibbles(xb.add(4)), load(yb.add(4)));
+        type W = BlockQ4_1;
+        type A = BlockQ8_1;
+        let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
+        summs += half_product(xb.add(W::M), yb.add(A::S));
+        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let p = dot_us(nibbles(xb.add(W::QS)), load(yb.add(A::QS)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc) + summs
@@ -174,16 +157,18 @@ unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 
 /// Q5_1 × Q8_1.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_q5_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_q5_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0f32;
     for b in 0..nb {
-        let (xb, yb) = (xp.add(24 * b), yp.add(36 * b));
-        summs += half_product(xb.add(2), yb.add(2));
-        let d = _mm256_set1_ps(half_product(xb, yb));
-        let q = _mm256_or_si256(nibbles(xb.add(8)), fifth_bits(xb.add(4)));
-        let p = dot_us(q, load(yb.add(4)));
+        type W = BlockQ5_1;
+        type A = BlockQ8_1;
+        let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
+        summs += half_product(xb.add(W::M), yb.add(A::S));
+        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let q = _mm256_or_si256(nibbles(xb.add(W::QS)), fifth_bits(xb.add(W::QH)));
+        let p = dot_us(q, load(yb.add(A::QS)));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     hsum_ps(acc) + summs
@@ -215,7 +200,7 @@ macro_rules! float_dot {
 
 /// F32 × F32.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr().cast::<f32>(), y.as_ptr().cast::<f32>());
     float_dot!(
         n,
@@ -226,7 +211,7 @@ unsafe fn dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
 
 /// F16 × F16 (both converted to f32 lanes).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     float_dot!(
         n,
@@ -254,7 +239,7 @@ unsafe fn bf16(p: *const u8) -> f32 {
 
 /// BF16 × BF16.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
+pub(super) unsafe fn dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
     float_dot!(
         n,
@@ -301,16 +286,68 @@ unsafe fn amax_32(x: *const f32) -> f32 {
     _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)))
 }
 
-/// One Q8_0/Q8_1 activation block like `legacy::quantize_q8_block`: writes the 32 quants to
-/// `qs` and returns `(d, Σq)`. Requires AVX2, FMA and F16C (checked by the caller).
-pub(super) fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
+/// One Q8_0/Q8_1 activation block like `legacy::quantize_q8_block` (same bytes): writes the 32
+/// quants to `qs` and returns `(d, Σq)`.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     assert!(x.len() == 32 && qs.len() == 32);
-    // SAFETY: the dispatcher selected this module after detecting the features; both slices
-    // hold 32 elements (asserted).
-    unsafe {
-        let amax = amax_32(x.as_ptr());
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        (d, quantize_32(x.as_ptr(), id, qs.as_mut_ptr()))
+    // Both slices hold 32 elements (asserted); the caller guarantees the features.
+    let amax = amax_32(x.as_ptr());
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    (d, quantize_32(x.as_ptr(), id, qs.as_mut_ptr()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::legacy;
+    use super::quantize_q8_block;
+
+    #[test]
+    fn simd_block_quantizer_equals_the_portable_one() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"))
+        {
+            eprintln!("no AVX2/FMA/F16C: nothing to compare");
+            return;
+        }
+        // SAFETY: the features were detected above.
+        let simd = |x: &[f32], q: &mut [u8]| unsafe { quantize_q8_block(x, q) };
+        let mut seed = 0x2545_f491u32;
+        for case in 0..2000 {
+            let x: Vec<f32> = (0..32)
+                .map(|i| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 17;
+                    seed ^= seed << 5;
+                    let v = (seed % 2001) as f32 - 1000.0;
+                    // Every 4th case: exact ties after scaling (multiples of amax/254).
+                    if case % 4 == 0 {
+                        (i as f32 - 16.0) * 0.5
+                    } else {
+                        v * 0.001 * (case as f32 + 1.0)
+                    }
+                })
+                .collect();
+            let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+            let ra = simd(&x, &mut a);
+            let rb = legacy::quantize_q8_block(&x, &mut b);
+            assert_eq!(
+                (ra.0.to_bits(), ra.1, a),
+                (rb.0.to_bits(), rb.1, b),
+                "{x:?}"
+            );
+        }
+        let zeros = [0f32; 32];
+        let (mut a, mut b) = ([1u8; 32], [1u8; 32]);
+        assert_eq!(
+            simd(&zeros, &mut a),
+            legacy::quantize_q8_block(&zeros, &mut b)
+        );
+        assert_eq!(a, b);
     }
 }

@@ -7,18 +7,18 @@
 
 use std::arch::x86_64::*;
 
+use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use super::float::f16_at;
 use super::kquants::{
-    q3k_scales, q4k_scales_mins, q8k_bsum, q8k_d, Q2K_BYTES, Q3K_BYTES, Q4K_BYTES, Q5K_BYTES,
-    Q6K_BYTES, Q8K_BYTES,
+    q3k_scales, q4k_scales_mins, q8k_bsum, q8k_d, Q45K_D, Q45K_DMIN, Q45K_SCALES,
 };
+use super::types::GgmlType;
 use super::x86::{half, hsum_ps, load};
-use super::GgmlType;
 
 /// The Q8_K block `b` of the activation row at `y`.
 #[inline]
 unsafe fn q8k_block<'a>(y: *const u8, b: usize) -> &'a [u8] {
-    std::slice::from_raw_parts(y.add(Q8K_BYTES * b), Q8K_BYTES)
+    std::slice::from_raw_parts(y.add(BlockQ8_K::SIZE * b), BlockQ8_K::SIZE)
 }
 
 /// `Σ_j m_j · (bsum_{2j} + bsum_{2j+1})` of a Q8_K block at `y` (exact; as `q45k_min_sum`),
@@ -26,7 +26,7 @@ unsafe fn q8k_block<'a>(y: *const u8, b: usize) -> &'a [u8] {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn min_sum(mins: __m256i, y: *const u8) -> i32 {
-    let bsums = _mm256_loadu_si256(y.add(4 + 256).cast());
+    let bsums = _mm256_loadu_si256(y.add(BlockQ8_K::BSUMS).cast());
     let pairs = _mm256_madd_epi16(bsums, _mm256_set1_epi16(1));
     hsum_epi32(_mm256_mullo_epi32(pairs, mins))
 }
@@ -46,7 +46,11 @@ macro_rules! q45k_rows_kernel {
             x: *const u8,
             y: [*const u8; T],
         ) -> [f32; T] {
-            let size = if FIVE { Q5K_BYTES } else { Q4K_BYTES };
+            let size = if FIVE {
+                BlockQ5_K::SIZE
+            } else {
+                BlockQ4_K::SIZE
+            };
             let m4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
             let mut acc = [_mm256_setzero_ps(); T];
@@ -54,16 +58,16 @@ macro_rules! q45k_rows_kernel {
             for b in 0..nb {
                 let xp = x.add(size * b);
                 let xb = std::slice::from_raw_parts(xp, size);
-                let (sc, m) = q4k_scales_mins(&xb[4..16]);
-                let dmin = half(xp.add(2));
+                let (sc, m) = q4k_scales_mins(&xb[Q45K_SCALES..Q45K_SCALES + 12]);
+                let dmin = half(xp.add(Q45K_DMIN));
                 let mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(m.as_ptr().cast()));
                 for t in 0..T {
                     let yb = q8k_block(y[t], b);
                     acc_m[t] += q8k_d(yb) * dmin * min_sum(mins, yb.as_ptr()) as f32;
                 }
-                let qs = xp.add(if FIVE { 48 } else { 16 });
+                let qs = xp.add(if FIVE { BlockQ5_K::QS } else { BlockQ4_K::QS });
                 let hbits = if FIVE {
-                    load(xp.add(16))
+                    load(xp.add(BlockQ5_K::QH))
                 } else {
                     _mm256_setzero_si256()
                 };
@@ -82,7 +86,7 @@ macro_rules! q45k_rows_kernel {
                     let slo = _mm256_set1_epi16(i16::from(sc[2 * j]));
                     let shi = _mm256_set1_epi16(i16::from(sc[2 * j + 1]));
                     for t in 0..T {
-                        let q8 = y[t].add(Q8K_BYTES * b + 4);
+                        let q8 = y[t].add(BlockQ8_K::SIZE * b + BlockQ8_K::QS);
                         let plo = _mm256_maddubs_epi16(lo, load(q8.add(64 * j)));
                         let phi = _mm256_maddubs_epi16(hi, load(q8.add(64 * j + 32)));
                         sumi[t] = if $vnni {
@@ -96,7 +100,7 @@ macro_rules! q45k_rows_kernel {
                         };
                     }
                 }
-                let dx = half(xp);
+                let dx = half(xp.add(Q45K_D));
                 for t in 0..T {
                     sumi[t] = _mm256_add_epi32(sumi[t], sumh[t]);
                     let d = _mm256_set1_ps(q8k_d(q8k_block(y[t], b)) * dx);
@@ -149,13 +153,14 @@ macro_rules! q6k_rows_kernel {
             let k32 = _mm256_set1_epi8(32);
             let mut acc = [_mm256_setzero_ps(); T];
             for b in 0..nb {
-                let xp = x.add(Q6K_BYTES * b);
+                type W = BlockQ6_K;
+                let xp = x.add(W::SIZE * b);
                 let mut sumi = [_mm256_setzero_si256(); T];
                 let mut sumh = [_mm256_setzero_si256(); T];
                 for n in 0..2 {
-                    let l0 = load(xp.add(64 * n));
-                    let l1 = load(xp.add(64 * n + 32));
-                    let h = load(xp.add(128 + 32 * n));
+                    let l0 = load(xp.add(W::QL + 64 * n));
+                    let l1 = load(xp.add(W::QL + 64 * n + 32));
+                    let h = load(xp.add(W::QH + 32 * n));
                     let q = [
                         _mm256_or_si256(
                             _mm256_and_si256(l0, m4),
@@ -176,11 +181,12 @@ macro_rules! q6k_rows_kernel {
                     ];
                     for (k, q) in q.into_iter().enumerate() {
                         let g = 8 * n + 2 * k;
-                        let s0 = i16::from(*xp.add(192 + g) as i8);
-                        let s1 = i16::from(*xp.add(193 + g) as i8);
+                        let s0 = i16::from(*xp.add(W::SCALES + g) as i8);
+                        let s1 = i16::from(*xp.add(W::SCALES + g + 1) as i8);
                         let scales = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
                         for t in 0..T {
-                            let yv = load(y[t].add(Q8K_BYTES * b + 4 + 128 * n + 32 * k));
+                            let at = BlockQ8_K::SIZE * b + BlockQ8_K::QS + 128 * n + 32 * k;
+                            let yv = load(y[t].add(at));
                             let p = _mm256_sub_epi16(
                                 _mm256_maddubs_epi16(q, yv),
                                 _mm256_maddubs_epi16(k32, yv),
@@ -198,7 +204,7 @@ macro_rules! q6k_rows_kernel {
                         }
                     }
                 }
-                let dx = half(xp.add(208));
+                let dx = half(xp.add(W::D));
                 for t in 0..T {
                     sumi[t] = _mm256_add_epi32(sumi[t], sumh[t]);
                     let d = _mm256_set1_ps(dx * q8k_d(q8k_block(y[t], b)));
@@ -280,18 +286,21 @@ unsafe fn two_bit_isum(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q2_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sum = 0f32;
+    type W = BlockQ2_K;
     for (xb, yb) in x
-        .chunks_exact(Q2K_BYTES)
-        .zip(y.chunks_exact(Q8K_BYTES))
+        .chunks_exact(W::SIZE)
+        .zip(y.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
         let yd = q8k_d(yb);
-        let (dall, dmin) = (yd * f16_at(xb, 80), yd * f16_at(xb, 82));
-        let scale: [i32; 16] = std::array::from_fn(|g| i32::from(xb[g] & 0x0f));
+        let (dall, dmin) = (yd * f16_at(xb, W::D), yd * f16_at(xb, W::DMIN));
+        let sc = &xb[W::SCALES..W::SCALES + 16];
+        let scale: [i32; 16] = std::array::from_fn(|g| i32::from(sc[g] & 0x0f));
         let summ: i32 = (0..16)
-            .map(|g| i32::from(xb[g] >> 4) * q8k_bsum(yb, g))
+            .map(|g| i32::from(sc[g] >> 4) * q8k_bsum(yb, g))
             .sum();
-        let isum = two_bit_isum(xb.as_ptr().add(16), None, yb.as_ptr().add(4), &scale);
+        let (qs, q8) = (xb.as_ptr().add(W::QS), yb.as_ptr().add(BlockQ8_K::QS));
+        let isum = two_bit_isum(qs, None, q8, &scale);
         sum += dall * isum as f32 - dmin * summ as f32;
     }
     sum
@@ -301,16 +310,17 @@ pub(super) unsafe fn dot_q2_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q3_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let mut sum = 0f32;
+    type W = BlockQ3_K;
     for (xb, yb) in x
-        .chunks_exact(Q3K_BYTES)
-        .zip(y.chunks_exact(Q8K_BYTES))
+        .chunks_exact(W::SIZE)
+        .zip(y.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let scale = q3k_scales(&xb[96..108]);
+        let scale = q3k_scales(&xb[W::SCALES..W::SCALES + 12]);
         let offset: i32 = (0..16).map(|g| scale[g] * q8k_bsum(yb, g)).sum();
-        let xp = xb.as_ptr();
-        let isum = two_bit_isum(xp.add(32), Some(xp), yb.as_ptr().add(4), &scale) - 4 * offset;
-        sum += f16_at(xb, 108) * q8k_d(yb) * isum as f32;
+        let (xp, q8) = (xb.as_ptr(), yb.as_ptr().add(BlockQ8_K::QS));
+        let isum = two_bit_isum(xp.add(W::QS), Some(xp.add(W::HMASK)), q8, &scale) - 4 * offset;
+        sum += f16_at(xb, W::D) * q8k_d(yb) * isum as f32;
     }
     sum
 }

@@ -1,8 +1,10 @@
 //! Tiled x86 kernels for the 32-element block formats: `R` weight rows × `T` activation rows per
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
-//! once for `R` rows. Prompt processing uses `R × 4` tiles. Decoding uses `1 × 1`: reading
-//! several weight rows at once interleaves memory streams, which measured 2-3× slower from DRAM
-//! on our test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
+//! once for `R` rows. Prompt processing uses `R × 4` tiles (`4 × 6` with AVX-512 BW). Decoding
+//! (`vec_dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
+//! far-apart sequential streams keep full bandwidth, while adjacent rows read together
+//! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
+//! test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
 //!
 //! Each (row, token) pair keeps ggml's own accumulation: 8 f32 lanes, one FMA per block with
 //! the scale product `f32(d_w)·f32(d_a)`, lane `j` summing the products of bytes `4j..4j+4`,
@@ -18,8 +20,9 @@
 
 use std::arch::x86_64::*;
 
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
+use super::types::GgmlType;
 use super::x86::{fifth_bits, hsum_ps, load, nibbles};
-use super::GgmlType;
 
 /// Block format codes of the tile kernels.
 const Q8_0: u8 = 0;
@@ -31,12 +34,23 @@ const Q4_1: u8 = 3;
 /// it, for weight code `kind`.
 const fn layout(kind: u8) -> (usize, usize, usize) {
     match kind {
-        Q8_0 => (34, 34, 2),
-        Q4_0 => (18, 34, 2),
-        Q5_0 => (22, 34, 2),
-        _ => (20, 36, 4),
+        Q8_0 => (BlockQ8_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
+        Q4_0 => (BlockQ4_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
+        Q5_0 => (BlockQ5_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
+        _ => (BlockQ4_1::SIZE, BlockQ8_1::SIZE, BlockQ8_1::QS),
     }
 }
+
+// `halves(block)` reads a block's scale and its second half (Q4_1's `m`, Q8_1's `s`) together.
+const _: () = assert!(
+    BlockQ8_0::D == 0
+        && BlockQ4_0::D == 0
+        && BlockQ5_0::D == 0
+        && BlockQ4_1::D == 0
+        && BlockQ4_1::M == 2
+        && BlockQ8_1::D == 0
+        && BlockQ8_1::S == 2
+);
 
 /// The results of a tile: the horizontal sum of each (row, token) accumulator, plus lane `t`
 /// of row `r`'s `Σ m·s` when `with_mins` (Q4_1).
@@ -144,11 +158,16 @@ macro_rules! tile_kernel {
                 for r in 0..R {
                     let p = w[r].add(wsize * b);
                     let q = match KIND {
-                        Q8_0 if $vnni => _mm256_xor_si256(load(p.add(2)), _mm256_set1_epi8(-128)),
-                        Q8_0 => load(p.add(2)),
-                        Q4_0 => nibbles(p.add(2)),
-                        Q5_0 => _mm256_or_si256(nibbles(p.add(6)), fifth_bits(p.add(2))),
-                        _ => nibbles(p.add(4)),
+                        Q8_0 if $vnni => {
+                            _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128))
+                        }
+                        Q8_0 => load(p.add(BlockQ8_0::QS)),
+                        Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
+                        Q5_0 => _mm256_or_si256(
+                            nibbles(p.add(BlockQ5_0::QS)),
+                            fifth_bits(p.add(BlockQ5_0::QH)),
+                        ),
+                        _ => nibbles(p.add(BlockQ4_1::QS)),
                     };
                     let dm = halves(p);
                     let d = _mm_mul_ps(_mm_permute_ps::<0>(dm), ad);
@@ -235,19 +254,15 @@ pub(super) unsafe fn tile_wide<const KIND: u8>(
         for r in 0..R {
             let p = w[r].add(wsize * b);
             let q = match KIND {
-                Q8_0 => _mm256_xor_si256(load(p.add(2)), _mm256_set1_epi8(-128)),
-                Q4_0 => nibbles(p.add(2)),
+                Q8_0 => _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128)),
+                Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
                 Q5_0 => {
-                    let high = p.add(2).cast::<u32>().read_unaligned();
+                    let high = p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned();
                     let k = _cvtu32_mask32(u32::from_le(high));
-                    _mm256_mask_add_epi8(
-                        nibbles(p.add(6)),
-                        k,
-                        nibbles(p.add(6)),
-                        _mm256_set1_epi8(16),
-                    )
+                    let low = nibbles(p.add(BlockQ5_0::QS));
+                    _mm256_mask_add_epi8(low, k, low, _mm256_set1_epi8(16))
                 }
-                _ => nibbles(p.add(4)),
+                _ => nibbles(p.add(BlockQ4_1::QS)),
             };
             let dm = halves(p);
             _mm256_storeu_ps(
@@ -326,7 +341,7 @@ pub(super) unsafe fn tile<const R: usize, const T: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{quantize_row, vec_dot_type, x86, GgmlType};
+    use super::super::{avx2_vec_dot, quantize_row, vec_dot_type, GgmlType};
     use super::*;
 
     /// Random bytes from a xorshift generator; f16 scales are set to small normal values.
@@ -397,7 +412,8 @@ mod tests {
                 );
                 for r in 0..R {
                     for t in 0..T {
-                        let want = x86::vec_dot(ty, nb, &w[r], &a[t]).unwrap();
+                        // SAFETY: the test runs only where the features were detected.
+                        let want = unsafe { avx2_vec_dot(ty, nb, &w[r], &a[t]) }.unwrap();
                         assert_eq!(
                             got[r][t].to_bits(),
                             want.to_bits(),

@@ -39,15 +39,21 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("local-llm")
 }
 
-/// True when `LOCAL_LLM_SKIP_REAL_MODELS=1`: tests on the real models should return early.
-pub fn skip_real_models() -> bool {
-    std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").is_ok_and(|v| v == "1")
+/// The path of a real model fetched by `scripts/fetch-models.sh`: `"smollm2"` or `"gemma3"`,
+/// or `None` when `LOCAL_LLM_SKIP_REAL_MODELS=1` (the test then returns early: it is skipped,
+/// and says so on stderr). The one helper every test uses to find a real model.
+///
+/// Panics when the name is unknown or the file is missing (and the skip variable is not set).
+pub fn real_model(name: &str) -> Option<PathBuf> {
+    if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").is_ok_and(|v| v == "1") {
+        eprintln!("LOCAL_LLM_SKIP_REAL_MODELS=1: skipping what needs the {name} model");
+        return None;
+    }
+    Some(model_path(name))
 }
 
-/// The path of a real model fetched by `scripts/fetch-models.sh`: `"smollm2"` or `"gemma3"`.
-///
-/// Panics when the name is unknown or the file is missing.
-pub fn model_path(name: &str) -> PathBuf {
+/// The path of real model `name`; panics when the name is unknown or the file is missing.
+fn model_path(name: &str) -> PathBuf {
     let file = match name {
         "smollm2" => "SmolLM2-135M-Instruct.Q4_1.gguf",
         "gemma3" => "gemma-3-270m-q4_k_m.gguf",

@@ -1,4 +1,4 @@
-//! Shared helpers for the tokenizer tests: real-model paths, the llama.cpp oracle
+//! Shared helpers for the tokenizer tests: real-model names, the llama.cpp oracle
 //! (tools/oracle/tokenize.mjs through node-llama-cpp) and the test corpus.
 #![allow(dead_code)]
 
@@ -10,34 +10,10 @@ use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 
-pub const SMOLLM: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-pub const GEMMA: &str = "gemma-3-270m-q4_k_m.gguf";
-
-/// Path of a real model, or None when it is missing and LOCAL_LLM_SKIP_REAL_MODELS=1.
-/// Panics with a clear message when it is missing otherwise.
-pub fn model_path(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("LOCAL_LLM_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/local-llm/models")
-        });
-    let path = dir.join(name);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("LOCAL_LLM_SKIP_REAL_MODELS").as_deref() == Ok("1") {
-        eprintln!(
-            "skipping: model {} not found (LOCAL_LLM_SKIP_REAL_MODELS=1)",
-            path.display()
-        );
-        return None;
-    }
-    panic!(
-        "real model {} is missing; fetch it or set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip tests that need it",
-        path.display()
-    );
-}
+/// The real models, by the names `common::real_model` takes.
+pub const SMOLLM: &str = "smollm2";
+/// See [`SMOLLM`].
+pub const GEMMA: &str = "gemma3";
 
 /// Loads our tokenizer for a model file.
 pub fn load(path: &Path) -> Tokenizer {
