@@ -4,20 +4,46 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
-#   5. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
-#   6. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
-# Exits non-zero on the first failure. Set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the
-# download of the real models and the tests that need them, LOCAL_LLM_SKIP_CROSS=1 to skip 6.
+#   5. import cycles between source files (scripts/module-cycles.py) for engine, ffi and cli
+#   6. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
+#   7. package: npm pack, the unpacked Rust workspace checks, a consumer type-checks it
+#      (scripts/pack-test.sh; LOCAL_LLM_SKIP_PACK=1 skips)
+#   8. example app: tsc, Metro production bundles for android and ios, codegen
+#      (scripts/example-test.sh; LOCAL_LLM_SKIP_EXAMPLE=1 skips)
+#   9. phone libraries: arm64-v8a and aarch64-apple-ios static libraries, symbol and platform
+#      checks, JSI C++ compiled for both (scripts/mobile-test.sh; LOCAL_LLM_SKIP_MOBILE=1 skips)
+#  10. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
+# Exits non-zero on the first failure and prints each stage's time at the end. Set
+# LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the download of the real models and the tests that
+# need them, LOCAL_LLM_SKIP_CROSS=1 to skip 10.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 START=$SECONDS
+STAGE_START=$SECONDS
+STAGE=""
+TIMES=()
+end_stage() {
+    [[ -z $STAGE ]] || TIMES+=("$(printf '%6d s  %s' $((SECONDS - STAGE_START)) "$STAGE")")
+}
 section() {
+    end_stage
+    STAGE="$*"
+    STAGE_START=$SECONDS
     echo
     echo "==== $* ($((SECONDS - START)) s elapsed)"
 }
+report_times() {
+    end_stage
+    STAGE=""
+    echo
+    echo "==== stage times"
+    printf '%s\n' "${TIMES[@]}"
+    echo "total $((SECONDS - START)) s"
+}
+trap report_times EXIT
 
 section "test dependencies"
 for tool in fmt clippy; do
@@ -52,11 +78,37 @@ if [[ $# -eq 0 ]]; then
     done
 fi
 
+section "import cycles between source files"
+for crate in engine ffi cli; do
+    python3 scripts/module-cycles.py "rust/$crate/src"
+done
+
 section "js: bindings, C++ link check, JS tests"
 if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
     echo "LOCAL_LLM_SKIP_JS=1 or LOCAL_LLM_SKIP_REAL_MODELS=1: skipped"
 else
     scripts/js-test.sh
+fi
+
+section "package: npm pack, unpacked Rust workspace, consumer type-check"
+if [[ "${LOCAL_LLM_SKIP_PACK:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_PACK=1: skipped"
+else
+    scripts/pack-test.sh
+fi
+
+section "example app: tsc, Metro bundles (android, ios), codegen"
+if [[ "${LOCAL_LLM_SKIP_EXAMPLE:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_EXAMPLE=1: skipped"
+else
+    scripts/example-test.sh
+fi
+
+section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
+if [[ "${LOCAL_LLM_SKIP_MOBILE:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_MOBILE=1: skipped"
+else
+    scripts/mobile-test.sh
 fi
 
 section "cross: s390x + aarch64 under qemu"
