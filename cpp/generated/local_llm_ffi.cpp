@@ -286,7 +286,11 @@ extern "C" {
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_load_model(
         RustBuffer path, 
-        RustBuffer params
+        RustBuffer options
+    );
+    RustBuffer uniffi_local_llm_ffi_fn_func_device_kind_name(
+        RustBuffer kind, 
+        RustCallStatus *uniffi_out_err
     );
     RustBuffer uniffi_local_llm_ffi_fn_func_finish_reason_name(
         RustBuffer reason, 
@@ -510,6 +514,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_func_estimate_model_memory(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_load_model(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_func_device_kind_name(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_finish_reason_name(
     );
@@ -2391,6 +2397,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_func_load_model(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name"),
+        1,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_func_device_kind_name(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name"),
@@ -2861,6 +2875,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         0,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_checksum_func_load_model(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_func_device_kind_name(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name"] = jsi::Function::createFromHostFunction(
@@ -3678,6 +3700,16 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_load_model(jsi::R
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_device_kind_name(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
+        auto value = uniffi_local_llm_ffi_fn_func_device_kind_name(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), 
+            &status
+        );
+        uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
+
+        
+        return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_finish_reason_name(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
         auto value = uniffi_local_llm_ffi_fn_func_finish_reason_name(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), 
@@ -4128,6 +4160,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_estimate_mo
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_load_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_func_load_model(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_device_kind_name(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_func_device_kind_name(
         );
 
         

@@ -1,6 +1,6 @@
 // Conversions between the generated bindings' records and this package's public types.
 import type {
-  BackendDevice as NativeBackendDevice,
+  DeviceInfo as NativeBackendDevice,
   GenerationResult as NativeGenerationResult,
   MemoryEstimate as NativeMemoryEstimate,
   ModelInfo as NativeModelInfo,
@@ -124,7 +124,7 @@ export function toMemoryEstimate(e: NativeMemoryEstimate): MemoryEstimate {
 export function toBackendDevice(d: NativeBackendDevice): BackendDevice {
   return {
     name: d.name,
-    kind: d.kind,
+    kind: getBindings().deviceKindName(d.kind),
     description: d.description,
     memoryTotal: d.memoryTotal === undefined ? null : num(d.memoryTotal),
     memoryFree: d.memoryFree === undefined ? null : num(d.memoryFree),

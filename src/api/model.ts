@@ -49,10 +49,12 @@ export class Model {
     if (signal?.aborted) {
       throw abortError(signal);
     }
-    const { loadModel } = getBindings();
-    const handle = await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
-      loadModel(file, { useMmap: options.useMmap ?? true, cpuOnly: options.compute === 'cpu' }),
+    const { loadModel, LoadOptions } = getBindings();
+    // Unset options take the engine's defaults (the generated record's).
+    const loadOptions = LoadOptions.create(
+      defined({ useMmap: options.useMmap, cpuOnly: options.compute === undefined ? undefined : options.compute === 'cpu' }),
     );
+    const handle = await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => loadModel(file, loadOptions));
     if (signal?.aborted) {
       handle.dispose();
       destroy(handle);

@@ -75,13 +75,14 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_free_llmmodel(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+    ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(kind: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_device_memory(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(path: Uint8Array, contextSize: number): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, params: Uint8Array): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(uniffi_out_err: UniffiRustCallStatus): number;
     ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(enabled: number, uniffi_out_err: UniffiRustCallStatus): void;
@@ -111,6 +112,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_finish(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(uniffiSelf: bigint): bigint;
     ubrn_ffi_local_llm_ffi_uniffi_contract_version(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_device_memory(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name(): number;

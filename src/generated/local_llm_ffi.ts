@@ -20,6 +20,25 @@ const uniffiIsDebug =
 // Public interface members begin here.
 
 /**
+ * The engine's name of a device kind ("cpu", "accelerator").
+ */
+export function deviceKindName(kind: DeviceKind): string {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(
+        FfiConverterTypeDeviceKind.lower(kind, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
  * Read the host's total and available memory.
  */
 export function deviceMemory(): HostMemory {
@@ -123,7 +142,7 @@ export function finishReasonOpenaiName(reason: FinishReason): string {
 /**
  * The devices the engine can use on this host (accelerators first, the CPU last).
  */
-export function getBackends(): Array<BackendDevice> {
+export function getBackends(): Array<DeviceInfo> {
     const __rb: Uint8Array = uniffiCaller.rustCall(
             /*caller:*/ (callStatus) => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_get_backends(
@@ -132,7 +151,7 @@ export function getBackends(): Array<BackendDevice> {
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
     try {
-        return FfiConverterSequenceTypeBackendDevice.lift(__rb);
+        return FfiConverterSequenceTypeDeviceInfo.lift(__rb);
     } finally {
         nativeModule().rustbuffer_free(__rb);
     }
@@ -160,13 +179,13 @@ export function libraryVersion(): string {
  * Load a GGUF model (on a worker thread). A missing file gives INVALID_PATH, a file that is
  * not a usable model MODEL_LOAD_FAILED.
  */
-export async function loadModel(path: string, params: ModelParams, asyncOpts_?: { signal: AbortSignal }): Promise<LlmModelLike> /*throws*/ {
+export async function loadModel(path: string, options: LoadOptions, asyncOpts_?: { signal: AbortSignal }): Promise<LlmModelLike> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
         return await uniffiRustCallAsync(
             /*rustCaller:*/ uniffiCaller,
             /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterTypeModelParams.lower(params, nativeModule().rustbuffer_alloc)
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterTypeLoadOptions.lower(options, nativeModule().rustbuffer_alloc)
                 );
             },
             /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u64,
@@ -271,138 +290,6 @@ export function setLogLevel(level: LogLevel): void {uniffiCaller.rustCall(
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
     }
-
-// Hermes (React Native ≥ 0.74) ships TextEncoder and encodeInto, but not
-// TextDecoder. For single-string decode (bytesToString), we polyfill via the
-// C++ string_from_buffer helper using a duck-typed object matching the
-// standard TextDecoder.decode signature. Once Hermes ships a real
-// TextDecoder, the `typeof` check will pick it up automatically.
-//
-// For array-of-strings decode (readStringFromBuffer), we keep a dedicated C++
-// helper: the polyfill path (new Uint8Array view + decode) measured ~40%
-// slower on getStringArray benchmarks than a direct (buf, offset, length)
-// call, due to the per-read view allocation and extra property lookups in
-// string_from_buffer.
-const stringConverter = (() => {
-    const encoder = new TextEncoder();
-    const decoder: { decode(input: UniffiByteArray): string } =
-        typeof TextDecoder !== "undefined"
-            ? new TextDecoder()
-            : {
-                  decode: (bytes: UniffiByteArray) =>
-                      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(
-                          bytes,
-                          undefined as any,
-                      ) as string,
-              };
-    return {
-        // Single-string lower() uses the C++ helper — TextEncoder.encode
-        // measured ~43% slower on takeString benchmarks.
-        stringToBytes: (s: string) =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
-        bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
-        // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
-        // Matters for N-element arrays.
-        stringByteLength: (s: string) =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
-        // Encode directly into the RustBuffer backing store via
-        // TextEncoder.encodeInto — zero intermediate allocation. Replaces
-        // the old C++ write_string_into_buffer helper.
-        writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
-            const view = new Uint8Array(
-                buf.arrayBuffer,
-                offset,
-                buf.arrayBuffer.byteLength - offset,
-            );
-            return encoder.encodeInto(s, view).written;
-        },
-        // Dedicated C++ helper — avoids per-read Uint8Array allocation and
-        // the double property-lookup in string_from_buffer.
-        readStringFromBuffer: (buf: any, offset: number, length: number): string =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
-    };
-})();
-const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
-
-/**
- * A compute device of the engine's backend registry.
- */
-export type BackendDevice = {
-    /**
-     * Short unique name, e.g. "CPU" or "NNPA".
-     */
-    name: string,
-    /**
-     * "cpu" or "accelerator".
-     */
-    kind: string,
-    /**
-     * Human-readable description.
-     */
-    description: string,
-    /**
-     * Total memory in bytes, when known.
-     */
-    memoryTotal?: bigint,
-    /**
-     * Free memory in bytes, when known.
-     */
-    memoryFree?: bigint,
-    /**
-     * Capabilities, e.g. SIMD level or accelerator features.
-     */
-    features: Array<string>
-}
-
-/**
- * Generated factory for {@link BackendDevice} record objects.
- */
-export const BackendDevice = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<BackendDevice, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<BackendDevice>,
-    });
-})();
-
-const FfiConverterTypeBackendDevice = (() => {
-    type TypeName = BackendDevice;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                name: FfiConverterString.readFromCursor(c), 
-                kind: FfiConverterString.readFromCursor(c), 
-                description: FfiConverterString.readFromCursor(c), 
-                memoryTotal: FfiConverterOptionalUInt64.readFromCursor(c), 
-                memoryFree: FfiConverterOptionalUInt64.readFromCursor(c), 
-                features: FfiConverterSequenceString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.name, c);
-            FfiConverterString.writeIntoCursor(value.kind, c);
-            FfiConverterString.writeIntoCursor(value.description, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryTotal, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryFree, c);
-            FfiConverterSequenceString.writeIntoCursor(value.features, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.name) +
-             FfiConverterString.allocationSize(value.kind) +
-             FfiConverterString.allocationSize(value.description) +
-             FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
-             FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
-             FfiConverterSequenceString.allocationSize(value.features);
-            
-        }
-    };
-    return new FFIConverter();
-})();
 
 /**
  * Benchmark settings (local-llm-rn's `BenchmarkOptions`).
@@ -623,6 +510,58 @@ const FfiConverterTypeBenchmarkResult = (() => {
     return new FFIConverter();
 })();
 
+// Hermes (React Native ≥ 0.74) ships TextEncoder and encodeInto, but not
+// TextDecoder. For single-string decode (bytesToString), we polyfill via the
+// C++ string_from_buffer helper using a duck-typed object matching the
+// standard TextDecoder.decode signature. Once Hermes ships a real
+// TextDecoder, the `typeof` check will pick it up automatically.
+//
+// For array-of-strings decode (readStringFromBuffer), we keep a dedicated C++
+// helper: the polyfill path (new Uint8Array view + decode) measured ~40%
+// slower on getStringArray benchmarks than a direct (buf, offset, length)
+// call, due to the per-read view allocation and extra property lookups in
+// string_from_buffer.
+const stringConverter = (() => {
+    const encoder = new TextEncoder();
+    const decoder: { decode(input: UniffiByteArray): string } =
+        typeof TextDecoder !== "undefined"
+            ? new TextDecoder()
+            : {
+                  decode: (bytes: UniffiByteArray) =>
+                      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(
+                          bytes,
+                          undefined as any,
+                      ) as string,
+              };
+    return {
+        // Single-string lower() uses the C++ helper — TextEncoder.encode
+        // measured ~43% slower on takeString benchmarks.
+        stringToBytes: (s: string) =>
+            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
+        bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
+        // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
+        // Matters for N-element arrays.
+        stringByteLength: (s: string) =>
+            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
+        // Encode directly into the RustBuffer backing store via
+        // TextEncoder.encodeInto — zero intermediate allocation. Replaces
+        // the old C++ write_string_into_buffer helper.
+        writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
+            const view = new Uint8Array(
+                buf.arrayBuffer,
+                offset,
+                buf.arrayBuffer.byteLength - offset,
+            );
+            return encoder.encodeInto(s, view).written;
+        },
+        // Dedicated C++ helper — avoids per-read Uint8Array allocation and
+        // the double property-lookup in string_from_buffer.
+        readStringFromBuffer: (buf: any, offset: number, length: number): string =>
+            nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
+    };
+})();
+const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
+
 /**
  * One chat message.
  */
@@ -732,6 +671,123 @@ const FfiConverterTypeContextOptions = (() => {
             return FfiConverterUInt32.allocationSize(value.nCtx) +
              FfiConverterUInt32.allocationSize(value.nBatch) +
              FfiConverterUInt32.allocationSize(value.threads);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * What kind of device a backend device is.
+ */
+export enum DeviceKind {
+    /**
+     * The host CPU.
+     */
+    Cpu,
+    /**
+     * A matrix accelerator (e.g. IBM Z NNPA).
+     */
+    Accelerator
+}
+
+const FfiConverterTypeDeviceKind = (() => {
+    type TypeName = DeviceKind;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            switch (c.readI32()) {
+                case 1: return DeviceKind.Cpu;
+                case 2: return DeviceKind.Accelerator;
+                default: throw new UniffiInternalError.UnexpectedEnumCase();
+            }
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            switch (value) {
+                case DeviceKind.Cpu: return c.writeI32(1);
+                case DeviceKind.Accelerator: return c.writeI32(2);
+            }
+        }
+        allocationSize(value: TypeName): number {
+            return 4;
+        }
+    }
+    return new FFIConverter();
+})();
+
+/**
+ * A compute device of the engine's backend registry.
+ */
+export type DeviceInfo = {
+    /**
+     * Short unique name, e.g. "CPU" or "NNPA".
+     */
+    name: string,
+    /**
+     * Human-readable description.
+     */
+    description: string,
+    /**
+     * Device kind.
+     */
+    kind: DeviceKind,
+    /**
+     * Total memory in bytes, when known.
+     */
+    memoryTotal?: bigint,
+    /**
+     * Free memory in bytes, when known.
+     */
+    memoryFree?: bigint,
+    /**
+     * Capabilities, e.g. SIMD level or accelerator features.
+     */
+    features: Array<string>
+}
+
+/**
+ * Generated factory for {@link DeviceInfo} record objects.
+ */
+export const DeviceInfo = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<DeviceInfo, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<DeviceInfo>,
+    });
+})();
+
+const FfiConverterTypeDeviceInfo = (() => {
+    type TypeName = DeviceInfo;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                name: FfiConverterString.readFromCursor(c), 
+                description: FfiConverterString.readFromCursor(c), 
+                kind: FfiConverterTypeDeviceKind.readFromCursor(c), 
+                memoryTotal: FfiConverterOptionalUInt64.readFromCursor(c), 
+                memoryFree: FfiConverterOptionalUInt64.readFromCursor(c), 
+                features: FfiConverterSequenceString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.name, c);
+            FfiConverterString.writeIntoCursor(value.description, c);
+            FfiConverterTypeDeviceKind.writeIntoCursor(value.kind, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryTotal, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryFree, c);
+            FfiConverterSequenceString.writeIntoCursor(value.features, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.name) +
+             FfiConverterString.allocationSize(value.description) +
+             FfiConverterTypeDeviceKind.allocationSize(value.kind) +
+             FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
+             FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
+             FfiConverterSequenceString.allocationSize(value.features);
             
         }
     };
@@ -1323,6 +1379,60 @@ const FfiConverterTypeHostMemory = (() => {
 })();
 
 /**
+ * How to load a model.
+ */
+export type LoadOptions = {
+    /**
+     * Memory-map the file instead of reading it into memory.
+     */
+    useMmap: boolean,
+    /**
+     * Place every weight on the CPU, even where an accelerator is detected.
+     */
+    cpuOnly: boolean
+}
+
+/**
+ * Generated factory for {@link LoadOptions} record objects.
+ */
+export const LoadOptions = (() => {
+    const defaults = () => ({
+        useMmap: true,
+        cpuOnly: false
+    });
+    const create = (() => {
+        return uniffiCreateRecord<LoadOptions, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<LoadOptions>,
+    });
+})();
+
+const FfiConverterTypeLoadOptions = (() => {
+    type TypeName = LoadOptions;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                useMmap: FfiConverterBool.readFromCursor(c), 
+                cpuOnly: FfiConverterBool.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterBool.writeIntoCursor(value.useMmap, c);
+            FfiConverterBool.writeIntoCursor(value.cpuOnly, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterBool.allocationSize(value.useMmap) +
+             FfiConverterBool.allocationSize(value.cpuOnly);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * Log severity.
  */
 export enum LogLevel {
@@ -1633,58 +1743,6 @@ const FfiConverterTypeModelInfo = (() => {
              FfiConverterFloat64.allocationSize(value.loadMs) +
              FfiConverterMapStringString.allocationSize(value.metadata) +
              FfiConverterMapStringUInt32.allocationSize(value.placement);
-            
-        }
-    };
-    return new FFIConverter();
-})();
-
-/**
- * How to load a model.
- */
-export type ModelParams = {
-    /**
-     * Memory-map the file instead of reading it into memory.
-     */
-    useMmap: boolean,
-    /**
-     * Use only the CPU (local-llm-rn's `compute: 'cpu'`); otherwise every detected device.
-     */
-    cpuOnly: boolean
-}
-
-/**
- * Generated factory for {@link ModelParams} record objects.
- */
-export const ModelParams = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ModelParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ModelParams>,
-    });
-})();
-
-const FfiConverterTypeModelParams = (() => {
-    type TypeName = ModelParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                useMmap: FfiConverterBool.readFromCursor(c), 
-                cpuOnly: FfiConverterBool.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterBool.writeIntoCursor(value.useMmap, c);
-            FfiConverterBool.writeIntoCursor(value.cpuOnly, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterBool.allocationSize(value.useMmap) +
-             FfiConverterBool.allocationSize(value.cpuOnly);
             
         }
     };
@@ -3315,14 +3373,14 @@ const uniffiTypeLlmModelObjectFactory: UniffiObjectFactory<LlmModelLike> = (() =
 }})();
 const FfiConverterTypeLlmModel = new FfiConverterObject(uniffiTypeLlmModelObjectFactory);
 
+// FfiConverter for Array<Perf>
+const FfiConverterSequenceTypePerf = new FfiConverterArray(FfiConverterTypePerf);
+
 // FfiConverter for bigint | undefined
 const FfiConverterOptionalUInt64 = new FfiConverterOptional(FfiConverterUInt64);
 
 // FfiConverter for Array<string>
 const FfiConverterSequenceString = new FfiConverterArray(FfiConverterString);
-
-// FfiConverter for Array<Perf>
-const FfiConverterSequenceTypePerf = new FfiConverterArray(FfiConverterTypePerf);
 
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
@@ -3354,8 +3412,8 @@ const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverte
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
 
-// FfiConverter for Array<BackendDevice>
-const FfiConverterSequenceTypeBackendDevice = new FfiConverterArray(FfiConverterTypeBackendDevice);
+// FfiConverter for Array<DeviceInfo>
+const FfiConverterSequenceTypeDeviceInfo = new FfiConverterArray(FfiConverterTypeDeviceInfo);
 
 // FfiConverter for Array<LogRecord>
 const FfiConverterSequenceTypeLogRecord = new FfiConverterArray(FfiConverterTypeLogRecord);
@@ -3379,6 +3437,9 @@ function uniffiEnsureInitialized() {
     if (bindingsContractVersion !== scaffoldingContractVersion) {
         throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_kind_name");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_memory() !== 49777) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_memory");
     }
@@ -3391,13 +3452,13 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 32887) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 63094) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_get_backends");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_library_version");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 40431) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 43765) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_load_model");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
@@ -3490,12 +3551,13 @@ function uniffiEnsureInitialized() {
 export default Object.freeze({
   initialize: uniffiEnsureInitialized,
   converters: {
-    FfiConverterTypeBackendDevice,
     FfiConverterTypeBenchmarkParams,
     FfiConverterTypeBenchmarkResult,
     FfiConverterTypeCancelToken,
     FfiConverterTypeChatMessage,
     FfiConverterTypeContextOptions,
+    FfiConverterTypeDeviceInfo,
+    FfiConverterTypeDeviceKind,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
@@ -3503,11 +3565,11 @@ export default Object.freeze({
     FfiConverterTypeLlmContext,
     FfiConverterTypeLlmError,
     FfiConverterTypeLlmModel,
+    FfiConverterTypeLoadOptions,
     FfiConverterTypeLogLevel,
     FfiConverterTypeLogRecord,
     FfiConverterTypeMemoryEstimate,
     FfiConverterTypeModelInfo,
-    FfiConverterTypeModelParams,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
     FfiConverterTypeSamplingParams,

@@ -38,11 +38,7 @@ pub struct FidelityArgs {
 }
 
 fn load(path: &std::path::Path, registry: Registry) -> Result<Arc<LoadedModel>> {
-    let options = LoadOptions {
-        registry: Some(Arc::new(registry)),
-        ..LoadOptions::default()
-    };
-    LoadedModel::load(path, &options)
+    LoadedModel::load_on(path, &LoadOptions::default(), &registry)
 }
 
 fn argmax(v: &[f32]) -> u32 {

@@ -20,20 +20,32 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// How to load a model.
-#[derive(Clone)]
-pub struct LoadOptions {
-    /// Memory-map the file (default) instead of reading it into memory.
-    pub use_mmap: bool,
-    /// Devices to place weights on (default: [`Registry::detect`]).
-    pub registry: Option<Arc<Registry>>,
+/// The fields of [`LoadOptions`] with their documentation and defaults, written once (see
+/// [`crate::sampling_params_table`] for how the engine and the FFI use such a table).
+#[macro_export]
+macro_rules! load_options_table {
+    ($emit:ident) => {
+        $emit! {
+            /// How to load a model.
+            struct LoadOptions {
+                /// Memory-map the file instead of reading it into memory.
+                use_mmap: bool = true,
+                /// Place every weight on the CPU, even where an accelerator is detected.
+                cpu_only: bool = false,
+            }
+        }
+    };
 }
 
-impl Default for LoadOptions {
-    fn default() -> Self {
-        LoadOptions {
-            use_mmap: true,
-            registry: None,
+load_options_table!(options_struct);
+
+impl LoadOptions {
+    /// The devices these options load onto: the CPU alone, or every detected device.
+    pub fn registry(&self) -> Registry {
+        if self.cpu_only {
+            Registry::with_accelerators(Vec::new())
+        } else {
+            Registry::detect()
         }
     }
 }
@@ -111,16 +123,22 @@ impl MemoryEstimate {
 }
 
 impl LoadedModel {
-    /// Load a GGUF model from `path`.
+    /// Load a GGUF model from `path` onto the devices `options` select.
     pub fn load(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Arc<Self>> {
+        Self::load_on(path, options, &options.registry())
+    }
+
+    /// Load a GGUF model from `path` onto the devices of `registry` (`options.cpu_only` is
+    /// not consulted: the registry decides).
+    pub fn load_on(
+        path: impl AsRef<Path>,
+        options: &LoadOptions,
+        registry: &Registry,
+    ) -> Result<Arc<Self>> {
         let start = Instant::now();
         let path = path.as_ref();
         let gguf = Arc::new(GgufFile::open_with(path, options.use_mmap)?);
-        let registry = options
-            .registry
-            .clone()
-            .unwrap_or_else(|| Arc::new(Registry::detect()));
-        let model = Model::from_gguf(&gguf, &registry)?;
+        let model = Model::from_gguf(&gguf, registry)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         let text = |id: Option<u32>| {
             id.and_then(|i| tokenizer.token_text(i))

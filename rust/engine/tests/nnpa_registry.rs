@@ -66,11 +66,12 @@ fn detection_follows_the_environment() {
 }
 
 fn load(kind: &str, registry: Registry) -> Arc<LoadedModel> {
-    let options = LoadOptions {
-        registry: Some(Arc::new(registry)),
-        ..LoadOptions::default()
-    };
-    LoadedModel::load(common::synth_model(kind), &options).unwrap()
+    LoadedModel::load_on(
+        common::synth_model(kind),
+        &LoadOptions::default(),
+        &registry,
+    )
+    .unwrap()
 }
 
 fn logits(model: &LoadedModel, tokens: &[u32]) -> Vec<f32> {

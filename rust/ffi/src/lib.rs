@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext};
 pub use error::LlmError;
 pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
-pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo, ModelParams};
+pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo};
 pub use records::{
     finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,
     Perf, PromptInput,
@@ -55,38 +55,10 @@ where
         .unwrap_or_else(|_| Err(LlmError::worker_failed(stage)))
 }
 
-/// A compute device of the engine's backend registry.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct BackendDevice {
-    /// Short unique name, e.g. "CPU" or "NNPA".
-    pub name: String,
-    /// "cpu" or "accelerator".
-    pub kind: String,
-    /// Human-readable description.
-    pub description: String,
-    /// Total memory in bytes, when known.
-    pub memory_total: Option<u64>,
-    /// Free memory in bytes, when known.
-    pub memory_free: Option<u64>,
-    /// Capabilities, e.g. SIMD level or accelerator features.
-    pub features: Vec<String>,
-}
-
 /// The devices the engine can use on this host (accelerators first, the CPU last).
 #[uniffi::export]
-pub fn get_backends() -> Vec<BackendDevice> {
-    local_llm_engine::backend::Registry::detect()
-        .devices()
-        .into_iter()
-        .map(|d| BackendDevice {
-            name: d.name,
-            kind: d.kind.name().to_string(),
-            description: d.description,
-            memory_total: d.memory_total,
-            memory_free: d.memory_free,
-            features: d.features,
-        })
-        .collect()
+pub fn get_backends() -> Vec<local_llm_engine::backend::DeviceInfo> {
+    local_llm_engine::backend::Registry::detect().devices()
 }
 
 /// The number of threads the engine uses by default (the host's available parallelism).

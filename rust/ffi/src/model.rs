@@ -4,22 +4,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use local_llm_engine::backend::Registry;
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::session::{ContextOptions, LoadOptions, LoadedModel, MemoryEstimate};
 
 use crate::context::LlmContext;
 use crate::error::{LlmError, Stage};
 use crate::records::{to_u32, ChatMessage};
-
-/// How to load a model.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct ModelParams {
-    /// Memory-map the file instead of reading it into memory.
-    pub use_mmap: bool,
-    /// Use only the CPU (local-llm-rn's `compute: 'cpu'`); otherwise every detected device.
-    pub cpu_only: bool,
-}
 
 /// Facts about a loaded model.
 #[derive(Debug, Clone, uniffi::Record)]
@@ -80,18 +70,9 @@ impl LlmModel {
 /// Load a GGUF model (on a worker thread). A missing file gives INVALID_PATH, a file that is
 /// not a usable model MODEL_LOAD_FAILED.
 #[uniffi::export]
-pub async fn load_model(path: String, params: ModelParams) -> Result<Arc<LlmModel>, LlmError> {
+pub async fn load_model(path: String, options: LoadOptions) -> Result<Arc<LlmModel>, LlmError> {
     crate::run_blocking(Stage::Load, move || {
         check_path(&path)?;
-        let registry = if params.cpu_only {
-            Registry::with_accelerators(Vec::new())
-        } else {
-            Registry::detect()
-        };
-        let options = LoadOptions {
-            use_mmap: params.use_mmap,
-            registry: Some(Arc::new(registry)),
-        };
         let model = LoadedModel::load(&path, &options)
             .map_err(|e| LlmError::from_engine(e, Stage::Load))?;
         Ok(Arc::new(LlmModel {

@@ -3,10 +3,11 @@
 //! checks each declaration against the engine's definition, and option records are emitted from
 //! the engine's option tables, so their defaults reach the generated TypeScript unchanged.
 
-use local_llm_engine::backend::HostMemory;
+use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    ContextOptions, FinishReason, GenerateRequest, Generation, MemoryEstimate, Prompt, Timings,
+    ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, MemoryEstimate, Prompt,
+    Timings,
 };
 
 /// Declare an engine option struct to UniFFI from its table (see the engine's
@@ -28,6 +29,39 @@ macro_rules! remote_options_record {
 
 local_llm_engine::sampling_params_table!(remote_options_record);
 local_llm_engine::context_options_table!(remote_options_record);
+local_llm_engine::load_options_table!(remote_options_record);
+
+/// A compute device of the engine's backend registry.
+#[uniffi::remote(Record)]
+pub struct DeviceInfo {
+    /// Short unique name, e.g. "CPU" or "NNPA".
+    pub name: String,
+    /// Human-readable description.
+    pub description: String,
+    /// Device kind.
+    pub kind: DeviceKind,
+    /// Total memory in bytes, when known.
+    pub memory_total: Option<u64>,
+    /// Free memory in bytes, when known.
+    pub memory_free: Option<u64>,
+    /// Capabilities, e.g. SIMD level or accelerator features.
+    pub features: Vec<String>,
+}
+
+/// What kind of device a backend device is.
+#[uniffi::remote(Enum)]
+pub enum DeviceKind {
+    /// The host CPU.
+    Cpu,
+    /// A matrix accelerator (e.g. IBM Z NNPA).
+    Accelerator,
+}
+
+/// The engine's name of a device kind ("cpu", "accelerator").
+#[uniffi::export]
+pub fn device_kind_name(kind: DeviceKind) -> String {
+    kind.name().to_string()
+}
 
 /// Why a generation ended.
 #[uniffi::remote(Enum)]
