@@ -5,6 +5,11 @@ package = JSON.parse(File.read(File.join(__dir__, "package.json")))
 folly_compiler_flags = '-DFOLLY_NO_CONFIG -DFOLLY_MOBILE=1 -DFOLLY_USE_LIBCPP=1 -Wno-comma -Wno-shorten-64-to-32'
 
 Pod::Spec.new do |s|
+  unless File.exist?(File.join(__dir__, "LocalLlmFramework.xcframework", "Info.plist"))
+    raise "react-native-local-llm: the prebuilt Rust library LocalLlmFramework.xcframework is " \
+      "missing (a git checkout has none). Make it in #{__dir__} with `npm run build:mobile -- ios` " \
+      "(scripts/build-mobile.sh), then run pod install again."
+  end
   s.name         = "LocalLlm"
   s.version      = package["version"]
   s.summary      = package["description"]
