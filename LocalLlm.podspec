@@ -22,6 +22,7 @@ Pod::Spec.new do |s|
 
   s.source_files = "ios/**/*.{h,m,mm,swift}", "ios/generated/**/*.{h,m,mm}", "cpp/**/*.{hpp,cpp,c,h}", "cpp/generated/**/*.{hpp,cpp,c,h}"
   s.vendored_frameworks = "LocalLlmFramework.xcframework"
+  s.frameworks = "CoreFoundation" # the Rust library's time-zone lookup (chrono, iana-time-zone)
   s.dependency    "uniffi-bindgen-react-native", "0.31.0-5"
 
   # Use install_modules_dependencies helper to install the dependencies if React Native version >=0.71.0.

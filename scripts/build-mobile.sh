@@ -88,9 +88,10 @@ if wanted aarch64-apple-ios; then device=$(built aarch64-apple-ios); fi
 sims=()
 for t in aarch64-apple-ios-sim x86_64-apple-ios; do if wanted "$t"; then sims+=("$(built "$t")"); fi; done
 if [[ -n $device ]] || ((${#sims[@]})); then
-    LIPO=$(command -v llvm-lipo-14 || command -v llvm-lipo || true)
+    # rustc-web's LLVM (22): llvm-lipo-14 crashes on the bitcode the objects carry.
+    LIPO=$(command -v llvm-lipo-22 || true)
     if ((${#sims[@]})) && [[ -z $LIPO ]]; then
-        echo "ERROR: llvm-lipo is missing: apt-get install llvm-14" >&2
+        echo "ERROR: llvm-lipo-22 is missing: apt-get install llvm-22" >&2
         exit 1
     fi
     rm -rf "$XCFRAMEWORK"

@@ -32,6 +32,12 @@ endif()
   end
 `,
   },
+  {
+    file: 'LocalLlm.podspec',
+    anchor: '  s.vendored_frameworks = "LocalLlmFramework.xcframework"\n',
+    text: `  s.frameworks = "CoreFoundation" # the Rust library's time-zone lookup (chrono, iana-time-zone)
+`,
+  },
 ];
 
 for (const { file, anchor, text } of edits) {
