@@ -29,6 +29,20 @@ ANDROID_ABIS = {
 BIONIC_ARCHES = {"arm", "arm64", "x86", "x86_64", "riscv64"}
 # Tags of symbols that the NDK's stub libraries leave out (platform, vendor and APEX-only APIs).
 BIONIC_HIDDEN_TAGS = {"platform-only", "llndk", "apex", "systemapi"}
+# Symbols a link provides that no symbol list here holds, by bionic arch, with where they come
+# from. Listed by name only (not verified against a binary).
+ANDROID_BY_NAME = {
+    # ARM EHABI unwinding (ARM IHI 0038 + GCC's frame helper), from the ARM build of LLVM's
+    # libunwind that the NDK links; the libunwind list read here is Debian's x86-64 build.
+    "arm": {
+        "_Unwind_VRS_Get": "LLVM libunwind (ARM EHABI)",
+        "_Unwind_VRS_Set": "LLVM libunwind (ARM EHABI)",
+        "_Unwind_VRS_Pop": "LLVM libunwind (ARM EHABI)",
+        "__gnu_unwind_frame": "LLVM libunwind (ARM EHABI)",
+    },
+    # i386 position-independent code refers to the GOT by this name; the linker defines it.
+    "x86": {"_GLOBAL_OFFSET_TABLE_": "the linker (i386 ELF ABI)"},
+}
 # Mach-O platforms (LC_BUILD_VERSION) and CPU names (llvm-lipo -archs).
 MACHO_PLATFORM = {"ios": "ios", "simulator": "iossim"}
 
@@ -179,6 +193,10 @@ def check_android(abi, lib, calls, provided, source):
     report(ok, f"{abi}: all {members} objects are ELF {elf_class} {machine}")
     undefined, weak = check_common(abi, lib, calls)
     print(f"      {abi}: undefined: {' '.join(sorted(undefined))}")
+    for name, origin in sorted(ANDROID_BY_NAME.get(ANDROID_ABIS[abi][2], {}).items()):
+        if name in undefined:
+            print(f"      {abi}: {name} from {origin} (by name, not verified)")
+            undefined = undefined - {name}
     check_platform(abi, undefined, weak, provided, source)
 
 
