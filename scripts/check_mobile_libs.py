@@ -44,7 +44,7 @@ ANDROID_BY_NAME = {
     "x86": {"_GLOBAL_OFFSET_TABLE_": "the linker (i386 ELF ABI)"},
 }
 # Mach-O platforms (LC_BUILD_VERSION) and CPU names (llvm-lipo -archs).
-MACHO_PLATFORM = {"ios": "ios", "simulator": "iossim"}
+MACHO_PLATFORM = {"ios": "ios", "simulator": "iossimulator"}  # as llvm-objdump-22 names them
 
 # LLVM's tools of rustc-web's LLVM (22): the objects carry its bitcode, which older tools
 # cannot read (llvm-lipo-14 crashes on it).
