@@ -51,12 +51,12 @@ MACHO_PLATFORM = {"ios": "ios", "simulator": "iossimulator"}  # as llvm-objdump-
 LLVM = os.environ.get("LLVM_VERSION", "22")
 
 failures = []
+passes = []
 
 
 def report(ok, what):
     print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
+    (passes if ok else failures).append(what)
 
 
 def run(*cmd):
@@ -246,7 +246,7 @@ def main():
     apple = tbd_symbols(args.tbd)
     for variant, lib, min_ios in args.ios:
         check_ios(f"iOS {variant}", lib, variant, min_ios, calls, apple, args.ios_source, args.ios_allow_prefix)
-    print(f"{len(failures)} failed")
+    print(f"{len(passes)} passed, {len(failures)} failed")
     return 1 if failures else 0
 
 
