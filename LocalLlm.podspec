@@ -5,6 +5,11 @@ package = JSON.parse(File.read(File.join(__dir__, "package.json")))
 folly_compiler_flags = '-DFOLLY_NO_CONFIG -DFOLLY_MOBILE=1 -DFOLLY_USE_LIBCPP=1 -Wno-comma -Wno-shorten-64-to-32'
 
 Pod::Spec.new do |s|
+  unless File.exist?(File.join(__dir__, "LocalLlmFramework.xcframework", "Info.plist"))
+    raise "react-native-local-llm: the prebuilt Rust library LocalLlmFramework.xcframework is " \
+      "missing (a git checkout has none). Make it in #{__dir__} with `npm run build:mobile -- ios` " \
+      "(scripts/build-mobile.sh), then run pod install again."
+  end
   s.name         = "LocalLlm"
   s.version      = package["version"]
   s.summary      = package["description"]
@@ -17,6 +22,7 @@ Pod::Spec.new do |s|
 
   s.source_files = "ios/**/*.{h,m,mm,swift}", "ios/generated/**/*.{h,m,mm}", "cpp/**/*.{hpp,cpp,c,h}", "cpp/generated/**/*.{hpp,cpp,c,h}"
   s.vendored_frameworks = "LocalLlmFramework.xcframework"
+  s.frameworks = "CoreFoundation" # the Rust library's time-zone lookup (chrono, iana-time-zone)
   s.dependency    "uniffi-bindgen-react-native", "0.31.0-5"
 
   # Use install_modules_dependencies helper to install the dependencies if React Native version >=0.71.0.

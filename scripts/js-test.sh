@@ -35,6 +35,7 @@ cargo build --quiet --locked --profile test -p local-llm-cli
 step "ubrn generate all (JSI bindings + turbo module)"
 "$UBRN" generate all --config ubrn.config.yaml "$LIB_DIR/liblocal_llm_ffi.a" >/dev/null
 rm -rf rust_modules src/index.web.ts  # its WASM crate and web entry point are not used
+node scripts/ubrn-postgenerate.mjs  # our edits to the generated build files
 GENERATED=(src/generated cpp src/native android ios LocalLlm.podspec)
 if git rev-parse --git-dir >/dev/null 2>&1; then
     if [[ -n $(git status --porcelain -- "${GENERATED[@]}") ]]; then

@@ -3,7 +3,8 @@
 #   src/generated/     TypeScript API (uniffi-bindgen-react-native)
 #   cpp/generated/     JSI C++ of that API
 #   cpp/, src/native/, android/, ios/, LocalLlm.podspec
-#                      turbo-module glue
+#                      turbo-module glue, then scripts/ubrn-postgenerate.mjs: the build files
+#                      stop with the command to run when the prebuilt libraries are missing
 # Builds the ubrn CLI first if needed (scripts/ubrn-cli.sh) and the host static library that
 # ubrn reads the API from. Generated files are committed; scripts/js-test.sh checks that they
 # are up to date.
@@ -15,3 +16,4 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 cargo build --quiet --locked --profile test -p local-llm-ffi
 "$UBRN" generate all --config ubrn.config.yaml "$TARGET_DIR/debug/liblocal_llm_ffi.a"
 rm -rf "$ROOT/rust_modules" "$ROOT/src/index.web.ts"  # its WASM crate and web entry point are not used
+node scripts/ubrn-postgenerate.mjs  # our edits to the generated build files

@@ -8,6 +8,7 @@
 
 mod buffer;
 mod cpu;
+#[cfg(any(feature = "nnpa-emulator", target_arch = "s390x"))]
 pub mod nnpa;
 mod registry;
 mod threads;

@@ -12,9 +12,13 @@ pub struct Registry {
 
 impl Registry {
     /// The devices found on this host: the CPU, plus the NNPA when zDNN reports one (s390x), or
-    /// the emulated NNPA when `LOCAL_LLM_NNPA_EMULATE=1`.
+    /// the emulated NNPA when `LOCAL_LLM_NNPA_EMULATE=1` (feature `nnpa-emulator`).
     pub fn detect() -> Self {
-        Registry::with_accelerators(super::nnpa::detect())
+        #[cfg(any(feature = "nnpa-emulator", target_arch = "s390x"))]
+        let accelerators = super::nnpa::detect();
+        #[cfg(not(any(feature = "nnpa-emulator", target_arch = "s390x")))]
+        let accelerators = Vec::new();
+        Registry::with_accelerators(accelerators)
     }
 
     /// A registry with the given accelerators ahead of the CPU.

@@ -1,7 +1,6 @@
 //! The real NNPA device over zDNN (s390x with `libzdnn.so.0` and an NNPA).
 //!
-//! Everything here compiles on every target; a [`NnpaDevice`] can only be built from a loaded
-//! library, which [`zdnn_sys::Zdnn::load`] only provides on s390x.
+//! Compiled for s390x only; a [`NnpaDevice`] can only be built from a loaded library.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};

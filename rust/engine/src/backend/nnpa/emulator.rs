@@ -1,4 +1,4 @@
-//! A pure-Rust NNPA: the device contract of [`super::NnpaDevice`] with zDNN's DLFLOAT16
+//! A pure-Rust NNPA: the device contract of the real device (`device.rs`) with zDNN's DLFLOAT16
 //! conversion, the stickified 4DFEATURE layout and a matmul on DLFLOAT16 inputs, for testing the
 //! NNPA path (placement, stickify, bias, transform back, fallback) on any host.
 //!

@@ -1,6 +1,8 @@
 //! IBM Z NNPA (Neural Network Processing Assist) devices: the real one through zDNN
-//! ([`zdnn_sys`], s390x only, registered when `libzdnn.so.0` loads and reports an NNPA) and a
-//! pure-Rust emulator of the same contract for any host.
+//! ([`zdnn_sys`], compiled only for s390x, registered when `libzdnn.so.0` loads and reports an
+//! NNPA) and a pure-Rust emulator of the same contract for any host (cargo feature
+//! `nnpa-emulator`, on for the CLI and the tests, off in the phone libraries). Without either,
+//! this module is not compiled.
 //!
 //! Both follow llama.cpp's ggml-zdnn seed: matmuls whose weight is 2-D F32/F16/BF16 with every
 //! dimension within the NNPA's maximum dimension index size run on the device; the weight is
@@ -12,14 +14,18 @@
 //! token generation is bound by reading the weights, so the CPU's quantized kernels are the
 //! better default for phones and small hosts; enable it for prompt-heavy work on an NNPA.
 
+#[cfg(target_arch = "s390x")]
 mod device;
 pub mod dlfloat;
+#[cfg(feature = "nnpa-emulator")]
 mod emulator;
 pub mod stickify;
 
 use std::sync::Arc;
 
+#[cfg(target_arch = "s390x")]
 pub use device::NnpaDevice;
+#[cfg(feature = "nnpa-emulator")]
 pub use emulator::{EmulatedDevice, EmulatorOptions, InjectedFailure};
 use zdnn_sys::Status;
 
@@ -28,12 +34,15 @@ use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
 /// Name of the real device.
+#[cfg(target_arch = "s390x")]
 pub const DEVICE_NAME: &str = "NNPA";
 /// Name of the emulated device.
+#[cfg(feature = "nnpa-emulator")]
 pub const EMULATED_DEVICE_NAME: &str = "NNPA (emulated)";
 /// Description of the real device.
 pub const DESCRIPTION: &str = "IBM Z Neural Network Processing Assist (NNPA)";
 /// Environment variable that enables the emulated device in [`super::Registry::detect`] (`1`).
+#[cfg(feature = "nnpa-emulator")]
 pub const EMULATE_ENV: &str = "LOCAL_LLM_NNPA_EMULATE";
 /// Environment variable that sets [`NnpaOptions::offload_quantized`] for detected devices (`1`).
 pub const QUANTIZED_ENV: &str = "LOCAL_LLM_NNPA_QUANTIZED";
@@ -144,7 +153,8 @@ fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// The real NNPA when this host has one (s390x, libzdnn loads, NNPA installed), else `None`.
+/// The real NNPA when this host has one (libzdnn loads, NNPA installed), else `None`.
+#[cfg(target_arch = "s390x")]
 pub fn device(options: NnpaOptions) -> Option<Arc<dyn Device>> {
     match NnpaDevice::probe(options) {
         Ok(d) => Some(Arc::new(d)),
@@ -156,6 +166,7 @@ pub fn device(options: NnpaOptions) -> Option<Arc<dyn Device>> {
 }
 
 /// The emulated NNPA (any host).
+#[cfg(feature = "nnpa-emulator")]
 pub fn emulated_device(options: EmulatorOptions) -> Arc<dyn Device> {
     Arc::new(EmulatedDevice::new(options))
 }
@@ -164,9 +175,11 @@ pub fn emulated_device(options: EmulatorOptions) -> Arc<dyn Device> {
 /// one when [`EMULATE_ENV`] is `1`, else none.
 pub(crate) fn detect() -> Vec<Arc<dyn Device>> {
     let options = NnpaOptions::from_env();
+    #[cfg(target_arch = "s390x")]
     if let Some(d) = device(options) {
         return vec![d];
     }
+    #[cfg(feature = "nnpa-emulator")]
     if env_flag(EMULATE_ENV) {
         return vec![emulated_device(EmulatorOptions {
             offload_quantized: options.offload_quantized,
