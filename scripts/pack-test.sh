@@ -128,7 +128,8 @@ print(f'{len(used)} crates resolved, all at the versions of the shipped Cargo.lo
 EOF
 android_graph=$(cd "$PKG" && cargo tree -p local-llm-ffi --target aarch64-linux-android --prefix none -e normal | sort -u)
 if grep -q '^zdnn-sys ' <<<"$android_graph"; then
-    echo "NOTE: zdnn-sys is compiled into the Android library (the engine depends on it on every target)"
+    echo "ERROR: zdnn-sys is in the Android dependency graph (IBM Z code must stay out of phone libraries)" >&2
+    exit 1
 else
     echo "zdnn-sys is not in the Android dependency graph"
 fi
