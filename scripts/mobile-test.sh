@@ -36,6 +36,10 @@ fi
 step "build: $*"
 # Start from no libraries, so that the checks see only what this run built.
 rm -rf android/src/main/jniLibs/*/liblocal_llm_ffi.a LocalLlmFramework.xcframework
+# Builds go to a cache outside the clone (like the ubrn CLI's): std (-Zbuild-std) and the
+# dependencies are then compiled once per machine, not once per clone; our own crates are
+# rebuilt whenever their sources change.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}/target-mobile}
 bash scripts/build-mobile.sh "$@"
 
 step "checks"
