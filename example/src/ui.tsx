@@ -1,6 +1,6 @@
 // Small shared pieces of the example's screens: a button, a labelled text field, a result
 // line and error text for any thrown value.
-import type { ReactNode } from 'react';
+import { useState, type ReactNode } from 'react';
 import { Pressable, StyleSheet, Text, TextInput, View } from 'react-native';
 import { LocalLLMError } from 'react-native-local-llm';
 
@@ -66,6 +66,27 @@ export function errorText(e: unknown): string {
 /** Whether `e` is the AbortError a call rejects with after its AbortSignal fired. */
 export function isAbort(e: unknown): boolean {
   return e instanceof Error && e.name === 'AbortError';
+}
+
+/**
+ * A screen's one-at-a-time async action: `run(work)` marks it busy, clears the last error, and
+ * records what `work` throws as error text.
+ */
+export function useTask(): { busy: boolean; error: string | null; run: (work: () => Promise<void>) => Promise<void> } {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = async (work: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await work();
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, run };
 }
 
 /** Error text in red, nothing when `error` is null. */

@@ -2,7 +2,7 @@
 import { useState } from 'react';
 import { ScrollView, Text } from 'react-native';
 import type { BenchmarkResult, LocalLLM } from 'react-native-local-llm';
-import { Button, ErrorText, Field, Row, errorText, parseCount, styles } from '../ui';
+import { Button, ErrorText, Field, Row, parseCount, styles, useTask } from '../ui';
 
 /** The benchmark screen on a loaded instance. */
 export function BenchmarkScreen(props: { ai: LocalLLM }) {
@@ -10,14 +10,11 @@ export function BenchmarkScreen(props: { ai: LocalLLM }) {
   const [generateTokens, setGenerateTokens] = useState('32');
   const [iterations, setIterations] = useState('3');
   const [result, setResult] = useState<BenchmarkResult | null>(null);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, run: runTask } = useTask();
 
-  const run = async () => {
-    setBusy(true);
-    setError(null);
-    setResult(null);
-    try {
+  const run = () =>
+    runTask(async () => {
+      setResult(null);
       setResult(
         await props.ai.context.benchmark({
           promptTokens: parseCount(promptTokens, 128),
@@ -25,12 +22,7 @@ export function BenchmarkScreen(props: { ai: LocalLLM }) {
           iterations: parseCount(iterations, 3),
         }),
       );
-    } catch (e) {
-      setError(errorText(e));
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
 
   return (
     <ScrollView contentContainerStyle={styles.screen}>

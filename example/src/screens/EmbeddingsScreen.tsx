@@ -3,7 +3,7 @@ import { useState } from 'react';
 import { ScrollView, Text } from 'react-native';
 import type { LocalLLM } from 'react-native-local-llm';
 import { cosine } from '../cosine';
-import { Button, ErrorText, Field, Row, errorText, styles } from '../ui';
+import { Button, ErrorText, Field, Row, styles, useTask } from '../ui';
 
 interface Comparison {
   similarity: number;
@@ -17,15 +17,12 @@ export function EmbeddingsScreen(props: { ai: LocalLLM }) {
   const [first, setFirst] = useState('The cat sleeps on the sofa.');
   const [second, setSecond] = useState('A kitten is napping on the couch.');
   const [result, setResult] = useState<Comparison | null>(null);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
+  const { busy, error, run } = useTask();
 
-  const compare = async () => {
-    setBusy(true);
-    setError(null);
-    setResult(null);
-    const start = Date.now();
-    try {
+  const compare = () =>
+    run(async () => {
+      setResult(null);
+      const start = Date.now();
       const res = await props.ai.embeddings.create({ input: [first, second] });
       const [a, b] = res.data.map((d) => d.embedding);
       if (typeof a === 'string' || typeof b === 'string') {
@@ -37,12 +34,7 @@ export function EmbeddingsScreen(props: { ai: LocalLLM }) {
         tokens: res.usage.total_tokens,
         ms: Date.now() - start,
       });
-    } catch (e) {
-      setError(errorText(e));
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
 
   return (
     <ScrollView contentContainerStyle={styles.screen}>
