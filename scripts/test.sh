@@ -44,6 +44,16 @@ report_times() {
     echo "total $((SECONDS - START)) s"
 }
 trap report_times EXIT
+# unless_skipped VAR CMD...: run CMD unless the environment variable VAR is 1.
+unless_skipped() {
+    local var=$1
+    shift
+    if [[ "${!var:-}" == 1 ]]; then
+        echo "$var=1: skipped"
+    else
+        "$@"
+    fi
+}
 
 section "test dependencies"
 for tool in fmt clippy; do
@@ -91,31 +101,15 @@ else
 fi
 
 section "package: npm pack, unpacked Rust workspace, consumer type-check"
-if [[ "${LOCAL_LLM_SKIP_PACK:-}" == 1 ]]; then
-    echo "LOCAL_LLM_SKIP_PACK=1: skipped"
-else
-    scripts/pack-test.sh
-fi
+unless_skipped LOCAL_LLM_SKIP_PACK scripts/pack-test.sh
 
 section "example app: tsc, Metro bundles (android, ios), codegen"
-if [[ "${LOCAL_LLM_SKIP_EXAMPLE:-}" == 1 ]]; then
-    echo "LOCAL_LLM_SKIP_EXAMPLE=1: skipped"
-else
-    scripts/example-test.sh
-fi
+unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/example-test.sh
 
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
-if [[ "${LOCAL_LLM_SKIP_MOBILE:-}" == 1 ]]; then
-    echo "LOCAL_LLM_SKIP_MOBILE=1: skipped"
-else
-    scripts/mobile-test.sh
-fi
+unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh
 
 section "cross: s390x + aarch64 under qemu"
-if [[ "${LOCAL_LLM_SKIP_CROSS:-}" == 1 ]]; then
-    echo "LOCAL_LLM_SKIP_CROSS=1: skipping"
-else
-    scripts/cross-test.sh all
-fi
+unless_skipped LOCAL_LLM_SKIP_CROSS scripts/cross-test.sh all
 
 section "all checks passed"
