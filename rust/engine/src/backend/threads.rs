@@ -4,19 +4,49 @@
 //! A job is a closure over `0..n` cut into chunks; the calling thread works on it too, chunks
 //! are claimed dynamically, and the call returns when every worker has finished the job.
 //! Workers that find no job for a while stop spinning and sleep on a condition variable.
+//!
+//! Pools are shared: every context asking for `n` threads uses the same process-wide pool of
+//! `n - 1` workers (jobs from different contexts take turns, the waiting callers sleep on a
+//! mutex), and a request for more threads than the host has cores gets one thread per core.
+//! Waits spin only briefly and then yield the core, so pools that still compete (different
+//! sizes, other processes) hand the CPU to whoever has work instead of burning whole time slices.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use crate::{Error, Result};
 
-/// Spin iterations (each a `spin_loop` hint) a worker waits for the next job before sleeping:
-/// on the order of 100 µs, longer than the gaps between the matmuls of one token.
-const SPINS: u32 = 1 << 15;
+/// Busy-wait iterations (each a `spin_loop` hint) before a waiting thread starts yielding its
+/// core: a few microseconds, enough for the next job of a decoding step to arrive.
+const SPINS: u32 = 1 << 10;
+
+/// `yield_now` calls a worker makes after spinning and before sleeping on the condition
+/// variable: on an idle core each returns at once (about 100 µs in all, longer than the gaps
+/// between the matmuls of one token); on a busy core each hands the core to a thread with work.
+const YIELDS: u32 = 1 << 8;
+
+/// The most threads a pool gets: the host's available parallelism.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// One step of a wait loop: spin first, then yield the core. Returns false once `round` has
+/// passed `limit` (the caller should block instead).
+fn backoff(round: &mut u32, limit: u32) -> bool {
+    if *round < SPINS {
+        std::hint::spin_loop();
+    } else if *round < SPINS.saturating_add(limit) {
+        std::thread::yield_now();
+    } else {
+        return false;
+    }
+    *round = round.saturating_add(1);
+    true
+}
 
 /// The closure of the running job, borrowed for the duration of [`Threads::for_each_chunk`].
 type JobFn<'a> = &'a (dyn Fn(Range<usize>) + Sync);
@@ -47,7 +77,7 @@ struct Shared {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
-// SAFETY: `job` is written only by the dispatcher (serialized by `Threads::dispatch`) before the
+// SAFETY: `job` is written only by the dispatcher (serialized by `Pool::dispatch`) before the
 // epoch is published and while `running == 0`, and read by workers only after they observe the
 // new epoch and before they decrement `running`.
 unsafe impl Sync for Shared {}
@@ -81,9 +111,7 @@ impl Shared {
                 if self.shutdown.load(Ordering::SeqCst) {
                     return;
                 }
-                if spins < SPINS {
-                    std::hint::spin_loop();
-                    spins += 1;
+                if backoff(&mut spins, YIELDS) {
                     continue;
                 }
                 let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -117,18 +145,35 @@ impl Shared {
     }
 }
 
-/// A fixed set of compute threads (`1` runs everything inline on the caller).
-pub struct Threads {
+/// The workers of one pool size, shared by every [`Threads`] of that size.
+struct Pool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
+    /// Serializes jobs (from one or several contexts); a waiting caller sleeps here.
     dispatch: Mutex<()>,
-    count: usize,
 }
 
-impl Threads {
-    /// A pool of `count` threads in all (at least 1): the caller and `count - 1` workers.
-    pub fn new(count: usize) -> Result<Self> {
-        let count = count.max(1);
+/// The live pools, by total thread count (caller included).
+static POOLS: Mutex<Vec<(usize, Weak<Pool>)>> = Mutex::new(Vec::new());
+
+impl Pool {
+    /// The pool of `count` threads (`count - 1` workers), started if no context holds one.
+    fn shared(count: usize) -> Result<Arc<Pool>> {
+        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|(_, pool)| pool.strong_count() > 0);
+        if let Some(pool) = pools
+            .iter()
+            .find(|(n, _)| *n == count)
+            .and_then(|(_, pool)| pool.upgrade())
+        {
+            return Ok(pool);
+        }
+        let pool = Arc::new(Pool::start(count)?);
+        pools.push((count, Arc::downgrade(&pool)));
+        Ok(pool)
+    }
+
+    fn start(count: usize) -> Result<Pool> {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             job: UnsafeCell::new(None),
@@ -140,42 +185,20 @@ impl Threads {
             wake: Condvar::new(),
             panic: Mutex::new(None),
         });
-        let mut threads = Threads {
+        let mut pool = Pool {
             shared,
             workers: Vec::with_capacity(count - 1),
             dispatch: Mutex::new(()),
-            count,
         };
         for i in 1..count {
-            let shared = Arc::clone(&threads.shared);
+            let shared = Arc::clone(&pool.shared);
             let handle = std::thread::Builder::new()
                 .name(format!("local-llm-worker-{i}"))
                 .spawn(move || shared.worker())
                 .map_err(|e| Error::Backend(format!("cannot start {count} threads: {e}")))?;
-            threads.workers.push(handle);
+            pool.workers.push(handle);
         }
-        Ok(threads)
-    }
-
-    /// Number of threads, the caller included.
-    pub fn count(&self) -> usize {
-        self.count
-    }
-
-    /// Run `f` over `0..n` split into contiguous chunks (multiples of `granularity`), several
-    /// per thread, claimed dynamically by the caller and the workers. `f` must only touch data
-    /// belonging to its range. A panic inside `f` is re-raised here after all threads stopped.
-    pub fn for_each_chunk(&self, n: usize, granularity: usize, f: impl Fn(Range<usize>) + Sync) {
-        let granularity = granularity.max(1);
-        if self.workers.is_empty() || n <= granularity {
-            if n > 0 {
-                f(0..n);
-            }
-            return;
-        }
-        let tasks = (self.count * 4).min(n.div_ceil(granularity));
-        let chunk = n.div_ceil(tasks).div_ceil(granularity) * granularity;
-        self.dispatch(&f, n, chunk);
+        Ok(pool)
     }
 
     fn dispatch(&self, f: &(dyn Fn(Range<usize>) + Sync), n: usize, chunk: usize) {
@@ -198,8 +221,12 @@ impl Threads {
         if mine.is_err() {
             s.next.store(usize::MAX / 2, Ordering::Relaxed);
         }
+        let mut round = 0;
         while s.running.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            // A worker still on its chunk may be waiting for this core: yield after spinning.
+            if !backoff(&mut round, u32::MAX) {
+                std::thread::yield_now();
+            }
         }
         // SAFETY: every worker is done with the job.
         unsafe { *s.job.get() = None };
@@ -213,7 +240,7 @@ impl Threads {
     }
 }
 
-impl Drop for Threads {
+impl Drop for Pool {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         {
@@ -222,6 +249,48 @@ impl Drop for Threads {
         }
         for handle in self.workers.drain(..) {
             let _ = handle.join();
+        }
+    }
+}
+
+/// A context's compute threads: the caller plus the workers of the shared pool of its size
+/// (`1` runs everything inline on the caller).
+pub struct Threads {
+    pool: Option<Arc<Pool>>,
+    count: usize,
+}
+
+impl Threads {
+    /// `count` threads in all (at least 1, at most [`max_threads`]): the caller and the
+    /// `count - 1` workers of the process-wide pool of that size, started if needed.
+    pub fn new(count: usize) -> Result<Self> {
+        let count = count.clamp(1, max_threads().max(1));
+        let pool = if count > 1 {
+            Some(Pool::shared(count)?)
+        } else {
+            None
+        };
+        Ok(Threads { pool, count })
+    }
+
+    /// Number of threads, the caller included.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Run `f` over `0..n` split into contiguous chunks (multiples of `granularity`), several
+    /// per thread, claimed dynamically by the caller and the workers. `f` must only touch data
+    /// belonging to its range. A panic inside `f` is re-raised here after all threads stopped.
+    pub fn for_each_chunk(&self, n: usize, granularity: usize, f: impl Fn(Range<usize>) + Sync) {
+        let granularity = granularity.max(1);
+        match &self.pool {
+            Some(pool) if n > granularity => {
+                let tasks = (self.count * 4).min(n.div_ceil(granularity));
+                let chunk = n.div_ceil(tasks).div_ceil(granularity) * granularity;
+                pool.dispatch(&f, n, chunk);
+            }
+            _ if n > 0 => f(0..n),
+            _ => {}
         }
     }
 }
@@ -261,6 +330,42 @@ mod tests {
                     assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn counts_are_capped_at_the_cores_and_pools_are_shared() {
+        let cores = max_threads();
+        assert_eq!(Threads::new(0).unwrap().count(), 1);
+        assert_eq!(Threads::new(1 << 20).unwrap().count(), cores);
+        let a = Threads::new(cores).unwrap();
+        let b = Threads::new(cores).unwrap();
+        match (&a.pool, &b.pool) {
+            (Some(x), Some(y)) => assert!(Arc::ptr_eq(x, y), "one pool per size"),
+            (None, None) => assert_eq!(cores, 1),
+            _ => panic!("pools differ for one size"),
+        }
+    }
+
+    #[test]
+    fn jobs_from_several_callers_on_one_pool_stay_separate() {
+        let callers: Vec<_> = (0..4)
+            .map(|k| {
+                std::thread::spawn(move || {
+                    let threads = Threads::new(2).unwrap();
+                    for round in 0..200usize {
+                        let n = 100 + k * 7 + round % 13;
+                        let sum = AtomicUsize::new(0);
+                        threads.for_each_chunk(n, 3, |r| {
+                            sum.fetch_add(r.map(|i| i + k).sum::<usize>(), Ordering::Relaxed);
+                        });
+                        assert_eq!(sum.load(Ordering::Relaxed), n * (n - 1) / 2 + n * k);
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.join().unwrap();
         }
     }
 
