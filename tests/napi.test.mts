@@ -137,7 +137,7 @@ test('typical_p: chat.completions.create and generate options sample exactly lik
     { temperature: 1, seed: 42, maxTokens: 24, topK: 0, topP: 1, typicalP: 0.2 },
   );
   assert.equal(viaGenerate.text, typical);
-  await assert.rejects(ai.chat.completions.create({ messages, typical_p: 2 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
+  await assert.rejects(ai.chat.completions.create({ messages, typical_p: 2 }), code(LocalLLMErrorCode.INVALID_OPTION));
 });
 
 async function fullGreedy(maxTokens: number): Promise<GenerationResult> {
@@ -336,7 +336,8 @@ test('context overflow: CONTEXT_EXHAUSTED', async () => {
   } finally {
     ctx.dispose();
   }
-  assert.throws(() => ai.model.createContext({ batchSize: 0 }), code(LocalLLMErrorCode.CONTEXT_CREATE_FAILED));
+  assert.throws(() => ai.model.createContext({ batchSize: 0 }), code(LocalLLMErrorCode.INVALID_OPTION));
+  assert.throws(() => ai.model.createContext({ contextSize: 1 << 21 }), code(LocalLLMErrorCode.INVALID_OPTION));
 });
 
 test('two concurrent generations on one context are serialized, not corrupted', async () => {

@@ -172,7 +172,8 @@ extern "C" {
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_embed(
         /*handle*/ uint64_t ptr, 
-        RustBuffer text
+        RustBuffer text, 
+        RustBuffer cancel
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_generate(
         /*handle*/ uint64_t ptr, 
@@ -286,7 +287,8 @@ extern "C" {
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_load_model(
         RustBuffer path, 
-        RustBuffer options
+        RustBuffer options, 
+        RustBuffer cancel
     );
     RustBuffer uniffi_local_llm_ffi_fn_func_device_kind_name(
         RustBuffer kind, 
@@ -2160,7 +2162,7 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed"),
-        2,
+        3,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed(rt, thisVal, args, count);
         }
@@ -2392,7 +2394,7 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
     props["ubrn_uniffi_local_llm_ffi_fn_func_load_model"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_load_model"),
-        2,
+        3,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_fn_func_load_model(rt, thisVal, args, count);
         }
@@ -3429,7 +3431,7 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_disp
         return jsi::Value::undefined();
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
-        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2])
         );
 
         
@@ -3694,7 +3696,7 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_estimate_model_me
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_load_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
-        auto value = uniffi_local_llm_ffi_fn_func_load_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
+        auto value = uniffi_local_llm_ffi_fn_func_load_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2])
         );
 
         

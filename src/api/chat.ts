@@ -1,4 +1,5 @@
 import type { InferenceContext } from './context';
+import { GENERATE_OPTION_RULES, checkOptions, invalidOption, stopList } from './options';
 import type {
   ChatCompletionChunk,
   ChatCompletionRequest,
@@ -13,6 +14,16 @@ function createId(): string {
   const rand = c?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
   return `chatcmpl-${rand}`;
 }
+
+/** The names of a chat request's options, for errors. */
+const OPENAI_NAMES: Partial<Record<keyof GenerateOptions, string>> = {
+  maxTokens: 'max_tokens',
+  topP: 'top_p',
+  topK: 'top_k',
+  typicalP: 'typical_p',
+  frequencyPenalty: 'frequency_penalty',
+  presencePenalty: 'presence_penalty',
+};
 
 function usage(result: GenerationResult) {
   return {
@@ -30,25 +41,33 @@ export class ChatCompletions {
     private readonly modelName: string,
   ) {}
 
+  /** The generation options of a request; bad values throw INVALID_OPTION naming them. */
   private options(params: ChatCompletionRequest): GenerateOptions {
-    return {
+    if (!Array.isArray(params.messages) || params.messages.length === 0) {
+      throw invalidOption('messages', params.messages, 'a non-empty array of messages');
+    }
+    const options: GenerateOptions = {
       maxTokens: params.max_tokens,
       temperature: params.temperature,
       topP: params.top_p,
       topK: params.top_k,
       typicalP: params.typical_p,
       seed: params.seed,
-      stop: params.stop === undefined ? undefined : Array.isArray(params.stop) ? params.stop : [params.stop],
+      stop: stopList(params.stop),
       frequencyPenalty: params.frequency_penalty,
       presencePenalty: params.presence_penalty,
       signal: params.signal,
     };
+    checkOptions(options, GENERATE_OPTION_RULES, OPENAI_NAMES);
+    return options;
   }
 
   /**
    * Answer `params.messages` (templated with the model's chat template). With `stream: true`
    * resolves to an async iterable of chunks: the first carries the role, then one chunk per
-   * piece of text, and the last `finish_reason`, `usage` and `_timing`.
+   * piece of text, and the last `finish_reason`, `usage` and `_timing`. Invalid options reject
+   * the call; errors of the generation itself (a disposed context, a prompt that does not fit)
+   * reject the first `next()` of the stream.
    */
   create(params: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
   create(params: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletionResponse>;
@@ -91,9 +110,16 @@ export class ChatCompletions {
     const pieces = context.streamPieces({ messages: params.messages }, options, (r) => {
       result = r;
     });
-    yield chunk({ role: 'assistant' }, null);
-    for await (const piece of pieces) {
-      yield chunk({ content: piece }, null);
+    try {
+      // The first piece (or the end) before the role chunk, so that errors reject the first next().
+      let next = await pieces.next();
+      yield chunk({ role: 'assistant' }, null);
+      while (next.done !== true) {
+        yield chunk({ content: next.value }, null);
+        next = await pieces.next();
+      }
+    } finally {
+      await pieces.return(undefined);
     }
     const final = result as GenerationResult | null;
     if (final !== null) {

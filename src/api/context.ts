@@ -2,12 +2,14 @@ import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { defined, toMetrics, toNativeMessages, toResult } from './convert';
 import {
+  LocalLLMError,
   LocalLLMErrorCode,
   abortError,
   disposedError,
   wrapAsync,
   wrapSync,
 } from './errors';
+import { GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
 import type {
   BenchmarkOptions,
   BenchmarkResult,
@@ -31,8 +33,18 @@ function toPrompt(prompt: PromptSource): PromptInput {
   return new PromptInput.Tokens({ tokens: Array.from(prompt.tokens) });
 }
 
-/** Native generation parameters; options left unset take the engine's defaults (from the generated records). */
-function toParams(prompt: PromptSource, o: GenerateOptions): GenerateParams {
+/**
+ * Native generation parameters; options left unset take the engine's defaults (from the
+ * generated records). Bad options throw INVALID_OPTION, named by `names` (default: as in
+ * {@link GenerateOptions}).
+ */
+function toParams(
+  prompt: PromptSource,
+  o: GenerateOptions,
+  names: Partial<Record<keyof GenerateOptions, string>> = {},
+): GenerateParams {
+  checkOptions(o, GENERATE_OPTION_RULES, names);
+  const stop = stopList(o.stop, names.stop);
   const { GenerateParams, SamplingParams } = getBindings();
   const sampling = SamplingParams.create(
     defined({
@@ -44,27 +56,41 @@ function toParams(prompt: PromptSource, o: GenerateOptions): GenerateParams {
       repeatPenalty: o.repeatPenalty,
       frequencyPenalty: o.frequencyPenalty,
       presencePenalty: o.presencePenalty,
-      seed: o.seed === undefined ? undefined : BigInt(Math.trunc(o.seed) >>> 0),
+      seed: nativeSeed(o.seed),
     }),
   );
   return GenerateParams.create({
     prompt: toPrompt(prompt),
     sampling,
-    ...defined({
-      maxTokens: o.maxTokens,
-      stop: o.stop === undefined ? undefined : Array.isArray(o.stop) ? o.stop : [String(o.stop)],
-    }),
+    ...defined({ maxTokens: o.maxTokens, stop }),
   });
+}
+
+/** The error of a stream cut short by another request on its context while it was paused. */
+function preemptedError(): LocalLLMError {
+  return new LocalLLMError(
+    LocalLLMErrorCode.STREAM_FAILED,
+    'the stream was cancelled: another request started on its context while the stream was paused ' +
+      '(generations on one context run one at a time; finish or break out of a stream first)',
+  );
 }
 
 /**
  * An inference context: a KV cache plus worker threads for one model. Generations on one
  * context run one at a time (concurrent calls wait their turn natively); the cache keeps the
  * previous prompt so a follow-up sharing its prefix skips re-evaluating it.
+ *
+ * A stream holds the context only while it is read. A request made on the context (generate,
+ * stream, clear, embed, warmup, benchmark) while a stream is paused at a piece its consumer has
+ * not asked past cancels that stream, which then rejects with STREAM_FAILED if read again. So a
+ * stream abandoned without `return()` frees the context for the next request, and reading a
+ * second stream inside the `for await` of a first one works (the first one then fails).
  */
 export class InferenceContext {
   private handle: LlmContext | null;
   private lastResult: GenerationResult | null = null;
+  /** Cancel functions of this context's streams that are paused at a `yield`. */
+  private readonly paused = new Set<() => void>();
 
   /** @internal Use {@link Model.createContext}. */
   constructor(handle: LlmContext) {
@@ -76,6 +102,14 @@ export class InferenceContext {
       throw disposedError('context');
     }
     return this.handle;
+  }
+
+  /** Cancel the paused streams, so that the request about to start does not wait on them. */
+  private preemptPaused(): void {
+    for (const cancel of this.paused) {
+      cancel();
+    }
+    this.paused.clear();
   }
 
   /** Context size in tokens. */
@@ -104,6 +138,7 @@ export class InferenceContext {
     signal?.addEventListener('abort', onAbort);
     try {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
+      this.preemptPaused();
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token));
       const result = toResult(native);
       this.lastResult = result;
@@ -139,9 +174,15 @@ export class InferenceContext {
       throw abortError(signal);
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
+    this.preemptPaused();
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
     signal?.addEventListener('abort', onAbort);
+    let preempted = false;
+    const preempt = () => {
+      preempted = true;
+      stream.cancel();
+    };
     let result: GenerationResult | null = null;
     try {
       for (;;) {
@@ -150,7 +191,15 @@ export class InferenceContext {
           break;
         }
         for (const piece of chunk.pieces) {
-          yield piece;
+          this.paused.add(preempt);
+          try {
+            yield piece;
+          } finally {
+            this.paused.delete(preempt);
+          }
+          if (preempted) {
+            throw preemptedError();
+          }
         }
         if (chunk.done && chunk.result !== undefined) {
           result = toResult(chunk.result);
@@ -191,6 +240,7 @@ export class InferenceContext {
   /** Measure prompt processing and generation speed (async here; sync in local-llm-rn). */
   async benchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
     const handle = this.ensureHandle();
+    this.preemptPaused();
     const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
       handle.benchmark({
         promptTokens: options.promptTokens ?? 64,
@@ -211,19 +261,40 @@ export class InferenceContext {
   /** Evaluate one token so the first request runs at full speed (async here). */
   async warmup(): Promise<void> {
     const handle = this.ensureHandle();
+    this.preemptPaused();
     await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.warmup());
   }
 
   /** Addition: empty the KV cache (waits for a running generation). */
   async clear(): Promise<void> {
     const handle = this.ensureHandle();
+    this.preemptPaused();
     await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.clear());
   }
 
-  /** Addition: a mean-pooled, L2-normalized embedding of `text` (clears the KV cache). */
-  async embed(text: string): Promise<number[]> {
+  /**
+   * Addition: a mean-pooled, L2-normalized embedding of `text` (clears the KV cache). `signal`
+   * stops the native evaluation between prompt batches; the call then rejects with an AbortError.
+   */
+  async embed(text: string, options: { signal?: AbortSignal } = {}): Promise<number[]> {
     const handle = this.ensureHandle();
-    return Array.from(await wrapAsync(LocalLLMErrorCode.EMBEDDING_FAILED, () => handle.embed(text)));
+    const { signal } = options;
+    if (signal?.aborted) {
+      throw abortError(signal);
+    }
+    const { CancelToken } = getBindings();
+    const token = new CancelToken();
+    const onAbort = () => token.cancel();
+    signal?.addEventListener('abort', onAbort);
+    try {
+      this.preemptPaused();
+      return Array.from(await wrapAsync(LocalLLMErrorCode.EMBEDDING_FAILED, () => handle.embed(text, token)));
+    } catch (e) {
+      throw signal?.aborted ? abortError(signal) : e;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      destroy(token);
+    }
   }
 
   /** Release the KV cache; a running generation is cancelled. */

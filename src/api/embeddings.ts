@@ -1,6 +1,6 @@
 import { addDisposeSymbol } from './bindings';
 import type { InferenceContext } from './context';
-import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError } from './errors';
+import { LocalLLMError, LocalLLMErrorCode, disposedError } from './errors';
 import type { EmbeddingPoolingType, EmbeddingRequest, EmbeddingResponse } from './types';
 
 /**
@@ -37,13 +37,10 @@ export class EmbeddingContext {
     return this.context;
   }
 
-  /** The embedding of `text`. */
+  /** The embedding of `text`; `signal` stops the native evaluation (rejecting with an AbortError). */
   async embed(text: string, options: { signal?: AbortSignal } = {}): Promise<Float32Array> {
     const context = this.ensureContext();
-    if (options.signal?.aborted) {
-      throw abortError(options.signal);
-    }
-    return Float32Array.from(await context.embed(text));
+    return Float32Array.from(await context.embed(text, options));
   }
 
   /** The embeddings of `texts`, in order (one forward pass each). */

@@ -1,6 +1,6 @@
 import type { LlmError_Tags } from '../generated/local_llm_ffi';
 
-/** Error codes, the same values as local-llm-rn's `LocalLLMErrorCode`. */
+/** Error codes: local-llm-rn's `LocalLLMErrorCode` values plus INVALID_OPTION (an addition). */
 export enum LocalLLMErrorCode {
   MODEL_LOAD_FAILED = 'MODEL_LOAD_FAILED',
   MODEL_TOO_LARGE = 'MODEL_TOO_LARGE',
@@ -18,6 +18,8 @@ export enum LocalLLMErrorCode {
   CACHE_CORRUPT = 'CACHE_CORRUPT',
   QUANTIZE_FAILED = 'QUANTIZE_FAILED',
   INSUFFICIENT_MEMORY = 'INSUFFICIENT_MEMORY',
+  /** Addition: an option is out of range or of the wrong type (the message names it). */
+  INVALID_OPTION = 'INVALID_OPTION',
 }
 
 /** An error with a {@link LocalLLMErrorCode}. */
@@ -46,6 +48,7 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   StreamFailed: LocalLLMErrorCode.STREAM_FAILED,
   EmbeddingFailed: LocalLLMErrorCode.EMBEDDING_FAILED,
   NotInitialized: LocalLLMErrorCode.NOT_INITIALIZED,
+  InvalidOption: LocalLLMErrorCode.INVALID_OPTION,
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
 };
 
@@ -99,6 +102,39 @@ export function abortError(signal?: AbortSignal): Error {
   const e = new Error(reason !== undefined ? String(reason) : 'The operation was aborted');
   e.name = 'AbortError';
   return e;
+}
+
+/**
+ * Reject with an AbortError as soon as `signal` fires, else settle as `p`; `onLate` receives
+ * the value `p` resolves with after the abort (to release it).
+ */
+export function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, onLate: (value: T) => void): Promise<T> {
+  if (signal === undefined) {
+    return p;
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    if (signal.aborted) {
+      onAbort();
+    } else {
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    p.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) {
+          onLate(value);
+          reject(abortError(signal));
+        } else {
+          resolve(value);
+        }
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(signal.aborted ? abortError(signal) : e);
+      },
+    );
+  });
 }
 
 /** The error for an object used after `dispose()`. */

@@ -50,7 +50,7 @@ export class LocalLLM {
     const model = await Model.load(o.model, { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
     if (this.disposed) {
       model.dispose();
-      throw new LocalLLMError(LocalLLMErrorCode.NOT_INITIALIZED, 'LocalLLM was disposed while loading');
+      throw this.disposedDuringInit();
     }
     this._model = model;
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
@@ -65,7 +65,9 @@ export class LocalLLM {
           threads: o.threads,
           poolingType: pooling,
         });
-        this._embeddings = new Embeddings((text) => model.tokenize(text).length, () => this.embeddingContext, this._modelName);
+        // Count tokens as the engine embeds them: special-token text is plain text.
+        const countTokens = (text: string) => model.tokenize(text, { parseSpecial: false }).length;
+        this._embeddings = new Embeddings(countTokens, () => this.embeddingContext, this._modelName);
       }
       if (o.warmup !== false) {
         await this._context.warmup();
@@ -73,11 +75,18 @@ export class LocalLLM {
       if (o.signal?.aborted) {
         throw abortError(o.signal);
       }
+      if (this.disposed) {
+        throw this.disposedDuringInit();
+      }
     } catch (e) {
       this.dispose();
       throw e;
     }
     o.onProgress?.(100);
+  }
+
+  private disposedDuringInit(): LocalLLMError {
+    return new LocalLLMError(LocalLLMErrorCode.NOT_INITIALIZED, 'LocalLLM was disposed while it was being created');
   }
 
   private notInitialized(): LocalLLMError {

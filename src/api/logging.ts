@@ -24,13 +24,24 @@ function nativeLevel(level: LogLevel) {
 }
 
 // Logs are pulled: native code queues records and this loop awaits them, so Rust never calls
-// into JavaScript from an engine thread.
+// into JavaScript from an engine thread. If the native queue fails, the loop ends and reports
+// it through the callback (never as an unhandled rejection); setting a callback again restarts it.
 async function pump(): Promise<void> {
   pumping = true;
   try {
     const { nextLogRecords } = getBindings();
     while (callback !== null) {
-      const records = await nextLogRecords();
+      let records: Awaited<ReturnType<typeof nextLogRecords>>;
+      try {
+        records = await nextLogRecords();
+      } catch (e) {
+        try {
+          callback?.('error', `log delivery stopped: ${e instanceof Error ? e.message : String(e)}`);
+        } catch {
+          // A throwing callback must not escape either.
+        }
+        return;
+      }
       for (const r of records) {
         try {
           callback?.(levelName(r.level), r.message);

@@ -3,7 +3,8 @@ import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
-import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
+import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
+import { CONTEXT_OPTION_RULES, checkOptions } from './options';
 import type {
   ChatMessage,
   ContextOptions,
@@ -41,7 +42,8 @@ export class Model {
 
   /**
    * Load a GGUF model on a worker thread. A missing file rejects with INVALID_PATH, a file that
-   * is not a usable model with MODEL_LOAD_FAILED.
+   * is not a usable model with MODEL_LOAD_FAILED. `signal` rejects the call with an AbortError at
+   * once; the native load is skipped if it has not started, else its model is released.
    */
   static async load(path: string, options: ModelOptions = {}): Promise<Model> {
     const file = localPath(path);
@@ -49,18 +51,24 @@ export class Model {
     if (signal?.aborted) {
       throw abortError(signal);
     }
-    const { loadModel, LoadOptions } = getBindings();
+    const { loadModel, LoadOptions, CancelToken } = getBindings();
     // Unset options take the engine's defaults (the generated record's).
     const loadOptions = LoadOptions.create(
       defined({ useMmap: options.useMmap, cpuOnly: options.compute === undefined ? undefined : options.compute === 'cpu' }),
     );
-    const handle = await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => loadModel(file, loadOptions));
-    if (signal?.aborted) {
+    const token = new CancelToken();
+    const onAbort = () => token.cancel();
+    signal?.addEventListener('abort', onAbort);
+    const release = (handle: LlmModel) => {
       handle.dispose();
       destroy(handle);
-      throw abortError(signal);
+    };
+    try {
+      const loading = wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => loadModel(file, loadOptions, token));
+      return new Model(await abortable(loading, signal, release));
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
-    return new Model(handle);
   }
 
   private ensureHandle(): LlmModel {
@@ -98,6 +106,7 @@ export class Model {
   /** Create an inference context (its own KV cache). */
   createContext(options: ContextOptions = {}): InferenceContext {
     const handle = this.ensureHandle();
+    checkOptions(options, CONTEXT_OPTION_RULES);
     const ctx = wrapSync(LocalLLMErrorCode.CONTEXT_CREATE_FAILED, () =>
       handle.createContext(
         // Unset options take the engine's defaults (the generated record's).

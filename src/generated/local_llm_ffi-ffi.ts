@@ -82,7 +82,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(uniffi_out_err: UniffiRustCallStatus): number;
     ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(enabled: number, uniffi_out_err: UniffiRustCallStatus): void;
@@ -94,7 +94,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_clear(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffiSelf: bigint, text: Uint8Array): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffiSelf: bigint, text: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;

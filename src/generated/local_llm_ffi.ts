@@ -177,15 +177,16 @@ export function libraryVersion(): string {
 
 /**
  * Load a GGUF model (on a worker thread). A missing file gives INVALID_PATH, a file that is
- * not a usable model MODEL_LOAD_FAILED.
+ * not a usable model MODEL_LOAD_FAILED. A load cancelled with `cancel` before it starts or
+ * before it returns fails with a "cancelled" MODEL_LOAD_FAILED (the weights are released).
  */
-export async function loadModel(path: string, options: LoadOptions, asyncOpts_?: { signal: AbortSignal }): Promise<LlmModelLike> /*throws*/ {
+export async function loadModel(path: string, options: LoadOptions, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<LlmModelLike> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
         return await uniffiRustCallAsync(
             /*rustCaller:*/ uniffiCaller,
             /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterTypeLoadOptions.lower(options, nativeModule().rustbuffer_alloc)
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterTypeLoadOptions.lower(options, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
                 );
             },
             /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u64,
@@ -1818,6 +1819,7 @@ export enum LlmError_Tags {
     StreamFailed = "StreamFailed",
     EmbeddingFailed = "EmbeddingFailed",
     NotInitialized = "NotInitialized",
+    InvalidOption = "InvalidOption",
     InvalidPath = "InvalidPath"
 }
 /**
@@ -2119,6 +2121,48 @@ Readonly<{message: string}> {
 
     }
 
+    type InvalidOption__interface = {
+        tag: LlmError_Tags.InvalidOption;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `INVALID_OPTION`: an option or argument is out of range (the message names it).
+     */
+    class InvalidOption_ extends UniffiError implements InvalidOption__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.InvalidOption;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "InvalidOption");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): InvalidOption_ {
+            return new InvalidOption_(inner);
+        }
+
+        static instanceOf(obj: any): obj is InvalidOption_ {
+            return obj.tag === LlmError_Tags.InvalidOption;
+        }
+        static hasInner(obj: any): obj is InvalidOption_ {
+            return InvalidOption_.instanceOf(obj);
+        }
+
+        static getInner(obj: InvalidOption_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     type InvalidPath__interface = {
         tag: LlmError_Tags.InvalidPath;
         inner: 
@@ -2174,6 +2218,7 @@ Readonly<{message: string}> {
   StreamFailed: StreamFailed_, 
   EmbeddingFailed: EmbeddingFailed_, 
   NotInitialized: NotInitialized_, 
+  InvalidOption: InvalidOption_, 
   InvalidPath: InvalidPath_
     });
 
@@ -2182,7 +2227,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InvalidPath']
 >;
 
 // FfiConverter for enum LlmError
@@ -2198,7 +2243,8 @@ const FfiConverterTypeLlmError = (() => {
                 case 5: return new LlmError.StreamFailed({message: FfiConverterString.readFromCursor(c) });
                 case 6: return new LlmError.EmbeddingFailed({message: FfiConverterString.readFromCursor(c) });
                 case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
-                case 8: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
+                case 9: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2246,8 +2292,14 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.InvalidOption: {
                     c.writeI32(8);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(9);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2296,6 +2348,12 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.NotInitialized: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.InvalidOption: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -2698,9 +2756,10 @@ export interface LlmContextLike {
     dispose(): void;
 /**
  * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
- * L2-normalized. Clears the KV cache.
+ * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
+ * prompt batches with an error.
  */
-    embed(text: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<number>>;
+    embed(text: string, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<number>>;
 /**
  * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
  * decoding between tokens; the result then has finish reason `Cancelled`.
@@ -2851,16 +2910,17 @@ private constructor(pointer: UniffiHandle) {
     
 /**
  * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
- * L2-normalized. Clears the KV cache.
+ * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
+ * prompt batches with an error.
  */
-    async embed(text: string, asyncOpts_?: { signal: AbortSignal }): Promise<Array<number>> /*throws*/ {
+    async embed(text: string, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<Array<number>> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
         return await uniffiRustCallAsync(
             /*rustCaller:*/ uniffiCaller,
             /*rustFutureFunc:*/ () => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(text, nativeModule().rustbuffer_alloc)
+                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(text, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
                 );
             },
             /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
@@ -3403,11 +3463,11 @@ const FfiConverterMapStringUInt32 = new FfiConverterMap(FfiConverterString, FfiC
 // FfiConverter for GenerationResult | undefined
 const FfiConverterOptionalTypeGenerationResult = new FfiConverterOptional(FfiConverterTypeGenerationResult);
 
-// FfiConverter for Array<number>
-const FfiConverterSequenceFloat32 = new FfiConverterArray(FfiConverterFloat32);
-
 // FfiConverter for CancelTokenLike | undefined
 const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverterTypeCancelToken);
+
+// FfiConverter for Array<number>
+const FfiConverterSequenceFloat32 = new FfiConverterArray(FfiConverterFloat32);
 
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
@@ -3458,7 +3518,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_library_version");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 43765) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 1348) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_load_model");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
@@ -3494,7 +3554,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose() !== 27427) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_dispose");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 11633) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_embed");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 55555) {

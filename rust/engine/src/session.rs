@@ -555,15 +555,17 @@ impl Context {
         };
         let mut logits = match evaluated {
             Ok(logits) => logits,
-            // Cancelled during the prompt: the same shape as a cancel while decoding.
+            // Cancelled during the prompt: the same shape as a cancel while decoding, with the
+            // prompt tokens that were evaluated (each finished batch extends `cached`).
             Err(Error::Cancelled) => {
+                timings.prompt_tokens = self.cached.len().saturating_sub(common);
                 return Ok(Generation {
                     text: String::new(),
                     tokens: Vec::new(),
                     prompt_tokens: prompt.len(),
                     finish_reason: FinishReason::Cancelled,
                     timings,
-                })
+                });
             }
             Err(e) => return Err(e),
         };

@@ -45,7 +45,7 @@ pub struct BenchmarkResult {
 /// connects it to an `AbortSignal`).
 #[derive(Debug, Default, uniffi::Object)]
 pub struct CancelToken {
-    flag: Arc<AtomicBool>,
+    pub(crate) flag: Arc<AtomicBool>,
 }
 
 #[uniffi::export]
@@ -182,13 +182,22 @@ impl LlmContext {
     }
 
     /// A sentence embedding: the mean of the last hidden states of `text`'s tokens,
-    /// L2-normalized. Clears the KV cache.
-    pub async fn embed(&self, text: String) -> Result<Vec<f32>, LlmError> {
+    /// L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
+    /// prompt batches with an error.
+    pub async fn embed(
+        &self,
+        text: String,
+        cancel: Option<Arc<CancelToken>>,
+    ) -> Result<Vec<f32>, LlmError> {
         let shared = self.check()?;
-        crate::run_blocking(Stage::Embed, move || {
-            shared.with_engine(|ctx| embed(ctx, &text))
+        let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
+        let mut guard = CancelOnDrop(Some(flag.clone()));
+        let result = crate::run_blocking(Stage::Embed, move || {
+            shared.with_engine(|ctx| embed(ctx, &text, &flag))
         })
-        .await
+        .await;
+        guard.0 = None;
+        result
     }
 
     /// Release the KV cache and worker threads; a running generation is cancelled first.
@@ -255,13 +264,13 @@ fn run_benchmark(ctx: &mut Context, params: &BenchmarkParams) -> Result<Benchmar
     })
 }
 
-fn embed(ctx: &mut Context, text: &str) -> Result<Vec<f32>, LlmError> {
+fn embed(ctx: &mut Context, text: &str, cancel: &AtomicBool) -> Result<Vec<f32>, LlmError> {
     let model = ctx.model().clone();
     let tokens = model
         .tokenize(text, true, false)
         .map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
     ctx.clear();
-    let hidden = ctx.eval(&tokens, Output::Hidden, &mut |_, _| {}, None);
+    let hidden = ctx.eval(&tokens, Output::Hidden, &mut |_, _| {}, Some(cancel));
     ctx.clear();
     let hidden = hidden.map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
     let n_embd = model.model().config().n_embd;

@@ -48,6 +48,12 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `INVALID_OPTION`: an option or argument is out of range (the message names it).
+    #[error("{message}")]
+    InvalidOption {
+        /// What went wrong.
+        message: String,
+    },
     /// `INVALID_PATH`: the model file does not exist or cannot be opened.
     #[error("{message}")]
     InvalidPath {
@@ -118,6 +124,7 @@ impl LlmError {
         let message = error.to_string();
         match (&error, stage) {
             (EngineError::ContextExhausted { .. }, _) => LlmError::ContextExhausted { message },
+            (EngineError::InvalidOption(_), _) => LlmError::InvalidOption { message },
             (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
                 if matches!(
                     source.kind(),
@@ -135,6 +142,11 @@ impl LlmError {
         LlmError::NotInitialized {
             message: format!("the {what} has been disposed"),
         }
+    }
+
+    /// The error of an operation cancelled before it produced anything.
+    pub(crate) fn cancelled(stage: Stage) -> Self {
+        stage.error("cancelled")
     }
 
     /// The error for a worker that died (a panic in the engine, caught at the thread boundary).

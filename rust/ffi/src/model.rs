@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::session::{ContextOptions, LoadOptions, LoadedModel, MemoryEstimate};
 
-use crate::context::LlmContext;
+use crate::context::{CancelToken, LlmContext};
 use crate::error::{LlmError, Stage};
 use crate::records::{to_u32, ChatMessage};
 
@@ -68,13 +68,25 @@ impl LlmModel {
 }
 
 /// Load a GGUF model (on a worker thread). A missing file gives INVALID_PATH, a file that is
-/// not a usable model MODEL_LOAD_FAILED.
+/// not a usable model MODEL_LOAD_FAILED. A load cancelled with `cancel` before it starts or
+/// before it returns fails with a "cancelled" MODEL_LOAD_FAILED (the weights are released).
 #[uniffi::export]
-pub async fn load_model(path: String, options: LoadOptions) -> Result<Arc<LlmModel>, LlmError> {
+pub async fn load_model(
+    path: String,
+    options: LoadOptions,
+    cancel: Option<Arc<CancelToken>>,
+) -> Result<Arc<LlmModel>, LlmError> {
+    let cancelled = move || cancel.as_ref().is_some_and(|c| c.is_cancelled());
     crate::run_blocking(Stage::Load, move || {
+        if cancelled() {
+            return Err(LlmError::cancelled(Stage::Load));
+        }
         check_path(&path)?;
         let model = LoadedModel::load(&path, &options)
             .map_err(|e| LlmError::from_engine(e, Stage::Load))?;
+        if cancelled() {
+            return Err(LlmError::cancelled(Stage::Load));
+        }
         Ok(Arc::new(LlmModel {
             inner: Mutex::new(Some(model)),
         }))

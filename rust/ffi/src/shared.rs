@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use local_llm_engine::session::Context;
+use local_llm_engine::session::{Context, FinishReason};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult, Perf};
@@ -84,7 +84,8 @@ impl Shared {
     }
 
     /// Generate with `params`, passing text pieces to `on_text`. A cancelled generation is a
-    /// result with finish reason `Cancelled` (as the engine returns it).
+    /// result with finish reason `Cancelled` (as the engine returns it), except one cut short by
+    /// `dispose`: that is the disposed-context error, since it did not end as asked.
     pub(crate) fn generate(
         &self,
         params: &GenerateParams,
@@ -100,6 +101,9 @@ impl Shared {
                 .map_err(|e| LlmError::from_engine(e, stage))
         })?;
         *lock(&self.perf) = Some(result.perf);
+        if result.finish_reason == FinishReason::Cancelled && self.is_disposed() {
+            return Err(LlmError::disposed("context"));
+        }
         Ok(result)
     }
 }
