@@ -103,6 +103,26 @@ test('50 abandoned streams then dispose: bounded threads and memory (14.1)', asy
   assert.ok(rss < 64 * 1048576, `RSS grew by ${(rss / 1048576).toFixed(1)} MB`);
 });
 
+test('disposing contexts with abandoned streams releases their workers without waiting for GC (14.1)', async () => {
+  const model = await Model.load(MODEL);
+  try {
+    const cycle = async () => {
+      const ctx = model.createContext({ contextSize: 128, threads: 2 });
+      await abandon(ctx.stream('Once upon a time', { maxTokens: 100, temperature: 0 }), 2);
+      ctx.dispose();
+    };
+    await cycle();
+    await new Promise((r) => setTimeout(r, 100));
+    const threads0 = threadCount();
+    for (let i = 0; i < 12; i++) await cycle();
+    await new Promise((r) => setTimeout(r, 100));
+    const threads = threadCount() - threads0;
+    assert.ok(threads <= 2, `threads grew by ${threads} over 12 disposed contexts with abandoned streams`);
+  } finally {
+    model.dispose();
+  }
+});
+
 test('reading stream B inside stream A on one context: B works, A then rejects with STREAM_FAILED (14.9)', async () => {
   const ctx = ai.context;
   const opts = { maxTokens: 8, temperature: 0 };

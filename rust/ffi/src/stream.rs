@@ -5,12 +5,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult};
 use crate::shared::Shared;
+
+/// How often a stream waiting for its reader checks whether it was cancelled by `dispose`.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 enum Event {
     Text(String),
@@ -52,9 +56,14 @@ impl TokenStream {
         rt.spawn_blocking(move || {
             let mut on_text = |piece: &str| {
                 let _ = tx.send(Event::Text(piece.to_string()));
-                if !flag.load(Ordering::Relaxed) {
-                    // Wait until the reader wants more (an error means it cancelled or went away).
-                    let _ = demand_rx.recv();
+                // Wait until the reader wants more (an error means it cancelled or went away).
+                // The flag is polled too: `dispose` sets it, and must free the context of a
+                // stream that nobody reads any more.
+                while !flag.load(Ordering::Relaxed) {
+                    match demand_rx.recv_timeout(CANCEL_POLL) {
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
+                        _ => break,
+                    }
                 }
             };
             let result = shared.generate(&params, &flag, &mut on_text, Stage::Stream);
