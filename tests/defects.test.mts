@@ -13,6 +13,7 @@ import {
   LocalLLMError,
   LocalLLMErrorCode,
   setLogCallback,
+  canRunModelFile,
   type ChatMessage,
 } from '../src/api/index.ts';
 
@@ -218,14 +219,22 @@ test('a failing native log queue does not become an unhandled rejection (14.6)',
 });
 
 test('Model.load, embeddings and prompt evaluation honour their AbortSignal; perf reports the work done (14.3)', async () => {
+  // Without mmap the load reads the whole file; an abort rejects at once (the native load is
+  // skipped or its model released).
+  let t = performance.now();
+  (await Model.load(MODEL, { useMmap: false })).dispose();
+  const load = performance.now() - t;
   const ac = new AbortController();
-  const pending = Model.load(MODEL, { signal: ac.signal });
-  ac.abort();
+  t = performance.now();
+  const pending = Model.load(MODEL, { signal: ac.signal, useMmap: false });
+  setTimeout(() => ac.abort(), 0);
   await assert.rejects(within(pending, 10_000, 'aborted load'), (e: any) => e.name === 'AbortError');
+  const aborted = performance.now() - t;
+  assert.ok(aborted < load / 2, `an aborted load took ${aborted.toFixed(0)} ms, a load ${load.toFixed(0)} ms`);
 
   const emb = await LocalLLM.create({ model: MODEL, contextSize: 512, batchSize: 8, threads: 2, embeddings: true, warmup: false });
   try {
-    let t = performance.now();
+    t = performance.now();
     await emb.embeddings.create({ input: LONG_TEXT });
     const full = performance.now() - t;
     const abort = new AbortController();
@@ -374,6 +383,16 @@ test('every bad numeric option is rejected with INVALID_OPTION naming it (16)', 
       (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name),
       name,
     );
+  }
+  const others: Array<[string, () => Promise<unknown>]> = [
+    ['contextSize', async () => ai.model.estimateMemory(-1)],
+    ['contextSize', () => canRunModelFile(MODEL, { contextSize: 0.5 })],
+    ['iterations', () => ai.benchmark({ iterations: 0 })],
+    ['promptTokens', () => ai.benchmark({ promptTokens: NaN })],
+    ['generateTokens', () => ai.benchmark({ generateTokens: -3 })],
+  ];
+  for (const [name, call] of others) {
+    await assert.rejects(call(), (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name), name);
   }
   // Good edge values still work.
   const ok = await ai.chat.completions.create({ messages: STORY, max_tokens: 0, top_k: 0, seed: 0, temperature: 0 });

@@ -9,7 +9,7 @@ import {
   wrapAsync,
   wrapSync,
 } from './errors';
-import { GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
+import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
 import type {
   BenchmarkOptions,
   BenchmarkResult,
@@ -240,6 +240,7 @@ export class InferenceContext {
   /** Measure prompt processing and generation speed (async here; sync in local-llm-rn). */
   async benchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
     const handle = this.ensureHandle();
+    checkOptions(options, BENCHMARK_OPTION_RULES);
     this.preemptPaused();
     const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
       handle.benchmark({

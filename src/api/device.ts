@@ -2,6 +2,7 @@ import { getBindings } from './bindings';
 import { num, toBackendDevice, toMemoryEstimate } from './convert';
 import { LocalLLMErrorCode, wrapAsync } from './errors';
 import { Model, localPath } from './model';
+import { ESTIMATE_OPTION_RULES, checkOptions } from './options';
 import type { BackendDevice, MemoryEstimate } from './types';
 
 /**
@@ -97,6 +98,7 @@ export function canRunModel(model: Model | number, options: { contextSize?: numb
 export async function canRunModelFile(path: string, options: { contextSize?: number } = {}): Promise<CanRunResult> {
   const { estimateModelMemory } = getBindings();
   const file = localPath(path);
+  checkOptions(options, ESTIMATE_OPTION_RULES);
   const estimate = toMemoryEstimate(
     await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => estimateModelMemory(file, options.contextSize ?? 0)),
   );

@@ -4,7 +4,7 @@ import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
-import { CONTEXT_OPTION_RULES, checkOptions } from './options';
+import { CONTEXT_OPTION_RULES, ESTIMATE_OPTION_RULES, checkOptions } from './options';
 import type {
   ChatMessage,
   ContextOptions,
@@ -100,6 +100,7 @@ export class Model {
   /** Addition: memory for the weights plus the KV cache of `contextSize` tokens. */
   estimateMemory(contextSize = 0): MemoryEstimate {
     const handle = this.ensureHandle();
+    checkOptions({ contextSize }, ESTIMATE_OPTION_RULES);
     return toMemoryEstimate(wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => handle.estimateMemory(contextSize)));
   }
 

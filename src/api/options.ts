@@ -3,7 +3,7 @@
 // of real-valued sampling options are the engine's (`SamplingParams::validate`): they are
 // checked there and reported with the same INVALID_OPTION code.
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
-import type { ContextOptions, GenerateOptions } from './types';
+import type { BenchmarkOptions, ContextOptions, GenerateOptions } from './types';
 
 const U32_MAX = 2 ** 32 - 1;
 
@@ -18,6 +18,16 @@ export const CONTEXT_OPTION_RULES: Record<keyof ContextOptions, Rule> = {
   contextSize: count(0),
   batchSize: count(1),
   threads: count(0),
+};
+
+/** The options of a memory estimate (`canRunModel`, `canRunModelFile`, `Model.estimateMemory`). */
+export const ESTIMATE_OPTION_RULES: Record<'contextSize', Rule> = { contextSize: CONTEXT_OPTION_RULES.contextSize };
+
+/** The options of a benchmark (the engine runs at most 100 iterations). */
+export const BENCHMARK_OPTION_RULES: Record<keyof BenchmarkOptions, Rule> = {
+  promptTokens: count(1),
+  generateTokens: count(1),
+  iterations: { integer: true, min: 1, max: 100 },
 };
 
 /** The numeric options of a generation. A seed of -1 or 2^32-1 asks for a random seed (llama.cpp). */
