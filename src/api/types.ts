@@ -22,7 +22,7 @@ export interface ContextOptions {
   contextSize?: number;
   /** Prompt tokens per forward pass (default 512). */
   batchSize?: number;
-  /** Worker threads (default: all cores, see `optimalThreadCount()`). */
+  /** Worker threads (default: all cores, see `optimalThreadCount()`; more than the cores are capped to them). */
   threads?: number;
 }
 
@@ -46,7 +46,7 @@ export interface GenerateOptions {
   frequencyPenalty?: number;
   /** Presence penalty (default 0). */
   presencePenalty?: number;
-  /** Random seed (default: random). */
+  /** Random seed, an integer from 0 to 2^32-2 (default, -1 and 2^32-1: random, as llama.cpp). */
   seed?: number;
   /** Stop strings, excluded from the output. */
   stop?: string[];
@@ -245,6 +245,7 @@ export interface ChatCompletionRequest {
   max_tokens?: number;
   stream?: boolean;
   stop?: string | string[];
+  /** Random seed (see {@link GenerateOptions.seed}). */
   seed?: number;
   frequency_penalty?: number;
   presence_penalty?: number;

@@ -153,6 +153,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 threads: u32::try_from(threads).unwrap_or(u32::MAX),
             },
         )?;
+        // The engine caps thread counts at the core count: report the count that ran.
+        let threads = ctx.threads();
         let tests = args
             .n_prompt
             .iter()

@@ -15,9 +15,10 @@ use crate::sampling::{Sampler, SamplingParams, StopMatcher};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::{Error, Result};
 
-/// The number of threads to use when the caller says 0: the machine's available parallelism.
+/// The number of threads to use when the caller says 0: the machine's available parallelism
+/// (also the most a context gets, see [`crate::backend::max_threads`]).
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    crate::backend::max_threads()
 }
 
 /// The fields of [`LoadOptions`] with their documentation and defaults, written once (see

@@ -17,7 +17,7 @@ mod weight;
 pub use buffer::TensorBytes;
 pub use cpu::HostMemory;
 pub use registry::Registry;
-pub use threads::{SharedMut, Threads};
+pub use threads::{max_threads, SharedMut, Threads};
 pub use weight::Weight;
 
 use crate::quant::GgmlType;
