@@ -491,8 +491,8 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
 
 /// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
 /// (x86-64: 4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats; aarch64: 2
-/// for the 32-element formats, the row pair of `smmla`, 1 for the K formats), or 0 when `w`
-/// has no tile kernel.
+/// for the 32-element formats, the row pair of `smmla`, and for the K formats 2 with `smmla`,
+/// else 1), or 0 when `w` has no tile kernel.
 pub fn tile_rows(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if let Some(vnni) = x86_level() {
@@ -509,8 +509,9 @@ pub fn tile_rows(w: GgmlType) -> usize {
             GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
                 return 2
             }
+            // With `smmla` the K tiles take row pairs too.
             GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
-                return 1
+                return if level() == Level::I8mm { 2 } else { 1 };
             }
             _ => {}
         }

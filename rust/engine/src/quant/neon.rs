@@ -102,7 +102,7 @@ unsafe fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 /// # Safety
 /// The CPU must have i8mm and the calling function must be compiled with it.
 #[inline(always)]
-unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
     asm!(
         "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
@@ -254,7 +254,7 @@ const _: () = assert!(
 /// # Safety
 /// NEON.
 #[inline(always)]
-unsafe fn pair(a: int8x16_t, b: int8x16_t, hi: bool) -> int8x16_t {
+pub(super) unsafe fn pair(a: int8x16_t, b: int8x16_t, hi: bool) -> int8x16_t {
     let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
     vreinterpretq_s8_s64(if hi {
         vzip2q_s64(a, b)

@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
 use super::kquants::{q3k_scales, q4k_scales_mins, Q45K_D, Q45K_DMIN, Q45K_SCALES};
-use super::neon::{dot16, half, Kernel};
+use super::neon::{dot16, half, pair, smmla, Kernel};
 
 /// A K weight format: how a block unpacks and how its integer sums become f32.
 pub(super) trait KFormat {
@@ -279,8 +279,19 @@ impl<K: KFormat, const R: usize, const T: usize> Kernel for KTile<K, R, T> {
         let mut sum = [[0f32; T]; R];
         for b in 0..self.nb {
             let ab = self.a.map(|p| p.add(BlockQ8_K::SIZE * b));
-            for (row, w) in sum.iter_mut().zip(self.w) {
-                let x = w.add(K::SIZE * b);
+            let xs = self.w.map(|p| p.add(K::SIZE * b));
+            if MM && R.is_multiple_of(2) && T.is_multiple_of(2) {
+                let isum = isums_smmla::<K, R, T>(xs, ab);
+                for ((row, &x), isum) in sum.iter_mut().zip(&xs).zip(&isum) {
+                    let mins = K::scales(x).1;
+                    for ((s, &y), &i) in row.iter_mut().zip(&ab).zip(isum) {
+                        let summ = if K::MINS { min_sum(&mins, y) } else { 0 };
+                        *s += K::combine(x, y, i, summ);
+                    }
+                }
+                continue;
+            }
+            for (row, x) in sum.iter_mut().zip(xs) {
                 let q = K::values(x);
                 let (sc, mins) = K::scales(x);
                 for t in 0..T {
@@ -307,6 +318,43 @@ impl<K: KFormat, const R: usize, const T: usize> Kernel for KTile<K, R, T> {
         }
         sum
     }
+}
+
+/// The integer sums `Σ_g sc_g · Σ q·y` of the weight blocks `xs` (in row pairs) with the Q8_K
+/// blocks `ab` (in token pairs): per 16-element group, two `smmla` give the 2×2 dot products of
+/// a row pair and a token pair, scaled by each row's group scale.
+///
+/// # Safety
+/// NEON and i8mm, compiled with them; whole blocks at every pointer; `R` and `T` even.
+#[inline(always)]
+unsafe fn isums_smmla<K: KFormat, const R: usize, const T: usize>(
+    xs: [*const u8; R],
+    ab: [*const u8; T],
+) -> [[i32; T]; R] {
+    let mut isum = [[0i32; T]; R];
+    for r in (0..R).step_by(2) {
+        let (q0, q1) = (K::values(xs[r]), K::values(xs[r + 1]));
+        let (s0, s1) = (K::scales(xs[r]).0, K::scales(xs[r + 1]).0);
+        for t in (0..T).step_by(2) {
+            let y0 = ab[t].add(BlockQ8_K::QS).cast::<i8>();
+            let y1 = ab[t + 1].add(BlockQ8_K::QS).cast::<i8>();
+            let mut acc = vdupq_n_s32(0);
+            for g in 0..16 {
+                let (u0, u1) = (vld1q_s8(y0.add(16 * g)), vld1q_s8(y1.add(16 * g)));
+                let lo = pair(q0[g], q1[g], false);
+                let p = smmla(vdupq_n_s32(0), lo, pair(u0, u1, false));
+                let p = smmla(p, pair(q0[g], q1[g], true), pair(u0, u1, true));
+                // Lanes: (r, t), (r, t + 1), (r + 1, t), (r + 1, t + 1).
+                let scale = [s0[g], s0[g], s1[g], s1[g]];
+                acc = vmlaq_s32(acc, p, vld1q_s32(scale.as_ptr()));
+            }
+            isum[r][t] = vgetq_lane_s32::<0>(acc);
+            isum[r][t + 1] = vgetq_lane_s32::<1>(acc);
+            isum[r + 1][t] = vgetq_lane_s32::<2>(acc);
+            isum[r + 1][t + 1] = vgetq_lane_s32::<3>(acc);
+        }
+    }
+    isum
 }
 
 /// `Σ_g mins[g] · bsum[g]` over the 16 group sums of the Q8_K block at `y`.
