@@ -15,6 +15,8 @@
 #   3. per target: `cargo test -p local-llm-engine` (the library's unit tests and the
 #      integration tests listed in CROSS_TESTS) under qemu with LOCAL_LLM_CROSS=1, so
 #      tests/cross_models.rs compares with the host's files instead of running oracles.
+#      aarch64 runs on qemu's `max` CPU (i8mm level), then the kernel tests again on
+#      neoverse-n1 (dotprod level), cortex-a53 (base NEON) and with LOCAL_LLM_SIMD=neon|dotprod.
 #
 # Environment:
 #   LOCAL_LLM_CROSS_TARGET_PREFIX  target dirs are <prefix>-<arch>, fixtures <prefix>-fixtures
@@ -109,6 +111,25 @@ for a in "${ARCHES[@]}"; do
         # zdnn-sys: descriptor/ztensor layout and the loader (no libzdnn here: NotAvailable/Open).
         $CROSS_CARGO test -Zbuild-std=std,panic_unwind --target "$triple" -p zdnn-sys --locked
         echo "$triple tests under qemu: $((SECONDS - t2)) s"
+        if [[ $a == aarch64 ]]; then
+            # The runs above use qemu's `max` CPU (dotprod and i8mm). The NEON kernels again, bit
+            # for bit against the portable ones, at the lower levels: on CPUs without i8mm
+            # (neoverse-n1) and without dotprod (cortex-a53), and forced by LOCAL_LLM_SIMD.
+            t2=$SECONDS
+            kernels=(-Zbuild-std=std,panic_unwind --target "$triple" -p local-llm-engine --locked)
+            for level in "cpu=neoverse-n1" "cpu=cortex-a53" "simd=neon" "simd=dotprod"; do
+                echo "---- aarch64 kernels: $level"
+                (
+                    case $level in
+                    cpu=*) export QEMU_CPU=${level#cpu=} ;;
+                    simd=*) export LOCAL_LLM_SIMD=${level#simd=} ;;
+                    esac
+                    $CROSS_CARGO test "${kernels[@]}" --lib -- quant::
+                    $CROSS_CARGO test "${kernels[@]}" --test cross_kernels -- --nocapture
+                )
+            done
+            echo "aarch64 kernels at the other levels: $((SECONDS - t2)) s"
+        fi
     )
     echo "$triple total: $((SECONDS - t)) s"
 done

@@ -38,6 +38,22 @@ fn reference(w: GgmlType, n: usize, weights: &[u8], act: &[u8]) -> (f64, f64) {
     })
 }
 
+/// The aarch64 level `quant` should select: the best the CPU has (dotprod, then i8mm too), or
+/// the lower one `LOCAL_LLM_SIMD` forces (`neon`, `dotprod`).
+#[cfg(target_arch = "aarch64")]
+fn expected_arm_level() -> &'static str {
+    let forced = std::env::var("LOCAL_LLM_SIMD").unwrap_or_default();
+    let dot = std::arch::is_aarch64_feature_detected!("dotprod");
+    let mm = std::arch::is_aarch64_feature_detected!("i8mm");
+    if forced == "neon" || !dot {
+        "neon"
+    } else if forced == "dotprod" || !mm {
+        "dotprod"
+    } else {
+        "i8mm"
+    }
+}
+
 #[test]
 fn simd_level_is_the_native_one() {
     let level = simd_level();
@@ -55,8 +71,10 @@ fn simd_level_is_the_native_one() {
     if forced_scalar {
         assert_eq!(level, "scalar");
     } else if cfg!(target_arch = "aarch64") {
-        // NEON is mandatory on aarch64 Linux and Android: the NEON kernels must be the ones tested.
-        assert_eq!(level, "neon");
+        // NEON is mandatory on aarch64 Linux and Android: the NEON kernels must be the ones
+        // tested, at the best level the CPU has (std's detection) or the one forced.
+        #[cfg(target_arch = "aarch64")]
+        assert_eq!(level, expected_arm_level());
     } else if !cfg!(target_arch = "x86_64") {
         assert_eq!(level, "scalar");
     }
@@ -111,5 +129,127 @@ fn scalar_vec_dot_matches_dequantized_reference_for_every_type() {
                  (Σ|w·a| = {mag})"
             );
         }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+/// Overwrites the scales of every block of `row` (type `w`) with extreme values: the largest
+/// and smallest halves (normal and subnormal), zero, and for Q8_K huge and tiny f32 scales.
+fn extreme_scales(rng: &mut Rng, w: GgmlType, row: &mut [u8]) {
+    const HALVES: [u16; 8] = [
+        0x7bff, 0xfbff, 0x0400, 0x0001, 0x8001, 0x0000, 0x3c00, 0xc100,
+    ];
+    const SINGLES: [f32; 5] = [1e30, 1e-30, 3.0e38, -7.5e-39, 1.0];
+    let pick = |rng: &mut Rng, n: usize| (rng.next_u64() % n as u64) as usize;
+    for b in row.chunks_exact_mut(w.type_size()) {
+        for &(at, _) in quant_support::f16_fields(w) {
+            let h = HALVES[pick(rng, HALVES.len())];
+            b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+        }
+        if w == GgmlType::Q8_K {
+            b[0..4].copy_from_slice(&SINGLES[pick(rng, SINGLES.len())].to_le_bytes());
+        }
+    }
+}
+
+/// On aarch64 every NEON kernel (at the level selected, see `simd_level_is_the_native_one`;
+/// `scripts/cross-test.sh` runs this at each level) gives the portable kernel's result bit
+/// for bit: one-row dot products, the far-apart row streams of decoding and the prompt tiles,
+/// on random rows and on rows with extreme scales.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn neon_kernels_equal_the_portable_ones_bitwise() {
+    use local_llm_engine::quant::{vec_dot_rows, vec_dot_tile};
+
+    fn tile<const R: usize, const T: usize>(
+        w: GgmlType,
+        n: usize,
+        ws: &[Vec<u8>],
+        acts: &[Vec<u8>],
+    ) {
+        let w_rows: [&[u8]; R] = std::array::from_fn(|i| &ws[i][..]);
+        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
+        if let Some(v) = vec_dot_tile(w, n, w_rows, a_rows) {
+            for r in 0..R {
+                for t in 0..T {
+                    let want = vec_dot_scalar(w, n, &ws[r], &acts[t]);
+                    assert_eq!(
+                        v[r][t].to_bits(),
+                        want.to_bits(),
+                        "{w} {R}x{T} tile ({r}, {t}), n={n}"
+                    );
+                }
+            }
+        }
+    }
+
+    let mut rng = Rng::new(0xa64);
+    let mut tiled = Vec::new();
+    for w in GgmlType::ALL {
+        let a = vec_dot_type(w);
+        for nb in BLOCKS {
+            // Float rows: 37, 111 and 592 elements (vector bodies and scalar tails).
+            let n = nb
+                * if w.block_size() == 1 {
+                    37
+                } else {
+                    w.block_size()
+                };
+            for extreme in [false, true] {
+                // Nine weight rows: decoding takes two quarters of four plus one row.
+                let mut ws: Vec<Vec<u8>> = (0..9).map(|_| random_row(&mut rng, w, n)).collect();
+                let mut acts: Vec<Vec<u8>> = (0..4).map(|_| rows(&mut rng, w, n).1).collect();
+                if extreme {
+                    for row in ws.iter_mut() {
+                        extreme_scales(&mut rng, w, row);
+                    }
+                    for row in acts.iter_mut() {
+                        extreme_scales(&mut rng, a, row);
+                    }
+                }
+                for (i, wr) in ws.iter().enumerate() {
+                    let (simd, scalar) = (
+                        vec_dot(w, n, wr, &acts[0]),
+                        vec_dot_scalar(w, n, wr, &acts[0]),
+                    );
+                    assert_eq!(
+                        simd.to_bits(),
+                        scalar.to_bits(),
+                        "{w} row {i}, n={n}: {simd} vs {scalar} ({})",
+                        simd_level()
+                    );
+                }
+                let mut out = vec![0f32; ws.len()];
+                vec_dot_rows(w, n, &ws.concat(), &acts[1], &mut out);
+                for (i, (o, wr)) in out.iter().zip(&ws).enumerate() {
+                    assert_eq!(
+                        o.to_bits(),
+                        vec_dot_scalar(w, n, wr, &acts[1]).to_bits(),
+                        "{w} vec_dot_rows row {i}, n={n}"
+                    );
+                }
+                tile::<1, 1>(w, n, &ws, &acts);
+                tile::<1, 4>(w, n, &ws, &acts);
+                tile::<2, 1>(w, n, &ws, &acts);
+                tile::<2, 4>(w, n, &ws, &acts);
+                tile::<4, 1>(w, n, &ws, &acts);
+                tile::<4, 4>(w, n, &ws, &acts);
+                if vec_dot_tile(w, n, [&ws[0][..]], [&acts[0][..]]).is_some() && !tiled.contains(&w)
+                {
+                    tiled.push(w);
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{}: bit-identical; tile kernels for {tiled:?}",
+        simd_level()
+    );
+    if simd_level() != "scalar" {
+        assert_eq!(
+            tiled.len(),
+            10,
+            "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K have NEON tiles"
+        );
     }
 }

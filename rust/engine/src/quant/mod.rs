@@ -7,7 +7,8 @@
 //!
 //! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
 //! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_tile` and
-//! `neon` are the SIMD kernels; this file alone chooses between them.
+//! `neon`, `neon_kquants`, `neon_float` are the SIMD kernels; this file alone chooses between
+//! them.
 
 mod blocks;
 mod float;
@@ -15,6 +16,10 @@ mod kquants;
 mod legacy;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_float;
+#[cfg(target_arch = "aarch64")]
+mod neon_kquants;
 mod types;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -40,9 +45,15 @@ enum Level {
     /// 32 registers); the AVX2 kernels serve the formats without a VNNI kernel.
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
-    /// aarch64 Advanced SIMD.
+    /// aarch64 Advanced SIMD (integer sums by widening multiplies).
     #[cfg(target_arch = "aarch64")]
     Neon,
+    /// aarch64 with the dot-product extension (`sdot`).
+    #[cfg(target_arch = "aarch64")]
+    Dotprod,
+    /// aarch64 with `sdot` and the int8 matrix multiply extension (`smmla`, used by the tiles).
+    #[cfg(target_arch = "aarch64")]
+    I8mm,
 }
 
 fn detect() -> Level {
@@ -69,9 +80,18 @@ fn detect() -> Level {
             Level::Avx2
         };
     }
+    // A forced level the CPU lacks falls back to the best one it has.
     #[cfg(target_arch = "aarch64")]
     if std::arch::is_aarch64_feature_detected!("neon") {
-        return Level::Neon;
+        let dot = std::arch::is_aarch64_feature_detected!("dotprod");
+        let mm = dot && std::arch::is_aarch64_feature_detected!("i8mm");
+        return if forced("neon") || !dot {
+            Level::Neon
+        } else if forced("dotprod") || !mm {
+            Level::Dotprod
+        } else {
+            Level::I8mm
+        };
     }
     Level::Scalar
 }
@@ -101,8 +121,22 @@ fn wide() -> bool {
     })
 }
 
-/// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"neon"` or
-/// `"scalar"`.
+/// On aarch64, the instruction set of the NEON kernels, `None` at the scalar level.
+#[cfg(target_arch = "aarch64")]
+fn arm_isa() -> Option<neon::Isa> {
+    match level() {
+        Level::Neon => Some(neon::Isa::Neon),
+        Level::Dotprod => Some(neon::Isa::Dotprod),
+        Level::I8mm => Some(neon::Isa::I8mm),
+        Level::Scalar => None,
+    }
+}
+
+/// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"i8mm"`,
+/// `"dotprod"`, `"neon"` or `"scalar"`.
+///
+/// `LOCAL_LLM_SIMD` forces a level: `scalar` everywhere; `avx2` on x86-64; `neon` or `dotprod`
+/// on aarch64. A forced level the CPU lacks gives the best one it has.
 pub fn simd_level() -> &'static str {
     match level() {
         Level::Scalar => "scalar",
@@ -112,6 +146,10 @@ pub fn simd_level() -> &'static str {
         Level::Avx2 => "avx2",
         #[cfg(target_arch = "aarch64")]
         Level::Neon => "neon",
+        #[cfg(target_arch = "aarch64")]
+        Level::Dotprod => "dotprod",
+        #[cfg(target_arch = "aarch64")]
+        Level::I8mm => "i8mm",
     }
 }
 
@@ -197,7 +235,7 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::F16 => float::quantize_f16(src, dst),
         GgmlType::BF16 => float::quantize_bf16(src, dst),
         GgmlType::Q8_0 | GgmlType::Q8_1 => quantize_q8_row(ty == GgmlType::Q8_1, src, dst),
-        GgmlType::Q8_K => kquants::quantize_q8_k(src, dst),
+        GgmlType::Q8_K => quantize_q8_k_row(src, dst),
         other => {
             return Err(Error::InvalidOption(format!(
                 "quantizing to {other} is not supported (activation formats: Q8_0, Q8_1, Q8_K, \
@@ -221,11 +259,32 @@ fn quantize_q8_row(q8_1: bool, src: &[f32], dst: &mut [u8]) {
             legacy::quantize_q8_0(src, dst, block)
         };
     }
+    #[cfg(target_arch = "aarch64")]
+    if arm_isa().is_some() {
+        // SAFETY: the aarch64 levels are selected only after detecting NEON; the portable
+        // drivers pass whole 32-element blocks.
+        let block = |x: &[f32], q: &mut [u8]| unsafe { neon::quantize_q8_block(x, q) };
+        return if q8_1 {
+            legacy::quantize_q8_1(src, dst, block)
+        } else {
+            legacy::quantize_q8_0(src, dst, block)
+        };
+    }
     if q8_1 {
         legacy::quantize_q8_1(src, dst, legacy::quantize_q8_block)
     } else {
         legacy::quantize_q8_0(src, dst, legacy::quantize_q8_block)
     }
+}
+
+/// Q8_K activation rows with this CPU's quantizer (all give the portable quantizer's bytes).
+fn quantize_q8_k_row(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "aarch64")]
+    if arm_isa().is_some() {
+        // SAFETY: NEON was detected; the quantizer takes whole blocks of both slices.
+        return unsafe { neon_kquants::quantize_q8_k(src, dst) };
+    }
+    kquants::quantize_q8_k(src, dst)
 }
 
 /// The number of whole blocks of `n` elements that both rows really hold. Equal to
@@ -279,9 +338,11 @@ pub fn vec_dot(w: GgmlType, n: usize, w_row: &[u8], act_row: &[u8]) -> f32 {
             }
         }
         #[cfg(target_arch = "aarch64")]
-        Level::Neon => {
+        Level::Neon | Level::Dotprod | Level::I8mm => {
             let nb = blocks_in_rows(w, n, w_row, act_row);
-            if let Some(v) = neon_vec_dot(w, nb, w_row, act_row) {
+            // SAFETY: the level was selected after detecting its features; nb blocks (elements,
+            // for the float types) are present in both rows.
+            if let Some(v) = unsafe { neon_vec_dot(w, nb, w_row, act_row) } {
                 return v;
             }
         }
@@ -315,18 +376,51 @@ unsafe fn avx2_vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32
     })
 }
 
-/// The NEON kernel for weight type `w` over `nb` blocks, or `None` when there is none.
+/// The one-row NEON kernel for weight type `w` over `nb` blocks (elements, for the float
+/// types), or `None` when there is none.
+///
+/// # Safety
+/// An aarch64 SIMD level must be selected, and both rows must hold `nb` whole blocks.
 #[cfg(target_arch = "aarch64")]
-fn neon_vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
-    // SAFETY: the Neon level is selected only when NEON is available; the kernels read only
-    // through slices of whole blocks.
-    unsafe {
-        match w {
-            GgmlType::Q8_0 => Some(neon::dot_q8_0(nb, x, y)),
-            GgmlType::Q4_K => Some(neon::dot_q4_k(nb, x, y)),
-            _ => None,
-        }
+unsafe fn neon_vec_dot(w: GgmlType, nb: usize, x: &[u8], y: &[u8]) -> Option<f32> {
+    let isa = arm_isa()?;
+    match w {
+        GgmlType::F32 => Some(neon_float::dot_f32(nb, x, y)),
+        GgmlType::F16 => Some(neon_float::dot_f16(nb, x, y)),
+        GgmlType::BF16 => Some(neon_float::dot_bf16(nb, x, y)),
+        _ => Some(neon_tile::<1, 1>(isa, w, nb, [x.as_ptr()], [y.as_ptr()])?[0][0]),
     }
+}
+
+/// The NEON tile kernel for weight type `w`: `R` weight rows by `T` activation rows of `nb`
+/// blocks each, or `None` for the types without one (the float and activation formats).
+///
+/// # Safety
+/// `isa`'s features must be present, and every row must hold `nb` whole blocks.
+#[cfg(target_arch = "aarch64")]
+unsafe fn neon_tile<const R: usize, const T: usize>(
+    isa: neon::Isa,
+    w: GgmlType,
+    nb: usize,
+    wp: [*const u8; R],
+    ap: [*const u8; T],
+) -> Option<[[f32; T]; R]> {
+    use blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+    use neon::{run, LegacyTile as L};
+    use neon_kquants::{KTile as K, Q2K, Q3K, Q4K, Q5K, Q6K};
+    Some(match w {
+        GgmlType::Q4_0 => run(isa, L::<BlockQ4_0, R, T>::new(nb, wp, ap)),
+        GgmlType::Q4_1 => run(isa, L::<BlockQ4_1, R, T>::new(nb, wp, ap)),
+        GgmlType::Q5_0 => run(isa, L::<BlockQ5_0, R, T>::new(nb, wp, ap)),
+        GgmlType::Q5_1 => run(isa, L::<BlockQ5_1, R, T>::new(nb, wp, ap)),
+        GgmlType::Q8_0 => run(isa, L::<BlockQ8_0, R, T>::new(nb, wp, ap)),
+        GgmlType::Q2_K => run(isa, K::<Q2K, R, T>::new(nb, wp, ap)),
+        GgmlType::Q3_K => run(isa, K::<Q3K, R, T>::new(nb, wp, ap)),
+        GgmlType::Q4_K => run(isa, K::<Q4K, R, T>::new(nb, wp, ap)),
+        GgmlType::Q5_K => run(isa, K::<Q5K, R, T>::new(nb, wp, ap)),
+        GgmlType::Q6_K => run(isa, K::<Q6K, R, T>::new(nb, wp, ap)),
+        _ => return None,
+    })
 }
 
 /// `out[i] = rows[i] · act` for consecutive weight rows of `n` elements stored back to back in
@@ -367,14 +461,38 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
             return;
         }
     }
+    #[cfg(target_arch = "aarch64")]
+    if let (Some(isa), Some(first), 1..) = (arm_isa(), rows.get(..row_len), tile_rows(w)) {
+        let nb = blocks_in_rows(w, n, first, act);
+        let (base, a) = (rows.as_ptr(), [act.as_ptr()]);
+        // Four rows a quarter of the range apart, as on x86-64: four far-apart sequential
+        // streams.
+        let quarter = out.len() / 4;
+        for i in 0..quarter {
+            let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+            // SAFETY: the features were detected; every row index is < out.len(), so each
+            // row's nb whole blocks are inside `rows` (checked above), as are act's.
+            let v = unsafe { neon_tile::<4, 1>(isa, w, nb, r.map(|r| base.add(r * row_len)), a) }
+                .expect("every type with tile_rows > 0 has a NEON tile");
+            for (k, &r) in r.iter().enumerate() {
+                out[r] = v[k][0];
+            }
+        }
+        let rest = out.iter_mut().zip(rows.chunks_exact(row_len.max(1)));
+        for (o, row) in rest.skip(4 * quarter) {
+            *o = vec_dot(w, n, row, act);
+        }
+        return;
+    }
     for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_len.max(1))) {
         *o = vec_dot(w, n, row, act);
     }
 }
 
 /// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
-/// (4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats), or 0 when `w` has no
-/// tile kernel.
+/// (x86-64: 4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats; aarch64: 2
+/// for the 32-element formats, the row pair of `smmla`, and for the K formats 2 with `smmla`,
+/// else 1), or 0 when `w` has no tile kernel.
 pub fn tile_rows(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if let Some(vnni) = x86_level() {
@@ -383,6 +501,19 @@ pub fn tile_rows(w: GgmlType) -> usize {
         }
         if matches!(w, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
             return 1;
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if arm_isa().is_some() {
+        match w {
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
+                return 2
+            }
+            // With `smmla` the K tiles take row pairs too.
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+                return if level() == Level::I8mm { 2 } else { 1 };
+            }
+            _ => {}
         }
     }
     let _ = w;
@@ -436,6 +567,26 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
                 Some(kind) => Some(x86_tile::tile::<R, T>(vnni, kind, nb, wp, ap)),
                 None => x86_kquants::tile::<R, T>(vnni, w, nb, wp, ap),
             }
+        };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if let (Some(isa), true) = (arm_isa(), R > 0 && T > 0) {
+        let (w0, a0) = (w_rows[0], acts[0]);
+        assert!(
+            w_rows.iter().all(|r| r.len() == w0.len()) && acts.iter().all(|a| a.len() == a0.len()),
+            "vec_dot_tile: rows of different lengths"
+        );
+        let nb = blocks_in_rows(w, n, w0, a0);
+        // SAFETY: the level was selected after detecting its features; `nb` whole blocks are
+        // present in every row (all rows have equal lengths).
+        return unsafe {
+            neon_tile::<R, T>(
+                isa,
+                w,
+                nb,
+                w_rows.map(|r| r.as_ptr()),
+                acts.map(|a| a.as_ptr()),
+            )
         };
     }
     let _ = (w, n, w_rows, acts);

@@ -1,77 +1,409 @@
-//! aarch64 Advanced SIMD kernels for Q8_0 × Q8_0 and Q4_K × Q8_K. Only the exact integer sums
-//! of each block are vectorized; scales are applied exactly as in the portable kernels, so the
-//! results equal the scalar path bit for bit.
+//! aarch64 Advanced SIMD kernels: the shared machinery (instruction levels, `sdot`/`smmla`),
+//! the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the Q8_0/Q8_1 block quantizer.
+//! The K formats are in `neon_kquants`, the float types in `neon_float`.
 //!
-//! Safety: requires NEON (always present on aarch64 Linux/Android, checked by the dispatcher in
-//! `quant/mod.rs`) and `nb` whole blocks in both rows.
+//! Every kernel computes each block's exact integer sum with vector instructions and applies the
+//! block scales with the same f32 operations, in the same order, as the portable kernel, so the
+//! results equal the portable ones bit for bit (integer sums can be reordered freely; float
+//! operations are not).
+//!
+//! Each kernel body is written once, generic over `DOT` (use `sdot`) and `MM` (use `smmla` in
+//! tiles), and compiled three times by [`run`] inside functions with the matching target
+//! features. `sdot` and `smmla` are emitted with `asm!`: their intrinsics (`vdotq_s32`,
+//! `vmmlaq_s32`) are still unstable (`stdarch_neon_dotprod`, `stdarch_neon_i8mm`) and the host
+//! and phone builds use stable Rust.
 
 use std::arch::aarch64::*;
+use std::arch::asm;
+use std::marker::PhantomData;
 
-use super::blocks::{BlockQ4_K, BlockQ8_0, BlockQ8_K};
-use super::float::f16_at;
-use super::kquants::{q45k_combine, q45k_min_sum, q4k_scales_mins};
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
+use super::float::f16_le;
 
-/// Σ a·b over 16 signed bytes each, widened to i32 lanes and added to `acc`.
-#[inline]
-#[target_feature(enable = "neon")]
-unsafe fn mla16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    let lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-    let hi = vmull_high_s8(a, b);
-    vpadalq_s16(vpadalq_s16(acc, lo), hi)
+/// The integer instructions the NEON kernels may use (the aarch64 levels of `quant/mod.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Isa {
+    /// Base Advanced SIMD: widening multiplies (`smull`) and pairwise adds.
+    Neon,
+    /// The dot-product extension: `sdot`.
+    Dotprod,
+    /// Dot product plus the int8 matrix multiply extension: `smmla`.
+    I8mm,
 }
 
-/// Q8_0 × Q8_0.
-#[target_feature(enable = "neon")]
-pub(super) unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    let mut sum = 0f32;
-    type B = BlockQ8_0;
-    for (xb, yb) in x
-        .chunks_exact(B::SIZE)
-        .zip(y.chunks_exact(B::SIZE))
-        .take(nb)
-    {
-        let (xp, yp) = (
-            xb.as_ptr().add(B::QS).cast::<i8>(),
-            yb.as_ptr().add(B::QS).cast::<i8>(),
-        );
-        let mut acc = vdupq_n_s32(0);
-        acc = mla16(acc, vld1q_s8(xp), vld1q_s8(yp));
-        acc = mla16(acc, vld1q_s8(xp.add(16)), vld1q_s8(yp.add(16)));
-        let isum = vaddvq_s32(acc);
-        sum += isum as f32 * (f16_at(xb, B::D) * f16_at(yb, B::D));
+/// A kernel body, generic over the instructions it may use; [`run`] compiles it per level.
+pub(super) trait Kernel {
+    /// The kernel's result.
+    type Out;
+    /// Runs the kernel with `sdot` when `DOT` and `smmla` when `MM`.
+    ///
+    /// # Safety
+    /// The CPU must have NEON, plus dotprod when `DOT` and i8mm when `MM`; the kernel's own
+    /// pointer requirements must hold.
+    unsafe fn run<const DOT: bool, const MM: bool>(self) -> Self::Out;
+}
+
+/// Runs `k` compiled for `isa`.
+///
+/// # Safety
+/// The CPU must have the features of `isa` (NEON; plus dotprod; plus i8mm), and `k`'s pointer
+/// requirements must hold.
+pub(super) unsafe fn run<K: Kernel>(isa: Isa, k: K) -> K::Out {
+    ///
+    /// # Safety
+    /// As [`run`] for `Isa::Neon`.
+    #[target_feature(enable = "neon")]
+    unsafe fn neon<K: Kernel>(k: K) -> K::Out {
+        k.run::<false, false>()
     }
-    sum
+    ///
+    /// # Safety
+    /// As [`run`] for `Isa::Dotprod`.
+    #[target_feature(enable = "neon,dotprod")]
+    unsafe fn dotprod<K: Kernel>(k: K) -> K::Out {
+        k.run::<true, false>()
+    }
+    ///
+    /// # Safety
+    /// As [`run`] for `Isa::I8mm`.
+    #[target_feature(enable = "neon,dotprod,i8mm")]
+    unsafe fn i8mm<K: Kernel>(k: K) -> K::Out {
+        k.run::<true, true>()
+    }
+    match isa {
+        Isa::Neon => neon(k),
+        Isa::Dotprod => dotprod(k),
+        Isa::I8mm => i8mm(k),
+    }
 }
 
-/// Q4_K × Q8_K.
-#[target_feature(enable = "neon")]
-pub(super) unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    let m4 = vdupq_n_u8(0x0f);
-    let mut sum = 0f32;
-    for (xb, yb) in x
-        .chunks_exact(BlockQ4_K::SIZE)
-        .zip(y.chunks_exact(BlockQ8_K::SIZE))
-        .take(nb)
-    {
-        type W = BlockQ4_K;
-        let (sc, m) = q4k_scales_mins(&xb[W::SCALES..W::SCALES + 12]);
-        let qs = xb.as_ptr().add(W::QS);
-        let q8 = yb.as_ptr().add(BlockQ8_K::QS).cast::<i8>();
-        let mut isum = 0i32;
-        for j in 0..4 {
-            let mut lo = vdupq_n_s32(0);
-            let mut hi = vdupq_n_s32(0);
-            for h in 0..2 {
-                let bits = vld1q_u8(qs.add(32 * j + 16 * h));
-                let ql = vreinterpretq_s8_u8(vandq_u8(bits, m4));
-                let qh = vreinterpretq_s8_u8(vshrq_n_u8::<4>(bits));
-                lo = mla16(lo, ql, vld1q_s8(q8.add(64 * j + 16 * h)));
-                hi = mla16(hi, qh, vld1q_s8(q8.add(64 * j + 32 + 16 * h)));
-            }
-            isum +=
-                i32::from(sc[2 * j]) * vaddvq_s32(lo) + i32::from(sc[2 * j + 1]) * vaddvq_s32(hi);
+/// `acc` plus, in each 32-bit lane, the sum of the four products of the matching bytes of `a`
+/// and `b` (`sdot`).
+///
+/// # Safety
+/// The CPU must have dotprod and the calling function must be compiled with it.
+#[inline(always)]
+unsafe fn sdot(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    asm!(
+        "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// `acc` plus the 2×2 matrix of dot products of the two 8-byte halves of `a` (rows) with the
+/// two 8-byte halves of `b` (columns), row-major: lanes `[a0·b0, a0·b1, a1·b0, a1·b1]`
+/// (`smmla`).
+///
+/// # Safety
+/// The CPU must have i8mm and the calling function must be compiled with it.
+#[inline(always)]
+pub(super) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    asm!(
+        "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// `acc` plus the products of the 16 signed bytes of `a` and `b`, four per i32 lane (`sdot`
+/// when `DOT`, else widening multiplies and pairwise adds; the lane split differs, the total
+/// does not).
+///
+/// # Safety
+/// NEON; dotprod when `DOT` (see [`sdot`]).
+#[inline(always)]
+pub(super) unsafe fn dot16<const DOT: bool>(
+    acc: int32x4_t,
+    a: int8x16_t,
+    b: int8x16_t,
+) -> int32x4_t {
+    if DOT {
+        sdot(acc, a, b)
+    } else {
+        let lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+        let hi = vmull_high_s8(a, b);
+        vpadalq_s16(vpadalq_s16(acc, lo), hi)
+    }
+}
+
+/// The IEEE half at `p` (2 bytes, little-endian) as f32, exactly.
+///
+/// # Safety
+/// `p` must point to 2 readable bytes.
+#[inline(always)]
+pub(super) unsafe fn half(p: *const u8) -> f32 {
+    f16_le([*p, *p.add(1)])
+}
+
+/// The 32 unsigned nibbles of the 16 bytes at `p`: low nibbles (elements 0..16), high nibbles
+/// (elements 16..32).
+///
+/// # Safety
+/// NEON; 16 readable bytes at `p`.
+#[inline(always)]
+unsafe fn nibbles(p: *const u8) -> [uint8x16_t; 2] {
+    let v = vld1q_u8(p);
+    [vandq_u8(v, vdupq_n_u8(0x0f)), vshrq_n_u8::<4>(v)]
+}
+
+/// 0x10 in byte `i` of the result pair (elements 0..16, 16..32) where bit `i` of the
+/// little-endian u32 at `p` is set, else 0.
+///
+/// # Safety
+/// NEON; 4 readable bytes at `p`.
+#[inline(always)]
+unsafe fn fifth_bits(p: *const u8) -> [uint8x16_t; 2] {
+    const LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+    const HI: [u8; 16] = [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
+    const BITS: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+    let h = u32::from_le_bytes([*p, *p.add(1), *p.add(2), *p.add(3)]);
+    let bytes = vreinterpretq_u8_u32(vdupq_n_u32(h.to_le()));
+    let bits = vld1q_u8(BITS.as_ptr());
+    let spread = |idx: &[u8; 16]| {
+        let set = vtstq_u8(vqtbl1q_u8(bytes, vld1q_u8(idx.as_ptr())), bits);
+        vandq_u8(set, vdupq_n_u8(0x10))
+    };
+    [spread(&LO), spread(&HI)]
+}
+
+/// A 32-element weight format and how its blocks unpack.
+pub(super) trait Legacy {
+    /// Bytes per weight block.
+    const SIZE: usize;
+    /// Whether the format has a minimum `m` at byte 2, paired with Q8_1 activations (the
+    /// block's result adds `m · s`); otherwise the activations are Q8_0.
+    const MIN: bool;
+    /// The 32 values of the block at `b` as signed bytes: elements 0..16 and 16..32.
+    ///
+    /// # Safety
+    /// NEON; a whole block at `b`.
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2];
+}
+
+impl Legacy for BlockQ8_0 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        let q = b.add(Self::QS).cast::<i8>();
+        [vld1q_s8(q), vld1q_s8(q.add(16))]
+    }
+}
+
+impl Legacy for BlockQ4_0 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        nibbles(b.add(Self::QS)).map(|q| vreinterpretq_s8_u8(vsubq_u8(q, vdupq_n_u8(8))))
+    }
+}
+
+impl Legacy for BlockQ4_1 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        nibbles(b.add(Self::QS)).map(|q| vreinterpretq_s8_u8(q))
+    }
+}
+
+impl Legacy for BlockQ5_0 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        let (q, h) = (nibbles(b.add(Self::QS)), fifth_bits(b.add(Self::QH)));
+        [0, 1].map(|i| vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(q[i], h[i]), vdupq_n_u8(16))))
+    }
+}
+
+impl Legacy for BlockQ5_1 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        let (q, h) = (nibbles(b.add(Self::QS)), fifth_bits(b.add(Self::QH)));
+        [0, 1].map(|i| vreinterpretq_s8_u8(vorrq_u8(q[i], h[i])))
+    }
+}
+
+const _: () = assert!(
+    BlockQ4_0::D == 0
+        && BlockQ4_1::D == 0
+        && BlockQ4_1::M == 2
+        && BlockQ5_0::D == 0
+        && BlockQ5_1::D == 0
+        && BlockQ5_1::M == 2
+        && BlockQ8_0::D == 0
+        && BlockQ8_1::D == 0
+);
+
+/// The 2×8-byte interleave `smmla` takes: the first (`hi == false`) or second 8 bytes of `a`
+/// and of `b`, in one register.
+///
+/// # Safety
+/// NEON.
+#[inline(always)]
+pub(super) unsafe fn pair(a: int8x16_t, b: int8x16_t, hi: bool) -> int8x16_t {
+    let (a, b) = (vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b));
+    vreinterpretq_s8_s64(if hi {
+        vzip2q_s64(a, b)
+    } else {
+        vzip1q_s64(a, b)
+    })
+}
+
+/// `R` weight rows of format `W` times `T` activation rows (Q8_0, or Q8_1 for formats with a
+/// minimum), `nb` blocks each: `out[r][t]` equals the portable one-row kernel's result.
+pub(super) struct LegacyTile<W, const R: usize, const T: usize> {
+    nb: usize,
+    w: [*const u8; R],
+    a: [*const u8; T],
+    format: PhantomData<W>,
+}
+
+impl<W, const R: usize, const T: usize> LegacyTile<W, R, T> {
+    /// The kernel for `nb` blocks of the weight rows `w` and activation rows `a` (for
+    /// [`super::neon::run`], which requires `nb` whole blocks in every row).
+    pub(super) fn new(nb: usize, w: [*const u8; R], a: [*const u8; T]) -> Self {
+        Self {
+            nb,
+            w,
+            a,
+            format: PhantomData,
         }
-        sum += q45k_combine(xb, yb, isum, q45k_min_sum(&m, yb));
     }
-    sum
+}
+
+impl<W: Legacy, const R: usize, const T: usize> Kernel for LegacyTile<W, R, T> {
+    type Out = [[f32; T]; R];
+
+    /// # Safety
+    /// As [`Kernel::run`]; every row must hold `nb` whole blocks.
+    #[inline(always)]
+    unsafe fn run<const DOT: bool, const MM: bool>(self) -> Self::Out {
+        let (asize, aqs) = if W::MIN {
+            (BlockQ8_1::SIZE, BlockQ8_1::QS)
+        } else {
+            (BlockQ8_0::SIZE, BlockQ8_0::QS)
+        };
+        let mut sum = [[0f32; T]; R];
+        for b in 0..self.nb {
+            let wb = self.w.map(|p| p.add(W::SIZE * b));
+            let ab = self.a.map(|p| p.add(asize * b));
+            let y = ab.map(|p| {
+                let q = p.add(aqs).cast::<i8>();
+                [vld1q_s8(q), vld1q_s8(q.add(16))]
+            });
+            let x = wb.map(|p| W::values(p));
+            let mut isum = [[0i32; T]; R];
+            if MM && R.is_multiple_of(2) && T.is_multiple_of(2) {
+                // Tokens in pairs, interleaved once per block for `smmla`.
+                let mut yp = [[vdupq_n_s8(0); 4]; T];
+                for t in (0..T).step_by(2) {
+                    for (k, v) in yp[t].iter_mut().enumerate() {
+                        *v = pair(y[t][k / 2], y[t + 1][k / 2], k % 2 == 1);
+                    }
+                }
+                for r in (0..R).step_by(2) {
+                    let xp: [int8x16_t; 4] =
+                        std::array::from_fn(|k| pair(x[r][k / 2], x[r + 1][k / 2], k % 2 == 1));
+                    for t in (0..T).step_by(2) {
+                        let mut acc = vdupq_n_s32(0);
+                        for k in 0..4 {
+                            acc = smmla(acc, xp[k], yp[t][k]);
+                        }
+                        isum[r][t] = vgetq_lane_s32::<0>(acc);
+                        isum[r][t + 1] = vgetq_lane_s32::<1>(acc);
+                        isum[r + 1][t] = vgetq_lane_s32::<2>(acc);
+                        isum[r + 1][t + 1] = vgetq_lane_s32::<3>(acc);
+                    }
+                }
+            } else {
+                for r in 0..R {
+                    for t in 0..T {
+                        let acc = dot16::<DOT>(vdupq_n_s32(0), x[r][0], y[t][0]);
+                        isum[r][t] = vaddvq_s32(dot16::<DOT>(acc, x[r][1], y[t][1]));
+                    }
+                }
+            }
+            // The portable kernels' block combination, per output; four tokens per vector
+            // while four remain (the same f32 operations, lane by lane).
+            let dy = ab.map(|p| half(p));
+            let sy = ab.map(|p| {
+                if W::MIN {
+                    half(p.add(BlockQ8_1::S))
+                } else {
+                    0.0
+                }
+            });
+            for r in 0..R {
+                let dx = half(wb[r]);
+                let mx = if W::MIN { half(wb[r].add(2)) } else { 0.0 };
+                let mut t = 0;
+                while t + 4 <= T {
+                    let i = vcvtq_f32_s32(vld1q_s32(isum[r].as_ptr().add(t)));
+                    let mut v = vmulq_f32(i, vmulq_n_f32(vld1q_f32(dy.as_ptr().add(t)), dx));
+                    if W::MIN {
+                        v = vaddq_f32(v, vmulq_n_f32(vld1q_f32(sy.as_ptr().add(t)), mx));
+                    }
+                    let acc = sum[r].as_mut_ptr().add(t);
+                    vst1q_f32(acc, vaddq_f32(vld1q_f32(acc), v));
+                    t += 4;
+                }
+                for t in t..T {
+                    let d = dx * dy[t];
+                    sum[r][t] += if W::MIN {
+                        isum[r][t] as f32 * d + mx * sy[t]
+                    } else {
+                        isum[r][t] as f32 * d
+                    };
+                }
+            }
+        }
+        sum
+    }
+}
+
+/// Quantizes one block of 32 values like `legacy::quantize_q8_block` (same bytes, same
+/// `(d, Σq)`).
+///
+/// # Safety
+/// NEON; `x` and `qs` must hold at least 32 elements.
+#[target_feature(enable = "neon")]
+pub(super) unsafe fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
+    assert!(x.len() >= QK && qs.len() >= QK);
+    let v: [float32x4_t; 8] = std::array::from_fn(|i| vld1q_f32(x.as_ptr().add(4 * i)));
+    // max with 0 first and `fmaxnm` (NaN loses), as the portable fold from 0 with `f32::max`.
+    let mut m = vdupq_n_f32(0.0);
+    for &v in &v {
+        m = vmaxnmq_f32(m, vabsq_f32(v));
+    }
+    let amax = vmaxnmvq_f32(m);
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    // Round to nearest even, then saturate to i8 like `as i8` (only ±inf and NaN, from an
+    // infinite `id`, reach the saturation; NaN gives 0 in both).
+    let q: [int32x4_t; 8] = v.map(|v| vcvtnq_s32_f32(vmulq_n_f32(v, id)));
+    let narrow = |a: int32x4_t, b: int32x4_t, c: int32x4_t, e: int32x4_t| {
+        let lo = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+        let hi = vcombine_s16(vqmovn_s32(c), vqmovn_s32(e));
+        vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi))
+    };
+    let q0 = narrow(q[0], q[1], q[2], q[3]);
+    let q1 = narrow(q[4], q[5], q[6], q[7]);
+    vst1q_s8(qs.as_mut_ptr().cast(), q0);
+    vst1q_s8(qs.as_mut_ptr().add(16).cast(), q1);
+    let sum = i32::from(vaddlvq_s8(q0)) + i32::from(vaddlvq_s8(q1));
+    (d, sum)
 }

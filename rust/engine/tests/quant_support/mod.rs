@@ -52,7 +52,7 @@ fn put_f16(b: &mut [u8], at: usize, v: f32) {
 }
 
 /// The byte offsets of the f16 scale fields in one block of `ty` (`signed` ones may be negative).
-fn f16_fields(ty: GgmlType) -> &'static [(usize, bool)] {
+pub fn f16_fields(ty: GgmlType) -> &'static [(usize, bool)] {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[(0, true)],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => &[(0, true), (2, true)],
