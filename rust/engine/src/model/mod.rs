@@ -63,6 +63,10 @@ impl Model {
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).
+    ///
+    /// A NaN or infinite value in the output is an [`Error::InvalidModel`]: it comes from
+    /// corrupt tensor data (no sampler can choose a token from it), and checking the output
+    /// costs one pass over it, far less than the matrix products that made it.
     pub fn forward(
         &self,
         tokens: &[u32],
@@ -70,7 +74,13 @@ impl Model {
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
-        self.net.forward(tokens, cache, threads, output)
+        let out = self.net.forward(tokens, cache, threads, output)?;
+        match out.iter().find(|x| !x.is_finite()) {
+            Some(x) => Err(Error::InvalidModel(format!(
+                "the model computed a non-finite value ({x}): its tensor data is corrupt"
+            ))),
+            None => Ok(out),
+        }
     }
 
     /// Every matrix a token is multiplied with (layers and output head).
