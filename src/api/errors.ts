@@ -47,6 +47,7 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   EmbeddingFailed: LocalLLMErrorCode.EMBEDDING_FAILED,
   NotInitialized: LocalLLMErrorCode.NOT_INITIALIZED,
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
+  InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,
 };
 
 /**

@@ -1818,6 +1818,7 @@ export enum LlmError_Tags {
     StreamFailed = "StreamFailed",
     EmbeddingFailed = "EmbeddingFailed",
     NotInitialized = "NotInitialized",
+    InsufficientMemory = "InsufficientMemory",
     InvalidPath = "InvalidPath"
 }
 /**
@@ -2119,6 +2120,49 @@ Readonly<{message: string}> {
 
     }
 
+    type InsufficientMemory__interface = {
+        tag: LlmError_Tags.InsufficientMemory;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `INSUFFICIENT_MEMORY`: what the options ask for (e.g. the KV cache of a large context)
+     * does not fit in the memory available to the process.
+     */
+    class InsufficientMemory_ extends UniffiError implements InsufficientMemory__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.InsufficientMemory;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "InsufficientMemory");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): InsufficientMemory_ {
+            return new InsufficientMemory_(inner);
+        }
+
+        static instanceOf(obj: any): obj is InsufficientMemory_ {
+            return obj.tag === LlmError_Tags.InsufficientMemory;
+        }
+        static hasInner(obj: any): obj is InsufficientMemory_ {
+            return InsufficientMemory_.instanceOf(obj);
+        }
+
+        static getInner(obj: InsufficientMemory_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     type InvalidPath__interface = {
         tag: LlmError_Tags.InvalidPath;
         inner: 
@@ -2174,6 +2218,7 @@ Readonly<{message: string}> {
   StreamFailed: StreamFailed_, 
   EmbeddingFailed: EmbeddingFailed_, 
   NotInitialized: NotInitialized_, 
+  InsufficientMemory: InsufficientMemory_, 
   InvalidPath: InvalidPath_
     });
 
@@ -2182,7 +2227,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InsufficientMemory' | 'InvalidPath']
 >;
 
 // FfiConverter for enum LlmError
@@ -2198,7 +2243,8 @@ const FfiConverterTypeLlmError = (() => {
                 case 5: return new LlmError.StreamFailed({message: FfiConverterString.readFromCursor(c) });
                 case 6: return new LlmError.EmbeddingFailed({message: FfiConverterString.readFromCursor(c) });
                 case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
-                case 8: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 8: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
+                case 9: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2246,8 +2292,14 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.InsufficientMemory: {
                     c.writeI32(8);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(9);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2296,6 +2348,12 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.NotInitialized: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.InsufficientMemory: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);

@@ -51,8 +51,9 @@ impl Model {
         &self.net.config
     }
 
-    /// An empty KV cache for `n_ctx` positions.
-    pub fn new_cache(&self, n_ctx: usize) -> KvCache {
+    /// An empty KV cache for `n_ctx` positions ([`Error::InsufficientMemory`] when it cannot
+    /// be allocated).
+    pub fn new_cache(&self, n_ctx: usize) -> Result<KvCache> {
         let c = &self.net.config;
         KvCache::new(
             c.n_layer,
