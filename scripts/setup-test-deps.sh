@@ -9,7 +9,9 @@
 #   - The llama.cpp oracle: `npm ci` in tools/oracle (node-llama-cpp 3.21.1, pinned by
 #     package-lock.json; its prebuilt CPU binary comes in @node-llama-cpp/linux-x64, so
 #     the blocked postinstall script is not needed).
-# No apt packages are needed: python3, node and npm come with the machine.
+#   - /usr/bin/time (apt package `time`) for the peak-RSS checks of rust/cli/tests/limits.rs,
+#     installed with apt-get when missing (through sudo when not root).
+# python3, node and npm come with the machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,6 +86,22 @@ setup_oracle() {
     }
 }
 
+setup_time() {
+    if [[ -x /usr/bin/time ]]; then
+        log "/usr/bin/time present"
+        return
+    fi
+    need apt-get "/usr/bin/time is missing; install the package that provides it"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    log "installing the apt package 'time' (/usr/bin/time)"
+    "${sudo[@]}" apt-get install -y --no-install-recommends time >&2 || {
+        "${sudo[@]}" apt-get update >&2
+        "${sudo[@]}" apt-get install -y --no-install-recommends time >&2
+    }
+}
+
 setup_python
 setup_oracle
+setup_time
 log "done"

@@ -40,6 +40,10 @@ pub enum Error {
         /// Context capacity in tokens.
         capacity: usize,
     },
+    /// Memory for what the options ask for (e.g. the KV cache of a large context) is not
+    /// available, or allocating it failed.
+    #[error("insufficient memory: {0}")]
+    InsufficientMemory(String),
     /// An option or argument is out of range or inconsistent.
     #[error("invalid option: {0}")]
     InvalidOption(String),

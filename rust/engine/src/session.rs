@@ -385,6 +385,18 @@ fn per_second(n: usize, ms: f64) -> f64 {
     }
 }
 
+/// [`Error::InsufficientMemory`] when the host reports less available memory than the
+/// `kv_bytes` a KV cache of `n_ctx` positions needs (filling it would get the process killed).
+fn check_available(kv_bytes: u64, n_ctx: usize) -> Result<()> {
+    match crate::backend::HostMemory::read().available_bytes {
+        Some(available) if kv_bytes > available => Err(Error::InsufficientMemory(format!(
+            "the KV cache for {n_ctx} positions needs {kv_bytes} bytes but only {available} \
+             bytes of memory are available"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The result of a generation.
 #[derive(Clone, Debug)]
 pub struct Generation {
@@ -430,8 +442,9 @@ impl Context {
                 "{threads} threads is too many"
             )));
         }
+        check_available(model.model.config().kv_cache_bytes(n_ctx), n_ctx)?;
         Ok(Context {
-            cache: model.model.new_cache(n_ctx),
+            cache: model.model.new_cache(n_ctx)?,
             threads: Threads::new(threads)?,
             n_batch: options.n_batch as usize,
             cached: Vec::new(),

@@ -54,6 +54,13 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `INSUFFICIENT_MEMORY`: what the options ask for (e.g. the KV cache of a large context)
+    /// does not fit in the memory available to the process.
+    #[error("{message}")]
+    InsufficientMemory {
+        /// What went wrong.
+        message: String,
+    },
     /// `INVALID_PATH`: the model file does not exist or cannot be opened.
     #[error("{message}")]
     InvalidPath {
@@ -125,6 +132,7 @@ impl LlmError {
         match (&error, stage) {
             (EngineError::ContextExhausted { .. }, _) => LlmError::ContextExhausted { message },
             (EngineError::InvalidOption(_), _) => LlmError::InvalidOption { message },
+            (EngineError::InsufficientMemory(_), _) => LlmError::InsufficientMemory { message },
             (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
                 if matches!(
                     source.kind(),
@@ -152,5 +160,29 @@ impl LlmError {
     /// The error for a worker that died (a panic in the engine, caught at the thread boundary).
     pub(crate) fn worker_failed(stage: Stage) -> Self {
         stage.error("internal error: the inference worker stopped unexpectedly")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_with_their_own_code_keep_it_in_every_stage() {
+        for stage in [Stage::CreateContext, Stage::Generate, Stage::Load] {
+            let e = LlmError::from_engine(EngineError::InsufficientMemory("kv".into()), stage);
+            assert!(matches!(e, LlmError::InsufficientMemory { .. }), "{e:?}");
+            assert_eq!(e.to_string(), "insufficient memory: kv");
+            let e = LlmError::from_engine(
+                EngineError::ContextExhausted {
+                    needed: 2,
+                    capacity: 1,
+                },
+                stage,
+            );
+            assert!(matches!(e, LlmError::ContextExhausted { .. }), "{e:?}");
+        }
+        let e = LlmError::from_engine(EngineError::Cancelled, Stage::CreateContext);
+        assert!(matches!(e, LlmError::ContextCreateFailed { .. }), "{e:?}");
     }
 }

@@ -113,72 +113,96 @@ fn as_written(pieces: &[Piece], messages: &[ChatMessage]) -> Vec<PromptSegment> 
     out
 }
 
-/// Depth-first alignment of `pieces[k..]` against `reference[pos..]`; on success `spans` holds
-/// the byte ranges of the slots.
-fn align(
+/// A slot whose length is being tried: the slot is piece `k`, starting at byte `pos` of the
+/// reference; `lengths[next - 1]` is the length currently tried.
+struct Choice {
+    k: usize,
+    pos: usize,
+    lengths: Vec<usize>,
+    next: usize,
+}
+
+/// The lengths the slot `pieces[k]` (message `i`) may take at `reference[pos..]`, longest
+/// first: substrings of the message's content that let the following piece match.
+fn slot_lengths(
     pieces: &[Piece],
     k: usize,
+    i: usize,
+    messages: &[ChatMessage],
+    rest: &str,
+) -> Vec<usize> {
+    let content = &messages[i].content;
+    let window_end = content.len().min(rest.len());
+    let mut lengths: Vec<usize> = match pieces.get(k + 1) {
+        None => vec![rest.len()],
+        Some(Piece::Text(t)) => {
+            let search = &rest[..floor_boundary(rest, window_end + t.len())];
+            search.match_indices(t.as_str()).map(|(at, _)| at).collect()
+        }
+        Some(Piece::Slot(_)) => [
+            content.as_str(),
+            content.trim(),
+            content.trim_start(),
+            content.trim_end(),
+        ]
+        .iter()
+        .filter(|c| rest.starts_with(**c))
+        .map(|c| c.len())
+        .collect(),
+    };
+    lengths.retain(|&len| len <= content.len() && content.contains(&rest[..len]));
+    lengths.sort_unstable_by(|a, b| b.cmp(a));
+    lengths.dedup();
+    lengths
+}
+
+/// Depth-first alignment of `pieces` against `reference`, with an explicit stack of slot
+/// choices (no recursion: a conversation may have any number of messages). Returns the byte
+/// ranges of the slots, or `None` when no alignment exists within [`MAX_ALIGN_STEPS`].
+fn align(
+    pieces: &[Piece],
     messages: &[ChatMessage],
     reference: &str,
-    pos: usize,
-    spans: &mut Vec<(usize, usize)>,
-    steps: &mut usize,
-) -> bool {
-    *steps += 1;
-    if *steps > MAX_ALIGN_STEPS {
-        return false;
-    }
-    let rest = &reference[pos..];
-    match pieces.get(k) {
-        None => rest.is_empty(),
-        Some(Piece::Text(t)) => {
-            rest.starts_with(t.as_str())
-                && align(
-                    pieces,
-                    k + 1,
-                    messages,
-                    reference,
-                    pos + t.len(),
-                    spans,
-                    steps,
-                )
-        }
-        Some(Piece::Slot(i)) => {
-            let content = &messages[*i].content;
-            let window_end = content.len().min(rest.len());
-            // Candidate slot lengths, longest first.
-            let mut lengths: Vec<usize> = match pieces.get(k + 1) {
-                None => vec![rest.len()],
-                Some(Piece::Text(t)) => {
-                    let search = &rest[..floor_boundary(rest, window_end + t.len())];
-                    search.match_indices(t.as_str()).map(|(at, _)| at).collect()
-                }
-                Some(Piece::Slot(_)) => [
-                    content.as_str(),
-                    content.trim(),
-                    content.trim_start(),
-                    content.trim_end(),
-                ]
-                .iter()
-                .filter(|c| rest.starts_with(**c))
-                .map(|c| c.len())
-                .collect(),
-            };
-            lengths.sort_unstable_by(|a, b| b.cmp(a));
-            lengths.dedup();
-            for len in lengths {
-                if len > content.len() || !content.contains(&rest[..len]) {
-                    continue;
-                }
-                spans.push((pos, pos + len));
-                if align(pieces, k + 1, messages, reference, pos + len, spans, steps) {
-                    return true;
-                }
-                spans.pop();
+) -> Option<Vec<(usize, usize)>> {
+    let mut choices: Vec<Choice> = Vec::new();
+    let (mut k, mut pos) = (0, 0);
+    for _ in 0..MAX_ALIGN_STEPS {
+        let rest = &reference[pos..];
+        match pieces.get(k) {
+            None if rest.is_empty() => {
+                let spans = choices
+                    .iter()
+                    .map(|c| (c.pos, c.pos + c.lengths[c.next - 1]))
+                    .collect();
+                return Some(spans);
             }
-            false
+            Some(Piece::Text(t)) if rest.starts_with(t.as_str()) => {
+                k += 1;
+                pos += t.len();
+                continue;
+            }
+            Some(Piece::Slot(i)) => choices.push(Choice {
+                k,
+                pos,
+                lengths: slot_lengths(pieces, k, *i, messages, rest),
+                next: 0,
+            }),
+            // A mismatch: backtrack.
+            _ => {}
+        }
+        // Take the next untried length of the innermost slot that has one.
+        loop {
+            let choice = choices.last_mut()?;
+            if let Some(&len) = choice.lengths.get(choice.next) {
+                choice.next += 1;
+                k = choice.k + 1;
+                pos = choice.pos + len;
+                break;
+            }
+            choices.pop();
         }
     }
+    None
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
@@ -223,9 +247,7 @@ pub(super) fn render_segments(
     if written.iter().map(|s| s.text.as_str()).collect::<String>() == reference {
         return Ok(written);
     }
-    let mut spans = Vec::new();
-    let mut steps = 0;
-    if !align(&pieces, 0, messages, &reference, 0, &mut spans, &mut steps) {
+    let Some(spans) = align(&pieces, messages, &reference) else {
         // Step 5, unless a template piece still holds sentinel text the template source does
         // not explain (step 6).
         let mangled = |t: &String| t.contains('\u{F8FF}') && !template.source.contains('\u{F8FF}');
@@ -240,7 +262,7 @@ pub(super) fn render_segments(
              plain text",
         );
         return Ok(written);
-    }
+    };
     let mut out = Vec::new();
     let mut pos = 0;
     for (start, end) in spans {

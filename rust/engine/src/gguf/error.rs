@@ -38,6 +38,23 @@ pub enum GgufError {
         /// Byte offset of the length or count field.
         offset: u64,
     },
+    /// Decoding the header would take more memory than its budget: the file's size plus
+    /// 1 MiB (see the `reader` module).
+    #[error(
+        "GGUF {what} at offset {offset} would take {needed} bytes of memory, but only {budget} \
+         bytes are left of the header's memory budget (the file's size plus 1 MiB): the file is \
+         corrupt or hostile"
+    )]
+    OverMemoryBudget {
+        /// What was being decoded.
+        what: String,
+        /// Bytes of memory it would take.
+        needed: u64,
+        /// Bytes left in the budget.
+        budget: u64,
+        /// Byte offset where it was being read.
+        offset: u64,
+    },
     /// A metadata value has a type code outside the GGUF value types.
     #[error("unknown GGUF metadata value type {code} at offset {offset}{context}")]
     UnknownValueType {
@@ -108,6 +125,17 @@ impl GgufError {
                 what: format!("{what} of {ctx}"),
                 value,
                 limit,
+                offset,
+            },
+            Self::OverMemoryBudget {
+                what,
+                needed,
+                budget,
+                offset,
+            } => Self::OverMemoryBudget {
+                what: format!("{what} of {ctx}"),
+                needed,
+                budget,
                 offset,
             },
             Self::InvalidUtf8 { what, offset } => Self::InvalidUtf8 {

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::Path;
 
 pub use error::GgufError;
-pub use value::Value;
+pub use value::{Array, Strings, Value};
 
 use crate::quant::GgmlType;
 
@@ -196,7 +196,7 @@ impl GgufFile {
     }
 
     /// The metadata value for `key` if it is an array.
-    pub fn get_array(&self, key: &str) -> Option<&[Value]> {
+    pub fn get_array(&self, key: &str) -> Option<&Array> {
         self.get(key)?.as_array()
     }
 

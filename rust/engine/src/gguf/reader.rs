@@ -1,12 +1,15 @@
 //! Parsing and validation of the GGUF header (metadata and tensor infos) from a byte slice.
 //!
 //! Every length and count is checked against the bytes that remain before anything is
-//! allocated, so a corrupt header can never cause a huge allocation or a panic.
+//! allocated, so a corrupt header can never cause a huge allocation or a panic. Beyond that,
+//! every allocation the header makes is charged to a memory budget of the file's size plus
+//! [`HEADER_MEMORY_SLACK`]: decoded metadata (arrays are compact typed vectors, see
+//! [`Array`]) and tensor infos never take more memory than that, whatever the file holds.
 
 use std::collections::HashMap;
 
 use super::error::GgufError;
-use super::value::Value;
+use super::value::{Array, Strings, Value};
 use super::TensorInfo;
 use crate::quant::GgmlType;
 
@@ -24,8 +27,17 @@ const MAX_STRING_LEN: u64 = 1 << 30;
 const MAX_ARRAY_DEPTH: u32 = 8;
 /// Most dimensions a tensor may have.
 const MAX_DIMS: u32 = 4;
-/// Upper bound on capacity reserved up front for one array (it grows past this as read).
-const MAX_PREALLOC: usize = 1 << 16;
+/// Memory the decoded header may take beyond the file's size, in bytes (see the module doc).
+const HEADER_MEMORY_SLACK: u64 = 1 << 20;
+/// What the allocator may spend on one heap allocation beyond its size (charged per string).
+const ALLOC_OVERHEAD: u64 = 32;
+/// Memory for one entry of a name index (`HashMap<String, usize>`): the entry, its control
+/// byte, and as much again for the table's spare capacity.
+const INDEX_ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(String, usize)>() as u64 + 1);
+/// Memory for one metadata pair besides its key's text: its list slot and index entry.
+const PAIR_BYTES: u64 = std::mem::size_of::<(String, Value)>() as u64 + INDEX_ENTRY_BYTES;
+/// Memory for one tensor info besides its name's text and dimensions.
+const TENSOR_BYTES: u64 = std::mem::size_of::<TensorInfo>() as u64 + INDEX_ENTRY_BYTES;
 /// Smallest encoded size of one metadata pair: empty key, type, one-byte value.
 const MIN_KV_SIZE: u64 = 8 + 4 + 1;
 /// Smallest encoded size of one tensor info: empty name, n_dims, one dim, type, offset.
@@ -68,6 +80,8 @@ struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
     big_endian: bool,
+    /// Bytes of memory the decoded header may still allocate.
+    budget: u64,
 }
 
 macro_rules! read_num {
@@ -140,8 +154,23 @@ impl<'a> Cursor<'a> {
         Ok(count)
     }
 
-    /// Reads a GGUF string (u64 length + UTF-8 bytes) of at most `cap` bytes.
-    fn string(&mut self, what: &str, cap: u64) -> Result<String> {
+    /// Charges `bytes` of memory about to be allocated for `what` to the budget.
+    fn charge(&mut self, bytes: u64, what: &str) -> Result<()> {
+        if bytes > self.budget {
+            return Err(GgufError::OverMemoryBudget {
+                what: what.to_string(),
+                needed: bytes,
+                budget: self.budget,
+                offset: self.offset(),
+            });
+        }
+        self.budget -= bytes;
+        Ok(())
+    }
+
+    /// Reads a GGUF string (u64 length + UTF-8 bytes) of at most `cap` bytes, borrowed from
+    /// the buffer.
+    fn str_ref(&mut self, what: &str, cap: u64) -> Result<&'a str> {
         let offset = self.offset();
         let len = self.u64("").map_err(|_| GgufError::Truncated {
             what: format!("{what} length"),
@@ -158,13 +187,18 @@ impl<'a> Cursor<'a> {
         }
         let data_offset = self.offset();
         let bytes = self.take(len, what)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(_) => Err(GgufError::InvalidUtf8 {
-                what: what.to_string(),
-                offset: data_offset,
-            }),
-        }
+        std::str::from_utf8(bytes).map_err(|_| GgufError::InvalidUtf8 {
+            what: what.to_string(),
+            offset: data_offset,
+        })
+    }
+
+    /// Reads a GGUF string into an owned `String`, charging `copies` allocations of it (the
+    /// string and the copies a caller will make) to the budget.
+    fn string(&mut self, what: &str, cap: u64, copies: u64) -> Result<String> {
+        let s = self.str_ref(what, cap)?;
+        self.charge(copies * (s.len() as u64 + ALLOC_OVERHEAD), what)?;
+        Ok(s.to_owned())
     }
 }
 
@@ -180,7 +214,7 @@ fn min_value_size(code: u32) -> Option<u64> {
     })
 }
 
-fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64, depth: u32) -> Result<Value> {
+fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64) -> Result<Value> {
     Ok(match code {
         vt::U8 => Value::U8(c.u8("u8 value")?),
         vt::I8 => Value::I8(c.u8("i8 value")? as i8),
@@ -204,34 +238,108 @@ fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64, depth: u32) -> Re
                 }
             }
         }
-        vt::STRING => Value::String(c.string("string value", MAX_STRING_LEN)?),
-        vt::ARRAY => {
-            let elem_offset = c.offset();
-            let elem = c.u32("array element type")?;
-            let min = min_value_size(elem).ok_or_else(|| GgufError::UnknownValueType {
-                code: elem,
-                offset: elem_offset,
-                context: String::new(),
-            })?;
-            if elem == vt::ARRAY && depth >= MAX_ARRAY_DEPTH {
-                return Err(GgufError::Invalid(format!(
-                    "arrays nested deeper than {MAX_ARRAY_DEPTH} levels at offset {elem_offset}"
-                )));
-            }
-            let n = c.count("array length", min)?;
-            // `n` is bounded by the remaining bytes; cap the up-front reservation anyway.
-            let mut items = Vec::with_capacity((n as usize).min(MAX_PREALLOC));
-            for _ in 0..n {
-                items.push(read_value(c, elem, elem_offset, depth + 1)?);
-            }
-            Value::Array(items)
-        }
+        vt::STRING => Value::String(c.string("string value", MAX_STRING_LEN, 1)?),
+        vt::ARRAY => Value::Array(read_array(c, 0)?),
         _ => {
             return Err(GgufError::UnknownValueType {
                 code,
                 offset: code_offset,
                 context: String::new(),
             })
+        }
+    })
+}
+
+/// Decodes `n` fixed-size numbers from the next `n * size_of::<$t>()` bytes into a vector of
+/// exactly `n` elements.
+macro_rules! numbers {
+    ($c:expr, $n:expr, $variant:ident, $t:ty) => {{
+        const W: usize = std::mem::size_of::<$t>();
+        let big_endian = $c.big_endian;
+        let bytes = $c.take($n * W as u64, "array elements")?;
+        Array::$variant(
+            bytes
+                .chunks_exact(W)
+                .map(|b| {
+                    let mut a = [0u8; W];
+                    a.copy_from_slice(b);
+                    if big_endian {
+                        <$t>::from_be_bytes(a)
+                    } else {
+                        <$t>::from_le_bytes(a)
+                    }
+                })
+                .collect(),
+        )
+    }};
+}
+
+/// Reads an array (element type, count, elements) into one typed vector.
+fn read_array(c: &mut Cursor<'_>, depth: u32) -> Result<Array> {
+    let elem_offset = c.offset();
+    let elem = c.u32("array element type")?;
+    let min = min_value_size(elem).ok_or_else(|| GgufError::UnknownValueType {
+        code: elem,
+        offset: elem_offset,
+        context: String::new(),
+    })?;
+    if elem == vt::ARRAY && depth >= MAX_ARRAY_DEPTH {
+        return Err(GgufError::Invalid(format!(
+            "arrays nested deeper than {MAX_ARRAY_DEPTH} levels at offset {elem_offset}"
+        )));
+    }
+    // `n` is bounded by the remaining bytes, and what it allocates by the budget.
+    let n = c.count("array length", min)?;
+    let in_memory = match elem {
+        vt::STRING => std::mem::size_of::<usize>() as u64,
+        vt::ARRAY => std::mem::size_of::<Array>() as u64,
+        _ => min,
+    };
+    c.charge(n * in_memory, "array")?;
+    Ok(match elem {
+        vt::U8 => numbers!(c, n, U8, u8),
+        vt::I8 => numbers!(c, n, I8, i8),
+        vt::U16 => numbers!(c, n, U16, u16),
+        vt::I16 => numbers!(c, n, I16, i16),
+        vt::U32 => numbers!(c, n, U32, u32),
+        vt::I32 => numbers!(c, n, I32, i32),
+        vt::U64 => numbers!(c, n, U64, u64),
+        vt::I64 => numbers!(c, n, I64, i64),
+        vt::F32 => numbers!(c, n, F32, f32),
+        vt::F64 => numbers!(c, n, F64, f64),
+        vt::BOOL => {
+            let offset = c.offset();
+            let bytes = c.take(n, "array elements")?;
+            if let Some(at) = bytes.iter().position(|&b| b > 1) {
+                return Err(GgufError::Invalid(format!(
+                    "bool value {} at offset {} is neither 0 nor 1",
+                    bytes[at],
+                    offset + at as u64
+                )));
+            }
+            Array::Bool(bytes.iter().map(|&b| b == 1).collect())
+        }
+        vt::STRING => {
+            // A first pass finds the total length, so the text is allocated once.
+            let start = c.pos;
+            let mut total = 0u64;
+            for _ in 0..n {
+                total += c.str_ref("string value", MAX_STRING_LEN)?.len() as u64;
+            }
+            c.pos = start;
+            c.charge(total, "array strings")?;
+            let mut strings = Strings::with_capacity(n as usize, total as usize);
+            for _ in 0..n {
+                strings.push(c.str_ref("string value", MAX_STRING_LEN)?);
+            }
+            Array::String(strings)
+        }
+        _ => {
+            let mut items = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                items.push(read_array(c, depth + 1)?);
+            }
+            Array::Array(items)
         }
     })
 }
@@ -262,17 +370,18 @@ fn read_preamble(c: &mut Cursor<'_>) -> Result<(u32, bool)> {
 }
 
 fn read_metadata(c: &mut Cursor<'_>, kv_count: u64) -> Result<MetadataTable> {
-    // kv_count was checked against the remaining bytes, so these reservations are bounded.
-    let mut metadata = Vec::with_capacity((kv_count as usize).min(MAX_PREALLOC));
-    let mut index = HashMap::with_capacity((kv_count as usize).min(MAX_PREALLOC));
+    // kv_count was checked against the remaining bytes, and what the lists take is charged.
+    c.charge(kv_count * PAIR_BYTES, "metadata pairs")?;
+    let mut metadata = Vec::with_capacity(kv_count as usize);
+    let mut index = HashMap::with_capacity(kv_count as usize);
     for i in 0..kv_count {
         let key = c
-            .string("key", MAX_NAME_LEN)
+            .string("key", MAX_NAME_LEN, 2)
             .map_err(|e| e.in_context(&format!("metadata pair #{i}")))?;
         let code_offset = c.offset();
         let value = c
             .u32("value type")
-            .and_then(|code| read_value(c, code, code_offset, 0))
+            .and_then(|code| read_value(c, code, code_offset))
             .map_err(|e| e.in_context(&format!("key '{key}'")))?;
         if index.insert(key.clone(), metadata.len()).is_some() {
             return Err(GgufError::DuplicateKey(key));
@@ -301,7 +410,7 @@ fn alignment_of(metadata: &[(String, Value)], index: &HashMap<String, usize>) ->
 /// Reads one tensor info and checks its shape and type (not yet its placement).
 fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<TensorInfo> {
     let name = c
-        .string("tensor name", MAX_NAME_LEN)
+        .string("tensor name", MAX_NAME_LEN, 2)
         .map_err(|e| e.in_context(&format!("tensor info #{i}")))?;
     let ctx = |e: GgufError| e.in_context(&format!("tensor '{name}'"));
     let bad = |reason: String| GgufError::InvalidTensor {
@@ -314,6 +423,8 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<TensorInfo> {
             "{n_dims} dimensions (expected 1 to {MAX_DIMS})"
         )));
     }
+    c.charge(8 * u64::from(n_dims) + ALLOC_OVERHEAD, "tensor dimensions")
+        .map_err(ctx)?;
     let mut dims = Vec::with_capacity(n_dims as usize);
     for _ in 0..n_dims {
         dims.push(c.u64("dimension").map_err(ctx)?);
@@ -405,6 +516,7 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Header> {
         buf,
         pos: 0,
         big_endian: false,
+        budget: (buf.len() as u64).saturating_add(HEADER_MEMORY_SLACK),
     };
     let (version, big_endian) = read_preamble(&mut c)?;
     let tensor_count = c.count("tensor count", MIN_TENSOR_INFO_SIZE)?;
@@ -422,8 +534,9 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Header> {
     let (metadata, meta_index) = read_metadata(&mut c, kv_count)?;
     let alignment = alignment_of(&metadata, &meta_index)?;
 
-    let mut tensors = Vec::with_capacity((tensor_count as usize).min(MAX_PREALLOC));
-    let mut tensor_index = HashMap::with_capacity((tensor_count as usize).min(MAX_PREALLOC));
+    c.charge(tensor_count * TENSOR_BYTES, "tensor infos")?;
+    let mut tensors = Vec::with_capacity(tensor_count as usize);
+    let mut tensor_index = HashMap::with_capacity(tensor_count as usize);
     for i in 0..tensor_count {
         let t = read_tensor_info(&mut c, i)?;
         if tensor_index.insert(t.name.clone(), tensors.len()).is_some() {

@@ -1,4 +1,6 @@
-//! GGUF metadata values.
+//! GGUF metadata values. Arrays are stored compactly: one typed vector per array (a `u8`
+//! array costs one byte per element, a string array its text plus one offset per element),
+//! never one [`Value`] per element.
 
 use std::fmt::Write as _;
 
@@ -29,8 +31,8 @@ pub enum Value {
     Bool(bool),
     /// GGUF type 8 (UTF-8).
     String(String),
-    /// GGUF type 9. The element type is that of the elements (unknown for an empty array).
-    Array(Vec<Value>),
+    /// GGUF type 9: elements of one type, stored compactly (see [`Array`]).
+    Array(Array),
 }
 
 impl Value {
@@ -100,7 +102,7 @@ impl Value {
     }
 
     /// The elements if the value is an array.
-    pub fn as_array(&self) -> Option<&[Value]> {
+    pub fn as_array(&self) -> Option<&Array> {
         match self {
             Value::Array(a) => Some(a),
             _ => None,
@@ -161,17 +163,18 @@ impl Value {
                 }
             }
             Value::Array(items) => {
-                let elem = items.first().map_or("?", Value::type_name);
-                let _ = write!(out, "[{elem}; {}]", items.len());
+                let _ = write!(out, "[{}; {}]", items.element_type_name(), items.len());
                 if depth > 0 || items.is_empty() {
                     return;
                 }
                 out.push_str(" [");
-                for (i, item) in items.iter().take(MAX_ITEMS).enumerate() {
+                for i in 0..items.len().min(MAX_ITEMS) {
                     if i > 0 {
                         out.push_str(", ");
                     }
-                    item.write_short(out, depth + 1);
+                    if let Some(item) = items.get(i) {
+                        item.write_short(out, depth + 1);
+                    }
                 }
                 if items.len() > MAX_ITEMS {
                     out.push_str(", ...");
@@ -180,6 +183,165 @@ impl Value {
                 Ok(())
             }
         };
+    }
+}
+
+/// The strings of a string array: their concatenated text and where each one ends.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Strings {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Strings {
+    /// An empty array with room for `n` strings of `bytes` bytes in total.
+    pub(crate) fn with_capacity(n: usize, bytes: usize) -> Self {
+        Strings {
+            text: String::with_capacity(bytes),
+            ends: Vec::with_capacity(n),
+        }
+    }
+
+    /// Append a string.
+    pub(crate) fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends.push(self.text.len());
+    }
+
+    /// Number of strings.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no strings.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The `i`-th string.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start..end)
+    }
+
+    /// The strings in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+/// A metadata array: elements of one type (possibly arrays themselves).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Array {
+    /// Elements of GGUF type 0.
+    U8(Vec<u8>),
+    /// Elements of GGUF type 1.
+    I8(Vec<i8>),
+    /// Elements of GGUF type 2.
+    U16(Vec<u16>),
+    /// Elements of GGUF type 3.
+    I16(Vec<i16>),
+    /// Elements of GGUF type 4.
+    U32(Vec<u32>),
+    /// Elements of GGUF type 5.
+    I32(Vec<i32>),
+    /// Elements of GGUF type 10.
+    U64(Vec<u64>),
+    /// Elements of GGUF type 11.
+    I64(Vec<i64>),
+    /// Elements of GGUF type 6.
+    F32(Vec<f32>),
+    /// Elements of GGUF type 12.
+    F64(Vec<f64>),
+    /// Elements of GGUF type 7.
+    Bool(Vec<bool>),
+    /// Elements of GGUF type 8.
+    String(Strings),
+    /// Elements of GGUF type 9 (nested arrays).
+    Array(Vec<Array>),
+}
+
+/// Applies `$body` to the vector of a numeric or bool array, or evaluates `$other` for
+/// string and nested arrays.
+macro_rules! scalar_vec {
+    ($array:expr, $v:ident => $body:expr, $other:pat => $else:expr) => {
+        match $array {
+            Array::U8($v) => $body,
+            Array::I8($v) => $body,
+            Array::U16($v) => $body,
+            Array::I16($v) => $body,
+            Array::U32($v) => $body,
+            Array::I32($v) => $body,
+            Array::U64($v) => $body,
+            Array::I64($v) => $body,
+            Array::F32($v) => $body,
+            Array::F64($v) => $body,
+            Array::Bool($v) => $body,
+            $other => $else,
+        }
+    };
+}
+
+impl Array {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        scalar_vec!(self, v => v.len(), other => match other {
+            Array::String(s) => s.len(),
+            Array::Array(a) => a.len(),
+            _ => 0,
+        })
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th element as a value (strings and nested arrays are copied).
+    pub fn get(&self, i: usize) -> Option<Value> {
+        Some(match self {
+            Array::U8(v) => Value::U8(*v.get(i)?),
+            Array::I8(v) => Value::I8(*v.get(i)?),
+            Array::U16(v) => Value::U16(*v.get(i)?),
+            Array::I16(v) => Value::I16(*v.get(i)?),
+            Array::U32(v) => Value::U32(*v.get(i)?),
+            Array::I32(v) => Value::I32(*v.get(i)?),
+            Array::U64(v) => Value::U64(*v.get(i)?),
+            Array::I64(v) => Value::I64(*v.get(i)?),
+            Array::F32(v) => Value::F32(*v.get(i)?),
+            Array::F64(v) => Value::F64(*v.get(i)?),
+            Array::Bool(v) => Value::Bool(*v.get(i)?),
+            Array::String(s) => Value::String(s.get(i)?.to_string()),
+            Array::Array(a) => Value::Array(a.get(i)?.clone()),
+        })
+    }
+
+    /// The strings, if this is an array of strings.
+    pub fn strings(&self) -> Option<&Strings> {
+        match self {
+            Array::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Short name of the element type (as [`Value::type_name`]).
+    pub fn element_type_name(&self) -> &'static str {
+        match self {
+            Array::U8(_) => "u8",
+            Array::I8(_) => "i8",
+            Array::U16(_) => "u16",
+            Array::I16(_) => "i16",
+            Array::U32(_) => "u32",
+            Array::I32(_) => "i32",
+            Array::U64(_) => "u64",
+            Array::I64(_) => "i64",
+            Array::F32(_) => "f32",
+            Array::F64(_) => "f64",
+            Array::Bool(_) => "bool",
+            Array::String(_) => "string",
+            Array::Array(_) => "array",
+        }
     }
 }
 
@@ -199,12 +361,34 @@ mod tests {
 
     #[test]
     fn display_short_summarizes_arrays_and_long_strings() {
-        let a = Value::Array((0..10).map(Value::U32).collect());
+        let a = Value::Array(Array::U32((0..10).collect()));
         assert_eq!(a.display_short(), "[u32; 10] [0, 1, 2, 3, ...]");
-        let nested = Value::Array(vec![Value::Array(vec![Value::Bool(true)])]);
+        let nested = Value::Array(Array::Array(vec![Array::Bool(vec![true])]));
         assert_eq!(nested.display_short(), "[array; 1] [[bool; 1]]");
         let s = Value::String("a".repeat(100));
         assert!(s.display_short().ends_with("... (100 chars)"));
-        assert_eq!(Value::Array(vec![]).display_short(), "[?; 0]");
+        assert_eq!(Value::Array(Array::F32(vec![])).display_short(), "[f32; 0]");
+    }
+
+    #[test]
+    fn strings_index_by_their_ends() {
+        let mut s = Strings::with_capacity(3, 4);
+        for t in ["ab", "", "cd"] {
+            s.push(t);
+        }
+        assert_eq!(s.iter().collect::<Vec<_>>(), ["ab", "", "cd"]);
+        assert_eq!(s.get(3), None);
+        let a = Array::String(s);
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.get(2), Some(Value::String("cd".into())));
+    }
+
+    #[test]
+    fn elements_come_back_as_values() {
+        let a = Array::Array(vec![Array::I32(vec![4]), Array::Bool(vec![])]);
+        assert_eq!(a.get(0), Some(Value::Array(Array::I32(vec![4]))));
+        assert_eq!(a.get(1).map(|v| v.type_name()), Some("array"));
+        assert_eq!(Array::U8(vec![7]).get(0), Some(Value::U8(7)));
+        assert_eq!(Array::U8(vec![7]).get(1), None);
     }
 }

@@ -2,6 +2,8 @@
 
 use half::f16;
 
+use crate::{Error, Result};
+
 /// Keys and values for `capacity` positions of every layer, in f16.
 pub struct KvCache {
     capacity: usize,
@@ -14,20 +16,42 @@ pub struct KvCache {
 
 impl KvCache {
     /// A cache for `n_layer` layers, `capacity` positions, `k_width` key values and `v_width`
-    /// value values per position (all KV heads together).
-    pub fn new(n_layer: usize, capacity: usize, k_width: usize, v_width: usize) -> Self {
-        KvCache {
+    /// value values per position (all KV heads together). Allocation is fallible: a cache the
+    /// process cannot hold (e.g. under an address-space limit) is an
+    /// [`Error::InsufficientMemory`], not an abort.
+    pub fn new(n_layer: usize, capacity: usize, k_width: usize, v_width: usize) -> Result<Self> {
+        let total = (k_width + v_width)
+            .checked_mul(capacity)
+            .and_then(|n| n.checked_mul(n_layer))
+            .and_then(|n| n.checked_mul(std::mem::size_of::<f16>()));
+        let fail = || {
+            Error::InsufficientMemory(format!(
+                "cannot allocate the KV cache for {capacity} positions ({} bytes)",
+                total.map_or_else(|| "more than usize::MAX".to_string(), |t| t.to_string())
+            ))
+        };
+        // The total fits in usize, so every per-layer size below does too.
+        total.ok_or_else(fail)?;
+        let buffer = |width: usize| -> Result<Vec<f16>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(capacity * width).map_err(|_| fail())?;
+            v.resize(capacity * width, f16::ZERO);
+            Ok(v)
+        };
+        let mut keys = Vec::with_capacity(n_layer);
+        let mut values = Vec::with_capacity(n_layer);
+        for _ in 0..n_layer {
+            keys.push(buffer(k_width)?);
+            values.push(buffer(v_width)?);
+        }
+        Ok(KvCache {
             capacity,
             len: 0,
             k_width,
             v_width,
-            keys: (0..n_layer)
-                .map(|_| vec![f16::ZERO; capacity * k_width])
-                .collect(),
-            values: (0..n_layer)
-                .map(|_| vec![f16::ZERO; capacity * v_width])
-                .collect(),
-        }
+            keys,
+            values,
+        })
     }
 
     /// Positions the cache can hold.

@@ -51,8 +51,9 @@ impl Model {
         &self.net.config
     }
 
-    /// An empty KV cache for `n_ctx` positions.
-    pub fn new_cache(&self, n_ctx: usize) -> KvCache {
+    /// An empty KV cache for `n_ctx` positions ([`Error::InsufficientMemory`] when it cannot
+    /// be allocated).
+    pub fn new_cache(&self, n_ctx: usize) -> Result<KvCache> {
         let c = &self.net.config;
         KvCache::new(
             c.n_layer,
@@ -63,6 +64,10 @@ impl Model {
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).
+    ///
+    /// A NaN or infinite value in the output is an [`Error::InvalidModel`]: it comes from
+    /// corrupt tensor data (no sampler can choose a token from it), and checking the output
+    /// costs one pass over it, far less than the matrix products that made it.
     pub fn forward(
         &self,
         tokens: &[u32],
@@ -70,7 +75,13 @@ impl Model {
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
-        self.net.forward(tokens, cache, threads, output)
+        let out = self.net.forward(tokens, cache, threads, output)?;
+        match out.iter().find(|x| !x.is_finite()) {
+            Some(x) => Err(Error::InvalidModel(format!(
+                "the model computed a non-finite value ({x}): its tensor data is corrupt"
+            ))),
+            None => Ok(out),
+        }
     }
 
     /// Every matrix a token is multiplied with (layers and output head).

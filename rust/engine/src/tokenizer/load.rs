@@ -164,13 +164,12 @@ impl Tokenizer {
         };
         let tokens = gguf
             .get_array("tokenizer.ggml.tokens")
-            .ok_or_else(|| err("missing tokenizer.ggml.tokens"))?;
+            .ok_or_else(|| err("missing tokenizer.ggml.tokens"))?
+            .strings()
+            .ok_or_else(|| err("tokenizer.ggml.tokens is not an array of strings"))?;
         let n = tokens.len();
         let mut texts: Vec<Cow<'_, str>> = Vec::with_capacity(n);
-        for (i, v) in tokens.iter().enumerate() {
-            let s = v
-                .as_str()
-                .ok_or_else(|| err(format!("token {i} is not a string")))?;
+        for (i, s) in tokens.iter().enumerate() {
             texts.push(if s.is_empty() {
                 Cow::Owned(format!("[EMPTY_{i}]"))
             } else {
@@ -181,9 +180,12 @@ impl Tokenizer {
             Some(a) if a.len() < n => {
                 return Err(err(format!("{} scores for {n} tokens", a.len())))
             }
-            Some(a) => a[..n]
-                .iter()
-                .map(|v| number_f32(v).ok_or_else(|| err("score is not a number")))
+            Some(a) => (0..n)
+                .map(|i| {
+                    a.get(i)
+                        .and_then(|v| number_f32(&v))
+                        .ok_or_else(|| err("score is not a number"))
+                })
                 .collect::<Result<_>>()?,
             None => vec![0.0; n],
         };
@@ -191,10 +193,10 @@ impl Tokenizer {
             Some(a) if a.len() < n => {
                 return Err(err(format!("{} token types for {n} tokens", a.len())))
             }
-            Some(a) => a[..n]
-                .iter()
-                .map(|v| {
-                    v.as_i64()
+            Some(a) => (0..n)
+                .map(|i| {
+                    a.get(i)
+                        .and_then(|v| v.as_i64())
                         .map(attr_from_type)
                         .ok_or_else(|| err("token type is not an integer"))
                 })
@@ -212,12 +214,10 @@ impl Tokenizer {
             let pt = pre_type(pre)?;
             let merges = gguf
                 .get_array("tokenizer.ggml.merges")
-                .ok_or_else(|| err("missing tokenizer.ggml.merges"))?;
-            let merge_strs = merges
-                .iter()
-                .map(|v| v.as_str().ok_or_else(|| err("merge is not a string")));
-            let merge_strs: Vec<&str> = merge_strs.collect::<Result<_>>()?;
-            let ranks = bpe::parse_merges(&mut vocab, merge_strs.into_iter())?;
+                .ok_or_else(|| err("missing tokenizer.ggml.merges"))?
+                .strings()
+                .ok_or_else(|| err("tokenizer.ggml.merges is not an array of strings"))?;
+            let ranks = bpe::parse_merges(&mut vocab, merges.iter())?;
             let bpe = Bpe {
                 ranks,
                 stages: pt.stages,

@@ -102,8 +102,8 @@ fn py_type(v: &Value) -> &'static str {
 fn type_chain(v: &Value, out: &mut Vec<String>) {
     out.push(py_type(v).to_string());
     if let Value::Array(items) = v {
-        if let Some(first) = items.first() {
-            type_chain(first, out);
+        if let Some(first) = items.get(0) {
+            type_chain(&first, out);
         }
     }
 }
@@ -130,7 +130,9 @@ fn leaf_json(v: &Value) -> Json {
 /// Leaf values of a (possibly nested) array, flattened as gguf-py's `contents()` does.
 fn flatten(v: &Value, out: &mut Vec<Json>) {
     match v {
-        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        Value::Array(items) => (0..items.len())
+            .filter_map(|i| items.get(i))
+            .for_each(|i| flatten(&i, out)),
         other => out.push(leaf_json(other)),
     }
 }

@@ -1,0 +1,190 @@
+//! Resource limits through the `local-llm` binary: peak memory for hostile GGUF metadata
+//! (measured with `/usr/bin/time -v`, installed by scripts/setup-test-deps.sh) and a typed
+//! "insufficient memory" error, not an abort, for a context the process cannot hold (under
+//! `ulimit -v`).
+
+#[path = "../../engine/tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MIB: u64 = 1 << 20;
+/// Elements of the appended u8 array (64 Mi, as in issue 16).
+const ARRAY_LEN: u64 = 64 << 20;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_local-llm")
+}
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("local-llm-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A metadata pair `key` = u8 array of `ARRAY_LEN` zeros, 32 + ARRAY_LEN bytes long for an
+/// 8-byte key (a multiple of the default alignment, so tensor data stays aligned when it is
+/// inserted into a model's header).
+fn u8_array_pair(key: &str) -> Vec<u8> {
+    assert_eq!(key.len(), 8);
+    let mut b = Vec::with_capacity(32 + ARRAY_LEN as usize);
+    b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    b.extend_from_slice(key.as_bytes());
+    b.extend_from_slice(&9u32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&ARRAY_LEN.to_le_bytes());
+    b.resize(b.len() + ARRAY_LEN as usize, 0);
+    b
+}
+
+/// Peak RSS in bytes and the output of `local-llm args...` run under `/usr/bin/time -v`.
+fn peak_rss(args: &[&str]) -> (u64, Output) {
+    let time = Path::new("/usr/bin/time");
+    assert!(
+        time.exists(),
+        "/usr/bin/time is missing: run scripts/setup-test-deps.sh (apt package `time`)"
+    );
+    let out = Command::new(time)
+        .arg("-v")
+        .arg(bin())
+        .args(args)
+        .output()
+        .expect("run local-llm under /usr/bin/time");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kb: u64 = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .unwrap_or_else(|| panic!("no peak RSS in: {stderr}"))
+        .trim()
+        .parse()
+        .unwrap();
+    (kb * 1024, out)
+}
+
+#[test]
+fn a_huge_metadata_array_costs_at_most_twice_its_size() {
+    // Before: 2.1 GB for this 64 MiB file. Bound: twice the file plus 64 MiB for the process.
+    let path = temp_dir().join("u8-array.gguf");
+    let mut file = b"GGUF".to_vec();
+    file.extend_from_slice(&3u32.to_le_bytes());
+    file.extend_from_slice(&0u64.to_le_bytes());
+    file.extend_from_slice(&1u64.to_le_bytes());
+    file.extend_from_slice(&u8_array_pair("big.data"));
+    std::fs::write(&path, &file).unwrap();
+    let size = file.len() as u64;
+    drop(file);
+    let (peak, out) = peak_rss(&["info", "-m", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[u8; 67108864]"),
+        "the array is listed"
+    );
+    eprintln!("64 MiB array: peak RSS {} MiB", peak / MIB);
+    assert!(
+        peak <= 2 * size + 64 * MIB,
+        "peak RSS {peak} for a {size}-byte file"
+    );
+}
+
+#[test]
+fn a_real_model_with_a_huge_array_costs_at_most_twice_the_array_more() {
+    // Before: 2.3 GB (the model alone: about 200 MB). Bound: the model alone plus twice the
+    // array plus 32 MiB.
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let original = std::fs::read(&model).unwrap();
+    // Insert the pair first in the metadata and count it: the header grows by a multiple of
+    // the alignment, so the tensor offsets (relative to the data section) stay valid.
+    let mut file = original[..16].to_vec();
+    let n_kv = u64::from_le_bytes(original[16..24].try_into().unwrap());
+    file.extend_from_slice(&(n_kv + 1).to_le_bytes());
+    file.extend_from_slice(&u8_array_pair("zz.array"));
+    file.extend_from_slice(&original[24..]);
+    drop(original);
+    let path = temp_dir().join("smollm2-array.gguf");
+    std::fs::write(&path, &file).unwrap();
+    drop(file);
+    let args = |m: &Path| -> Vec<String> {
+        [
+            "run",
+            "-m",
+            m.to_str().unwrap(),
+            "-p",
+            "Hello",
+            "-n",
+            "4",
+            "-t",
+            "1",
+            "-c",
+            "256",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |m: &Path| {
+        let a = args(m);
+        peak_rss(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (alone, out) = run(&model);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (with_array, out) = run(&path);
+    std::fs::remove_file(&path).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "smollm2: peak RSS {} MiB alone, {} MiB with a 64 MiB array",
+        alone / MIB,
+        with_array / MIB
+    );
+    assert!(
+        with_array <= alone + 2 * ARRAY_LEN + 32 * MIB,
+        "peak RSS {with_array} with the array, {alone} without"
+    );
+}
+
+#[test]
+fn a_context_larger_than_the_address_space_is_insufficient_memory() {
+    // Before: an allocation failure aborted the process (signal 6). 1 Mi positions need a
+    // 24 GB KV cache (caught by the available-memory check or by the fallible allocation);
+    // 64 Ki positions need 1.5 GB, which fits in RAM but not under a 1.5 GB address-space
+    // limit (caught by the fallible allocation).
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    for (limit_kb, ctx) in [(6_000_000, 1_048_576), (1_500_000, 65_536)] {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {limit_kb} && exec \"$0\" run -m \"$1\" -c {ctx} -p Hello -n 4 -t 1"
+            ))
+            .arg(bin())
+            .arg(&model)
+            .output()
+            .expect("run bash");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "-c {ctx} under ulimit -v {limit_kb}: {:?}, stderr: {stderr}",
+            out.status
+        );
+        assert!(
+            stderr.contains("error: insufficient memory:") && stderr.contains("KV cache"),
+            "{stderr}"
+        );
+    }
+}
