@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 
+use local_llm_engine::sampling::TokenLogprob;
+use local_llm_engine::session::GenerateEvent;
 use tokio::sync::mpsc;
 
 use crate::error::{LlmError, Stage};
@@ -14,6 +16,7 @@ use crate::shared::Shared;
 
 enum Event {
     Text(String),
+    Logprob(TokenLogprob),
     Done(Result<GenerationResult, LlmError>),
 }
 
@@ -22,6 +25,9 @@ enum Event {
 pub struct StreamChunk {
     /// New text pieces, in order (may be empty on the last chunk).
     pub pieces: Vec<String>,
+    /// Log-probabilities of the tokens generated since the previous chunk (when asked for;
+    /// a token's entry may come a chunk before its text, which can be held back).
+    pub logprobs: Vec<TokenLogprob>,
     /// Whether the generation has ended; `result` is then set.
     pub done: bool,
     /// The whole generation (text, tokens, finish reason, timings), on the last chunk.
@@ -50,14 +56,20 @@ impl TokenStream {
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         rt.spawn_blocking(move || {
-            let mut on_text = |piece: &str| {
-                let _ = tx.send(Event::Text(piece.to_string()));
-                if !flag.load(Ordering::Relaxed) {
-                    // Wait until the reader wants more (an error means it cancelled or went away).
-                    let _ = demand_rx.recv();
+            let mut on_event = |event: GenerateEvent| match event {
+                GenerateEvent::Logprob(lp) => {
+                    let _ = tx.send(Event::Logprob(lp.clone()));
+                }
+                GenerateEvent::Text(piece) => {
+                    let _ = tx.send(Event::Text(piece.to_string()));
+                    if !flag.load(Ordering::Relaxed) {
+                        // Wait until the reader wants more (an error means it cancelled or went
+                        // away).
+                        let _ = demand_rx.recv();
+                    }
                 }
             };
-            let result = shared.generate(&params, &flag, &mut on_text, Stage::Stream);
+            let result = shared.generate(&params, &flag, &mut on_event, Stage::Stream);
             let _ = tx.send(Event::Done(result));
         });
         Ok(Arc::new(TokenStream {
@@ -79,6 +91,7 @@ impl TokenStream {
         self.lock_outcome().as_ref().map(|outcome| match outcome {
             Ok(result) => Ok(StreamChunk {
                 pieces: Vec::new(),
+                logprobs: Vec::new(),
                 done: true,
                 result: Some(result.clone()),
             }),
@@ -106,10 +119,17 @@ impl TokenStream {
         }
         let mut events = self.events.lock().await;
         let mut pieces = Vec::new();
+        let mut logprobs = Vec::new();
         let mut event = events.recv().await;
         loop {
             match event {
                 Some(Event::Text(piece)) => pieces.push(piece),
+                Some(Event::Logprob(lp)) => {
+                    logprobs.push(lp);
+                    // Its text follows; wait for it rather than return a chunk without text.
+                    event = events.recv().await;
+                    continue;
+                }
                 Some(Event::Done(outcome)) => {
                     *self.lock_outcome() = Some(outcome);
                     break;
@@ -124,6 +144,7 @@ impl TokenStream {
                 Err(mpsc::error::TryRecvError::Empty) => {
                     return Ok(StreamChunk {
                         pieces,
+                        logprobs,
                         done: false,
                         result: None,
                     })
@@ -134,6 +155,7 @@ impl TokenStream {
         match self.finished_chunk() {
             Some(Ok(mut chunk)) => {
                 chunk.pieces = pieces;
+                chunk.logprobs = logprobs;
                 Ok(chunk)
             }
             Some(Err(e)) => Err(e),

@@ -21,7 +21,7 @@
 //!    mangles them) or the sentinel rendering fails, an error is returned: content and template
 //!    text cannot be told apart, and guessing could turn content into control tokens.
 
-use super::{ChatMessage, ChatTemplate, PromptSegment};
+use super::{ChatMessage, ChatTemplate, PromptSegment, Tool, ToolChoice};
 use std::hash::{BuildHasher, Hasher};
 
 /// Bound on alignment steps for the transforming-template path.
@@ -191,23 +191,28 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// Split the rendering of `messages` with `tools` (passed to the template as they are).
 pub(super) fn render_segments(
     template: &ChatTemplate,
     messages: &[ChatMessage],
+    tools: &[Tool],
     add_generation_prompt: bool,
 ) -> crate::Result<Vec<PromptSegment>> {
-    let reference = template.render(messages, add_generation_prompt)?;
+    let render = |msgs: &[ChatMessage]| {
+        template.render_with_tools(msgs, tools, &ToolChoice::Auto, add_generation_prompt)
+    };
+    let reference = render(messages)?;
     let marker = fresh_marker(template, messages)?;
     let marked: Vec<ChatMessage> = messages
         .iter()
         .enumerate()
         .map(|(i, m)| ChatMessage {
-            role: m.role.clone(),
             content: if m.content.is_empty() {
                 String::new()
             } else {
                 format!("{marker}{i}\u{F8FF}")
             },
+            ..m.clone()
         })
         .collect();
     let unseparable = |why: &str| {
@@ -215,8 +220,7 @@ pub(super) fn render_segments(
             "cannot separate message content from template text: {why}"
         ))
     };
-    let with_sentinels = template
-        .render(&marked, add_generation_prompt)
+    let with_sentinels = render(&marked)
         .map_err(|e| unseparable(&format!("rendering with placeholders failed ({e})")))?;
     let pieces = parse_pieces(&with_sentinels, &marker, messages.len());
     let written = as_written(&pieces, messages);
