@@ -1,7 +1,16 @@
 import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
-import { defined, toMetrics, toNativeMessages, toResult } from './convert';
 import {
+  defined,
+  toLogprobs,
+  toMetrics,
+  toNativeMessages,
+  toNativeToolChoice,
+  toNativeTools,
+  toResult,
+} from './convert';
+import {
+  LocalLLMError,
   LocalLLMErrorCode,
   abortError,
   disposedError,
@@ -11,14 +20,29 @@ import {
 import type {
   BenchmarkOptions,
   BenchmarkResult,
+  ChatCompletionTokenLogprob,
+  ChatCompletionTool,
+  ChatCompletionToolChoice,
   ChatMessage,
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
 } from './types';
 
-/** What a generation starts from: raw text, chat messages (templated natively) or token ids. */
-export type PromptSource = string | { messages: ChatMessage[] } | { tokens: number[] | Int32Array };
+/**
+ * What a generation starts from: raw text, chat messages (templated natively, optionally
+ * offering tools) or token ids.
+ */
+export type PromptSource =
+  | string
+  | { messages: ChatMessage[]; tools?: ChatCompletionTool[]; toolChoice?: ChatCompletionToolChoice }
+  | { tokens: number[] | Int32Array };
+
+/** A part of a streamed generation: new text and the log-probabilities of new tokens. */
+export interface StreamPart {
+  text: string;
+  logprobs: ChatCompletionTokenLogprob[];
+}
 
 function toPrompt(prompt: PromptSource): PromptInput {
   const { PromptInput } = getBindings();
@@ -47,12 +71,19 @@ function toParams(prompt: PromptSource, o: GenerateOptions): GenerateParams {
       seed: o.seed === undefined ? undefined : BigInt(Math.trunc(o.seed) >>> 0),
     }),
   );
+  const chat = typeof prompt !== 'string' && 'messages' in prompt ? prompt : undefined;
+  if (o.nProbs !== undefined && !(Number.isInteger(o.nProbs) && o.nProbs >= 0 && o.nProbs <= 20)) {
+    throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, 'nProbs (top_logprobs) must be an integer from 0 to 20');
+  }
   return GenerateParams.create({
     prompt: toPrompt(prompt),
     sampling,
+    tools: toNativeTools(chat?.tools),
     ...defined({
       maxTokens: o.maxTokens,
       stop: o.stop === undefined ? undefined : Array.isArray(o.stop) ? o.stop : [String(o.stop)],
+      toolChoice: toNativeToolChoice(chat?.toolChoice),
+      logprobs: o.nProbs,
     }),
   });
 }
@@ -105,7 +136,7 @@ export class InferenceContext {
     try {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token));
-      const result = toResult(native);
+      const result = toResult(native, options.nProbs !== undefined);
       this.lastResult = result;
       if (signal?.aborted || result.finishReason === 'cancelled') {
         throw abortError(signal);
@@ -133,12 +164,30 @@ export class InferenceContext {
     options: GenerateOptions = {},
     onResult?: (result: GenerationResult) => void,
   ): AsyncGenerator<string> {
+    for await (const part of this.streamParts(prompt, options, onResult)) {
+      if (part.text !== '') {
+        yield part.text;
+      }
+    }
+  }
+
+  /**
+   * Addition: like {@link streamPieces}, yielding each new piece of text together with the
+   * log-probabilities of the tokens generated since the previous part (with `nProbs`; a token's
+   * entry may come a part before its text, which can be held back, e.g. for a stop string).
+   */
+  async *streamParts(
+    prompt: PromptSource,
+    options: GenerateOptions = {},
+    onResult?: (result: GenerationResult) => void,
+  ): AsyncGenerator<StreamPart> {
     const handle = this.ensureHandle();
     const { signal } = options;
     if (signal?.aborted) {
       throw abortError(signal);
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
+    const withLogprobs = options.nProbs !== undefined;
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
     signal?.addEventListener('abort', onAbort);
@@ -149,11 +198,16 @@ export class InferenceContext {
         if (signal?.aborted) {
           break;
         }
-        for (const piece of chunk.pieces) {
-          yield piece;
+        let logprobs = toLogprobs(chunk.logprobs);
+        for (const text of chunk.pieces) {
+          yield { text, logprobs };
+          logprobs = [];
+        }
+        if (logprobs.length > 0) {
+          yield { text: '', logprobs };
         }
         if (chunk.done && chunk.result !== undefined) {
-          result = toResult(chunk.result);
+          result = toResult(chunk.result, withLogprobs);
           break;
         }
       }
@@ -165,7 +219,7 @@ export class InferenceContext {
       if (result === null) {
         // break, abort or an error: stop decoding and wait for the worker to end.
         try {
-          result = toResult(await stream.finish());
+          result = toResult(await stream.finish(), withLogprobs);
         } catch {
           result = null;
         }
