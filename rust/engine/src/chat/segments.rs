@@ -8,9 +8,10 @@
 //!    sentinels gives the template's own text pieces and, between them, the message slots.
 //! 3. Exact path: substituting each slot with its message content must reproduce `R`; then the
 //!    slots are the content segments.
-//! 4. Transforming templates (e.g. `content | trim`, `content.strip()`, slicing): the template
-//!    pieces are aligned against `R` in order; each slot must be filled by a substring of its
-//!    message's content (so text the template never wrote can never be labelled template text).
+//! 4. Transforming templates (e.g. `content | trim`, `content.strip()`, slicing, `content |
+//!    tojson`): the template pieces are aligned against `R` in order; each slot must be filled
+//!    by a substring of its message's content or by the whole content escaped as a JSON string
+//!    body (so text the template never wrote can never be labelled template text).
 //!    When several alignments exist the one giving content the longest text is chosen.
 //! 5. If neither works (the template rewrites the content beyond substrings, e.g.
 //!    `content | replace('\r\n', '\n')`, or branches on it), the sentinel rendering itself is
@@ -145,6 +146,16 @@ fn align(
         }
         Some(Piece::Slot(i)) => {
             let content = &messages[*i].content;
+            // The content as a JSON string body (templates write `content | tojson`).
+            let escaped = json_escaped(content);
+            if escaped != *content && rest.starts_with(escaped.as_str()) {
+                spans.push((pos, pos + escaped.len()));
+                let next = pos + escaped.len();
+                if align(pieces, k + 1, messages, reference, next, spans, steps) {
+                    return true;
+                }
+                spans.pop();
+            }
             let window_end = content.len().min(rest.len());
             // Candidate slot lengths, longest first.
             let mut lengths: Vec<usize> = match pieces.get(k + 1) {
@@ -179,6 +190,13 @@ fn align(
             false
         }
     }
+}
+
+/// `text` escaped as the inside of a JSON string the way Python's `json.dumps` (with
+/// `ensure_ascii=False`) writes it.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::from(text).to_string();
+    quoted[1..quoted.len() - 1].to_string()
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {
