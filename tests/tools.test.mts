@@ -11,11 +11,13 @@ import { join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
 import {
   setBindings,
+  ChatCompletions,
   LocalLLM,
   LocalLLMError,
   LocalLLMErrorCode,
   type ChatCompletionTool,
   type ChatMessage,
+  type GenerationResult,
 } from '../src/api/index.ts';
 
 native.default.initialize();
@@ -175,4 +177,41 @@ test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content
   assert.deepEqual(viaGenerate.logprobs, content);
   await assert.rejects(ai.chat.completions.create({ ...params, top_logprobs: 21 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
   await assert.rejects(ai.chat.completions.create({ messages: QUESTION, top_logprobs: 2 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
+});
+
+test('a generation with tool calls maps to OpenAI messages and stream chunks', async () => {
+  // A context whose generation called a tool after some text (the model cannot be made to).
+  const call = { id: 'call_0', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+  const result = (text: string): GenerationResult => ({
+    text,
+    toolCalls: [call],
+    tokens: [1, 2, 3],
+    promptTokens: 10,
+    completionTokens: 3,
+    finishReason: 'tool_calls',
+    openAiFinishReason: 'tool_calls',
+    timing: { promptEvalMs: 1, generationMs: 1, promptTokens: 10, generatedTokens: 3, promptTokensPerSec: 1, generatedTokensPerSec: 1 },
+  });
+  const fake = {
+    generateResult: async () => result(''),
+    async *streamParts(_p: unknown, _o: unknown, onResult: (r: GenerationResult) => void) {
+      yield { text: 'Let me check.', logprobs: [] };
+      onResult(result('Let me check.'));
+    },
+  };
+  const chat = new ChatCompletions(() => fake as any, 'm');
+  const res = await chat.create({ messages: QUESTION, tools: TOOLS });
+  assert.deepEqual(res.choices[0].message, { role: 'assistant', content: null, tool_calls: [call] });
+  assert.equal(res.choices[0].finish_reason, 'tool_calls');
+  const chunks = [];
+  for await (const c of await chat.create({ messages: QUESTION, tools: TOOLS, stream: true })) chunks.push(c);
+  assert.deepEqual(
+    chunks.map((c) => [c.choices[0].delta, c.choices[0].finish_reason]),
+    [
+      [{ role: 'assistant' }, null],
+      [{ content: 'Let me check.' }, null],
+      [{ tool_calls: [{ index: 0, ...call }] }, null],
+      [{}, 'tool_calls'],
+    ],
+  );
 });
