@@ -9,8 +9,8 @@
 //!   array of them (optionally inside a Markdown code fence).
 //!
 //! `arguments` (or `parameters`) must be a JSON object, or a string holding one; a missing one
-//! is `{}`. The content of a response with calls is the text before the first call (trimmed;
-//! none when empty); text after or between calls is dropped. Anything malformed (bad JSON, an
+//! is `{}`. The content of a response with calls is the text before the first call, as it was
+//! streamed (none when it is only whitespace); text after or between calls is dropped. Anything malformed (bad JSON, an
 //! unknown tool name, a missing name) means no calls: the whole text is content.
 
 use serde_json::Value;
@@ -23,8 +23,8 @@ const MARKERS: [&str; 3] = [TOOL_CALL_OPEN, "[TOOL_CALLS]", "<|python_tag|>"];
 /// The calls found in a response and the text outside them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ParsedResponse {
-    /// Text before the first call, trimmed; none when empty or when calls were found and no
-    /// text preceded them. Without calls: the whole text.
+    /// With calls: the text before the first one (none when it is only whitespace). Without
+    /// calls: the whole text.
     pub content: Option<String>,
     /// The calls, with ids `call_0`, `call_1`, ... in order.
     pub calls: Vec<ToolCall>,
@@ -113,21 +113,18 @@ pub fn parse_tool_calls(text: &str, tools: &[Tool]) -> ParsedResponse {
         None => ("", calls_from_json(text, tools)),
     };
     match found {
-        Some(calls) => {
-            let before = before.trim();
-            ParsedResponse {
-                content: (!before.is_empty()).then(|| before.to_string()),
-                calls: calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (name, arguments))| ToolCall {
-                        id: format!("call_{i}"),
-                        name,
-                        arguments,
-                    })
-                    .collect(),
-            }
-        }
+        Some(calls) => ParsedResponse {
+            content: (!before.trim().is_empty()).then(|| before.to_string()),
+            calls: calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, arguments))| ToolCall {
+                    id: format!("call_{i}"),
+                    name,
+                    arguments,
+                })
+                .collect(),
+        },
         None => plain(),
     }
 }
@@ -170,6 +167,10 @@ impl ToolCallStream {
         }
         if let Some(at) = MARKERS.iter().filter_map(|m| self.held.find(m)).min() {
             self.holding = true;
+            if !self.released_text && self.held[..at].trim().is_empty() {
+                // Only whitespace before the call: not content (held with the call).
+                return String::new();
+            }
             return self.release(at);
         }
         // Keep back a tail that could be the beginning of a marker.
@@ -230,7 +231,7 @@ mod tests {
             "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>",
             &tools(),
         );
-        assert_eq!(r.content.as_deref(), Some("Let me check."));
+        assert_eq!(r.content.as_deref(), Some("Let me check.\n"));
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.calls[0].id, "call_0");
         assert_eq!(r.calls[0].arguments, r#"{"city":"Paris","days":2}"#);
@@ -313,6 +314,9 @@ mod tests {
         let mut s = ToolCallStream::new();
         assert_eq!(s.push("x <tool"), "x ");
         assert_eq!(s.push("s>"), "<tools>");
+        // Whitespace before a call is not content.
+        let (out, held) = stream(&["\n ", "<tool_call>{}"]);
+        assert_eq!((out.as_str(), held.as_str()), ("", "\n <tool_call>{}"));
         // After text, a JSON object is content.
         let (out, held) = stream(&["Here: ", "{\"a\": 1}"]);
         assert_eq!((out.as_str(), held.as_str()), ("Here: {\"a\": 1}", ""));
