@@ -8,6 +8,11 @@
 //! tokenizes them that way. Roles are template input too, so only [`ROLES`] are accepted.
 //!
 //! Rendering is bounded: see the `env` module for the fuel, recursion and output limits.
+//!
+//! Tool calling: [`ChatTemplate::render_with_tools`] (and the `_with_tools` variants) offer
+//! [`Tool`]s to the model, natively or through a fallback prompt (the `tools` module);
+//! [`parse_tool_calls`] and [`ToolCallStream`] find calls in the output (the `tool_parse`
+//! module); [`tool_call_schema`] is the JSON Schema of a valid call for constrained decoding.
 
 mod builtin;
 mod env;
