@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the tests need, idempotently (a re-run with everything in place takes ~1 s):
-#   - Python oracles/helpers from scripts/requirements-test.txt (gguf, numpy, jinja2), pinned.
+#   - Python oracles/helpers from scripts/requirements-test.txt (gguf, numpy, jinja2, jsonschema), pinned.
 #     They go into the interpreter that `python3` runs (pyenv/CPython here). If that
 #     interpreter is "externally managed" (PEP 668, e.g. Debian's own python3), they go
 #     into a venv at .cache/venv instead; scripts/test.sh then puts .cache/venv/bin first

@@ -79,7 +79,7 @@ test('non-streaming chat completion: OpenAI shape, usage, same text as the CLI',
   assert.equal(res.object, 'chat.completion');
   assert.match(res.id, /^chatcmpl-/);
   assert.equal(res.choices.length, 1);
-  const content = res.choices[0].message.content;
+  const content = res.choices[0].message.content ?? '';
   assert.equal(res.choices[0].message.role, 'assistant');
   assert.ok(content.length > 0);
   assert.match(content, /Paris/, `a sensible answer: ${content}`);

@@ -1,9 +1,10 @@
-import type { InferenceContext } from './context';
+import type { InferenceContext, PromptSource } from './context';
 import { GENERATE_OPTION_RULES, checkOptions, invalidOption, stopList } from './options';
 import type {
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatCompletionResponse,
+  ChatCompletionTokenLogprob,
   ChatFinishReason,
   GenerateOptions,
   GenerationResult,
@@ -23,6 +24,7 @@ const OPENAI_NAMES: Partial<Record<keyof GenerateOptions, string>> = {
   typicalP: 'typical_p',
   frequencyPenalty: 'frequency_penalty',
   presencePenalty: 'presence_penalty',
+  nProbs: 'top_logprobs',
 };
 
 function usage(result: GenerationResult) {
@@ -31,6 +33,17 @@ function usage(result: GenerationResult) {
     completion_tokens: result.completionTokens,
     total_tokens: result.promptTokens + result.completionTokens,
   };
+}
+
+/** The alternatives per token `params` asks for (range checked with the other options); undefined without `logprobs: true`. */
+function topLogprobs(params: ChatCompletionRequest): number | undefined {
+  if (params.logprobs !== true) {
+    if (params.top_logprobs !== undefined) {
+      throw invalidOption('top_logprobs', params.top_logprobs, 'set only with logprobs: true');
+    }
+    return undefined;
+  }
+  return params.top_logprobs ?? 0;
 }
 
 /** OpenAI-style chat completions on one context (`ai.chat.completions`). */
@@ -56,18 +69,24 @@ export class ChatCompletions {
       stop: stopList(params.stop),
       frequencyPenalty: params.frequency_penalty,
       presencePenalty: params.presence_penalty,
+      nProbs: topLogprobs(params),
       signal: params.signal,
     };
     checkOptions(options, GENERATE_OPTION_RULES, OPENAI_NAMES);
     return options;
   }
 
+  private prompt(params: ChatCompletionRequest): PromptSource {
+    return { messages: params.messages, tools: params.tools, toolChoice: params.tool_choice };
+  }
+
   /**
-   * Answer `params.messages` (templated with the model's chat template). With `stream: true`
-   * resolves to an async iterable of chunks: the first carries the role, then one chunk per
-   * piece of text, and the last `finish_reason`, `usage` and `_timing`. Invalid options reject
-   * the call; errors of the generation itself (a disposed context, a prompt that does not fit)
-   * reject the first `next()` of the stream.
+   * Answer `params.messages` (templated with the model's chat template, offering
+   * `params.tools`). With `stream: true` resolves to an async iterable of chunks: the first
+   * carries the role, then one chunk per piece of text, then (when the model calls tools) one
+   * chunk with `delta.tool_calls`, and the last `finish_reason`, `usage` and `_timing`.
+   * Invalid options reject the call; errors of the generation itself (a disposed context, a
+   * prompt that does not fit) reject the first `next()` of the stream.
    */
   create(params: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
   create(params: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletionResponse>;
@@ -79,13 +98,24 @@ export class ChatCompletions {
     if (params.stream) {
       return this.createStream(context, params, options, model);
     }
-    const result = await context.generateResult({ messages: params.messages }, options);
+    const result = await context.generateResult(this.prompt(params), options);
+    const calls = result.toolCalls.length > 0;
+    const message = calls
+      ? { role: 'assistant' as const, content: result.text === '' ? null : result.text, tool_calls: result.toolCalls }
+      : { role: 'assistant' as const, content: result.text };
     return {
       id: createId(),
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model,
-      choices: [{ index: 0, message: { role: 'assistant', content: result.text }, finish_reason: result.openAiFinishReason }],
+      choices: [
+        {
+          index: 0,
+          message,
+          finish_reason: result.openAiFinishReason,
+          ...(options.nProbs !== undefined ? { logprobs: { content: result.logprobs ?? [] } } : {}),
+        },
+      ],
       usage: usage(result),
       _timing: result.timing,
     };
@@ -99,30 +129,42 @@ export class ChatCompletions {
   ): AsyncGenerator<ChatCompletionChunk> {
     const id = createId();
     const created = Math.floor(Date.now() / 1000);
-    const chunk = (delta: { role?: 'assistant'; content?: string }, finish: ChatFinishReason | null): ChatCompletionChunk => ({
+    const withLogprobs = options.nProbs !== undefined;
+    const chunk = (
+      delta: ChatCompletionChunk['choices'][0]['delta'],
+      finish: ChatFinishReason | null,
+      logprobs?: ChatCompletionTokenLogprob[],
+    ): ChatCompletionChunk => ({
       id,
       object: 'chat.completion.chunk',
       created,
       model,
-      choices: [{ index: 0, delta, finish_reason: finish }],
+      choices: [
+        { index: 0, delta, finish_reason: finish, ...(withLogprobs ? { logprobs: { content: logprobs ?? [] } } : {}) },
+      ],
     });
     let result: GenerationResult | null = null;
-    const pieces = context.streamPieces({ messages: params.messages }, options, (r) => {
+    const parts = context.streamParts(this.prompt(params), options, (r) => {
       result = r;
     });
     try {
-      // The first piece (or the end) before the role chunk, so that errors reject the first next().
-      let next = await pieces.next();
+      // The first part (or the end) before the role chunk, so that errors reject the first next().
+      let next = await parts.next();
       yield chunk({ role: 'assistant' }, null);
       while (next.done !== true) {
-        yield chunk({ content: next.value }, null);
-        next = await pieces.next();
+        const part = next.value;
+        yield chunk(part.text === '' ? {} : { content: part.text }, null, part.logprobs);
+        next = await parts.next();
       }
     } finally {
-      await pieces.return(undefined);
+      await parts.return(undefined);
     }
     const final = result as GenerationResult | null;
     if (final !== null) {
+      if (final.toolCalls.length > 0) {
+        const toolCalls = final.toolCalls.map((c, index) => ({ index, ...c }));
+        yield chunk({ tool_calls: toolCalls }, null);
+      }
       yield { ...chunk({}, final.openAiFinishReason), usage: usage(final), _timing: final.timing };
     }
   }

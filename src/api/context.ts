@@ -1,6 +1,14 @@
 import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
-import { defined, toMetrics, toNativeMessages, toResult } from './convert';
+import {
+  defined,
+  toLogprobs,
+  toMetrics,
+  toNativeMessages,
+  toNativeToolChoice,
+  toNativeTools,
+  toResult,
+} from './convert';
 import {
   LocalLLMError,
   LocalLLMErrorCode,
@@ -13,14 +21,29 @@ import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed
 import type {
   BenchmarkOptions,
   BenchmarkResult,
+  ChatCompletionTokenLogprob,
+  ChatCompletionTool,
+  ChatCompletionToolChoice,
   ChatMessage,
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
 } from './types';
 
-/** What a generation starts from: raw text, chat messages (templated natively) or token ids. */
-export type PromptSource = string | { messages: ChatMessage[] } | { tokens: number[] | Int32Array };
+/**
+ * What a generation starts from: raw text, chat messages (templated natively, optionally
+ * offering tools) or token ids.
+ */
+export type PromptSource =
+  | string
+  | { messages: ChatMessage[]; tools?: ChatCompletionTool[]; toolChoice?: ChatCompletionToolChoice }
+  | { tokens: number[] | Int32Array };
+
+/** A part of a streamed generation: new text and the log-probabilities of new tokens. */
+export interface StreamPart {
+  text: string;
+  logprobs: ChatCompletionTokenLogprob[];
+}
 
 function toPrompt(prompt: PromptSource): PromptInput {
   const { PromptInput } = getBindings();
@@ -59,10 +82,17 @@ function toParams(
       seed: nativeSeed(o.seed),
     }),
   );
+  const chat = typeof prompt !== 'string' && 'messages' in prompt ? prompt : undefined;
   return GenerateParams.create({
     prompt: toPrompt(prompt),
     sampling,
-    ...defined({ maxTokens: o.maxTokens, stop }),
+    tools: toNativeTools(chat?.tools),
+    ...defined({
+      maxTokens: o.maxTokens,
+      stop,
+      toolChoice: toNativeToolChoice(chat?.toolChoice),
+      logprobs: o.nProbs,
+    }),
   });
 }
 
@@ -140,7 +170,7 @@ export class InferenceContext {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
       this.preemptPaused();
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token));
-      const result = toResult(native);
+      const result = toResult(native, options.nProbs !== undefined);
       this.lastResult = result;
       if (signal?.aborted || result.finishReason === 'cancelled') {
         throw abortError(signal);
@@ -168,6 +198,23 @@ export class InferenceContext {
     options: GenerateOptions = {},
     onResult?: (result: GenerationResult) => void,
   ): AsyncGenerator<string> {
+    for await (const part of this.streamParts(prompt, options, onResult)) {
+      if (part.text !== '') {
+        yield part.text;
+      }
+    }
+  }
+
+  /**
+   * Addition: like {@link streamPieces}, yielding each new piece of text together with the
+   * log-probabilities of the tokens generated since the previous part (with `nProbs`; a token's
+   * entry may come a part before its text, which can be held back, e.g. for a stop string).
+   */
+  async *streamParts(
+    prompt: PromptSource,
+    options: GenerateOptions = {},
+    onResult?: (result: GenerationResult) => void,
+  ): AsyncGenerator<StreamPart> {
     const handle = this.ensureHandle();
     const { signal } = options;
     if (signal?.aborted) {
@@ -175,6 +222,7 @@ export class InferenceContext {
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
     this.preemptPaused();
+    const withLogprobs = options.nProbs !== undefined;
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
     signal?.addEventListener('abort', onAbort);
@@ -190,10 +238,17 @@ export class InferenceContext {
         if (signal?.aborted) {
           break;
         }
-        for (const piece of chunk.pieces) {
+        const logprobs = toLogprobs(chunk.logprobs);
+        const parts = chunk.pieces.map((text) => ({ text, logprobs: [] as typeof logprobs }));
+        if (parts.length > 0) {
+          parts[0].logprobs = logprobs;
+        } else if (logprobs.length > 0) {
+          parts.push({ text: '', logprobs });
+        }
+        for (const part of parts) {
           this.paused.add(preempt);
           try {
-            yield piece;
+            yield part;
           } finally {
             this.paused.delete(preempt);
           }
@@ -202,7 +257,7 @@ export class InferenceContext {
           }
         }
         if (chunk.done && chunk.result !== undefined) {
-          result = toResult(chunk.result);
+          result = toResult(chunk.result, withLogprobs);
           break;
         }
       }
@@ -214,7 +269,7 @@ export class InferenceContext {
       if (result === null) {
         // break, abort or an error: stop decoding and wait for the worker to end.
         try {
-          result = toResult(await stream.finish());
+          result = toResult(await stream.finish(), withLogprobs);
         } catch {
           result = null;
         }

@@ -1,7 +1,12 @@
 // Conversions between the generated bindings' records and this package's public types.
 import type {
+  ChatMessage as NativeChatMessage,
   DeviceInfo as NativeBackendDevice,
   GenerationResult as NativeGenerationResult,
+  TokenLogprob as NativeTokenLogprob,
+  Tool as NativeTool,
+  ToolCall as NativeToolCall,
+  ToolChoice as NativeToolChoice,
   MemoryEstimate as NativeMemoryEstimate,
   ModelInfo as NativeModelInfo,
   Perf,
@@ -10,6 +15,11 @@ import { getBindings } from './bindings';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
 import type {
   BackendDevice,
+  ChatCompletionTokenLogprob,
+  ChatCompletionTool,
+  ChatCompletionToolCall,
+  ChatCompletionToolChoice,
+  ChatCompletionTopLogprob,
   ChatFinishReason,
   ChatMessage,
   GenerationResult,
@@ -41,10 +51,44 @@ export function toMetrics(p: Perf): InferenceMetrics {
   };
 }
 
-/** A native generation result. */
-export function toResult(r: NativeGenerationResult): GenerationResult {
+/** UTF-8 text of `bytes`, invalid sequences replaced by U+FFFD. */
+function utf8(bytes: Uint8Array): string {
+  const Decoder = (globalThis as { TextDecoder?: new (label: string) => { decode(b: Uint8Array): string } }).TextDecoder;
+  if (Decoder !== undefined) {
+    return new Decoder('utf-8').decode(bytes);
+  }
+  let escaped = '';
+  bytes.forEach((b) => {
+    escaped += `%${b.toString(16).padStart(2, '0')}`;
+  });
+  try {
+    return decodeURIComponent(escaped);
+  } catch {
+    return Array.from(bytes, (b) => (b < 0x80 ? String.fromCharCode(b) : '\ufffd')).join('');
+  }
+}
+
+function toTopLogprob(t: { logprob: number; bytes: ArrayBuffer }): ChatCompletionTopLogprob {
+  const bytes = new Uint8Array(t.bytes);
+  return { token: utf8(bytes), logprob: t.logprob, bytes: Array.from(bytes) };
+}
+
+/** Native token log-probabilities in OpenAI's shape. */
+export function toLogprobs(l: NativeTokenLogprob[]): ChatCompletionTokenLogprob[] {
+  return l.map((t) => ({ ...toTopLogprob(t), top_logprobs: t.top.map(toTopLogprob) }));
+}
+
+/** A native tool call in OpenAI's shape. */
+function toToolCall(c: NativeToolCall): ChatCompletionToolCall {
+  return { id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } };
+}
+
+/** A native generation result; `logprobs` is set when `withLogprobs`. */
+export function toResult(r: NativeGenerationResult, withLogprobs = false): GenerationResult {
   return {
     text: r.text,
+    toolCalls: r.toolCalls.map(toToolCall),
+    ...(withLogprobs ? { logprobs: toLogprobs(r.logprobs) } : {}),
     tokens: Array.from(r.tokens),
     promptTokens: r.promptTokens,
     completionTokens: r.completionTokens,
@@ -55,10 +99,13 @@ export function toResult(r: NativeGenerationResult): GenerationResult {
   };
 }
 
-/** The message text of a chat message (image parts are not supported). */
+/** The message text of a chat message (image parts are not supported; null content is empty). */
 export function messageText(m: ChatMessage): string {
   if (typeof m.content === 'string') {
     return m.content;
+  }
+  if (m.content === null || m.content === undefined) {
+    return '';
   }
   if (!Array.isArray(m.content)) {
     throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, `message content must be a string or an array of parts`);
@@ -73,12 +120,70 @@ export function messageText(m: ChatMessage): string {
     .join('');
 }
 
-/** Chat messages as native records. */
-export function toNativeMessages(messages: ChatMessage[]): Array<{ role: string; content: string }> {
-  if (!Array.isArray(messages) || messages.length === 0) {
-    throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, 'messages must be a non-empty array');
+function invalid(message: string): LocalLLMError {
+  return new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, message);
+}
+
+/** A tool call of a request message as a native record. */
+function toNativeToolCall(c: ChatCompletionToolCall): NativeToolCall {
+  if (typeof c?.function?.name !== 'string' || typeof c.function.arguments !== 'string') {
+    throw invalid('a tool call needs function.name and function.arguments (JSON text)');
   }
-  return messages.map((m) => ({ role: String(m.role), content: messageText(m) }));
+  return { id: String(c.id ?? ''), name: c.function.name, arguments: c.function.arguments };
+}
+
+/** Chat messages as native records. */
+export function toNativeMessages(messages: ChatMessage[]): NativeChatMessage[] {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw invalid('messages must be a non-empty array');
+  }
+  return messages.map((m) => ({
+    role: String(m.role),
+    content: m.content === null || m.content === undefined ? undefined : messageText(m),
+    toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls.map(toNativeToolCall) : [],
+    toolCallId: m.tool_call_id === undefined ? undefined : String(m.tool_call_id),
+    name: m.name === undefined ? undefined : String(m.name),
+  }));
+}
+
+/** OpenAI tool definitions as native records (the parameters schema as JSON text). */
+export function toNativeTools(tools: ChatCompletionTool[] | undefined): NativeTool[] {
+  if (tools === undefined) {
+    return [];
+  }
+  if (!Array.isArray(tools)) {
+    throw invalid('tools must be an array');
+  }
+  return tools.map((t) => {
+    if (t?.type !== 'function' || typeof t.function?.name !== 'string') {
+      throw invalid("each tool must be {type: 'function', function: {name, ...}}");
+    }
+    return {
+      name: t.function.name,
+      description: t.function.description,
+      parameters: t.function.parameters === undefined ? undefined : JSON.stringify(t.function.parameters),
+    };
+  });
+}
+
+/** OpenAI's `tool_choice` as the native enum (undefined: the engine's default, 'auto'). */
+export function toNativeToolChoice(choice: ChatCompletionToolChoice | undefined): NativeToolChoice | undefined {
+  const { ToolChoice } = getBindings();
+  switch (choice) {
+    case undefined:
+      return undefined;
+    case 'none':
+      return new ToolChoice.None();
+    case 'auto':
+      return new ToolChoice.Auto();
+    case 'required':
+      return new ToolChoice.Required();
+    default:
+      if (choice?.type === 'function' && typeof choice.function?.name === 'string') {
+        return new ToolChoice.Function({ name: choice.function.name });
+      }
+      throw invalid("tool_choice must be 'none', 'auto', 'required' or {type: 'function', function: {name}}");
+  }
 }
 
 /** Native model facts. */

@@ -42,6 +42,7 @@ export const GENERATE_OPTION_RULES: Record<Exclude<keyof GenerateOptions, 'stop'
   repeatPenalty: real,
   frequencyPenalty: real,
   presencePenalty: real,
+  nProbs: { integer: true, min: 0, max: 20 },
 };
 
 /** The error for option `name` set to `value`. */

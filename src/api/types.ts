@@ -50,6 +50,11 @@ export interface GenerateOptions {
   seed?: number;
   /** Stop strings, excluded from the output. */
   stop?: string[];
+  /**
+   * Addition (llama.cpp's `n_probs`): report each generated token's log-probability with this
+   * many most likely alternatives (0..20) in {@link GenerationResult.logprobs}.
+   */
+  nProbs?: number;
   /** Stops native decoding between tokens; the call rejects with an `AbortError`. */
   signal?: AbortSignal;
 }
@@ -71,8 +76,67 @@ export type ContentPart = TextContentPart | ImageContentPart;
 
 /** A chat message. */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string | ContentPart[];
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  /** The text; `null` (or absent) for an assistant message that only calls tools. */
+  content?: string | ContentPart[] | null;
+  /** Tools an assistant message calls. */
+  tool_calls?: ChatCompletionToolCall[];
+  /** For a `tool` message: the id of the call whose result it holds. */
+  tool_call_id?: string;
+  /** The speaker's name (for a `tool` message, the tool's name). */
+  name?: string;
+}
+
+/** A function the model may call. */
+export interface ChatCompletionTool {
+  type: 'function';
+  function: {
+    name: string;
+    description?: string;
+    /** JSON Schema of the arguments object. */
+    parameters?: Record<string, unknown>;
+  };
+}
+
+/**
+ * Which tools the model may or must call: `'none'` (not offered), `'auto'` (default),
+ * `'required'` (output without a call fails with INFERENCE_FAILED) or one named function.
+ */
+export type ChatCompletionToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+
+/** A call of a tool; `arguments` is JSON text. */
+export interface ChatCompletionToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A piece of a tool call in a stream chunk (here each call comes whole in one chunk). */
+export interface ChatCompletionToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function?: { name?: string; arguments?: string };
+}
+
+/** A token with its log-probability (OpenAI's shape; `bytes` are the token's UTF-8 bytes). */
+export interface ChatCompletionTopLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+}
+
+/**
+ * A generated token's log-probability (natural log of the softmax of the model's raw logits,
+ * before any sampling transform) with the most likely alternatives at its step.
+ */
+export interface ChatCompletionTokenLogprob extends ChatCompletionTopLogprob {
+  top_logprobs: ChatCompletionTopLogprob[];
+}
+
+/** The `logprobs` of a choice. */
+export interface ChatCompletionLogprobs {
+  content: ChatCompletionTokenLogprob[] | null;
 }
 
 /** Log severities. */
@@ -180,11 +244,16 @@ export interface BenchmarkResult {
 }
 
 /** Why a generation ended (addition: the engine's own reasons). */
-export type NativeFinishReason = 'eog' | 'stop_string' | 'max_tokens' | 'context_full' | 'cancelled';
+export type NativeFinishReason = 'eog' | 'stop_string' | 'max_tokens' | 'context_full' | 'cancelled' | 'tool_calls';
 
 /** A whole generation (addition; local-llm-rn's `generate` returns only the text). */
 export interface GenerationResult {
+  /** The text; with tool calls, the text before the first call. */
   text: string;
+  /** Tools the output calls (chat prompts with tools). */
+  toolCalls: ChatCompletionToolCall[];
+  /** Each generated token's log-probabilities, when `nProbs` was given. */
+  logprobs?: ChatCompletionTokenLogprob[];
   /** Generated token ids. */
   tokens: number[];
   promptTokens: number;
@@ -251,6 +320,14 @@ export interface ChatCompletionRequest {
   presence_penalty?: number;
   /** Addition: locally typical sampling mass (1 = off), like llama.cpp's `typical_p`. */
   typical_p?: number;
+  /** Functions the model may call. */
+  tools?: ChatCompletionTool[];
+  /** Which tools the model may or must call (default 'auto'). */
+  tool_choice?: ChatCompletionToolChoice;
+  /** Return each generated token's log-probability (OpenAI's `logprobs`). */
+  logprobs?: boolean;
+  /** Most likely alternatives per token, 0..20 (needs `logprobs: true`). */
+  top_logprobs?: number;
   /** Addition: stops native decoding; the call (or the iteration) rejects with an AbortError. */
   signal?: AbortSignal;
 }
@@ -263,7 +340,7 @@ export interface ChatCompletionUsage {
 }
 
 /** OpenAI-style finish reasons. */
-export type ChatFinishReason = 'stop' | 'length';
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
 
 /** A non-streamed chat completion. */
 export interface ChatCompletionResponse {
@@ -273,8 +350,10 @@ export interface ChatCompletionResponse {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string };
+    message: { role: 'assistant'; content: string | null; tool_calls?: ChatCompletionToolCall[] };
     finish_reason: ChatFinishReason;
+    /** Present (possibly `null`) when `logprobs` was requested. */
+    logprobs?: ChatCompletionLogprobs | null;
   }>;
   usage: ChatCompletionUsage;
   _timing?: InferenceMetrics;
@@ -288,8 +367,10 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    delta: { role?: 'assistant'; content?: string; tool_calls?: ChatCompletionToolCallDelta[] };
     finish_reason: ChatFinishReason | null;
+    /** The log-probabilities of this chunk's tokens, when `logprobs` was requested. */
+    logprobs?: ChatCompletionLogprobs | null;
   }>;
   /** Addition (on the last chunk): token counts, as OpenAI's `stream_options.include_usage`. */
   usage?: ChatCompletionUsage;

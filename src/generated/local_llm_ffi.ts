@@ -6,7 +6,7 @@
 import nativeModule from "./local_llm_ffi-ffi";
 import { type UniffiRustFutureContinuationCallback, type UniffiForeignFutureDroppedCallback, type UniffiForeignFutureDroppedCallbackStruct,
 } from "./local_llm_ffi-ffi";
-import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
+import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
 } from "@ubjs/core";
 const uniffiCaller = new UniffiRustCaller(() => ({ code: 0 }));
 
@@ -102,7 +102,7 @@ export async function estimateModelMemory(path: string, contextSize: number, asy
 
 /**
  * The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
- * "context_full", "cancelled").
+ * "context_full", "cancelled", "tool_calls").
  */
 export function finishReasonName(reason: FinishReason): string {
     const __rb: Uint8Array = uniffiCaller.rustCall(
@@ -121,7 +121,7 @@ export function finishReasonName(reason: FinishReason): string {
     }
 
 /**
- * OpenAI's `finish_reason` for a finish reason ("stop" or "length").
+ * OpenAI's `finish_reason` for a finish reason ("stop", "length" or "tool_calls").
  */
 export function finishReasonOpenaiName(reason: FinishReason): string {
     const __rb: Uint8Array = uniffiCaller.rustCall(
@@ -564,17 +564,88 @@ const stringConverter = (() => {
 const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
 
 /**
+ * One call of a tool (an entry of OpenAI's `message.tool_calls`).
+ */
+export type ToolCall = {
+    /**
+     * The call's id (tool results refer to it with `tool_call_id`).
+     */
+    id: string,
+    /**
+     * The called function's name.
+     */
+    name: string,
+    /**
+     * The arguments as JSON text.
+     */
+    arguments: string
+}
+
+/**
+ * Generated factory for {@link ToolCall} record objects.
+ */
+export const ToolCall = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<ToolCall, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<ToolCall>,
+    });
+})();
+
+const FfiConverterTypeToolCall = (() => {
+    type TypeName = ToolCall;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                id: FfiConverterString.readFromCursor(c), 
+                name: FfiConverterString.readFromCursor(c), 
+                arguments: FfiConverterString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.id, c);
+            FfiConverterString.writeIntoCursor(value.name, c);
+            FfiConverterString.writeIntoCursor(value.arguments, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.id) +
+             FfiConverterString.allocationSize(value.name) +
+             FfiConverterString.allocationSize(value.arguments);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * One chat message.
  */
 export type ChatMessage = {
     /**
-     * "system", "user" or "assistant".
+     * "system", "user", "assistant" or "tool".
      */
     role: string,
     /**
-     * The message text.
+     * The message text (none: an assistant message that only calls tools).
      */
-    content: string
+    content?: string,
+    /**
+     * Tools an assistant message calls.
+     */
+    toolCalls: Array<ToolCall>,
+    /**
+     * For a "tool" message: the id of the call whose result it holds.
+     */
+    toolCallId?: string,
+    /**
+     * The speaker's name (for a "tool" message, the tool's name).
+     */
+    name?: string
 }
 
 /**
@@ -582,6 +653,9 @@ export type ChatMessage = {
  */
 export const ChatMessage = (() => {
     const defaults = () => ({
+        toolCalls: [],
+        toolCallId: undefined,
+        name: undefined
     });
     const create = (() => {
         return uniffiCreateRecord<ChatMessage, ReturnType<typeof defaults>>(defaults);
@@ -599,16 +673,25 @@ const FfiConverterTypeChatMessage = (() => {
         readFromCursor(c: Cursor): TypeName {
             return {
                 role: FfiConverterString.readFromCursor(c), 
-                content: FfiConverterString.readFromCursor(c)
+                content: FfiConverterOptionalString.readFromCursor(c), 
+                toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c), 
+                toolCallId: FfiConverterOptionalString.readFromCursor(c), 
+                name: FfiConverterOptionalString.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterString.writeIntoCursor(value.role, c);
-            FfiConverterString.writeIntoCursor(value.content, c);
+            FfiConverterOptionalString.writeIntoCursor(value.content, c);
+            FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
+            FfiConverterOptionalString.writeIntoCursor(value.toolCallId, c);
+            FfiConverterOptionalString.writeIntoCursor(value.name, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterString.allocationSize(value.role) +
-             FfiConverterString.allocationSize(value.content);
+             FfiConverterOptionalString.allocationSize(value.content) +
+             FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
+             FfiConverterOptionalString.allocationSize(value.toolCallId) +
+             FfiConverterOptionalString.allocationSize(value.name);
             
         }
     };
@@ -1116,6 +1199,277 @@ const FfiConverterTypeSamplingParams = (() => {
 })();
 
 /**
+ * A function the model may call (OpenAI's `tools[].function`).
+ */
+export type Tool = {
+    /**
+     * The function's name.
+     */
+    name: string,
+    /**
+     * What the function does.
+     */
+    description?: string,
+    /**
+     * JSON Schema of the arguments object, as JSON text (none: any object).
+     */
+    parameters?: string
+}
+
+/**
+ * Generated factory for {@link Tool} record objects.
+ */
+export const Tool = (() => {
+    const defaults = () => ({
+        description: undefined,
+        parameters: undefined
+    });
+    const create = (() => {
+        return uniffiCreateRecord<Tool, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<Tool>,
+    });
+})();
+
+const FfiConverterTypeTool = (() => {
+    type TypeName = Tool;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                name: FfiConverterString.readFromCursor(c), 
+                description: FfiConverterOptionalString.readFromCursor(c), 
+                parameters: FfiConverterOptionalString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.name, c);
+            FfiConverterOptionalString.writeIntoCursor(value.description, c);
+            FfiConverterOptionalString.writeIntoCursor(value.parameters, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.name) +
+             FfiConverterOptionalString.allocationSize(value.description) +
+             FfiConverterOptionalString.allocationSize(value.parameters);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+
+// Enum: ToolChoice
+export enum ToolChoice_Tags {
+    None = "None",
+    Auto = "Auto",
+    Required = "Required",
+    Function = "Function"
+}
+/**
+ * Which tools the model may or must call (OpenAI's `tool_choice`).
+ */
+export const ToolChoice = (() => {
+
+    type None__interface = {
+        tag: ToolChoice_Tags.None
+    };
+    /**
+     * Tools are not offered and the output is not parsed for calls.
+     */
+    class None_ extends UniffiEnum implements None__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "ToolChoice";
+        readonly tag = ToolChoice_Tags.None;
+        constructor() {
+            super("ToolChoice", "None");
+        }
+
+        static new(): None_ {
+            return new None_();
+        }
+
+        static instanceOf(obj: any): obj is None_ {
+            return obj.tag === ToolChoice_Tags.None;
+        }
+
+    }
+
+    type Auto__interface = {
+        tag: ToolChoice_Tags.Auto
+    };
+    /**
+     * The model may answer with text or call tools.
+     */
+    class Auto_ extends UniffiEnum implements Auto__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "ToolChoice";
+        readonly tag = ToolChoice_Tags.Auto;
+        constructor() {
+            super("ToolChoice", "Auto");
+        }
+
+        static new(): Auto_ {
+            return new Auto_();
+        }
+
+        static instanceOf(obj: any): obj is Auto_ {
+            return obj.tag === ToolChoice_Tags.Auto;
+        }
+
+    }
+
+    type Required__interface = {
+        tag: ToolChoice_Tags.Required
+    };
+    /**
+     * The model must call at least one tool.
+     */
+    class Required_ extends UniffiEnum implements Required__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "ToolChoice";
+        readonly tag = ToolChoice_Tags.Required;
+        constructor() {
+            super("ToolChoice", "Required");
+        }
+
+        static new(): Required_ {
+            return new Required_();
+        }
+
+        static instanceOf(obj: any): obj is Required_ {
+            return obj.tag === ToolChoice_Tags.Required;
+        }
+
+    }
+
+    type Function__interface = {
+        tag: ToolChoice_Tags.Function;
+        inner: 
+Readonly<{name: string}>
+    };
+    /**
+     * The model must call this function.
+     */
+    class Function_ extends UniffiEnum implements Function__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "ToolChoice";
+        readonly tag = ToolChoice_Tags.Function;
+        readonly inner: 
+Readonly<{name: string}>;
+        constructor(
+inner: {name: string }) {
+            super("ToolChoice", "Function");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {name: string }): Function_ {
+            return new Function_(inner);
+        }
+
+        static instanceOf(obj: any): obj is Function_ {
+            return obj.tag === ToolChoice_Tags.Function;
+        }
+
+    }
+
+    function instanceOf(obj: any): obj is ToolChoice {
+        return obj[uniffiTypeNameSymbol] === "ToolChoice";
+    }
+
+    return Object.freeze({
+        instanceOf,
+  None: None_, 
+  Auto: Auto_, 
+  Required: Required_, 
+  Function: Function_
+    });
+
+})();
+/**
+ * Which tools the model may or must call (OpenAI's `tool_choice`).
+ */
+export type ToolChoice = InstanceType<
+    typeof ToolChoice['None' | 'Auto' | 'Required' | 'Function']
+>;
+
+// FfiConverter for enum ToolChoice
+const FfiConverterTypeToolChoice = (() => {
+    type TypeName = ToolChoice;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            switch (c.readI32()) {
+                case 1: return new ToolChoice.None();
+                case 2: return new ToolChoice.Auto();
+                case 3: return new ToolChoice.Required();
+                case 4: return new ToolChoice.Function({name: FfiConverterString.readFromCursor(c) });
+                default: throw new UniffiInternalError.UnexpectedEnumCase();
+            }
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            switch (value.tag) {
+                case ToolChoice_Tags.None: {
+                    c.writeI32(1);
+                    return;
+                }
+                case ToolChoice_Tags.Auto: {
+                    c.writeI32(2);
+                    return;
+                }
+                case ToolChoice_Tags.Required: {
+                    c.writeI32(3);
+                    return;
+                }
+                case ToolChoice_Tags.Function: {
+                    c.writeI32(4);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.name, c);
+                    return;
+                }
+                default:
+                    // Throwing from here means that ToolChoice_Tags hasn't matched an ordinal.
+                    throw new UniffiInternalError.UnexpectedEnumCase();
+            }
+        }
+        allocationSize(value: TypeName): number {
+            switch (value.tag) {
+                case ToolChoice_Tags.None: {
+                    return 4;
+                }
+                case ToolChoice_Tags.Auto: {
+                    return 4;
+                }
+                case ToolChoice_Tags.Required: {
+                    return 4;
+                }
+                case ToolChoice_Tags.Function: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.name);
+                    return size;
+                }
+                default: throw new UniffiInternalError.UnexpectedEnumCase();
+            }
+        }
+    }
+    return new FFIConverter();
+})();
+
+/**
  * A generation request: the engine's `GenerateRequest` with an FFI prompt. Limits left unset
  * take the engine's defaults.
  */
@@ -1139,7 +1493,20 @@ export type GenerateParams = {
     /**
      * Keep generating after end-of-generation tokens.
      */
-    ignoreEog: boolean
+    ignoreEog: boolean,
+    /**
+     * Tools the model may call (chat prompts only).
+     */
+    tools: Array<Tool>,
+    /**
+     * Which tools the model may or must call (none: auto).
+     */
+    toolChoice?: ToolChoice,
+    /**
+     * Report each generated token's log-probability with this many alternatives (0..=20);
+     * none: no log-probabilities.
+     */
+    logprobs?: number
 }
 
 /**
@@ -1149,7 +1516,10 @@ export const GenerateParams = (() => {
     const defaults = () => ({
         maxTokens: undefined,
         stop: [],
-        ignoreEog: false
+        ignoreEog: false,
+        tools: [],
+        toolChoice: undefined,
+        logprobs: undefined
     });
     const create = (() => {
         return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -1170,7 +1540,10 @@ const FfiConverterTypeGenerateParams = (() => {
                 sampling: FfiConverterTypeSamplingParams.readFromCursor(c), 
                 maxTokens: FfiConverterOptionalUInt32.readFromCursor(c), 
                 stop: FfiConverterSequenceString.readFromCursor(c), 
-                ignoreEog: FfiConverterBool.readFromCursor(c)
+                ignoreEog: FfiConverterBool.readFromCursor(c), 
+                tools: FfiConverterSequenceTypeTool.readFromCursor(c), 
+                toolChoice: FfiConverterOptionalTypeToolChoice.readFromCursor(c), 
+                logprobs: FfiConverterOptionalUInt32.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1179,13 +1552,145 @@ const FfiConverterTypeGenerateParams = (() => {
             FfiConverterOptionalUInt32.writeIntoCursor(value.maxTokens, c);
             FfiConverterSequenceString.writeIntoCursor(value.stop, c);
             FfiConverterBool.writeIntoCursor(value.ignoreEog, c);
+            FfiConverterSequenceTypeTool.writeIntoCursor(value.tools, c);
+            FfiConverterOptionalTypeToolChoice.writeIntoCursor(value.toolChoice, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.logprobs, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterTypePromptInput.allocationSize(value.prompt) +
              FfiConverterTypeSamplingParams.allocationSize(value.sampling) +
              FfiConverterOptionalUInt32.allocationSize(value.maxTokens) +
              FfiConverterSequenceString.allocationSize(value.stop) +
-             FfiConverterBool.allocationSize(value.ignoreEog);
+             FfiConverterBool.allocationSize(value.ignoreEog) +
+             FfiConverterSequenceTypeTool.allocationSize(value.tools) +
+             FfiConverterOptionalTypeToolChoice.allocationSize(value.toolChoice) +
+             FfiConverterOptionalUInt32.allocationSize(value.logprobs);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * A token with its log-probability.
+ */
+export type TopLogprob = {
+    /**
+     * The token id.
+     */
+    token: number,
+    /**
+     * Its log-probability.
+     */
+    logprob: number,
+    /**
+     * The token's bytes (control tokens as their text).
+     */
+    bytes: ArrayBuffer
+}
+
+/**
+ * Generated factory for {@link TopLogprob} record objects.
+ */
+export const TopLogprob = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<TopLogprob, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<TopLogprob>,
+    });
+})();
+
+const FfiConverterTypeTopLogprob = (() => {
+    type TypeName = TopLogprob;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                token: FfiConverterUInt32.readFromCursor(c), 
+                logprob: FfiConverterFloat32.readFromCursor(c), 
+                bytes: FfiConverterArrayBuffer.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt32.writeIntoCursor(value.token, c);
+            FfiConverterFloat32.writeIntoCursor(value.logprob, c);
+            FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt32.allocationSize(value.token) +
+             FfiConverterFloat32.allocationSize(value.logprob) +
+             FfiConverterArrayBuffer.allocationSize(value.bytes);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * A generated token's log-probability (log-softmax of the raw logits) and the most likely
+ * alternatives at its step.
+ */
+export type TokenLogprob = {
+    /**
+     * The generated token.
+     */
+    token: number,
+    /**
+     * Its log-probability.
+     */
+    logprob: number,
+    /**
+     * The token's bytes (control tokens as their text).
+     */
+    bytes: ArrayBuffer,
+    /**
+     * The most likely tokens at this step, most likely first.
+     */
+    top: Array<TopLogprob>
+}
+
+/**
+ * Generated factory for {@link TokenLogprob} record objects.
+ */
+export const TokenLogprob = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<TokenLogprob, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<TokenLogprob>,
+    });
+})();
+
+const FfiConverterTypeTokenLogprob = (() => {
+    type TypeName = TokenLogprob;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                token: FfiConverterUInt32.readFromCursor(c), 
+                logprob: FfiConverterFloat32.readFromCursor(c), 
+                bytes: FfiConverterArrayBuffer.readFromCursor(c), 
+                top: FfiConverterSequenceTypeTopLogprob.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt32.writeIntoCursor(value.token, c);
+            FfiConverterFloat32.writeIntoCursor(value.logprob, c);
+            FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
+            FfiConverterSequenceTypeTopLogprob.writeIntoCursor(value.top, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt32.allocationSize(value.token) +
+             FfiConverterFloat32.allocationSize(value.logprob) +
+             FfiConverterArrayBuffer.allocationSize(value.bytes) +
+             FfiConverterSequenceTypeTopLogprob.allocationSize(value.top);
             
         }
     };
@@ -1215,7 +1720,11 @@ export enum FinishReason {
     /**
      * Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
      */
-    Cancelled
+    Cancelled,
+    /**
+     * The output calls tools.
+     */
+    ToolCalls
 }
 
 const FfiConverterTypeFinishReason = (() => {
@@ -1228,6 +1737,7 @@ const FfiConverterTypeFinishReason = (() => {
                 case 3: return FinishReason.MaxTokens;
                 case 4: return FinishReason.ContextFull;
                 case 5: return FinishReason.Cancelled;
+                case 6: return FinishReason.ToolCalls;
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -1238,6 +1748,7 @@ const FfiConverterTypeFinishReason = (() => {
                 case FinishReason.MaxTokens: return c.writeI32(3);
                 case FinishReason.ContextFull: return c.writeI32(4);
                 case FinishReason.Cancelled: return c.writeI32(5);
+                case FinishReason.ToolCalls: return c.writeI32(6);
             }
         }
         allocationSize(value: TypeName): number {
@@ -1252,13 +1763,21 @@ const FfiConverterTypeFinishReason = (() => {
  */
 export type GenerationResult = {
     /**
-     * Generated text (stop string excluded).
+     * Generated text (stop string excluded); with tool calls, the content before them.
      */
     text: string,
+    /**
+     * Tools the output calls.
+     */
+    toolCalls: Array<ToolCall>,
     /**
      * Generated token ids.
      */
     tokens: Array<number>,
+    /**
+     * Each generated token's log-probabilities, when asked for.
+     */
+    logprobs: Array<TokenLogprob>,
     /**
      * Tokens in the prompt.
      */
@@ -1299,7 +1818,9 @@ const FfiConverterTypeGenerationResult = (() => {
         readFromCursor(c: Cursor): TypeName {
             return {
                 text: FfiConverterString.readFromCursor(c), 
+                toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c), 
                 tokens: FfiConverterSequenceUInt32.readFromCursor(c), 
+                logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c), 
                 promptTokens: FfiConverterUInt32.readFromCursor(c), 
                 completionTokens: FfiConverterUInt32.readFromCursor(c), 
                 finishReason: FfiConverterTypeFinishReason.readFromCursor(c), 
@@ -1308,7 +1829,9 @@ const FfiConverterTypeGenerationResult = (() => {
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterString.writeIntoCursor(value.text, c);
+            FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
             FfiConverterSequenceUInt32.writeIntoCursor(value.tokens, c);
+            FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
             FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
             FfiConverterUInt32.writeIntoCursor(value.completionTokens, c);
             FfiConverterTypeFinishReason.writeIntoCursor(value.finishReason, c);
@@ -1316,7 +1839,9 @@ const FfiConverterTypeGenerationResult = (() => {
         }
         allocationSize(value: TypeName): number {
             return FfiConverterString.allocationSize(value.text) +
+             FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
              FfiConverterSequenceUInt32.allocationSize(value.tokens) +
+             FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
              FfiConverterUInt32.allocationSize(value.promptTokens) +
              FfiConverterUInt32.allocationSize(value.completionTokens) +
              FfiConverterTypeFinishReason.allocationSize(value.finishReason) +
@@ -1759,6 +2284,11 @@ export type StreamChunk = {
      */
     pieces: Array<string>,
     /**
+     * Log-probabilities of the tokens generated since the previous chunk (when asked for;
+     * a token's entry may come a chunk before its text, which can be held back).
+     */
+    logprobs: Array<TokenLogprob>,
+    /**
      * Whether the generation has ended; `result` is then set.
      */
     done: boolean,
@@ -1790,17 +2320,20 @@ const FfiConverterTypeStreamChunk = (() => {
         readFromCursor(c: Cursor): TypeName {
             return {
                 pieces: FfiConverterSequenceString.readFromCursor(c), 
+                logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c), 
                 done: FfiConverterBool.readFromCursor(c), 
                 result: FfiConverterOptionalTypeGenerationResult.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterSequenceString.writeIntoCursor(value.pieces, c);
+            FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
             FfiConverterBool.writeIntoCursor(value.done, c);
             FfiConverterOptionalTypeGenerationResult.writeIntoCursor(value.result, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterSequenceString.allocationSize(value.pieces) +
+             FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
              FfiConverterBool.allocationSize(value.done) +
              FfiConverterOptionalTypeGenerationResult.allocationSize(value.result);
             
@@ -3436,6 +3969,12 @@ const FfiConverterTypeLlmModel = new FfiConverterObject(uniffiTypeLlmModelObject
 // FfiConverter for Array<Perf>
 const FfiConverterSequenceTypePerf = new FfiConverterArray(FfiConverterTypePerf);
 
+// FfiConverter for string | undefined
+const FfiConverterOptionalString = new FfiConverterOptional(FfiConverterString);
+
+// FfiConverter for Array<ToolCall>
+const FfiConverterSequenceTypeToolCall = new FfiConverterArray(FfiConverterTypeToolCall);
+
 // FfiConverter for bigint | undefined
 const FfiConverterOptionalUInt64 = new FfiConverterOptional(FfiConverterUInt64);
 
@@ -3451,8 +3990,17 @@ const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
 // FfiConverter for number | undefined
 const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
 
-// FfiConverter for string | undefined
-const FfiConverterOptionalString = new FfiConverterOptional(FfiConverterString);
+// FfiConverter for Array<Tool>
+const FfiConverterSequenceTypeTool = new FfiConverterArray(FfiConverterTypeTool);
+
+// FfiConverter for ToolChoice | undefined
+const FfiConverterOptionalTypeToolChoice = new FfiConverterOptional(FfiConverterTypeToolChoice);
+
+// FfiConverter for Array<TopLogprob>
+const FfiConverterSequenceTypeTopLogprob = new FfiConverterArray(FfiConverterTypeTopLogprob);
+
+// FfiConverter for Array<TokenLogprob>
+const FfiConverterSequenceTypeTokenLogprob = new FfiConverterArray(FfiConverterTypeTokenLogprob);
 
 // FfiConverter for Map<string, string>
 const FfiConverterMapStringString = new FfiConverterMap(FfiConverterString, FfiConverterString);
@@ -3506,10 +4054,10 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_estimate_model_memory");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 35055) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 61767) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_name");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 32887) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 24894) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
@@ -3634,6 +4182,11 @@ export default Object.freeze({
     FfiConverterTypePromptInput,
     FfiConverterTypeSamplingParams,
     FfiConverterTypeStreamChunk,
+    FfiConverterTypeTokenLogprob,
     FfiConverterTypeTokenStream,
+    FfiConverterTypeTool,
+    FfiConverterTypeToolCall,
+    FfiConverterTypeToolChoice,
+    FfiConverterTypeTopLogprob,
   }
 });

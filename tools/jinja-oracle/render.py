@@ -5,7 +5,8 @@ Reads one JSON request on stdin:
   {"template": "<jinja source>" | null,
    "gguf": "<path to a .gguf file>" | null,   # take template and bos/eos texts from the file
    "bos_token": "...", "eos_token": "...",
-   "cases": [{"messages": [{"role": ..., "content": ...}], "add_generation_prompt": bool}]}
+   "cases": [{"messages": [{"role": ..., "content": ...}], "add_generation_prompt": bool,
+              "tools": [...] | absent}]}
 Writes one JSON object on stdout:
   {"template": ..., "bos_token": ..., "eos_token": ...,
    "results": [{"output": "..."} | {"error": "..."}]}
@@ -13,7 +14,8 @@ Writes one JSON object on stdout:
 The environment mirrors the one transformers uses for apply_chat_template: a sandboxed,
 immutable jinja2 environment with trim_blocks, lstrip_blocks and the loop-controls extension,
 a `tojson` filter that calls json.dumps(ensure_ascii=False, ...), and the `raise_exception`
-and `strftime_now` globals. `tools` is passed as None.
+and `strftime_now` globals. `tools` is the case's "tools" (None when absent). Messages are passed
+as given (Hugging Face's shape, e.g. tool calls with `arguments` as a mapping).
 """
 import json
 import sys
@@ -79,7 +81,7 @@ def main():
         compiled = make_env().from_string(template)
         for case in request.get("cases", []):
             try:
-                out = compiled.render(messages=case["messages"], tools=None,
+                out = compiled.render(messages=case["messages"], tools=case.get("tools"),
                                       add_generation_prompt=case["add_generation_prompt"],
                                       bos_token=bos, eos_token=eos)
                 results.append({"output": out})

@@ -30,8 +30,10 @@
 //     tokens[0..=i]. llama.cpp does not expose raw logits here, so each entry
 //     gives `logit_delta` = logit - (top logit), computed from the sampler's
 //     softmax over the top_k candidates (temperature 1), which is exact for
-//     differences. Response: {"model": {...}, "positions": [{"position": i,
-//       "top": [{"id": t, "logit_delta": d}, ...]}]}
+//     differences. With "full_softmax": true the softmax covers the whole
+//     vocabulary and each entry also has `logprob`, llama.cpp's log-probability
+//     of that token. Response: {"model": {...}, "positions": [{"position": i,
+//       "top": [{"id": t, "logit_delta": d, "logprob": l}, ...]}]}
 //
 //   {"cmd": "info", "model": PATH}
 //     Response: {"model": {...}} only.
@@ -149,7 +151,10 @@ async function logits(model, context, req, nVocab) {
     if (req.tokens.length > context.contextSize)
         throw new Error(`${req.tokens.length} tokens exceed context ${context.contextSize}`);
     const sequence = context.getSequence();
-    const options = { temperature: 1, topK, topP: 1, minP: 0 };
+    // With "full_softmax", llama.cpp keeps the whole vocabulary in the softmax, so each entry
+    // also carries its exact log-probability (`logprob`).
+    const full = req.full_softmax === true;
+    const options = { temperature: 1, topK: full ? nVocab : topK, topP: 1, minP: 0 };
     const input = req.tokens.map((t, i) =>
         wanted.has(i) ? [t, { generateNext: { probabilities: true, options } }] : t);
     const output = await sequence.controlledEvaluate(input);
@@ -161,7 +166,11 @@ async function logits(model, context, req, nVocab) {
         const top = Math.log(entries[0][1]);
         positions.push({
             position: p,
-            top: entries.map(([id, prob]) => ({ id, logit_delta: Math.log(prob) - top })),
+            top: entries.map(([id, prob]) => ({
+                id,
+                logit_delta: Math.log(prob) - top,
+                ...(full ? { logprob: Math.log(prob) } : {}),
+            })),
         });
     }
     return { positions };

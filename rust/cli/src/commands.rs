@@ -10,7 +10,7 @@ use local_llm_engine::chat::ChatMessage;
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+    Context, ContextOptions, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
 };
 use local_llm_engine::{Error, Result};
 
@@ -69,7 +69,6 @@ fn load(args: &RunArgs) -> Result<Context> {
 
 fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
     GenerateRequest {
-        prompt,
         sampling: SamplingParams {
             temperature: args.temp,
             top_k: args.top_k,
@@ -85,6 +84,26 @@ fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
         max_tokens: args.n_predict,
         stop: args.stop.clone(),
         stop_at_eog: !args.ignore_eos,
+        logprobs: (args.n_probs > 0).then_some(args.n_probs),
+        ..GenerateRequest::new(prompt)
+    }
+}
+
+/// `--n-probs`: one line per generated token with its log-probability and the alternatives.
+fn print_probs(gen: &Generation) {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    for lp in &gen.logprobs {
+        let top: Vec<String> = lp
+            .top
+            .iter()
+            .map(|t| format!("{:?} {:.4}", text(&t.bytes), t.logprob))
+            .collect();
+        eprintln!(
+            "{:?} {:.4} | {}",
+            text(&lp.bytes),
+            lp.logprob,
+            top.join(", ")
+        );
     }
 }
 
@@ -104,15 +123,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let prompt = if args.chat {
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
-            messages.push(ChatMessage {
-                role: "system".into(),
-                content: system.clone(),
-            });
+            messages.push(ChatMessage::new("system", system.clone()));
         }
-        messages.push(ChatMessage {
-            role: "user".into(),
-            content: prompt_text,
-        });
+        messages.push(ChatMessage::new("user", prompt_text));
         Prompt::Chat(messages)
     } else {
         Prompt::Text(prompt_text)
@@ -122,6 +135,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if args.print_tokens {
         eprintln!("tokens: {:?}", gen.tokens);
     }
+    print_probs(&gen);
     let t = gen.timings;
     eprintln!(
         "prompt: {} tokens in {:.1} ms ({:.1} tok/s) | generation: {} tokens in {:.1} ms ({:.1} tok/s) | finish: {:?}",
@@ -141,10 +155,7 @@ pub fn chat(args: &RunArgs) -> Result<()> {
     let mut ctx = load(args)?;
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
-        messages.push(ChatMessage {
-            role: "system".into(),
-            content: system.clone(),
-        });
+        messages.push(ChatMessage::new("system", system.clone()));
     }
     let mut first = args.prompt.clone();
     let stdin = std::io::stdin();
@@ -164,20 +175,14 @@ pub fn chat(args: &RunArgs) -> Result<()> {
                 line.trim_end().to_string()
             }
         };
-        messages.push(ChatMessage {
-            role: "user".into(),
-            content: line,
-        });
+        messages.push(ChatMessage::new("user", line));
         let gen = ctx.generate(
             &request(args, Prompt::Chat(messages.clone())),
             &mut stream_to_stdout,
             None,
         )?;
         println!();
-        messages.push(ChatMessage {
-            role: "assistant".into(),
-            content: gen.text,
-        });
+        messages.push(ChatMessage::new("assistant", gen.text));
     }
 }
 

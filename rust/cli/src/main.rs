@@ -129,6 +129,10 @@ struct RunArgs {
     /// Print generated token ids as JSON on stderr after the text.
     #[arg(long)]
     print_tokens: bool,
+    /// Print each generated token's log-probability and its N most likely alternatives on
+    /// stderr after the text (0 = off, at most 20).
+    #[arg(long, default_value_t = 0)]
+    n_probs: usize,
 }
 
 fn main() -> ExitCode {

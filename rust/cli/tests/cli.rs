@@ -181,3 +181,46 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
         );
     }
 }
+
+#[test]
+fn n_probs_prints_each_token_with_its_alternatives() {
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = model.to_str().expect("utf-8 path");
+    let args = [
+        "run",
+        "-m",
+        model,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "4",
+        "--temp",
+        "0",
+        "-t",
+        "1",
+    ];
+    let plain = local_llm(&args);
+    let with = local_llm(&[&args[..], &["--n-probs", "3"]].concat());
+    assert!(with.status.success());
+    assert_eq!(plain.stdout, with.stdout, "the text does not change");
+    let stderr = String::from_utf8_lossy(&with.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with('"') && l.contains(" | "))
+        .collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    for line in lines {
+        // `"token" logprob | "alt" logprob, "alt" logprob, "alt" logprob`; greedy: the first
+        // alternative is the token itself.
+        let (token, alts) = line.split_once(" | ").expect("separator");
+        assert_eq!(alts.matches(", \"").count(), 2, "{line}");
+        assert!(alts.starts_with(token), "{line}");
+        let lp: f64 = token.rsplit(' ').next().unwrap().parse().expect("logprob");
+        assert!(lp <= 0.0, "{line}");
+    }
+    let bad = local_llm(&[&args[..], &["--n-probs", "21"]].concat());
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("top_logprobs"));
+}

@@ -50,6 +50,9 @@ pub enum Error {
     /// A backend device failed to run an operation.
     #[error("backend error: {0}")]
     Backend(String),
+    /// The output does not call a tool although `tool_choice` requires one.
+    #[error("tool call error: {0}")]
+    ToolCall(String),
     /// The operation was cancelled by the caller.
     #[error("cancelled")]
     Cancelled,

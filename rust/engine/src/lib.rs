@@ -7,8 +7,8 @@
 //!   when present), weight placement and the matmul engine.
 //! - [`model`]: transformer architectures (llama family, qwen2/qwen3, gemma3).
 //! - [`tokenizer`]: SentencePiece-style and GPT-2 BPE tokenizers built from GGUF metadata.
-//! - [`chat`]: chat-template rendering (Jinja via minijinja) and built-in templates.
-//! - [`sampling`]: logit processing, sampling and stop-string matching.
+//! - [`chat`]: chat-template rendering (Jinja via minijinja), built-in templates, tool calling.
+//! - [`sampling`]: logit processing, sampling, stop-string matching and token logprobs.
 //! - [`session`]: loading models, contexts with a KV cache, generation and streaming.
 
 #[macro_use]

@@ -8,10 +8,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::backend::{Registry, Threads};
-use crate::chat::{ChatMessage, ChatTemplate};
+use crate::chat::{
+    offered_tools, parse_tool_calls, validate_tools, ChatMessage, ChatTemplate, Tool, ToolCall,
+    ToolCallStream, ToolChoice,
+};
 use crate::gguf::GgufFile;
 use crate::model::{KvCache, Model, ModelConfig, Output};
-use crate::sampling::{Sampler, SamplingParams, StopMatcher};
+use crate::sampling::{
+    token_logprob, Sampler, SamplingParams, StopMatcher, TokenLogprob, MAX_TOP_LOGPROBS,
+};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::{Error, Result};
 
@@ -234,6 +239,20 @@ impl LoadedModel {
     pub fn chat_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<u32>> {
         self.template.tokens(&self.tokenizer, messages, true)
     }
+
+    /// Tokens of a chat prompt offering the tools `choice` selects from `tools` (see
+    /// [`ChatTemplate::tokens_with_tools`]).
+    pub fn chat_tokens_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+    ) -> Result<Vec<u32>> {
+        validate_tools(tools, choice)?;
+        let offered = offered_tools(tools, choice);
+        self.template
+            .tokens_with_tools(&self.tokenizer, messages, offered, choice, true)
+    }
 }
 
 /// The fields of [`ContextOptions`] with their documentation and defaults, written once (see
@@ -293,6 +312,14 @@ pub struct GenerateRequest {
     pub stop: Vec<String>,
     /// Stop at end-of-generation tokens (default true).
     pub stop_at_eog: bool,
+    /// Tools the model may call (chat prompts only); the output is parsed for calls unless
+    /// `tool_choice` is [`ToolChoice::None`].
+    pub tools: Vec<Tool>,
+    /// Which tools the model may or must call.
+    pub tool_choice: ToolChoice,
+    /// Report each generated token's log-probability with this many most likely alternatives
+    /// (0..=[`MAX_TOP_LOGPROBS`]); `None`: no log-probabilities (and no cost).
+    pub logprobs: Option<usize>,
 }
 
 impl GenerateRequest {
@@ -308,8 +335,41 @@ impl GenerateRequest {
             max_tokens: Self::DEFAULT_MAX_TOKENS,
             stop: Vec::new(),
             stop_at_eog: true,
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            logprobs: None,
         }
     }
+
+    /// Whether the output is parsed for tool calls.
+    fn parses_tools(&self) -> bool {
+        !self.tools.is_empty() && self.tool_choice != ToolChoice::None
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.sampling.validate()?;
+        if self.logprobs.is_some_and(|n| n > MAX_TOP_LOGPROBS) {
+            return Err(Error::InvalidOption(format!(
+                "top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}"
+            )));
+        }
+        if !self.tools.is_empty() && !matches!(self.prompt, Prompt::Chat(_)) {
+            return Err(Error::InvalidOption(
+                "tools need a chat prompt (messages)".into(),
+            ));
+        }
+        validate_tools(&self.tools, &self.tool_choice)
+    }
+}
+
+/// What [`Context::generate_events`] reports while generating.
+#[derive(Debug)]
+pub enum GenerateEvent<'a> {
+    /// A new piece of text (see [`Context::generate`]).
+    Text(&'a str),
+    /// A generated token's log-probabilities (only when the request asks for them), reported
+    /// before the text it adds.
+    Logprob(&'a TokenLogprob),
 }
 
 /// Why generation ended.
@@ -326,10 +386,13 @@ pub enum FinishReason {
     /// The caller cancelled (during the prompt or while decoding): the result holds what was
     /// generated until then.
     Cancelled,
+    /// The output calls tools (see [`Generation::tool_calls`]).
+    ToolCalls,
 }
 
 impl FinishReason {
-    /// Short name: "eog", "stop_string", "max_tokens", "context_full" or "cancelled".
+    /// Short name: "eog", "stop_string", "max_tokens", "context_full", "cancelled" or
+    /// "tool_calls".
     pub fn name(self) -> &'static str {
         match self {
             FinishReason::EndOfGeneration => "eog",
@@ -337,13 +400,16 @@ impl FinishReason {
             FinishReason::MaxTokens => "max_tokens",
             FinishReason::ContextFull => "context_full",
             FinishReason::Cancelled => "cancelled",
+            FinishReason::ToolCalls => "tool_calls",
         }
     }
 
-    /// OpenAI's `finish_reason`: "length" when a limit cut the answer, "stop" otherwise
-    /// (OpenAI has no value for a cancelled request; it stopped early).
+    /// OpenAI's `finish_reason`: "length" when a limit cut the answer, "tool_calls" when the
+    /// output calls tools, "stop" otherwise (OpenAI has no value for a cancelled request; it
+    /// stopped early).
     pub fn openai_name(self) -> &'static str {
         match self {
+            FinishReason::ToolCalls => "tool_calls",
             FinishReason::MaxTokens | FinishReason::ContextFull => "length",
             FinishReason::EndOfGeneration | FinishReason::StopString | FinishReason::Cancelled => {
                 "stop"
@@ -400,10 +466,15 @@ fn check_available(kv_bytes: u64, n_ctx: usize) -> Result<()> {
 /// The result of a generation.
 #[derive(Clone, Debug)]
 pub struct Generation {
-    /// Generated text (stop string excluded).
+    /// Generated text (stop string excluded). When the output calls tools: the content before
+    /// the first call (see [`crate::chat::parse_tool_calls`]).
     pub text: String,
+    /// Tools the output calls (finish reason [`FinishReason::ToolCalls`]).
+    pub tool_calls: Vec<ToolCall>,
     /// Generated token ids.
     pub tokens: Vec<u32>,
+    /// Each generated token's log-probabilities, when the request asked for them.
+    pub logprobs: Vec<TokenLogprob>,
     /// Number of prompt tokens.
     pub prompt_tokens: usize,
     /// Why it ended.
@@ -482,6 +553,16 @@ impl Context {
         }
     }
 
+    /// Tokens for a request's prompt, offering its tools.
+    fn request_tokens(&self, request: &GenerateRequest) -> Result<Vec<u32>> {
+        match &request.prompt {
+            Prompt::Chat(messages) if !request.tools.is_empty() => self
+                .model
+                .chat_tokens_with_tools(messages, &request.tools, &request.tool_choice),
+            prompt => self.prompt_tokens(prompt),
+        }
+    }
+
     /// Evaluate `tokens` after the cached ones in batches, calling `progress(done, total)`
     /// after each batch, and return what `output` asks for from the last batch (for
     /// [`Output::AllLogits`] / [`Output::Hidden`]: every token of every batch).
@@ -526,14 +607,82 @@ impl Context {
     /// Generate from `request`, calling `on_text` with each new piece of text (never a partial
     /// UTF-8 character, never text that may still turn out to be a stop string). Generation
     /// stops when `cancel` becomes true (checked between tokens).
+    ///
+    /// With tools (and a choice other than none), text that may be a tool call is held back
+    /// from `on_text` (see [`ToolCallStream`]); calls found in the output are returned in
+    /// [`Generation::tool_calls`] with finish reason [`FinishReason::ToolCalls`], and the held
+    /// text is passed on when it holds none. Under [`ToolChoice::Required`] or a named choice,
+    /// output without a call is an [`Error::ToolCall`].
     pub fn generate(
         &mut self,
         request: &GenerateRequest,
         on_text: &mut dyn FnMut(&str),
         cancel: Option<&AtomicBool>,
     ) -> Result<Generation> {
-        request.sampling.validate()?;
-        let prompt = self.prompt_tokens(&request.prompt)?;
+        let mut on_event = |event: GenerateEvent| {
+            if let GenerateEvent::Text(t) = event {
+                on_text(t);
+            }
+        };
+        self.generate_events(request, &mut on_event, cancel)
+    }
+
+    /// [`Context::generate`], also reporting log-probabilities as they are computed.
+    pub fn generate_events(
+        &mut self,
+        request: &GenerateRequest,
+        on_event: &mut dyn FnMut(GenerateEvent),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Generation> {
+        request.validate()?;
+        if !request.parses_tools() {
+            return self.generate_raw(request, on_event, cancel);
+        }
+        let mut filter = ToolCallStream::new();
+        let mut filtered = |event: GenerateEvent| match event {
+            GenerateEvent::Text(t) => {
+                let safe = filter.push(t);
+                if !safe.is_empty() {
+                    on_event(GenerateEvent::Text(&safe));
+                }
+            }
+            other => on_event(other),
+        };
+        let mut generation = self.generate_raw(request, &mut filtered, cancel)?;
+        let offered = offered_tools(&request.tools, &request.tool_choice);
+        let parsed = parse_tool_calls(&generation.text, offered);
+        if parsed.calls.is_empty() {
+            let rest = filter.flush();
+            if !rest.is_empty() {
+                on_event(GenerateEvent::Text(&rest));
+            }
+            let forced = matches!(
+                request.tool_choice,
+                ToolChoice::Required | ToolChoice::Function { .. }
+            );
+            if forced && generation.finish_reason != FinishReason::Cancelled {
+                return Err(Error::ToolCall(format!(
+                    "tool_choice requires a tool call but the model answered with text: {:?}",
+                    generation.text.chars().take(200).collect::<String>()
+                )));
+            }
+            return Ok(generation);
+        }
+        generation.text = parsed.content.unwrap_or_default();
+        generation.tool_calls = parsed.calls;
+        if generation.finish_reason != FinishReason::Cancelled {
+            generation.finish_reason = FinishReason::ToolCalls;
+        }
+        Ok(generation)
+    }
+
+    fn generate_raw(
+        &mut self,
+        request: &GenerateRequest,
+        on_event: &mut dyn FnMut(GenerateEvent),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Generation> {
+        let prompt = self.request_tokens(request)?;
         if prompt.is_empty() {
             return Err(Error::InvalidOption("the prompt is empty".into()));
         }
@@ -575,7 +724,9 @@ impl Context {
                 timings.prompt_tokens = self.cached.len().saturating_sub(common);
                 return Ok(Generation {
                     text: String::new(),
+                    tool_calls: Vec::new(),
                     tokens: Vec::new(),
+                    logprobs: Vec::new(),
                     prompt_tokens: prompt.len(),
                     finish_reason: FinishReason::Cancelled,
                     timings,
@@ -589,10 +740,11 @@ impl Context {
         let mut stops = StopMatcher::new(&request.stop);
         let mut text = String::new();
         let mut tokens = Vec::new();
+        let mut logprobs = Vec::new();
         let gen_start = Instant::now();
-        let emit = |piece: String, text: &mut String, on_text: &mut dyn FnMut(&str)| {
+        let emit = |piece: String, text: &mut String, on_event: &mut dyn FnMut(GenerateEvent)| {
             if !piece.is_empty() {
-                on_text(&piece);
+                on_event(GenerateEvent::Text(&piece));
                 text.push_str(&piece);
             }
         };
@@ -608,9 +760,15 @@ impl Context {
                 break FinishReason::EndOfGeneration;
             }
             tokens.push(token);
+            if let Some(n_top) = request.logprobs {
+                let lp =
+                    token_logprob(&logits, token, n_top, &|id| tokenizer.token_bytes(id, true));
+                on_event(GenerateEvent::Logprob(&lp));
+                logprobs.push(lp);
+            }
             let piece = decoder.push(tokenizer, token);
             let (safe, stopped) = stops.push(&piece);
-            emit(safe, &mut text, on_text);
+            emit(safe, &mut text, on_event);
             if stopped {
                 break FinishReason::StopString;
             }
@@ -631,16 +789,18 @@ impl Context {
         if finish_reason != FinishReason::StopString {
             let rest = decoder.finish();
             let (safe, stopped) = stops.push(&rest);
-            emit(safe, &mut text, on_text);
+            emit(safe, &mut text, on_event);
             if !stopped {
-                emit(stops.flush(), &mut text, on_text);
+                emit(stops.flush(), &mut text, on_event);
             }
         }
         timings.generated_tokens = tokens.len();
         timings.generation_ms = gen_start.elapsed().as_secs_f64() * 1e3;
         Ok(Generation {
             text,
+            tool_calls: Vec::new(),
             tokens,
+            logprobs,
             prompt_tokens: prompt.len(),
             finish_reason,
             timings,

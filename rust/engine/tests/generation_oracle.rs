@@ -76,14 +76,8 @@ fn raw_prompts() -> Vec<String> {
 }
 
 fn chat_prompts() -> Vec<Vec<ChatMessage>> {
-    let user = |s: &str| ChatMessage {
-        role: "user".into(),
-        content: s.into(),
-    };
-    let system = |s: &str| ChatMessage {
-        role: "system".into(),
-        content: s.into(),
-    };
+    let user = |s: &str| ChatMessage::new("user", s);
+    let system = |s: &str| ChatMessage::new("system", s);
     vec![
         vec![user("What is the capital of France?")],
         vec![user("Write a haiku about the ocean.")],

@@ -4,7 +4,8 @@
 //! the engine's option tables, so their defaults reach the generated TypeScript unchanged.
 
 use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
-use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
+use local_llm_engine::sampling::{SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
     ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, MemoryEstimate, Prompt,
     Timings,
@@ -76,16 +77,18 @@ pub enum FinishReason {
     ContextFull,
     /// Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
     Cancelled,
+    /// The output calls tools.
+    ToolCalls,
 }
 
 /// The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
-/// "context_full", "cancelled").
+/// "context_full", "cancelled", "tool_calls").
 #[uniffi::export]
 pub fn finish_reason_name(reason: FinishReason) -> String {
     reason.name().to_string()
 }
 
-/// OpenAI's `finish_reason` for a finish reason ("stop" or "length").
+/// OpenAI's `finish_reason` for a finish reason ("stop", "length" or "tool_calls").
 #[uniffi::export]
 pub fn finish_reason_openai_name(reason: FinishReason) -> String {
     reason.openai_name().to_string()
@@ -113,18 +116,98 @@ pub struct HostMemory {
     pub available_bytes: Option<u64>,
 }
 
+/// A function the model may call (OpenAI's `tools[].function`).
+#[uniffi::remote(Record)]
+pub struct Tool {
+    /// The function's name.
+    pub name: String,
+    /// What the function does.
+    #[uniffi(default = None)]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments object, as JSON text (none: any object).
+    #[uniffi(default = None)]
+    pub parameters: Option<String>,
+}
+
+/// One call of a tool (an entry of OpenAI's `message.tool_calls`).
+#[uniffi::remote(Record)]
+pub struct ToolCall {
+    /// The call's id (tool results refer to it with `tool_call_id`).
+    pub id: String,
+    /// The called function's name.
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+/// Which tools the model may or must call (OpenAI's `tool_choice`).
+#[uniffi::remote(Enum)]
+pub enum ToolChoice {
+    /// Tools are not offered and the output is not parsed for calls.
+    None,
+    /// The model may answer with text or call tools.
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must call this function.
+    Function {
+        /// The function's name.
+        name: String,
+    },
+}
+
+/// A token with its log-probability.
+#[uniffi::remote(Record)]
+pub struct TopLogprob {
+    /// The token id.
+    pub token: u32,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// The token's bytes (control tokens as their text).
+    pub bytes: Vec<u8>,
+}
+
+/// A generated token's log-probability (log-softmax of the raw logits) and the most likely
+/// alternatives at its step.
+#[uniffi::remote(Record)]
+pub struct TokenLogprob {
+    /// The generated token.
+    pub token: u32,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// The token's bytes (control tokens as their text).
+    pub bytes: Vec<u8>,
+    /// The most likely tokens at this step, most likely first.
+    pub top: Vec<TopLogprob>,
+}
+
 /// One chat message.
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ChatMessage {
-    /// "system", "user" or "assistant".
+    /// "system", "user", "assistant" or "tool".
     pub role: String,
-    /// The message text.
-    pub content: String,
+    /// The message text (none: an assistant message that only calls tools).
+    pub content: Option<String>,
+    /// Tools an assistant message calls.
+    #[uniffi(default = [])]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a "tool" message: the id of the call whose result it holds.
+    #[uniffi(default = None)]
+    pub tool_call_id: Option<String>,
+    /// The speaker's name (for a "tool" message, the tool's name).
+    #[uniffi(default = None)]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
     pub(crate) fn into_engine(self) -> local_llm_engine::chat::ChatMessage {
-        local_llm_engine::chat::ChatMessage::new(self.role, self.content)
+        local_llm_engine::chat::ChatMessage {
+            role: self.role,
+            content: self.content.unwrap_or_default(),
+            tool_calls: self.tool_calls,
+            tool_call_id: self.tool_call_id,
+            name: self.name,
+        }
     }
 }
 
@@ -165,6 +248,16 @@ pub struct GenerateParams {
     /// Keep generating after end-of-generation tokens.
     #[uniffi(default = false)]
     pub ignore_eog: bool,
+    /// Tools the model may call (chat prompts only).
+    #[uniffi(default = [])]
+    pub tools: Vec<Tool>,
+    /// Which tools the model may or must call (none: auto).
+    #[uniffi(default = None)]
+    pub tool_choice: Option<ToolChoice>,
+    /// Report each generated token's log-probability with this many alternatives (0..=20);
+    /// none: no log-probabilities.
+    #[uniffi(default = None)]
+    pub logprobs: Option<u32>,
 }
 
 impl GenerateParams {
@@ -187,6 +280,9 @@ impl GenerateParams {
         }
         request.stop = self.stop.clone();
         request.stop_at_eog = !self.ignore_eog;
+        request.tools = self.tools.clone();
+        request.tool_choice = self.tool_choice.clone().unwrap_or_default();
+        request.logprobs = self.logprobs.map(|n| n as usize);
         request
     }
 }
@@ -224,10 +320,14 @@ impl From<Timings> for Perf {
 /// The result of a generation (also of a cancelled one: the text generated until then).
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct GenerationResult {
-    /// Generated text (stop string excluded).
+    /// Generated text (stop string excluded); with tool calls, the content before them.
     pub text: String,
+    /// Tools the output calls.
+    pub tool_calls: Vec<ToolCall>,
     /// Generated token ids.
     pub tokens: Vec<u32>,
+    /// Each generated token's log-probabilities, when asked for.
+    pub logprobs: Vec<TokenLogprob>,
     /// Tokens in the prompt.
     pub prompt_tokens: u32,
     /// Tokens generated.
@@ -243,7 +343,9 @@ impl From<Generation> for GenerationResult {
         GenerationResult {
             completion_tokens: to_u32(g.tokens.len()),
             text: g.text,
+            tool_calls: g.tool_calls,
             tokens: g.tokens,
+            logprobs: g.logprobs,
             prompt_tokens: to_u32(g.prompt_tokens),
             finish_reason: g.finish_reason,
             perf: g.timings.into(),

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use local_llm_engine::session::{Context, FinishReason};
+use local_llm_engine::session::{Context, FinishReason, GenerateEvent};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult, Perf};
@@ -83,20 +83,21 @@ impl Shared {
         result
     }
 
-    /// Generate with `params`, passing text pieces to `on_text`. A cancelled generation is a
-    /// result with finish reason `Cancelled` (as the engine returns it), except one cut short by
-    /// `dispose`: that is the disposed-context error, since it did not end as asked.
+    /// Generate with `params`, passing text pieces and log-probabilities to `on_event`. A
+    /// cancelled generation is a result with finish reason `Cancelled` (as the engine returns
+    /// it), except one cut short by `dispose`: that is the disposed-context error, since it did
+    /// not end as asked.
     pub(crate) fn generate(
         &self,
         params: &GenerateParams,
         cancel: &Arc<AtomicBool>,
-        on_text: &mut dyn FnMut(&str),
+        on_event: &mut dyn FnMut(GenerateEvent),
         stage: Stage,
     ) -> Result<GenerationResult, LlmError> {
         self.track(cancel);
         let request = params.to_request();
         let result = self.with_engine(|ctx| {
-            ctx.generate(&request, on_text, Some(cancel.as_ref()))
+            ctx.generate_events(&request, on_event, Some(cancel.as_ref()))
                 .map(GenerationResult::from)
                 .map_err(|e| LlmError::from_engine(e, stage))
         })?;

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use local_llm_engine::sampling::TokenLogprob;
+use local_llm_engine::session::GenerateEvent;
 use tokio::sync::mpsc;
 
 use crate::error::{LlmError, Stage};
@@ -18,6 +20,7 @@ const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 enum Event {
     Text(String),
+    Logprob(TokenLogprob),
     Done(Result<GenerationResult, LlmError>),
 }
 
@@ -26,6 +29,9 @@ enum Event {
 pub struct StreamChunk {
     /// New text pieces, in order (may be empty on the last chunk).
     pub pieces: Vec<String>,
+    /// Log-probabilities of the tokens generated since the previous chunk (when asked for;
+    /// a token's entry may come a chunk before its text, which can be held back).
+    pub logprobs: Vec<TokenLogprob>,
     /// Whether the generation has ended; `result` is then set.
     pub done: bool,
     /// The whole generation (text, tokens, finish reason, timings), on the last chunk.
@@ -54,19 +60,24 @@ impl TokenStream {
         let cancel = Arc::new(AtomicBool::new(false));
         let flag = cancel.clone();
         rt.spawn_blocking(move || {
-            let mut on_text = |piece: &str| {
-                let _ = tx.send(Event::Text(piece.to_string()));
-                // Wait until the reader wants more (an error means it cancelled or went away).
-                // The flag is polled too: `dispose` sets it, and must free the context of a
-                // stream that nobody reads any more.
-                while !flag.load(Ordering::Relaxed) {
-                    match demand_rx.recv_timeout(CANCEL_POLL) {
-                        Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
-                        _ => break,
+            let mut on_event = |event: GenerateEvent| match event {
+                GenerateEvent::Logprob(lp) => {
+                    let _ = tx.send(Event::Logprob(lp.clone()));
+                }
+                GenerateEvent::Text(piece) => {
+                    let _ = tx.send(Event::Text(piece.to_string()));
+                    // Wait until the reader wants more (an error means it cancelled or went
+                    // away). The flag is polled too: `dispose` sets it, and must free the
+                    // context of a stream that nobody reads any more.
+                    while !flag.load(Ordering::Relaxed) {
+                        match demand_rx.recv_timeout(CANCEL_POLL) {
+                            Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
+                            _ => break,
+                        }
                     }
                 }
             };
-            let result = shared.generate(&params, &flag, &mut on_text, Stage::Stream);
+            let result = shared.generate(&params, &flag, &mut on_event, Stage::Stream);
             let _ = tx.send(Event::Done(result));
         });
         Ok(Arc::new(TokenStream {
@@ -88,6 +99,7 @@ impl TokenStream {
         self.lock_outcome().as_ref().map(|outcome| match outcome {
             Ok(result) => Ok(StreamChunk {
                 pieces: Vec::new(),
+                logprobs: Vec::new(),
                 done: true,
                 result: Some(result.clone()),
             }),
@@ -115,10 +127,17 @@ impl TokenStream {
         }
         let mut events = self.events.lock().await;
         let mut pieces = Vec::new();
+        let mut logprobs = Vec::new();
         let mut event = events.recv().await;
         loop {
             match event {
                 Some(Event::Text(piece)) => pieces.push(piece),
+                Some(Event::Logprob(lp)) => {
+                    logprobs.push(lp);
+                    // Its text follows; wait for it rather than return a chunk without text.
+                    event = events.recv().await;
+                    continue;
+                }
                 Some(Event::Done(outcome)) => {
                     *self.lock_outcome() = Some(outcome);
                     break;
@@ -133,6 +152,7 @@ impl TokenStream {
                 Err(mpsc::error::TryRecvError::Empty) => {
                     return Ok(StreamChunk {
                         pieces,
+                        logprobs,
                         done: false,
                         result: None,
                     })
@@ -143,6 +163,7 @@ impl TokenStream {
         match self.finished_chunk() {
             Some(Ok(mut chunk)) => {
                 chunk.pieces = pieces;
+                chunk.logprobs = logprobs;
                 Ok(chunk)
             }
             Some(Err(e)) => Err(e),

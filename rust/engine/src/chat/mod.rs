@@ -8,13 +8,26 @@
 //! tokenizes them that way. Roles are template input too, so only [`ROLES`] are accepted.
 //!
 //! Rendering is bounded: see the `env` module for the fuel, recursion and output limits.
+//!
+//! Tool calling: [`ChatTemplate::render_with_tools`] (and the `_with_tools` variants) offer
+//! [`Tool`]s to the model, natively or through a fallback prompt (the `tools` module);
+//! [`parse_tool_calls`] and [`ToolCallStream`] find calls in the output (the `tool_parse`
+//! module); [`tool_call_schema`] is the JSON Schema of a valid call for constrained decoding.
 
 mod builtin;
 mod env;
 mod json;
 mod segments;
+mod tool_parse;
+mod tools;
 
-use minijinja::{context, Environment};
+use minijinja::{context, Environment, Value};
+
+pub use tool_parse::{parse_tool_calls, ParsedResponse, ToolCallStream};
+pub use tools::{
+    offered_tools, tool_call_schema, validate_tools, Tool, ToolCall, ToolChoice, TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+};
 
 use crate::tokenizer::Tokenizer;
 
@@ -23,12 +36,19 @@ use crate::tokenizer::Tokenizer;
 pub const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatMessage {
     /// Speaker role: one of [`ROLES`].
     pub role: String,
-    /// Message text.
+    /// Message text. Empty for an assistant message that only calls tools: templates then see
+    /// `content` as none, like OpenAI's `content: null`.
     pub content: String,
+    /// Tools an assistant message calls.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the id of the call whose result it holds.
+    pub tool_call_id: Option<String>,
+    /// An optional name of the speaker (for a `tool` message, the tool's name).
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -37,6 +57,7 @@ impl ChatMessage {
         ChatMessage {
             role: role.into(),
             content: content.into(),
+            ..ChatMessage::default()
         }
     }
 }
@@ -115,6 +136,53 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> crate::Result<String> {
+        self.render_with_tools(messages, &[], &ToolChoice::Auto, add_generation_prompt)
+    }
+
+    /// Whether the template handles tools itself (its source mentions `tools`). Otherwise
+    /// tools are offered through the fallback prompt (see [`ChatTemplate::render_with_tools`]).
+    pub fn supports_tools(&self) -> bool {
+        tools::template_supports_tools(&self.source)
+    }
+
+    /// Whether a request goes through the tool fallback: the template lacks tool support and
+    /// the request offers tools or holds tool calls. (Without either, messages, `tool` ones
+    /// included, reach the template as they are.)
+    fn uses_fallback(&self, messages: &[ChatMessage], tools: &[Tool]) -> bool {
+        !self.supports_tools()
+            && (!tools.is_empty() || messages.iter().any(|m| !m.tool_calls.is_empty()))
+    }
+
+    /// Render like [`ChatTemplate::render`] with tools offered to the model. A tool-aware
+    /// template receives `tools` (`[{type: "function", function: {name, description,
+    /// parameters}}]`) and messages with `tool_calls` / `tool_call_id` / `name` as Hugging
+    /// Face templates expect. For another template, when tools are offered or messages hold
+    /// calls, the conversation is rewritten first: a
+    /// system preamble lists the tools and asks for `<tool_call>` blocks, calls become
+    /// `<tool_call>` text and tool results become user messages (see the README's "Tools"
+    /// section). `choice` words the fallback preamble ("required", named); pass the tools it
+    /// offers (see [`offered_tools`]).
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+    ) -> crate::Result<String> {
+        if self.uses_fallback(messages, tools) {
+            let rewritten = tools::fallback_messages(messages, tools, choice)?;
+            return self.render_native(&rewritten, &[], add_generation_prompt);
+        }
+        self.render_native(messages, tools, add_generation_prompt)
+    }
+
+    /// Render `messages` with `tools` passed to the template as they are.
+    fn render_native(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        add_generation_prompt: bool,
+    ) -> crate::Result<String> {
         if let Some(m) = messages.iter().find(|m| !ROLES.contains(&m.role.as_str())) {
             return Err(crate::Error::InvalidOption(format!(
                 "unknown message role {:?}: expected one of {}",
@@ -122,12 +190,26 @@ impl ChatTemplate {
                 ROLES.join(", ")
             )));
         }
+        let tools_value = if tools.is_empty() {
+            Value::from(())
+        } else {
+            Value::from_serialize(tools::tools_value(tools)?)
+        };
         let input_bytes = messages
             .iter()
-            .map(|m| m.content.len() + m.role.len())
+            .map(|m| {
+                let calls: usize = m.tool_calls.iter().map(|c| c.arguments.len() + 64).sum();
+                m.content.len() + m.role.len() + calls
+            })
+            .chain(tools.iter().map(|t| {
+                t.parameters.as_ref().map_or(0, String::len)
+                    + t.description.as_ref().map_or(0, String::len)
+            }))
             .sum::<usize>();
+        let values: Vec<_> = messages.iter().map(tools::message_value).collect();
         self.render_capped(
-            messages,
+            Value::from_serialize(values),
+            tools_value,
             add_generation_prompt,
             env::output_cap(input_bytes),
         )
@@ -144,7 +226,22 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> crate::Result<Vec<PromptSegment>> {
-        segments::render_segments(self, messages, add_generation_prompt)
+        self.segments_with_tools(messages, &[], &ToolChoice::Auto, add_generation_prompt)
+    }
+
+    /// [`ChatTemplate::render_segments`] with tools (see [`ChatTemplate::render_with_tools`]).
+    pub fn segments_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+    ) -> crate::Result<Vec<PromptSegment>> {
+        if self.uses_fallback(messages, tools) {
+            let rewritten = tools::fallback_messages(messages, tools, choice)?;
+            return segments::render_segments(self, &rewritten, &[], add_generation_prompt);
+        }
+        segments::render_segments(self, messages, tools, add_generation_prompt)
     }
 
     /// Token ids of the conversation for `tokenizer`: template text is tokenized with special
@@ -156,8 +253,38 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> crate::Result<Vec<u32>> {
+        self.tokens_with_tools(
+            tokenizer,
+            messages,
+            &[],
+            &ToolChoice::Auto,
+            add_generation_prompt,
+        )
+    }
+
+    /// [`ChatTemplate::tokens`] with tools (see [`ChatTemplate::render_with_tools`]). A
+    /// tool-aware template writes tool definitions, call names, ids and arguments as template
+    /// text, so any of those strings holding special-token text is refused
+    /// ([`crate::Error::InvalidOption`]); with the fallback they are message content.
+    pub fn tokens_with_tools(
+        &self,
+        tokenizer: &Tokenizer,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+    ) -> crate::Result<Vec<u32>> {
+        if !self.uses_fallback(messages, tools) {
+            for s in tools::template_strings(messages, tools) {
+                if tokenizer.encode(&s, false, true)? != tokenizer.encode(&s, false, false)? {
+                    return Err(crate::Error::InvalidOption(format!(
+                        "tool definitions and calls must not contain special-token text: {s:?}"
+                    )));
+                }
+            }
+        }
         let mut tokens = Vec::new();
-        for seg in self.render_segments(messages, add_generation_prompt)? {
+        for seg in self.segments_with_tools(messages, tools, choice, add_generation_prompt)? {
             tokens.extend(tokenizer.encode(&seg.text, false, seg.from_template)?);
         }
         if let Some(bos) = tokenizer.bos() {
@@ -170,7 +297,8 @@ impl ChatTemplate {
 
     fn render_capped(
         &self,
-        messages: &[ChatMessage],
+        messages: Value,
+        tools: Value,
         add_generation_prompt: bool,
         cap: usize,
     ) -> crate::Result<String> {
@@ -183,7 +311,7 @@ impl ChatTemplate {
             add_generation_prompt => add_generation_prompt,
             bos_token => &self.bos_token,
             eos_token => &self.eos_token,
-            tools => (),
+            tools => tools,
         };
         let mut writer = env::CappedWriter::new(cap);
         // minijinja can panic on some edge cases (e.g. 2.24 indexes out of bounds when

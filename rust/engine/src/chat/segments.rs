@@ -8,9 +8,10 @@
 //!    sentinels gives the template's own text pieces and, between them, the message slots.
 //! 3. Exact path: substituting each slot with its message content must reproduce `R`; then the
 //!    slots are the content segments.
-//! 4. Transforming templates (e.g. `content | trim`, `content.strip()`, slicing): the template
-//!    pieces are aligned against `R` in order; each slot must be filled by a substring of its
-//!    message's content (so text the template never wrote can never be labelled template text).
+//! 4. Transforming templates (e.g. `content | trim`, `content.strip()`, slicing, `content |
+//!    tojson`): the template pieces are aligned against `R` in order; each slot must be filled
+//!    by a substring of its message's content or by the whole content escaped as a JSON string
+//!    body (so text the template never wrote can never be labelled template text).
 //!    When several alignments exist the one giving content the longest text is chosen.
 //! 5. If neither works (the template rewrites the content beyond substrings, e.g.
 //!    `content | replace('\r\n', '\n')`, or branches on it), the sentinel rendering itself is
@@ -21,7 +22,7 @@
 //!    mangles them) or the sentinel rendering fails, an error is returned: content and template
 //!    text cannot be told apart, and guessing could turn content into control tokens.
 
-use super::{ChatMessage, ChatTemplate, PromptSegment};
+use super::{ChatMessage, ChatTemplate, PromptSegment, Tool, ToolChoice};
 use std::hash::{BuildHasher, Hasher};
 
 /// Bound on alignment steps for the transforming-template path.
@@ -123,7 +124,8 @@ struct Choice {
 }
 
 /// The lengths the slot `pieces[k]` (message `i`) may take at `reference[pos..]`, longest
-/// first: substrings of the message's content that let the following piece match.
+/// first: substrings of the message's content that let the following piece match (and, first of
+/// all, the whole content JSON-escaped when the template wrote it through `tojson`).
 fn slot_lengths(
     pieces: &[Piece],
     k: usize,
@@ -153,6 +155,11 @@ fn slot_lengths(
     lengths.retain(|&len| len <= content.len() && content.contains(&rest[..len]));
     lengths.sort_unstable_by(|a, b| b.cmp(a));
     lengths.dedup();
+    // The content as a JSON string body (templates write `content | tojson`), tried first.
+    let escaped = json_escaped(content);
+    if escaped != *content && rest.starts_with(escaped.as_str()) {
+        lengths.insert(0, escaped.len());
+    }
     lengths
 }
 
@@ -205,6 +212,13 @@ fn align(
     None
 }
 
+/// `text` escaped as the inside of a JSON string the way Python's `json.dumps` (with
+/// `ensure_ascii=False`) writes it.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::Value::from(text).to_string();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
 fn floor_boundary(s: &str, mut i: usize) -> usize {
     if i >= s.len() {
         return s.len();
@@ -215,23 +229,28 @@ fn floor_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// Split the rendering of `messages` with `tools` (passed to the template as they are).
 pub(super) fn render_segments(
     template: &ChatTemplate,
     messages: &[ChatMessage],
+    tools: &[Tool],
     add_generation_prompt: bool,
 ) -> crate::Result<Vec<PromptSegment>> {
-    let reference = template.render(messages, add_generation_prompt)?;
+    let render = |msgs: &[ChatMessage]| {
+        template.render_with_tools(msgs, tools, &ToolChoice::Auto, add_generation_prompt)
+    };
+    let reference = render(messages)?;
     let marker = fresh_marker(template, messages)?;
     let marked: Vec<ChatMessage> = messages
         .iter()
         .enumerate()
         .map(|(i, m)| ChatMessage {
-            role: m.role.clone(),
             content: if m.content.is_empty() {
                 String::new()
             } else {
                 format!("{marker}{i}\u{F8FF}")
             },
+            ..m.clone()
         })
         .collect();
     let unseparable = |why: &str| {
@@ -239,8 +258,7 @@ pub(super) fn render_segments(
             "cannot separate message content from template text: {why}"
         ))
     };
-    let with_sentinels = template
-        .render(&marked, add_generation_prompt)
+    let with_sentinels = render(&marked)
         .map_err(|e| unseparable(&format!("rendering with placeholders failed ({e})")))?;
     let pieces = parse_pieces(&with_sentinels, &marker, messages.len());
     let written = as_written(&pieces, messages);

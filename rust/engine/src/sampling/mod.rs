@@ -2,12 +2,15 @@
 //!
 //! [`Sampler`] applies llama.cpp's default chain: repetition/frequency/presence penalties,
 //! top-k, locally typical sampling, top-p, min-p, temperature, then draws from the softmax with
-//! a seeded PRNG. [`StopMatcher`] finds stop strings in streamed text.
+//! a seeded PRNG. [`StopMatcher`] finds stop strings in streamed text. [`token_logprob`] gives
+//! a generated token's log-probability and the most likely alternatives.
 
+mod logprobs;
 mod rng;
 mod sampler;
 mod stop;
 
+pub use logprobs::{token_logprob, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 pub use sampler::Sampler;
 pub use stop::StopMatcher;
 

@@ -64,10 +64,7 @@ pub fn run_oracle(request: Value) -> OracleReply {
 }
 
 fn m(role: &str, content: &str) -> ChatMessage {
-    ChatMessage {
-        role: role.to_string(),
-        content: content.to_string(),
-    }
+    ChatMessage::new(role, content)
 }
 
 /// Text used to check that injected special-token text never lands in template segments.
@@ -115,7 +112,13 @@ pub fn cases_json(cases: &[(Vec<ChatMessage>, bool)]) -> Value {
     Value::Array(
         cases
             .iter()
-            .map(|(msgs, agp)| json!({"messages": msgs, "add_generation_prompt": agp}))
+            .map(|(msgs, agp)| {
+                let msgs: Vec<Value> = msgs
+                    .iter()
+                    .map(|m| json!({"role": m.role, "content": m.content}))
+                    .collect();
+                json!({"messages": msgs, "add_generation_prompt": agp})
+            })
             .collect(),
     )
 }

@@ -174,6 +174,38 @@ pub fn corpus() -> Vec<String> {
 pub fn llama_cpp_vocab(name: &str) -> PathBuf {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (base, repo) = llama_cpp_repo();
+    let file = format!("ggml-vocab-{name}.gguf");
+    let out = base.join(&file);
+    if !out.exists() {
+        std::fs::write(&out, llama_cpp_file_in(&repo, &format!("models/{file}")))
+            .expect("write vocab");
+    }
+    out
+}
+
+/// The bytes of a file of the llama.cpp sources in node-llama-cpp's bundle (e.g.
+/// `models/templates/<name>.jinja`).
+pub fn llama_cpp_file(path: &str) -> Vec<u8> {
+    llama_cpp_file_in(&llama_cpp_repo().1, path)
+}
+
+fn llama_cpp_file_in(repo: &Path, path: &str) -> Vec<u8> {
+    let blob = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &format!("HEAD:{path}")])
+        .output()
+        .expect("run git show");
+    assert!(blob.status.success(), "no {path} in the llama.cpp bundle");
+    blob.stdout
+}
+
+/// A clone (without checkout) of the llama.cpp bundle in the test temp dir: (its parent, the
+/// clone).
+fn llama_cpp_repo() -> (PathBuf, PathBuf) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let bundle = root.join("tools/oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle");
     assert!(
@@ -196,19 +228,7 @@ pub fn llama_cpp_vocab(name: &str) -> PathBuf {
         assert!(ok.success(), "git clone of the llama.cpp bundle failed");
         std::fs::rename(&tmp, &repo).expect("move clone");
     }
-    let file = format!("ggml-vocab-{name}.gguf");
-    let out = base.join(&file);
-    if !out.exists() {
-        let blob = Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(["show", &format!("HEAD:models/{file}")])
-            .output()
-            .expect("run git show");
-        assert!(blob.status.success(), "no {file} in the llama.cpp bundle");
-        std::fs::write(&out, blob.stdout).expect("write vocab");
-    }
-    out
+    (base, repo)
 }
 
 /// EOT check. Without `tokenizer.ggml.eot_token_id`, llama.cpp picks the EOT among candidate texts
