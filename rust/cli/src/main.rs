@@ -129,6 +129,18 @@ struct RunArgs {
     /// Print generated token ids as JSON on stderr after the text.
     #[arg(long)]
     print_tokens: bool,
+    /// Constrain the output with a GBNF grammar (llama.cpp syntax, start rule `root`).
+    #[arg(long, group = "constraint")]
+    grammar: Option<String>,
+    /// Read the GBNF grammar from a file.
+    #[arg(long, group = "constraint")]
+    grammar_file: Option<PathBuf>,
+    /// Constrain the output to JSON matching this JSON schema (`{}`: any JSON value).
+    #[arg(short = 'j', long, group = "constraint")]
+    json_schema: Option<String>,
+    /// Read the JSON schema from a file.
+    #[arg(long, group = "constraint")]
+    json_schema_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {

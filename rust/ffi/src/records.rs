@@ -76,10 +76,14 @@ pub enum FinishReason {
     ContextFull,
     /// Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
     Cancelled,
+    /// The grammar matched completely and allows nothing more.
+    GrammarComplete,
+    /// No token can continue the grammar: the output is cut short.
+    GrammarDeadEnd,
 }
 
 /// The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
-/// "context_full", "cancelled").
+/// "context_full", "cancelled", "grammar_complete", "grammar_dead_end").
 #[uniffi::export]
 pub fn finish_reason_name(reason: FinishReason) -> String {
     reason.name().to_string()
