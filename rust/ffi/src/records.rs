@@ -4,11 +4,13 @@
 //! the engine's option tables, so their defaults reach the generated TypeScript unchanged.
 
 use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
+use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, MemoryEstimate, Prompt,
     Timings,
 };
+use local_llm_engine::Error as EngineError;
 
 /// Declare an engine option struct to UniFFI from its table (see the engine's
 /// `sampling_params_table!`), each field with its default.
@@ -169,10 +171,21 @@ pub struct GenerateParams {
     /// Keep generating after end-of-generation tokens.
     #[uniffi(default = false)]
     pub ignore_eog: bool,
+    /// A GBNF grammar (llama.cpp syntax) the output must match.
+    #[uniffi(default = None)]
+    pub grammar: Option<String>,
+    /// The grammar's start rule (none: "root").
+    #[uniffi(default = None)]
+    pub grammar_root: Option<String>,
+    /// A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
+    /// used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
+    #[uniffi(default = None)]
+    pub json_schema: Option<String>,
 }
 
 impl GenerateParams {
-    pub(crate) fn to_request(&self) -> GenerateRequest {
+    /// The engine request; fails when the JSON schema cannot be converted.
+    pub(crate) fn to_request(&self) -> Result<GenerateRequest, EngineError> {
         let prompt = match &self.prompt {
             PromptInput::Text { text } => Prompt::Text(text.clone()),
             PromptInput::Chat { messages } => Prompt::Chat(
@@ -191,7 +204,15 @@ impl GenerateParams {
         }
         request.stop = self.stop.clone();
         request.stop_at_eog = !self.ignore_eog;
-        request
+        request.grammar = match (&self.grammar, &self.json_schema) {
+            (Some(gbnf), _) => Some(GrammarRequest {
+                root: self.grammar_root.clone().unwrap_or_else(|| "root".into()),
+                ..GrammarRequest::new(gbnf.clone())
+            }),
+            (None, Some(schema)) => Some(GrammarRequest::json_schema(schema)?),
+            (None, None) => None,
+        };
+        Ok(request)
     }
 }
 

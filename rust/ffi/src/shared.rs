@@ -92,8 +92,10 @@ impl Shared {
         on_text: &mut dyn FnMut(&str),
         stage: Stage,
     ) -> Result<GenerationResult, LlmError> {
+        let request = params
+            .to_request()
+            .map_err(|e| LlmError::from_engine(e, stage))?;
         self.track(cancel);
-        let request = params.to_request();
         let result = self.with_engine(|ctx| {
             ctx.generate(&request, on_text, Some(cancel.as_ref()))
                 .map(GenerationResult::from)

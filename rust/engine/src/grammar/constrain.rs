@@ -79,6 +79,22 @@ impl TokenTable {
         }
     }
 
+    /// A table from explicit token pieces (token `i` is `pieces[i]`), e.g. for a vocabulary
+    /// that does not come from a GGUF tokenizer.
+    pub fn from_pieces(pieces: &[&[u8]]) -> Self {
+        let mut bytes = Vec::new();
+        let mut offsets = vec![0];
+        for piece in pieces {
+            bytes.extend_from_slice(piece);
+            offsets.push(bytes.len());
+        }
+        TokenTable {
+            bytes,
+            offsets,
+            first: pieces.iter().map(|p| first_char(p)).collect(),
+        }
+    }
+
     /// Token `id`'s bytes (empty beyond the vocabulary).
     pub fn bytes(&self, id: u32) -> &[u8] {
         let i = id as usize;
@@ -155,8 +171,7 @@ impl Constraint {
                 _ => {}
             }
         }
-        let mut m = self.matcher.clone();
-        m.accept_bytes(bytes)
+        self.matcher.accepts(bytes)
     }
 
     /// Pick the next token: `sampler`'s choice when the grammar accepts it, else a choice among
@@ -239,4 +254,102 @@ impl Constraint {
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::SamplingParams;
+
+    /// Pieces: 0 "a", 1 "b", 2 "{", 3 "}", 4 first byte of "é", 5 its second byte, 6 "é",
+    /// 7 end-of-generation (no text).
+    const PIECES: &[&[u8]] = &[
+        b"a",
+        b"b",
+        b"{",
+        b"}",
+        &[0xC3],
+        &[0xA9],
+        "é".as_bytes(),
+        b"",
+    ];
+    const EOG: u32 = 7;
+
+    fn constraint(gbnf: &str, trigger: Option<&str>) -> Constraint {
+        let grammar = Grammar::parse(gbnf, "root").unwrap();
+        Constraint::new(grammar, Arc::new(TokenTable::from_pieces(PIECES)), trigger)
+    }
+
+    /// Logits where `favourite` is by far the most likely token.
+    fn logits(favourite: u32) -> Vec<f32> {
+        (0..PIECES.len() as u32)
+            .map(|i| if i == favourite { 10.0 } else { 0.0 })
+            .collect()
+    }
+
+    fn step(c: &mut Constraint, favourite: u32) -> Step {
+        let mut sampler = Sampler::new(SamplingParams::greedy()).unwrap();
+        c.pick(&mut sampler, &logits(favourite), &[], &|t| t == EOG)
+    }
+
+    #[test]
+    fn rejected_picks_are_resampled_among_allowed_tokens() {
+        let mut c = constraint(r#"root ::= "{" "b"+ "}""#, None);
+        assert_eq!(step(&mut c, 0), Step::Token(2));
+        assert!(c.accept(2));
+        // End of generation is refused until the grammar can end.
+        assert_eq!(step(&mut c, EOG), Step::Token(1));
+        assert!(c.accept(1));
+        assert_eq!(step(&mut c, EOG), Step::Token(1));
+        assert!(c.accept(1));
+        assert_eq!(step(&mut c, 3), Step::Token(3));
+        assert!(c.accept(3));
+        assert_eq!(step(&mut c, 0), Step::Complete);
+    }
+
+    #[test]
+    fn end_of_generation_is_allowed_once_complete() {
+        let mut c = constraint(r#"root ::= "a"+"#, None);
+        assert_eq!(step(&mut c, EOG), Step::Token(0));
+        assert!(c.accept(0));
+        assert_eq!(step(&mut c, EOG), Step::Token(EOG));
+    }
+
+    #[test]
+    fn split_utf8_sequences_match_across_tokens() {
+        let mut c = constraint(r#"root ::= "é" "a""#, None);
+        // The first byte alone is a valid prefix of "é".
+        assert_eq!(step(&mut c, 4), Step::Token(4));
+        assert!(c.accept(4));
+        // Only its continuation byte can follow.
+        assert_eq!(step(&mut c, 6), Step::Token(5));
+        assert!(c.accept(5));
+        assert_eq!(step(&mut c, 5), Step::Token(0));
+        // A first byte whose code points cannot match is refused.
+        let mut c = constraint(r#"root ::= "a""#, None);
+        assert_eq!(step(&mut c, 4), Step::Token(0));
+    }
+
+    #[test]
+    fn no_acceptable_token_is_a_dead_end() {
+        let mut c = constraint(r#"root ::= "z""#, None);
+        assert_eq!(step(&mut c, 0), Step::DeadEnd);
+    }
+
+    #[test]
+    fn lazy_grammars_wait_for_their_trigger() {
+        let mut c = constraint(r#"root ::= "{" "a"* "}""#, Some("{"));
+        // Unconstrained before the trigger.
+        assert_eq!(step(&mut c, 1), Step::Token(1));
+        assert!(c.accept(1));
+        assert!(!c.is_active());
+        assert!(c.accept(2));
+        assert!(c.is_active());
+        // From the trigger on, the grammar applies.
+        assert_eq!(step(&mut c, 1), Step::Token(0));
+        // The grammar matches the text from the trigger on, the trigger included.
+        let mut c = constraint(r#"root ::= "{" "a"* "}""#, Some("b{"));
+        assert!(c.accept(1));
+        assert!(!c.accept(2));
+    }
 }

@@ -111,6 +111,51 @@ impl Matcher {
         !self.stacks.is_empty()
     }
 
+    /// Whether feeding `bytes` would keep the grammar alive, without changing the matcher (only
+    /// the stacks that accept the first code point are copied).
+    pub fn accepts(&self, bytes: &[u8]) -> bool {
+        let mut buf = self.pending.clone();
+        let mut i = 0;
+        while i < bytes.len() {
+            buf.push(bytes[i]);
+            i += 1;
+            match decode(&buf) {
+                Utf8::Incomplete => {}
+                Utf8::Invalid => return false,
+                Utf8::Char(c) => {
+                    let mut next = Vec::new();
+                    for stack in &self.stacks {
+                        let Some(&top) = stack.last() else { continue };
+                        if self.elem(top).matches(c) {
+                            let mut s = stack.clone();
+                            s.pop();
+                            push_next(&self.grammar, &mut s, top);
+                            expand(&self.grammar, s, &mut next);
+                        }
+                    }
+                    if next.is_empty() {
+                        return false;
+                    }
+                    next.sort_unstable();
+                    next.dedup();
+                    next.truncate(MAX_STACKS);
+                    let mut rest = Matcher {
+                        grammar: self.grammar.clone(),
+                        stacks: next,
+                        pending: Vec::new(),
+                    };
+                    return rest.accept_bytes(&bytes[i..]);
+                }
+            }
+        }
+        // Only part of a UTF-8 sequence.
+        let (lo, hi) = prefix_range(&buf);
+        self.stacks.iter().any(|s| {
+            s.last()
+                .is_some_and(|p| self.elem(*p).matches_any_in(lo, hi))
+        })
+    }
+
     /// Feed `text`; false when the grammar rejects it (the matcher is then dead).
     pub fn accept_str(&mut self, text: &str) -> bool {
         self.accept_bytes(text.as_bytes())
@@ -248,7 +293,9 @@ fn prefix_range(prefix: &[u8]) -> (u32, u32) {
         value = (value << 6) | (b & 0x3f) as u32;
     }
     let missing = 6 * (need - prefix.len()) as u32;
-    let lo = value << missing;
-    let hi = lo | ((1u32 << missing) - 1);
+    // The smallest code point each length encodes (shorter forms are overlong, invalid).
+    let min = [0, 0, 0x80, 0x800, 0x1_0000][need];
+    let lo = (value << missing).max(min);
+    let hi = ((value << missing) | ((1u32 << missing) - 1)).min(0x10_FFFF);
     (lo, hi)
 }
