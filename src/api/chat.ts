@@ -42,6 +42,8 @@ export class ChatCompletions {
       frequencyPenalty: params.frequency_penalty,
       presencePenalty: params.presence_penalty,
       signal: params.signal,
+      responseFormat: params.response_format,
+      grammar: params.grammar,
     };
   }
 

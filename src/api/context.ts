@@ -2,6 +2,7 @@ import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { defined, toMetrics, toNativeMessages, toResult } from './convert';
 import {
+  LocalLLMError,
   LocalLLMErrorCode,
   abortError,
   disposedError,
@@ -15,6 +16,7 @@ import type {
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
+  ResponseFormat,
 } from './types';
 
 /** What a generation starts from: raw text, chat messages (templated natively) or token ids. */
@@ -53,8 +55,31 @@ function toParams(prompt: PromptSource, o: GenerateOptions): GenerateParams {
     ...defined({
       maxTokens: o.maxTokens,
       stop: o.stop === undefined ? undefined : Array.isArray(o.stop) ? o.stop : [String(o.stop)],
+      grammar: o.grammar,
+      grammarRoot: o.grammarRoot,
+      jsonSchema: jsonSchema(o.responseFormat),
     }),
   });
+}
+
+/** The JSON schema text a response format asks for (`json_object`: any object), or undefined. */
+function jsonSchema(format: ResponseFormat | undefined): string | undefined {
+  switch (format?.type) {
+    case undefined:
+    case 'text':
+      return undefined;
+    case 'json_object':
+      return JSON.stringify({ type: 'object' });
+    case 'json_schema': {
+      const schema = format.json_schema?.schema;
+      if (schema === null || typeof schema !== 'object') {
+        throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, 'responseFormat json_schema needs json_schema.schema (an object)');
+      }
+      return JSON.stringify(schema);
+    }
+    default:
+      throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, `unknown responseFormat type '${String((format as { type: unknown }).type)}'`);
+  }
 }
 
 /**

@@ -102,7 +102,7 @@ export async function estimateModelMemory(path: string, contextSize: number, asy
 
 /**
  * The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
- * "context_full", "cancelled").
+ * "context_full", "cancelled", "grammar_complete", "grammar_dead_end").
  */
 export function finishReasonName(reason: FinishReason): string {
     const __rb: Uint8Array = uniffiCaller.rustCall(
@@ -1138,7 +1138,20 @@ export type GenerateParams = {
     /**
      * Keep generating after end-of-generation tokens.
      */
-    ignoreEog: boolean
+    ignoreEog: boolean,
+    /**
+     * A GBNF grammar (llama.cpp syntax) the output must match.
+     */
+    grammar?: string,
+    /**
+     * The grammar's start rule (none: "root").
+     */
+    grammarRoot?: string,
+    /**
+     * A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
+     * used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
+     */
+    jsonSchema?: string
 }
 
 /**
@@ -1148,7 +1161,10 @@ export const GenerateParams = (() => {
     const defaults = () => ({
         maxTokens: undefined,
         stop: [],
-        ignoreEog: false
+        ignoreEog: false,
+        grammar: undefined,
+        grammarRoot: undefined,
+        jsonSchema: undefined
     });
     const create = (() => {
         return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -1169,7 +1185,10 @@ const FfiConverterTypeGenerateParams = (() => {
                 sampling: FfiConverterTypeSamplingParams.readFromCursor(c), 
                 maxTokens: FfiConverterOptionalUInt32.readFromCursor(c), 
                 stop: FfiConverterSequenceString.readFromCursor(c), 
-                ignoreEog: FfiConverterBool.readFromCursor(c)
+                ignoreEog: FfiConverterBool.readFromCursor(c), 
+                grammar: FfiConverterOptionalString.readFromCursor(c), 
+                grammarRoot: FfiConverterOptionalString.readFromCursor(c), 
+                jsonSchema: FfiConverterOptionalString.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1178,13 +1197,19 @@ const FfiConverterTypeGenerateParams = (() => {
             FfiConverterOptionalUInt32.writeIntoCursor(value.maxTokens, c);
             FfiConverterSequenceString.writeIntoCursor(value.stop, c);
             FfiConverterBool.writeIntoCursor(value.ignoreEog, c);
+            FfiConverterOptionalString.writeIntoCursor(value.grammar, c);
+            FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
+            FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterTypePromptInput.allocationSize(value.prompt) +
              FfiConverterTypeSamplingParams.allocationSize(value.sampling) +
              FfiConverterOptionalUInt32.allocationSize(value.maxTokens) +
              FfiConverterSequenceString.allocationSize(value.stop) +
-             FfiConverterBool.allocationSize(value.ignoreEog);
+             FfiConverterBool.allocationSize(value.ignoreEog) +
+             FfiConverterOptionalString.allocationSize(value.grammar) +
+             FfiConverterOptionalString.allocationSize(value.grammarRoot) +
+             FfiConverterOptionalString.allocationSize(value.jsonSchema);
             
         }
     };
@@ -1214,7 +1239,15 @@ export enum FinishReason {
     /**
      * Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
      */
-    Cancelled
+    Cancelled,
+    /**
+     * The grammar matched completely and allows nothing more.
+     */
+    GrammarComplete,
+    /**
+     * No token can continue the grammar: the output is cut short.
+     */
+    GrammarDeadEnd
 }
 
 const FfiConverterTypeFinishReason = (() => {
@@ -1227,6 +1260,8 @@ const FfiConverterTypeFinishReason = (() => {
                 case 3: return FinishReason.MaxTokens;
                 case 4: return FinishReason.ContextFull;
                 case 5: return FinishReason.Cancelled;
+                case 6: return FinishReason.GrammarComplete;
+                case 7: return FinishReason.GrammarDeadEnd;
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -1237,6 +1272,8 @@ const FfiConverterTypeFinishReason = (() => {
                 case FinishReason.MaxTokens: return c.writeI32(3);
                 case FinishReason.ContextFull: return c.writeI32(4);
                 case FinishReason.Cancelled: return c.writeI32(5);
+                case FinishReason.GrammarComplete: return c.writeI32(6);
+                case FinishReason.GrammarDeadEnd: return c.writeI32(7);
             }
         }
         allocationSize(value: TypeName): number {
@@ -3446,7 +3483,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_estimate_model_memory");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 35055) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 14216) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_name");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 32887) {
