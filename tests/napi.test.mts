@@ -10,6 +10,7 @@ import { mkdtempSync, writeFileSync, openSync, readSync, closeSync, rmSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
+import Ajv from 'ajv';
 import {
   setBindings,
   LocalLLM,
@@ -468,4 +469,62 @@ test('many create/dispose cycles do not grow memory', async () => {
   (globalThis as any).gc?.();
   const grown = process.memoryUsage().rss - base;
   assert.ok(grown < 48 * 1024 * 1024, `RSS grew by ${(grown / 1048576).toFixed(1)} MB over 8 cycles`);
+});
+
+test('response_format json_schema / json_object: outputs parse and validate with ajv', async () => {
+  const ajv = new Ajv({ strict: false });
+  const schemas: Array<Record<string, unknown>> = [
+    {
+      type: 'object',
+      properties: { name: { type: 'string', maxLength: 20 }, age: { type: 'integer', minimum: 0, maximum: 120 } },
+      required: ['name', 'age'],
+      additionalProperties: false,
+    },
+    { type: 'object', properties: { color: { enum: ['red', 'green', 'blue'] } }, required: ['color'] },
+    { type: 'array', items: { type: 'string', maxLength: 10 }, minItems: 2, maxItems: 3 },
+  ];
+  for (const schema of schemas) {
+    const r = await ai.chat.completions.create({
+      messages: [{ role: 'user', content: 'Answer in JSON: describe something.' }],
+      temperature: 0,
+      max_tokens: 120,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } },
+    });
+    const text = r.choices[0]!.message.content ?? '';
+    const value = JSON.parse(text);
+    assert.ok(ajv.validate(schema, value), `${text}: ${ajv.errorsText()}`);
+  }
+  const r = await ai.chat.completions.create({
+    messages: [{ role: 'user', content: 'Describe a car in JSON.' }],
+    temperature: 0,
+    max_tokens: 200,
+    response_format: { type: 'json_object' },
+  });
+  if (r.choices[0]!.finish_reason === 'stop') {
+    const value = JSON.parse(r.choices[0]!.message.content ?? '');
+    assert.ok(value !== null && typeof value === 'object' && !Array.isArray(value));
+  }
+});
+
+test('grammar / grammarRoot constrain generate and stream; invalid grammars reject with typed errors', async () => {
+  const ctx = ai.context;
+  const gbnf = 'answer ::= ("yes" | "no") "!"';
+  const r = await ctx.generateResult('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 });
+  assert.ok(r.text === 'yes!' || r.text === 'no!', r.text);
+  assert.equal(r.finishReason, 'grammar_complete');
+  assert.equal(r.openAiFinishReason, 'stop');
+  const pieces = await collect(ctx.stream('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 }));
+  assert.equal(pieces.join(''), r.text);
+
+  const bad = (e: unknown) => code(LocalLLMErrorCode.INFERENCE_FAILED)(e) && /invalid grammar: 1:\d+/.test((e as Error).message);
+  await assert.rejects(ctx.generate('x', { grammar: 'root ::= ("a"' }), bad);
+  await assert.rejects(ctx.generate('x', { grammar: 'root ::= "a"', grammarRoot: 'missing' }), code(LocalLLMErrorCode.INFERENCE_FAILED));
+  await assert.rejects(collect(ctx.stream('x', { grammar: 'root ::= root "a"' })), code(LocalLLMErrorCode.STREAM_FAILED));
+  await assert.rejects(
+    ai.chat.completions.create({
+      messages: MESSAGES,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'kaboom' } } },
+    }),
+    (e: unknown) => code(LocalLLMErrorCode.INFERENCE_FAILED)(e) && (e as Error).message.includes('#/type'),
+  );
 });

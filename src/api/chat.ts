@@ -71,6 +71,8 @@ export class ChatCompletions {
       presencePenalty: params.presence_penalty,
       nProbs: topLogprobs(params),
       signal: params.signal,
+      responseFormat: params.response_format,
+      grammar: params.grammar,
     };
     checkOptions(options, GENERATE_OPTION_RULES, OPENAI_NAMES);
     return options;

@@ -28,6 +28,7 @@ import type {
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
+  ResponseFormat,
 } from './types';
 
 /**
@@ -92,6 +93,9 @@ function toParams(
       stop,
       toolChoice: toNativeToolChoice(chat?.toolChoice),
       logprobs: o.nProbs,
+      grammar: o.grammar,
+      grammarRoot: o.grammarRoot,
+      jsonSchema: jsonSchema(o.responseFormat),
     }),
   });
 }
@@ -103,6 +107,26 @@ function preemptedError(): LocalLLMError {
     'the stream was cancelled: another request started on its context while the stream was paused ' +
       '(generations on one context run one at a time; finish or break out of a stream first)',
   );
+}
+
+/** The JSON schema text a response format asks for (`json_object`: any object), or undefined. */
+function jsonSchema(format: ResponseFormat | undefined): string | undefined {
+  switch (format?.type) {
+    case undefined:
+    case 'text':
+      return undefined;
+    case 'json_object':
+      return JSON.stringify({ type: 'object' });
+    case 'json_schema': {
+      const schema = format.json_schema?.schema;
+      if (schema === null || typeof schema !== 'object') {
+        throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'responseFormat json_schema needs json_schema.schema (an object)');
+      }
+      return JSON.stringify(schema);
+    }
+    default:
+      throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `unknown responseFormat type '${String((format as { type: unknown }).type)}'`);
+  }
 }
 
 /**

@@ -57,6 +57,26 @@ export interface GenerateOptions {
   nProbs?: number;
   /** Stops native decoding between tokens; the call rejects with an `AbortError`. */
   signal?: AbortSignal;
+  /** A GBNF grammar (llama.cpp syntax) the output must match; takes precedence over `responseFormat`. */
+  grammar?: string;
+  /** The start rule of {@link grammar} (default `root`). */
+  grammarRoot?: string;
+  /** JSON output: any JSON object (`json_object`) or JSON matching a schema (`json_schema`). */
+  responseFormat?: ResponseFormat;
+}
+
+/**
+ * The format of the output (local-llm-js-core's `ResponseFormat`, OpenAI's `response_format`).
+ * The schema is converted to a grammar natively; `strict` and `name` are accepted and ignored
+ * (the output always follows the schema).
+ */
+export interface ResponseFormat {
+  type: 'text' | 'json_object' | 'json_schema';
+  json_schema?: {
+    name?: string;
+    strict?: boolean;
+    schema: Record<string, unknown>;
+  };
 }
 
 /** A text part of a message. */
@@ -244,7 +264,15 @@ export interface BenchmarkResult {
 }
 
 /** Why a generation ended (addition: the engine's own reasons). */
-export type NativeFinishReason = 'eog' | 'stop_string' | 'max_tokens' | 'context_full' | 'cancelled' | 'tool_calls';
+export type NativeFinishReason =
+  | 'eog'
+  | 'stop_string'
+  | 'max_tokens'
+  | 'context_full'
+  | 'cancelled'
+  | 'tool_calls'
+  | 'grammar_complete'
+  | 'grammar_dead_end';
 
 /** A whole generation (addition; local-llm-rn's `generate` returns only the text). */
 export interface GenerationResult {
@@ -330,6 +358,10 @@ export interface ChatCompletionRequest {
   top_logprobs?: number;
   /** Addition: stops native decoding; the call (or the iteration) rejects with an AbortError. */
   signal?: AbortSignal;
+  /** JSON output: `{type: 'json_object'}` or `{type: 'json_schema', json_schema: {name, schema, strict}}`. */
+  response_format?: ResponseFormat;
+  /** A GBNF grammar the output must match (start rule `root`). */
+  grammar?: string;
 }
 
 /** Token counts of a completion. */

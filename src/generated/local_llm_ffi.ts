@@ -102,7 +102,7 @@ export async function estimateModelMemory(path: string, contextSize: number, asy
 
 /**
  * The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
- * "context_full", "cancelled", "tool_calls").
+ * "context_full", "cancelled", "tool_calls", "grammar_complete", "grammar_dead_end").
  */
 export function finishReasonName(reason: FinishReason): string {
     const __rb: Uint8Array = uniffiCaller.rustCall(
@@ -1506,7 +1506,20 @@ export type GenerateParams = {
      * Report each generated token's log-probability with this many alternatives (0..=20);
      * none: no log-probabilities.
      */
-    logprobs?: number
+    logprobs?: number,
+    /**
+     * A GBNF grammar (llama.cpp syntax) the output must match.
+     */
+    grammar?: string,
+    /**
+     * The grammar's start rule (none: "root").
+     */
+    grammarRoot?: string,
+    /**
+     * A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
+     * used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
+     */
+    jsonSchema?: string
 }
 
 /**
@@ -1519,7 +1532,10 @@ export const GenerateParams = (() => {
         ignoreEog: false,
         tools: [],
         toolChoice: undefined,
-        logprobs: undefined
+        logprobs: undefined,
+        grammar: undefined,
+        grammarRoot: undefined,
+        jsonSchema: undefined
     });
     const create = (() => {
         return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -1543,7 +1559,10 @@ const FfiConverterTypeGenerateParams = (() => {
                 ignoreEog: FfiConverterBool.readFromCursor(c), 
                 tools: FfiConverterSequenceTypeTool.readFromCursor(c), 
                 toolChoice: FfiConverterOptionalTypeToolChoice.readFromCursor(c), 
-                logprobs: FfiConverterOptionalUInt32.readFromCursor(c)
+                logprobs: FfiConverterOptionalUInt32.readFromCursor(c), 
+                grammar: FfiConverterOptionalString.readFromCursor(c), 
+                grammarRoot: FfiConverterOptionalString.readFromCursor(c), 
+                jsonSchema: FfiConverterOptionalString.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1555,6 +1574,9 @@ const FfiConverterTypeGenerateParams = (() => {
             FfiConverterSequenceTypeTool.writeIntoCursor(value.tools, c);
             FfiConverterOptionalTypeToolChoice.writeIntoCursor(value.toolChoice, c);
             FfiConverterOptionalUInt32.writeIntoCursor(value.logprobs, c);
+            FfiConverterOptionalString.writeIntoCursor(value.grammar, c);
+            FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
+            FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterTypePromptInput.allocationSize(value.prompt) +
@@ -1564,7 +1586,10 @@ const FfiConverterTypeGenerateParams = (() => {
              FfiConverterBool.allocationSize(value.ignoreEog) +
              FfiConverterSequenceTypeTool.allocationSize(value.tools) +
              FfiConverterOptionalTypeToolChoice.allocationSize(value.toolChoice) +
-             FfiConverterOptionalUInt32.allocationSize(value.logprobs);
+             FfiConverterOptionalUInt32.allocationSize(value.logprobs) +
+             FfiConverterOptionalString.allocationSize(value.grammar) +
+             FfiConverterOptionalString.allocationSize(value.grammarRoot) +
+             FfiConverterOptionalString.allocationSize(value.jsonSchema);
             
         }
     };
@@ -1724,7 +1749,15 @@ export enum FinishReason {
     /**
      * The output calls tools.
      */
-    ToolCalls
+    ToolCalls,
+    /**
+     * The grammar matched completely and allows nothing more.
+     */
+    GrammarComplete,
+    /**
+     * No token can continue the grammar: the output is cut short.
+     */
+    GrammarDeadEnd
 }
 
 const FfiConverterTypeFinishReason = (() => {
@@ -1738,6 +1771,8 @@ const FfiConverterTypeFinishReason = (() => {
                 case 4: return FinishReason.ContextFull;
                 case 5: return FinishReason.Cancelled;
                 case 6: return FinishReason.ToolCalls;
+                case 7: return FinishReason.GrammarComplete;
+                case 8: return FinishReason.GrammarDeadEnd;
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -1749,6 +1784,8 @@ const FfiConverterTypeFinishReason = (() => {
                 case FinishReason.ContextFull: return c.writeI32(4);
                 case FinishReason.Cancelled: return c.writeI32(5);
                 case FinishReason.ToolCalls: return c.writeI32(6);
+                case FinishReason.GrammarComplete: return c.writeI32(7);
+                case FinishReason.GrammarDeadEnd: return c.writeI32(8);
             }
         }
         allocationSize(value: TypeName): number {
@@ -2353,6 +2390,7 @@ export enum LlmError_Tags {
     EmbeddingFailed = "EmbeddingFailed",
     NotInitialized = "NotInitialized",
     InvalidOption = "InvalidOption",
+    InsufficientMemory = "InsufficientMemory",
     InvalidPath = "InvalidPath"
 }
 /**
@@ -2696,6 +2734,49 @@ Readonly<{message: string}> {
 
     }
 
+    type InsufficientMemory__interface = {
+        tag: LlmError_Tags.InsufficientMemory;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `INSUFFICIENT_MEMORY`: what the options ask for (e.g. the KV cache of a large context)
+     * does not fit in the memory available to the process.
+     */
+    class InsufficientMemory_ extends UniffiError implements InsufficientMemory__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.InsufficientMemory;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "InsufficientMemory");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): InsufficientMemory_ {
+            return new InsufficientMemory_(inner);
+        }
+
+        static instanceOf(obj: any): obj is InsufficientMemory_ {
+            return obj.tag === LlmError_Tags.InsufficientMemory;
+        }
+        static hasInner(obj: any): obj is InsufficientMemory_ {
+            return InsufficientMemory_.instanceOf(obj);
+        }
+
+        static getInner(obj: InsufficientMemory_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     type InvalidPath__interface = {
         tag: LlmError_Tags.InvalidPath;
         inner: 
@@ -2752,6 +2833,7 @@ Readonly<{message: string}> {
   EmbeddingFailed: EmbeddingFailed_, 
   NotInitialized: NotInitialized_, 
   InvalidOption: InvalidOption_, 
+  InsufficientMemory: InsufficientMemory_, 
   InvalidPath: InvalidPath_
     });
 
@@ -2760,7 +2842,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'InvalidPath']
 >;
 
 // FfiConverter for enum LlmError
@@ -2777,7 +2859,8 @@ const FfiConverterTypeLlmError = (() => {
                 case 6: return new LlmError.EmbeddingFailed({message: FfiConverterString.readFromCursor(c) });
                 case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
                 case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
-                case 9: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
+                case 10: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2831,8 +2914,14 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.InsufficientMemory: {
                     c.writeI32(9);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(10);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2887,6 +2976,12 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.InvalidOption: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.InsufficientMemory: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -4054,7 +4149,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_estimate_model_memory");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 61767) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 29877) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_name");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 24894) {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use local_llm_engine::backend::Registry;
 use local_llm_engine::chat::ChatMessage;
 use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     Context, ContextOptions, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
@@ -67,8 +68,33 @@ fn load(args: &RunArgs) -> Result<Context> {
     )
 }
 
-fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
-    GenerateRequest {
+/// The grammar `--grammar`, `--grammar-file`, `--json-schema` or `--json-schema-file` asks
+/// for (at most one of them: clap enforces it).
+fn grammar(args: &RunArgs) -> Result<Option<GrammarRequest>> {
+    let read = |path: &PathBuf| {
+        std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    let request = if let Some(g) = &args.grammar {
+        GrammarRequest::new(g.clone())
+    } else if let Some(path) = &args.grammar_file {
+        GrammarRequest::new(read(path)?)
+    } else if let Some(schema) = &args.json_schema {
+        GrammarRequest::json_schema(schema)?
+    } else if let Some(path) = &args.json_schema_file {
+        GrammarRequest::json_schema(&read(path)?)?
+    } else {
+        return Ok(None);
+    };
+    // Report a bad grammar before the model loads.
+    request.compile()?;
+    Ok(Some(request))
+}
+
+fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
+    Ok(GenerateRequest {
         sampling: SamplingParams {
             temperature: args.temp,
             top_k: args.top_k,
@@ -85,8 +111,9 @@ fn request(args: &RunArgs, prompt: Prompt) -> GenerateRequest {
         stop: args.stop.clone(),
         stop_at_eog: !args.ignore_eos,
         logprobs: (args.n_probs > 0).then_some(args.n_probs),
+        grammar: grammar(args)?,
         ..GenerateRequest::new(prompt)
-    }
+    })
 }
 
 /// `--n-probs`: one line per generated token with its log-probability and the alternatives.
@@ -119,7 +146,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .prompt
         .clone()
         .ok_or_else(|| Error::InvalidOption("run needs a prompt (-p)".into()))?;
-    let mut ctx = load(args)?;
     let prompt = if args.chat {
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
@@ -130,7 +156,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     } else {
         Prompt::Text(prompt_text)
     };
-    let gen = ctx.generate(&request(args, prompt), &mut stream_to_stdout, None)?;
+    let request = request(args, prompt)?;
+    let mut ctx = load(args)?;
+    let gen = ctx.generate(&request, &mut stream_to_stdout, None)?;
     println!();
     if args.print_tokens {
         eprintln!("tokens: {:?}", gen.tokens);
@@ -177,7 +205,7 @@ pub fn chat(args: &RunArgs) -> Result<()> {
         };
         messages.push(ChatMessage::new("user", line));
         let gen = ctx.generate(
-            &request(args, Prompt::Chat(messages.clone())),
+            &request(args, Prompt::Chat(messages.clone()))?,
             &mut stream_to_stdout,
             None,
         )?;

@@ -133,6 +133,18 @@ struct RunArgs {
     /// stderr after the text (0 = off, at most 20).
     #[arg(long, default_value_t = 0)]
     n_probs: usize,
+    /// Constrain the output with a GBNF grammar (llama.cpp syntax, start rule `root`).
+    #[arg(long, group = "constraint")]
+    grammar: Option<String>,
+    /// Read the GBNF grammar from a file.
+    #[arg(long, group = "constraint")]
+    grammar_file: Option<PathBuf>,
+    /// Constrain the output to JSON matching this JSON schema (`{}`: any JSON value).
+    #[arg(short = 'j', long, group = "constraint")]
+    json_schema: Option<String>,
+    /// Read the JSON schema from a file.
+    #[arg(long, group = "constraint")]
+    json_schema_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {

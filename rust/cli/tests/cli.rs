@@ -224,3 +224,71 @@ fn n_probs_prints_each_token_with_its_alternatives() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("top_logprobs"));
 }
+
+#[test]
+fn grammar_and_json_schema_flags() {
+    let dir = std::env::temp_dir().join(format!("local-llm-cli-grammar-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    // Bad grammars and schemas are reported before any model loads.
+    let bad: &[(&[&str], &str)] = &[
+        (&["--grammar", "root ::= (\"a\""], "invalid grammar: 1:"),
+        (&["-j", r#"{"type": "kaboom"}"#], "#/type"),
+        (&["--grammar-file", "/nonexistent/g.gbnf"], "cannot read"),
+    ];
+    for (flags, needle) in bad {
+        let mut args = vec!["run", "-m", "/nonexistent/model.gguf", "-p", "x"];
+        args.extend_from_slice(flags);
+        let out = local_llm(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    // At most one constraint.
+    let out = local_llm(&["run", "-p", "x", "--grammar", "root ::= \"a\"", "-j", "{}"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = model.to_str().expect("utf-8 path");
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+            "required": ["city"], "additionalProperties": false}"#,
+    )
+    .expect("write");
+    let grammar = dir.join("answer.gbnf");
+    std::fs::write(&grammar, "# yes or no\nroot ::= (\"yes\" | \"no\") \"!\"\n").expect("write");
+    let common_args = [
+        "run", "-m", model, "--chat", "--temp", "0", "-t", "1", "-n", "60",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = common_args.to_vec();
+        args.extend_from_slice(extra);
+        let out = local_llm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    };
+    let text = run(&[
+        "-p",
+        "Name a city, in JSON.",
+        "--json-schema-file",
+        schema.to_str().unwrap(),
+    ]);
+    let value: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON output");
+    let object = value.as_object().expect("an object");
+    assert!(object.len() == 1 && object["city"].is_string(), "{text}");
+    let text = run(&[
+        "-p",
+        "Is water wet?",
+        "--grammar-file",
+        grammar.to_str().unwrap(),
+    ]);
+    assert!(["yes!", "no!"].contains(&text.trim_end()), "{text:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

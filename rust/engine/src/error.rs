@@ -47,6 +47,10 @@ pub enum Error {
     /// An option or argument is out of range or inconsistent.
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// A GBNF grammar or JSON schema is invalid or unsupported: the message names the line and
+    /// column (grammars) or the schema path (JSON schemas) and what is wrong.
+    #[error("invalid grammar: {0}")]
+    Grammar(String),
     /// A backend device failed to run an operation.
     #[error("backend error: {0}")]
     Backend(String),

@@ -18,6 +18,7 @@ pub mod backend;
 pub mod chat;
 pub mod error;
 pub mod gguf;
+pub mod grammar;
 pub mod log;
 pub mod model;
 pub mod quant;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::backend::{Registry, Threads};
@@ -13,6 +13,7 @@ use crate::chat::{
     ToolCallStream, ToolChoice,
 };
 use crate::gguf::GgufFile;
+use crate::grammar::{Constraint, GrammarRequest, Step, TokenTable};
 use crate::model::{KvCache, Model, ModelConfig, Output};
 use crate::sampling::{
     token_logprob, Sampler, SamplingParams, StopMatcher, TokenLogprob, MAX_TOP_LOGPROBS,
@@ -65,6 +66,8 @@ pub struct LoadedModel {
     template: ChatTemplate,
     template_is_builtin: bool,
     load_ms: f64,
+    /// Every token's bytes for grammar-constrained sampling, built on first use.
+    token_table: OnceLock<Arc<TokenTable>>,
 }
 
 /// Facts about a loaded model.
@@ -168,6 +171,7 @@ impl LoadedModel {
             template,
             template_is_builtin: builtin,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
+            token_table: OnceLock::new(),
         }))
     }
 
@@ -189,6 +193,13 @@ impl LoadedModel {
     /// The tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// Every token's output bytes (built once, on the first grammar-constrained generation).
+    pub fn token_table(&self) -> Arc<TokenTable> {
+        self.token_table
+            .get_or_init(|| Arc::new(TokenTable::new(&self.tokenizer)))
+            .clone()
     }
 
     /// The chat template in use (the file's, or a built-in one for its architecture).
@@ -320,6 +331,8 @@ pub struct GenerateRequest {
     /// Report each generated token's log-probability with this many most likely alternatives
     /// (0..=[`MAX_TOP_LOGPROBS`]); `None`: no log-probabilities (and no cost).
     pub logprobs: Option<usize>,
+    /// Constrain the output to a grammar (none: unconstrained).
+    pub grammar: Option<GrammarRequest>,
 }
 
 impl GenerateRequest {
@@ -338,6 +351,7 @@ impl GenerateRequest {
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
             logprobs: None,
+            grammar: None,
         }
     }
 
@@ -388,11 +402,16 @@ pub enum FinishReason {
     Cancelled,
     /// The output calls tools (see [`Generation::tool_calls`]).
     ToolCalls,
+    /// The grammar matched completely and allows nothing more.
+    GrammarComplete,
+    /// The grammar allows a continuation but no token of the vocabulary provides one (or the
+    /// text after a lazy grammar's trigger does not match it): the output is cut short.
+    GrammarDeadEnd,
 }
 
 impl FinishReason {
-    /// Short name: "eog", "stop_string", "max_tokens", "context_full", "cancelled" or
-    /// "tool_calls".
+    /// Short name: "eog", "stop_string", "max_tokens", "context_full", "cancelled",
+    /// "tool_calls", "grammar_complete" or "grammar_dead_end".
     pub fn name(self) -> &'static str {
         match self {
             FinishReason::EndOfGeneration => "eog",
@@ -401,19 +420,23 @@ impl FinishReason {
             FinishReason::ContextFull => "context_full",
             FinishReason::Cancelled => "cancelled",
             FinishReason::ToolCalls => "tool_calls",
+            FinishReason::GrammarComplete => "grammar_complete",
+            FinishReason::GrammarDeadEnd => "grammar_dead_end",
         }
     }
 
     /// OpenAI's `finish_reason`: "length" when a limit cut the answer, "tool_calls" when the
-    /// output calls tools, "stop" otherwise (OpenAI has no value for a cancelled request; it
-    /// stopped early).
+    /// output calls tools, "stop" otherwise (OpenAI has no value for a cancelled request or a
+    /// grammar dead end; they stopped early).
     pub fn openai_name(self) -> &'static str {
         match self {
             FinishReason::ToolCalls => "tool_calls",
             FinishReason::MaxTokens | FinishReason::ContextFull => "length",
-            FinishReason::EndOfGeneration | FinishReason::StopString | FinishReason::Cancelled => {
-                "stop"
-            }
+            FinishReason::EndOfGeneration
+            | FinishReason::StopString
+            | FinishReason::Cancelled
+            | FinishReason::GrammarComplete
+            | FinishReason::GrammarDeadEnd => "stop",
         }
     }
 }
@@ -693,6 +716,14 @@ impl Context {
             });
         }
         let mut sampler = Sampler::new(request.sampling.clone())?;
+        let mut constraint = match &request.grammar {
+            Some(g) => Some(Constraint::new(
+                g.compile()?,
+                self.model.token_table(),
+                g.lazy_trigger.as_deref(),
+            )),
+            None => None,
+        };
         // Reuse the longest cached prefix, keeping at least one token to evaluate.
         let common = self
             .cached
@@ -755,10 +786,21 @@ impl Context {
             if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 break FinishReason::Cancelled;
             }
-            let token = sampler.sample(&logits, &self.cached);
+            let token = match &mut constraint {
+                None => sampler.sample(&logits, &self.cached),
+                Some(c) => {
+                    let is_eog = |t| request.stop_at_eog && tokenizer.is_eog(t);
+                    match c.pick(&mut sampler, &logits, &self.cached, &is_eog) {
+                        Step::Token(t) => t,
+                        Step::Complete => break FinishReason::GrammarComplete,
+                        Step::DeadEnd => break FinishReason::GrammarDeadEnd,
+                    }
+                }
+            };
             if request.stop_at_eog && tokenizer.is_eog(token) {
                 break FinishReason::EndOfGeneration;
             }
+            let dead = constraint.as_mut().is_some_and(|c| !c.accept(token));
             tokens.push(token);
             if let Some(n_top) = request.logprobs {
                 let lp =
@@ -771,6 +813,9 @@ impl Context {
             emit(safe, &mut text, on_event);
             if stopped {
                 break FinishReason::StopString;
+            }
+            if dead {
+                break FinishReason::GrammarDeadEnd;
             }
             if tokens.len() >= request.max_tokens {
                 break FinishReason::MaxTokens;

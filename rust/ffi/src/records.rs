@@ -5,11 +5,13 @@
 
 use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
 use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
+use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
     ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, MemoryEstimate, Prompt,
     Timings,
 };
+use local_llm_engine::Error as EngineError;
 
 /// Declare an engine option struct to UniFFI from its table (see the engine's
 /// `sampling_params_table!`), each field with its default.
@@ -79,10 +81,14 @@ pub enum FinishReason {
     Cancelled,
     /// The output calls tools.
     ToolCalls,
+    /// The grammar matched completely and allows nothing more.
+    GrammarComplete,
+    /// No token can continue the grammar: the output is cut short.
+    GrammarDeadEnd,
 }
 
 /// The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
-/// "context_full", "cancelled", "tool_calls").
+/// "context_full", "cancelled", "tool_calls", "grammar_complete", "grammar_dead_end").
 #[uniffi::export]
 pub fn finish_reason_name(reason: FinishReason) -> String {
     reason.name().to_string()
@@ -258,10 +264,21 @@ pub struct GenerateParams {
     /// none: no log-probabilities.
     #[uniffi(default = None)]
     pub logprobs: Option<u32>,
+    /// A GBNF grammar (llama.cpp syntax) the output must match.
+    #[uniffi(default = None)]
+    pub grammar: Option<String>,
+    /// The grammar's start rule (none: "root").
+    #[uniffi(default = None)]
+    pub grammar_root: Option<String>,
+    /// A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
+    /// used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
+    #[uniffi(default = None)]
+    pub json_schema: Option<String>,
 }
 
 impl GenerateParams {
-    pub(crate) fn to_request(&self) -> GenerateRequest {
+    /// The engine request; fails when the JSON schema cannot be converted.
+    pub(crate) fn to_request(&self) -> Result<GenerateRequest, EngineError> {
         let prompt = match &self.prompt {
             PromptInput::Text { text } => Prompt::Text(text.clone()),
             PromptInput::Chat { messages } => Prompt::Chat(
@@ -283,7 +300,15 @@ impl GenerateParams {
         request.tools = self.tools.clone();
         request.tool_choice = self.tool_choice.clone().unwrap_or_default();
         request.logprobs = self.logprobs.map(|n| n as usize);
-        request
+        request.grammar = match (&self.grammar, &self.json_schema) {
+            (Some(gbnf), _) => Some(GrammarRequest {
+                root: self.grammar_root.clone().unwrap_or_else(|| "root".into()),
+                ..GrammarRequest::new(gbnf.clone())
+            }),
+            (None, Some(schema)) => Some(GrammarRequest::json_schema(schema)?),
+            (None, None) => None,
+        };
+        Ok(request)
     }
 }
 

@@ -94,8 +94,10 @@ impl Shared {
         on_event: &mut dyn FnMut(GenerateEvent),
         stage: Stage,
     ) -> Result<GenerationResult, LlmError> {
+        let request = params
+            .to_request()
+            .map_err(|e| LlmError::from_engine(e, stage))?;
         self.track(cancel);
-        let request = params.to_request();
         let result = self.with_engine(|ctx| {
             ctx.generate_events(&request, on_event, Some(cancel.as_ref()))
                 .map(GenerationResult::from)
