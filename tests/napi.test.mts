@@ -516,15 +516,15 @@ test('grammar / grammarRoot constrain generate and stream; invalid grammars reje
   const pieces = await collect(ctx.stream('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 }));
   assert.equal(pieces.join(''), r.text);
 
-  const bad = (e: unknown) => code(LocalLLMErrorCode.INFERENCE_FAILED)(e) && /invalid grammar: 1:\d+/.test((e as Error).message);
+  const bad = (e: unknown) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /invalid grammar: 1:\d+/.test((e as Error).message);
   await assert.rejects(ctx.generate('x', { grammar: 'root ::= ("a"' }), bad);
-  await assert.rejects(ctx.generate('x', { grammar: 'root ::= "a"', grammarRoot: 'missing' }), code(LocalLLMErrorCode.INFERENCE_FAILED));
-  await assert.rejects(collect(ctx.stream('x', { grammar: 'root ::= root "a"' })), code(LocalLLMErrorCode.STREAM_FAILED));
+  await assert.rejects(ctx.generate('x', { grammar: 'root ::= "a"', grammarRoot: 'missing' }), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(collect(ctx.stream('x', { grammar: 'root ::= root "a"' })), code(LocalLLMErrorCode.INVALID_OPTION));
   await assert.rejects(
     ai.chat.completions.create({
       messages: MESSAGES,
       response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'kaboom' } } },
     }),
-    (e: unknown) => code(LocalLLMErrorCode.INFERENCE_FAILED)(e) && (e as Error).message.includes('#/type'),
+    (e: unknown) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && (e as Error).message.includes('#/type'),
   );
 });

@@ -117,38 +117,43 @@ test('tool-aware template: the prompt is the template rendering of tools, call a
   }
 });
 
-test('tool calls come back in OpenAI shape or, with required, as a typed error', async () => {
+test('tool_choice required: decoding is constrained to a call, which comes back in OpenAI shape', async () => {
   for (const stream of [false, true]) {
     const params = { messages: QUESTION, tools: TOOLS, tool_choice: 'required' as const, temperature: 0, max_tokens: 48 };
-    try {
-      if (stream) {
-        const chunks = [];
-        for await (const c of await ai.chat.completions.create({ ...params, stream: true })) chunks.push(c);
-        const last = chunks[chunks.length - 1];
-        assert.equal(last.choices[0].finish_reason, 'tool_calls');
-        const calls = chunks.flatMap((c) => c.choices[0].delta.tool_calls ?? []);
-        assert.ok(calls.length > 0 && calls[0].index === 0 && calls[0].type === 'function');
-        const text = chunks.map((c) => c.choices[0].delta.content ?? '').join('');
-        assert.ok(!text.includes('<tool_call>'), 'call markup never streams as content');
-      } else {
-        const res = await ai.chat.completions.create(params);
-        const msg = res.choices[0].message;
-        assert.equal(res.choices[0].finish_reason, 'tool_calls');
-        assert.equal(msg.tool_calls?.[0].function.name, 'get_weather');
-        assert.equal(typeof JSON.parse(msg.tool_calls![0].function.arguments), 'object');
-      }
-    } catch (e) {
-      assert.ok(e instanceof LocalLLMError, `${e}`);
-      assert.match(e.message, /tool/);
+    let call: { type?: string; function?: { name?: string; arguments?: string } };
+    if (stream) {
+      const chunks = [];
+      for await (const c of await ai.chat.completions.create({ ...params, stream: true })) chunks.push(c);
+      const last = chunks[chunks.length - 1];
+      assert.equal(last.choices[0].finish_reason, 'tool_calls');
+      const calls = chunks.flatMap((c) => c.choices[0].delta.tool_calls ?? []);
+      assert.equal(calls.length, 1);
+      assert.equal(calls[0].index, 0);
+      call = calls[0];
+      const text = chunks.map((c) => c.choices[0].delta.content ?? '').join('');
+      assert.ok(!text.includes('<tool_call>'), 'call markup never streams as content');
+    } else {
+      const res = await ai.chat.completions.create(params);
+      const msg = res.choices[0].message;
+      assert.equal(res.choices[0].finish_reason, 'tool_calls');
+      assert.equal(msg.content, null);
+      assert.equal(msg.tool_calls?.length, 1);
+      call = msg.tool_calls![0];
     }
+    assert.equal(call.type, 'function');
+    assert.equal(call.function?.name, 'get_weather');
+    // The arguments follow the tool's parameters schema (city: a string, required).
+    const args = JSON.parse(call.function?.arguments ?? '');
+    assert.deepEqual(Object.keys(args), ['city']);
+    assert.equal(typeof args.city, 'string');
   }
   await assert.rejects(
     ai.chat.completions.create({ messages: QUESTION, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } }, ...ONE }),
-    code(LocalLLMErrorCode.INFERENCE_FAILED),
+    code(LocalLLMErrorCode.INVALID_OPTION),
   );
   await assert.rejects(
     ai.chat.completions.create({ messages: QUESTION, tools: [{ type: 'function' } as any], ...ONE }),
-    code(LocalLLMErrorCode.INFERENCE_FAILED),
+    code(LocalLLMErrorCode.INVALID_OPTION),
   );
 });
 
@@ -175,8 +180,8 @@ test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content
   assert.equal(plain.choices[0].logprobs, undefined);
   const viaGenerate = await ai.context.generateResult({ messages: QUESTION }, { temperature: 0, maxTokens: 12, nProbs: 3 });
   assert.deepEqual(viaGenerate.logprobs, content);
-  await assert.rejects(ai.chat.completions.create({ ...params, top_logprobs: 21 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
-  await assert.rejects(ai.chat.completions.create({ messages: QUESTION, top_logprobs: 2 }), code(LocalLLMErrorCode.INFERENCE_FAILED));
+  await assert.rejects(ai.chat.completions.create({ ...params, top_logprobs: 21 }), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(ai.chat.completions.create({ messages: QUESTION, top_logprobs: 2 }), code(LocalLLMErrorCode.INVALID_OPTION));
 });
 
 test('a generation with tool calls maps to OpenAI messages and stream chunks', async () => {

@@ -121,7 +121,7 @@ export function messageText(m: ChatMessage): string {
 }
 
 function invalid(message: string): LocalLLMError {
-  return new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, message);
+  return new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, message);
 }
 
 /** A tool call of a request message as a native record. */

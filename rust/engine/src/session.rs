@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use crate::backend::{Registry, Threads};
 use crate::chat::{
-    offered_tools, parse_tool_calls, validate_tools, ChatMessage, ChatTemplate, Tool, ToolCall,
-    ToolCallStream, ToolChoice,
+    offered_tools, parse_tool_calls, tool_call_grammar, validate_tools, ChatMessage, ChatTemplate,
+    Tool, ToolCall, ToolCallStream, ToolChoice,
 };
 use crate::gguf::GgufFile;
 use crate::grammar::{Constraint, GrammarRequest, Step, TokenTable};
@@ -661,6 +661,24 @@ impl Context {
         if !request.parses_tools() {
             return self.generate_raw(request, on_event, cancel);
         }
+        // Constrain the call (all of the output under `required`/named, from `<tool_call>` on
+        // under `auto`) unless the caller brought a grammar or the template's format is another.
+        let constrained;
+        let request = match &request.grammar {
+            None if self.model.chat_template().writes_tool_call_blocks() => {
+                match tool_call_grammar(&request.tools, &request.tool_choice)? {
+                    Some(grammar) => {
+                        constrained = GenerateRequest {
+                            grammar: Some(grammar),
+                            ..request.clone()
+                        };
+                        &constrained
+                    }
+                    None => request,
+                }
+            }
+            _ => request,
+        };
         let mut filter = ToolCallStream::new();
         let mut filtered = |event: GenerateEvent| match event {
             GenerateEvent::Text(t) => {

@@ -253,7 +253,10 @@ fn jsonschema_valid(schema: &str, instances: &[Value]) -> Vec<bool> {
 
 #[test]
 fn call_schema_accepts_exactly_valid_calls() {
-    assert_eq!(tool_call_schema(&tools(), &ToolChoice::Auto).unwrap(), None);
+    assert_eq!(
+        tool_call_schema(&tools(), &ToolChoice::Auto).unwrap(),
+        tool_call_schema(&tools(), &ToolChoice::Required).unwrap()
+    );
     assert_eq!(tool_call_schema(&tools(), &ToolChoice::None).unwrap(), None);
     let required = tool_call_schema(&tools(), &ToolChoice::Required)
         .unwrap()

@@ -1,6 +1,6 @@
 //! Generation with tools on SmolLM2 (its template has no tool support: the fallback prompt):
-//! what streams equals the result's text and never holds call markup, `required` yields calls
-//! or a typed error, `none` generates exactly what no tools do, and bad requests are refused.
+//! what streams equals the result's text and never holds call markup, `required` and a named
+//! function always yield a call (decoding is constrained to one), `none` generates exactly what no tools do, and bad requests are refused.
 
 mod common;
 
@@ -30,13 +30,22 @@ fn request(choice: ToolChoice, with_tools: bool) -> GenerateRequest {
     r.sampling = SamplingParams::greedy();
     r.max_tokens = 48;
     if with_tools {
-        r.tools = vec![Tool {
-            name: "get_weather".into(),
-            description: Some("Current weather in a city".into()),
-            parameters: Some(
-                r#"{"type": "object", "properties": {"city": {"type": "string"}}}"#.into(),
-            ),
-        }];
+        r.tools = vec![
+            Tool {
+                name: "get_weather".into(),
+                description: Some("Current weather in a city".into()),
+                parameters: Some(
+                    r#"{"type": "object", "properties": {"city": {"type": "string"}}}"#.into(),
+                ),
+            },
+            Tool {
+                name: "get_time".into(),
+                description: Some("Current time in a time zone".into()),
+                parameters: Some(
+                    r#"{"type": "object", "properties": {"zone": {"type": "string"}}}"#.into(),
+                ),
+            },
+        ];
     }
     r.tool_choice = choice;
     r
@@ -47,43 +56,48 @@ fn smollm2_generation_with_tools() {
     let Some(mut ctx) = context() else {
         return;
     };
-    for choice in [ToolChoice::Auto, ToolChoice::Required] {
+    let named = ToolChoice::Function {
+        name: "get_time".into(),
+    };
+    for choice in [ToolChoice::Auto, ToolChoice::Required, named] {
         let mut streamed = String::new();
-        let result = ctx.generate(
-            &request(choice.clone(), true),
-            &mut |p| streamed.push_str(p),
-            None,
+        let gen = ctx
+            .generate(
+                &request(choice.clone(), true),
+                &mut |p| streamed.push_str(p),
+                None,
+            )
+            .unwrap_or_else(|e| panic!("{choice:?}: {e}"));
+        assert_eq!(streamed, gen.text, "{choice:?}");
+        assert!(
+            !streamed.contains("<tool_call>"),
+            "{choice:?}: {streamed:?}"
         );
-        match result {
-            Ok(gen) => {
-                assert_eq!(streamed, gen.text, "{choice:?}");
-                assert!(
-                    !streamed.contains("<tool_call>"),
-                    "{choice:?}: {streamed:?}"
-                );
-                if gen.tool_calls.is_empty() {
-                    assert_eq!(choice, ToolChoice::Auto);
-                    assert_ne!(gen.finish_reason, FinishReason::ToolCalls);
-                } else {
-                    assert_eq!(gen.finish_reason, FinishReason::ToolCalls);
-                    assert_eq!(gen.finish_reason.openai_name(), "tool_calls");
-                    for call in &gen.tool_calls {
-                        assert_eq!(call.name, "get_weather");
-                        assert!(call.arguments.starts_with('{'));
-                    }
-                }
-                eprintln!(
-                    "{choice:?}: {} call(s), text {:?}",
-                    gen.tool_calls.len(),
-                    gen.text
-                );
-            }
-            Err(Error::ToolCall(msg)) => {
-                assert_eq!(choice, ToolChoice::Required, "{msg}");
-                eprintln!("{choice:?}: no call ({msg})");
-            }
-            Err(e) => panic!("{choice:?}: {e}"),
+        eprintln!("{choice:?}: {:?}, text {:?}", gen.tool_calls, gen.text);
+        if choice == ToolChoice::Auto && gen.tool_calls.is_empty() {
+            assert_ne!(gen.finish_reason, FinishReason::ToolCalls);
+            continue;
         }
+        // `required` and a named function constrain decoding to a call, so one always parses.
+        assert_eq!(gen.tool_calls.len(), 1, "{choice:?}");
+        assert_eq!(gen.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(gen.finish_reason.openai_name(), "tool_calls");
+        let call = &gen.tool_calls[0];
+        let args: serde_json::Value =
+            serde_json::from_str(&call.arguments).expect("arguments are JSON");
+        let args = args.as_object().expect("arguments are an object");
+        match &choice {
+            ToolChoice::Function { name } => assert_eq!(&call.name, name),
+            _ => assert!(["get_weather", "get_time"].contains(&call.name.as_str())),
+        }
+        // The parameters schemas allow only their own string property.
+        let key = if call.name == "get_weather" {
+            "city"
+        } else {
+            "zone"
+        };
+        assert!(args.keys().all(|k| k == key), "{args:?}");
+        assert!(args.values().all(|v| v.is_string()), "{args:?}");
     }
     // `none` neither offers nor parses: the same tokens as without tools.
     let none = ctx

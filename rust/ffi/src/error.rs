@@ -131,7 +131,9 @@ impl LlmError {
         let message = error.to_string();
         match (&error, stage) {
             (EngineError::ContextExhausted { .. }, _) => LlmError::ContextExhausted { message },
-            (EngineError::InvalidOption(_), _) => LlmError::InvalidOption { message },
+            (EngineError::InvalidOption(_) | EngineError::Grammar(_), _) => {
+                LlmError::InvalidOption { message }
+            }
             (EngineError::InsufficientMemory(_), _) => LlmError::InsufficientMemory { message },
             (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
                 if matches!(

@@ -25,8 +25,8 @@ use minijinja::{context, Environment, Value};
 
 pub use tool_parse::{parse_tool_calls, ParsedResponse, ToolCallStream};
 pub use tools::{
-    offered_tools, tool_call_schema, validate_tools, Tool, ToolCall, ToolChoice, TOOL_CALL_CLOSE,
-    TOOL_CALL_OPEN,
+    offered_tools, tool_call_grammar, tool_call_schema, validate_tools, Tool, ToolCall, ToolChoice,
+    TOOL_CALL_CLOSE, TOOL_CALL_OPEN,
 };
 
 use crate::tokenizer::Tokenizer;
@@ -143,6 +143,13 @@ impl ChatTemplate {
     /// tools are offered through the fallback prompt (see [`ChatTemplate::render_with_tools`]).
     pub fn supports_tools(&self) -> bool {
         tools::template_supports_tools(&self.source)
+    }
+
+    /// Whether calls are written as `<tool_call>` blocks: by the fallback prompt, or by a
+    /// tool-aware template that uses them (the Hermes/Qwen format). Only then can decoding be
+    /// constrained to a valid call ([`tool_call_grammar`]).
+    pub fn writes_tool_call_blocks(&self) -> bool {
+        !self.supports_tools() || self.source.contains(TOOL_CALL_OPEN)
     }
 
     /// Whether a request goes through the tool fallback: the template lacks tool support and

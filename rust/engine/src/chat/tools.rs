@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::ChatMessage;
+use crate::grammar::GrammarRequest;
 
 /// A function the model may call (OpenAI's `tools[].function`).
 #[derive(Clone, Debug, PartialEq)]
@@ -306,12 +307,10 @@ pub(crate) fn fallback_messages(
 /// The JSON Schema (as JSON text) of one valid call under `choice`, for grammar-constrained
 /// decoding: `{"anyOf": [{"type": "object", "properties": {"name": {"const": <name>},
 /// "arguments": <the tool's parameters schema>}, "required": ["name", "arguments"],
-/// "additionalProperties": false}, ...]}` over the offered tools. `None` for `none`/`auto`
-/// (nothing is forced; under `auto` the grammar is lazy, triggered by [`TOOL_CALL_OPEN`]) and
-/// when no tool is offered. Under `required`/named, the constrained output is
-/// `<tool_call>` + a JSON value of this schema + `</tool_call>`.
+/// "additionalProperties": false}, ...]}` over the offered tools. `None` for `none` and when no
+/// tool is offered. See [`tool_call_grammar`] for how it constrains the output.
 pub fn tool_call_schema(tools: &[Tool], choice: &ToolChoice) -> crate::Result<Option<String>> {
-    if matches!(choice, ToolChoice::None | ToolChoice::Auto) {
+    if *choice == ToolChoice::None {
         return Ok(None);
     }
     let offered = offered_tools(tools, choice);
@@ -328,4 +327,33 @@ pub fn tool_call_schema(tools: &[Tool], choice: &ToolChoice) -> crate::Result<Op
         }));
     }
     Ok(Some(json!({ "anyOf": any_of }).to_string()))
+}
+
+/// The grammar that makes calls parse, for templates whose calls are `<tool_call>` blocks (the
+/// Hermes/Qwen format and the fallback prompt): `<tool_call>`, a JSON call matching
+/// [`tool_call_schema`], `</tool_call>`. Under `required` or a named function the whole output
+/// is one such call; under `auto` the grammar is lazy: the text is free until the model writes
+/// [`TOOL_CALL_OPEN`], and from there the call must parse. `None` when nothing is offered.
+pub fn tool_call_grammar(
+    tools: &[Tool],
+    choice: &ToolChoice,
+) -> crate::Result<Option<GrammarRequest>> {
+    let Some(schema) = tool_call_schema(tools, choice)? else {
+        return Ok(None);
+    };
+    let call = GrammarRequest::json_schema(&schema)?;
+    let quote = |s: &str| serde_json::Value::from(s).to_string();
+    let gbnf = format!(
+        "{}\ntool-call ::= {} \"\\n\"? {} \"\\n\"? {}\n",
+        call.gbnf,
+        quote(TOOL_CALL_OPEN),
+        call.root,
+        quote(TOOL_CALL_CLOSE)
+    );
+    let lazy = *choice == ToolChoice::Auto;
+    Ok(Some(GrammarRequest {
+        gbnf,
+        root: "tool-call".into(),
+        lazy_trigger: lazy.then(|| TOOL_CALL_OPEN.to_string()),
+    }))
 }
