@@ -662,22 +662,21 @@ impl Context {
             return self.generate_raw(request, on_event, cancel);
         }
         // Constrain the call (all of the output under `required`/named, from `<tool_call>` on
-        // under `auto`) unless the caller brought a grammar or the template's format is another.
+        // under `auto` where calls are such blocks) unless the caller brought a grammar.
         let constrained;
+        let blocks = self.model.chat_template().writes_tool_call_blocks();
         let request = match &request.grammar {
-            None if self.model.chat_template().writes_tool_call_blocks() => {
-                match tool_call_grammar(&request.tools, &request.tool_choice)? {
-                    Some(grammar) => {
-                        constrained = GenerateRequest {
-                            grammar: Some(grammar),
-                            ..request.clone()
-                        };
-                        &constrained
-                    }
-                    None => request,
+            None => match tool_call_grammar(&request.tools, &request.tool_choice, blocks)? {
+                Some(grammar) => {
+                    constrained = GenerateRequest {
+                        grammar: Some(grammar),
+                        ..request.clone()
+                    };
+                    &constrained
                 }
-            }
-            _ => request,
+                None => request,
+            },
+            Some(_) => request,
         };
         let mut filter = ToolCallStream::new();
         let mut filtered = |event: GenerateEvent| match event {

@@ -10,12 +10,15 @@ mod tokenizer_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use chat_support::{run_oracle, Oracle};
 use local_llm_engine::chat::{
-    tool_call_schema, ChatMessage, ChatTemplate, Tool, ToolCall, ToolChoice,
+    parse_tool_calls, tool_call_grammar, tool_call_schema, ChatMessage, ChatTemplate, Tool,
+    ToolCall, ToolChoice,
 };
 use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::grammar::Matcher;
 use local_llm_engine::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 
@@ -288,4 +291,59 @@ fn call_schema_accepts_exactly_valid_calls() {
         jsonschema_valid(&named, &[weather, time]),
         vec![false, true]
     );
+}
+
+/// Whether `grammar` (compiled) matches all of `text`.
+fn matches(grammar: &local_llm_engine::grammar::GrammarRequest, text: &str) -> bool {
+    let mut m = Matcher::new(Arc::new(grammar.compile().expect("grammar compiles")));
+    m.accept_str(text) && m.is_complete()
+}
+
+#[test]
+fn call_grammar_per_template_format() {
+    let call = r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#;
+    let tagged = format!("<tool_call>\n{call}\n</tool_call>");
+    let parsed = |text: &str| parse_tool_calls(text, &tools()).calls;
+    // `<tool_call>` blocks: the call in its tags, under `required` and (lazily) `auto`.
+    let required = tool_call_grammar(&tools(), &ToolChoice::Required, true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(required.lazy_trigger, None);
+    assert!(matches(&required, &tagged));
+    assert!(!matches(&required, call));
+    assert!(!matches(&required, "It is sunny."));
+    assert_eq!(parsed(&tagged).len(), 1);
+    let auto = tool_call_grammar(&tools(), &ToolChoice::Auto, true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(auto.lazy_trigger.as_deref(), Some("<tool_call>"));
+    assert!(matches(&auto, &tagged));
+    // Other formats: `required`/named give the bare JSON call (parsed for every template);
+    // `auto` is not constrained.
+    let bare = tool_call_grammar(&tools(), &ToolChoice::Required, false)
+        .unwrap()
+        .unwrap();
+    assert!(matches(&bare, call));
+    assert!(!matches(&bare, &tagged));
+    assert!(!matches(
+        &bare,
+        r#"{"name": "get_weather", "arguments": {"town": 1}}"#
+    ));
+    assert!(!matches(&bare, r#"{"name": "nope", "arguments": {}}"#));
+    assert_eq!(parsed(call).len(), 1);
+    let named = ToolChoice::Function {
+        name: "get_time".into(),
+    };
+    let only_time = tool_call_grammar(&tools(), &named, false).unwrap().unwrap();
+    assert!(matches(
+        &only_time,
+        r#"{"name": "get_time", "arguments": {}}"#
+    ));
+    assert!(!matches(&only_time, call));
+    assert!(tool_call_grammar(&tools(), &ToolChoice::Auto, false)
+        .unwrap()
+        .is_none());
+    assert!(tool_call_grammar(&tools(), &ToolChoice::None, true)
+        .unwrap()
+        .is_none());
 }

@@ -329,19 +329,30 @@ pub fn tool_call_schema(tools: &[Tool], choice: &ToolChoice) -> crate::Result<Op
     Ok(Some(json!({ "anyOf": any_of }).to_string()))
 }
 
-/// The grammar that makes calls parse, for templates whose calls are `<tool_call>` blocks (the
-/// Hermes/Qwen format and the fallback prompt): `<tool_call>`, a JSON call matching
-/// [`tool_call_schema`], `</tool_call>`. Under `required` or a named function the whole output
-/// is one such call; under `auto` the grammar is lazy: the text is free until the model writes
-/// [`TOOL_CALL_OPEN`], and from there the call must parse. `None` when nothing is offered.
+/// The grammar that makes calls parse. With `blocks` (templates whose calls are `<tool_call>`
+/// blocks: the Hermes/Qwen format and the fallback prompt): `<tool_call>`, a JSON call matching
+/// [`tool_call_schema`], `</tool_call>`; under `required` or a named function the whole output is
+/// one such call, under `auto` the grammar is lazy: the text is free until the model writes
+/// [`TOOL_CALL_OPEN`], and from there the call must parse. Without `blocks` (templates with
+/// another call format, e.g. Llama 3.x or Mistral), only `required` and a named function are
+/// constrained, to the bare JSON call (which the parser accepts for every template). `None` when
+/// nothing is constrained.
 pub fn tool_call_grammar(
     tools: &[Tool],
     choice: &ToolChoice,
+    blocks: bool,
 ) -> crate::Result<Option<GrammarRequest>> {
+    let lazy = *choice == ToolChoice::Auto;
+    if lazy && !blocks {
+        return Ok(None);
+    }
     let Some(schema) = tool_call_schema(tools, choice)? else {
         return Ok(None);
     };
     let call = GrammarRequest::json_schema(&schema)?;
+    if !blocks {
+        return Ok(Some(call));
+    }
     let quote = |s: &str| serde_json::Value::from(s).to_string();
     let gbnf = format!(
         "{}\ntool-call ::= {} \"\\n\"? {} \"\\n\"? {}\n",
@@ -350,7 +361,6 @@ pub fn tool_call_grammar(
         call.root,
         quote(TOOL_CALL_CLOSE)
     );
-    let lazy = *choice == ToolChoice::Auto;
     Ok(Some(GrammarRequest {
         gbnf,
         root: "tool-call".into(),
