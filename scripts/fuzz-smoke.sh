@@ -2,8 +2,8 @@
 # Coverage-guided fuzzing of the engine's untrusted inputs (rust/fuzz: GGUF reader, tokenizer,
 # chat templates, sampling options) with libFuzzer and AddressSanitizer, SECONDS per target.
 #   scripts/fuzz-smoke.sh [SECONDS (default 30)] [TARGET...]   (default: every target)
-# Needs a nightly toolchain (`rustup toolchain install nightly`; without rustup, a rustc with
-# RUSTC_BOOTSTRAP=1 works too), clang or g++ for libFuzzer's C++, and the test models
+# Uses the default toolchain with RUSTC_BOOTSTRAP=1 (sanitizer flags are nightly-only), g++ for
+# libFuzzer's C++, and the test models
 # (scripts/fetch-models.sh) for the tokenizer target. Seeds: rust/fuzz/corpus/<target>
 # (rust/fuzz/make_seeds.py); what libFuzzer finds goes to rust/fuzz/work/<target> (ignored by
 # git) and crashes to rust/fuzz/artifacts/<target>/: the run then fails, and the crashing
@@ -16,12 +16,9 @@ shift || true
 TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(gguf tokenizer chat_template sampling)
 
+# The machine's one (stable) toolchain, with nightly flags unlocked: what CI has.
 CARGO=(cargo)
-if command -v rustup >/dev/null && rustup run nightly rustc --version >/dev/null 2>&1; then
-    CARGO=(cargo +nightly)
-else
-    export RUSTC_BOOTSTRAP=1
-fi
+export RUSTC_BOOTSTRAP=1
 TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
 # What cargo-fuzz passes: SanitizerCoverage feeding libFuzzer, ASan, the `fuzzing` cfg.
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \

@@ -12,10 +12,13 @@
 #      (scripts/example-test.sh; LOCAL_LLM_SKIP_EXAMPLE=1 skips)
 #   9. phone libraries: arm64-v8a and aarch64-apple-ios static libraries, symbol and platform
 #      checks, JSI C++ compiled for both (scripts/mobile-test.sh; LOCAL_LLM_SKIP_MOBILE=1 skips)
-#  10. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
+#  10. fuzz smoke: each libFuzzer target of rust/fuzz for LOCAL_LLM_FUZZ_SECONDS (default 20)
+#      (scripts/fuzz-smoke.sh; LOCAL_LLM_SKIP_FUZZ=1 skips)
+#  11. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
 # Exits non-zero on the first failure and prints each stage's time at the end. Set
 # LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the download of the real models and the tests that
-# need them, LOCAL_LLM_SKIP_CROSS=1 to skip 10.
+# need them, LOCAL_LLM_SKIP_CROSS=1 to skip 11. LOCAL_LLM_SKIP_LLAMA_SOURCES=1 skips the
+# grammar tests that take their cases from llama.cpp's sources (the PyPI sdist).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -108,6 +111,13 @@ unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/example-test.sh
 
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
 unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh
+
+section "fuzz smoke: GGUF reader, tokenizer, chat templates, sampling (libFuzzer + ASan)"
+FUZZ_TARGETS=(gguf tokenizer chat_template sampling)
+if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
+    FUZZ_TARGETS=(gguf chat_template sampling) # the tokenizer target reads the real models
+fi
+unless_skipped LOCAL_LLM_SKIP_FUZZ scripts/fuzz-smoke.sh "${LOCAL_LLM_FUZZ_SECONDS:-20}" "${FUZZ_TARGETS[@]}"
 
 section "cross: s390x + aarch64 under qemu"
 unless_skipped LOCAL_LLM_SKIP_CROSS scripts/cross-test.sh all
