@@ -246,6 +246,18 @@ fn engine_panics_become_errors() {
             .unwrap(),
         "ba"
     );
+    // ... and an empty string (found by the chat_template fuzz target).
+    let t = ChatTemplate::new(
+        "{% for m in messages %}{{ m.content[::-1] }}{% endfor %}",
+        "",
+        "",
+    )
+    .unwrap();
+    assert!(matches!(
+        t.render(&[msg("user", "")], false),
+        Err(Error::ChatTemplate(_))
+    ));
+    assert_eq!(t.render(&[msg("user", "ab")], false).unwrap(), "ba");
 }
 
 #[test]

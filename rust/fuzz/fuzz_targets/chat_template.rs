@@ -2,7 +2,8 @@
 //! Input: a mode byte, then NUL-separated parts. Mode bit 0 clear: the first part is the
 //! template source; set: a built-in template (ChatML, or Gemma with bit 1). The other parts are
 //! messages, each starting with a role byte. Rendering must end in a value or a typed error
-//! (fuel, recursion and output limits); for the built-in ChatML template, which writes
+//! (fuel, recursion and output limits; minijinja's internal panics, caught by the engine, are
+//! typed errors too); for the built-in ChatML template, which writes
 //! contents verbatim, the split into template text and message content must be the rendered
 //! prompt exactly.
 #![no_main]
@@ -11,6 +12,11 @@ use libfuzzer_sys::fuzz_target;
 use local_llm_engine::chat::{ChatMessage, ChatTemplate, ROLES};
 
 fuzz_target!(|data: &[u8]| {
+    // The engine catches minijinja's own panics (they become typed errors), so a panic is a
+    // crash only when it escapes: libfuzzer-sys aborts on those after unwinding. Its hook, which
+    // aborts on every panic, caught or not, gives way to the default one (which prints).
+    static QUIET: std::sync::Once = std::sync::Once::new();
+    QUIET.call_once(|| drop(std::panic::take_hook()));
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
