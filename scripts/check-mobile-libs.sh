@@ -38,17 +38,7 @@ step() { echo "--- [$((SECONDS - START)) s] $*"; }
 
 step "tools (apt: llvm-22 clang-16 libc++-16-dev android-liblog libunwind-16; PyPI: ziglang $ZIG_VERSION)"
 pkgs=(llvm-22 clang-16 libc++-16-dev libc++abi-16-dev android-liblog libunwind-16 libc6-dev-arm64-cross python3-pip unzip)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
-    "${apt[@]}" update
-    "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt-install.sh" "${pkgs[@]}"
 if [[ ! -f $ZIG/lib/libc/darwin/libSystem.tbd ]]; then
     tmp=$(mktemp -d)
     python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \

@@ -63,17 +63,7 @@ step "apt packages"
 t=$SECONDS
 pkgs=(qemu-user-static rustc-web cargo-web rust-web-src)
 for a in "${ARCHES[@]}"; do pkgs+=("gcc-${GCC[$a]}" "${LIBC[$a]}"); done
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
-    "${apt[@]}" update
-    "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt-install.sh" "${pkgs[@]}"
 # rustup's rustc comes first in PATH and has no std for these targets: use Debian's explicitly.
 CROSS_CARGO=/usr/bin/cargo
 export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc

@@ -17,17 +17,7 @@ step() { echo "---- mobile: $* ($((SECONDS - START)) s elapsed)"; }
 
 step "apt packages"
 pkgs=(rustc-web cargo-web rust-web-src llvm-22 cmake ruby)
-missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt=(apt-get -o DPkg::Lock::Timeout=600 -qq)
-    "${apt[@]}" update
-    "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$ROOT/scripts/apt-install.sh" "${pkgs[@]}"
 if [[ ! -d node_modules/react-native/ReactCommon ]]; then
     step "npm ci"
     npm ci --no-audit --no-fund

@@ -92,13 +92,8 @@ setup_time() {
         return
     fi
     need apt-get "/usr/bin/time is missing; install the package that provides it"
-    local sudo=()
-    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
     log "installing the apt package 'time' (/usr/bin/time)"
-    "${sudo[@]}" apt-get install -y --no-install-recommends time >&2 || {
-        "${sudo[@]}" apt-get update >&2
-        "${sudo[@]}" apt-get install -y --no-install-recommends time >&2
-    }
+    "$ROOT/scripts/apt-install.sh" time >&2
 }
 
 setup_python
