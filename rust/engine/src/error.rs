@@ -57,6 +57,10 @@ pub enum Error {
     /// The output does not call a tool although `tool_choice` requires one.
     #[error("tool call error: {0}")]
     ToolCall(String),
+    /// A saved context state (session file) is corrupt, truncated, of another format version
+    /// or of another model.
+    #[error("invalid session file: {0}")]
+    SessionFile(String),
     /// The operation was cancelled by the caller.
     #[error("cancelled")]
     Cancelled,

@@ -104,4 +104,14 @@ impl KvCache {
     pub(crate) fn values(&self, layer: usize) -> &[f16] {
         &self.values[layer]
     }
+
+    /// Layers, key width and value width (f16 values per position).
+    pub(crate) fn layout(&self) -> (usize, usize, usize) {
+        (self.keys.len(), self.k_width, self.v_width)
+    }
+
+    /// Cached keys and values of `layer`, writable (context shift, state restore).
+    pub(crate) fn layer_mut(&mut self, layer: usize) -> (&mut [f16], &mut [f16]) {
+        (&mut self.keys[layer], &mut self.values[layer])
+    }
 }

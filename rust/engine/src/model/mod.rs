@@ -8,6 +8,7 @@ mod gemma3;
 mod kv_cache;
 mod llama;
 pub mod ops;
+mod shift;
 mod transformer;
 mod weights;
 

@@ -19,8 +19,11 @@ use crate::sampling::{token_logprob, Sampler, StopMatcher};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use crate::{Error, Result};
 
+mod overflow;
 mod request;
+mod state;
 
+pub use overflow::ContextShift;
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
 
 /// The number of threads to use when the caller says 0: the machine's available parallelism
@@ -320,6 +323,9 @@ pub struct Context {
     threads: Threads,
     n_batch: usize,
     cached: Vec<u32>,
+    /// How many of the cached positions a prompt may reuse (fewer than cached after a
+    /// context shift: the moved ones were computed with dropped tokens in view).
+    reusable: usize,
 }
 
 impl Context {
@@ -349,6 +355,7 @@ impl Context {
             threads: Threads::new(threads)?,
             n_batch: options.n_batch as usize,
             cached: Vec::new(),
+            reusable: usize::MAX,
             model,
         })
     }
@@ -372,6 +379,7 @@ impl Context {
     pub fn clear(&mut self) {
         self.cache.truncate(0);
         self.cached.clear();
+        self.reusable = usize::MAX;
     }
 
     /// Tokens for a prompt.
@@ -555,9 +563,11 @@ impl Context {
             .zip(&prompt)
             .take_while(|(a, b)| a == b)
             .count()
-            .min(prompt.len() - 1);
+            .min(prompt.len() - 1)
+            .min(self.reusable);
         self.cache.truncate(common);
         self.cached.truncate(common);
+        self.reusable = usize::MAX;
 
         let start = Instant::now();
         let evaluated = self.eval(
@@ -590,7 +600,9 @@ impl Context {
             Err(e) => return Err(e),
         };
 
-        let tokenizer = &self.model.tokenizer;
+        // A handle of its own: a context shift borrows the context mutably while decoding.
+        let model = self.model.clone();
+        let tokenizer = &model.tokenizer;
         let mut decoder = StreamDecoder::new();
         let mut stops = StopMatcher::new(&request.stop);
         let mut text = String::new();
@@ -645,7 +657,13 @@ impl Context {
                 break FinishReason::MaxTokens;
             }
             if self.cache.len() >= self.cache.capacity() {
-                break FinishReason::ContextFull;
+                let shifted = match &request.context_shift {
+                    Some(shift) => self.shift(shift, prompt.len())?,
+                    None => false,
+                };
+                if !shifted {
+                    break FinishReason::ContextFull;
+                }
             }
             logits = self.model.model.forward(
                 &[token],

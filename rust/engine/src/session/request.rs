@@ -7,6 +7,8 @@ use crate::grammar::GrammarRequest;
 use crate::sampling::{SamplingParams, TokenLogprob, MAX_TOP_LOGPROBS};
 use crate::{Error, Result};
 
+use super::ContextShift;
+
 /// What to generate from.
 #[derive(Clone, Debug)]
 pub enum Prompt {
@@ -41,6 +43,9 @@ pub struct GenerateRequest {
     pub logprobs: Option<usize>,
     /// Constrain the output to a grammar (none: unconstrained).
     pub grammar: Option<GrammarRequest>,
+    /// Continue past a full context by shifting it (none: stop with
+    /// [`FinishReason::ContextFull`]).
+    pub context_shift: Option<ContextShift>,
 }
 
 impl GenerateRequest {
@@ -60,6 +65,7 @@ impl GenerateRequest {
             tool_choice: ToolChoice::Auto,
             logprobs: None,
             grammar: None,
+            context_shift: None,
         }
     }
 

@@ -1,0 +1,115 @@
+//! Context shift: drop a block of cached positions and move the positions after it down,
+//! re-rotating the moved keys' RoPE in place (as llama.cpp's context shift does) so that
+//! nothing is evaluated again.
+//!
+//! A cached key is `R(p) · k` for a rotation `R(p)` whose angles are linear in the position `p`
+//! (`freq_scale · p · base^(-2i/n_dims) / freq_factor_i`), so `R(p - d) · k = R(-d) · R(p) · k`:
+//! moving a key down by `d` positions is one more rotation by `-d`, with each layer's own RoPE
+//! (style, base, scale, factors). Gemma 3's local and global layers thus each get their own
+//! base. Sliding windows are measured on positions, so after the move they cover the moved
+//! keys as they would have had the tokens been evaluated at their new positions.
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use super::{KvCache, Model};
+use crate::{Error, Result};
+
+impl Model {
+    /// Drop cached positions `n_keep..n_keep + n_discard` and move the ones after them down by
+    /// `n_discard`, re-rotating their keys. The cache then holds `len - n_discard` positions.
+    /// A block that does not lie within the cached positions is an [`Error::InvalidOption`].
+    pub fn shift_cache(&self, cache: &mut KvCache, n_keep: usize, n_discard: usize) -> Result<()> {
+        let len = cache.len();
+        if n_discard == 0 || n_keep.checked_add(n_discard).is_none_or(|end| end > len) {
+            return Err(Error::InvalidOption(format!(
+                "cannot discard {n_discard} positions after {n_keep} of {len} cached"
+            )));
+        }
+        let c = &self.net.config;
+        let (n_layer, kw, vw) = cache.layout();
+        let moved = n_keep..len - n_discard;
+        let mut table = Vec::new();
+        let mut row = vec![0f32; kw];
+        for (il, layer) in self.net.layers.iter().enumerate().take(n_layer) {
+            layer.rope.angles(n_discard, &mut table);
+            // R(-d): the same cosines, negated sines.
+            table.iter_mut().for_each(|(_, s)| *s = -*s);
+            let (keys, values) = cache.layer_mut(il);
+            for p in moved.clone() {
+                let (src, dst) = ((p + n_discard) * kw, p * kw);
+                keys[src..src + kw].convert_to_f32_slice(&mut row);
+                for head in row.chunks_exact_mut(c.head_dim) {
+                    layer.rope.apply(head, &table);
+                }
+                keys[dst..dst + kw].convert_from_f32_slice(&row);
+            }
+            values.copy_within((n_keep + n_discard) * vw..len * vw, n_keep * vw);
+        }
+        cache.set_len(len - n_discard);
+        Ok(())
+    }
+}
+
+impl KvCache {
+    /// The cached key of `layer` at position `pos` (every KV head, widened to f32), `None`
+    /// outside the cached positions. For inspecting the cache, e.g. after a shift.
+    pub fn key_at(&self, layer: usize, pos: usize) -> Option<Vec<f32>> {
+        let (n_layer, kw, _) = self.layout();
+        if layer >= n_layer || pos >= self.len() {
+            return None;
+        }
+        let keys = &self.keys(layer)[pos * kw..(pos + 1) * kw];
+        Some(keys.iter().map(|k| f16::to_f32(*k)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::ops::{Rope, RopeStyle};
+
+    /// Rotating a vector at position `p` and then by `-d` equals rotating it at `p - d`, for
+    /// both pairing styles, Gemma 3's global base and Llama 3 frequency factors.
+    #[test]
+    fn rotation_by_minus_d_equals_rotation_at_the_new_position() {
+        let ropes = [
+            (RopeStyle::Normal, 10_000.0, 1.0, None),
+            (RopeStyle::Neox, 1_000_000.0, 1.0, None),
+            (
+                RopeStyle::Neox,
+                10_000.0,
+                0.25,
+                Some(vec![1.0, 2.0, 8.0, 32.0]),
+            ),
+        ];
+        for (style, base, freq_scale, freq_factors) in ropes {
+            let rope = Rope {
+                style,
+                n_dims: 8,
+                base,
+                freq_scale,
+                freq_factors,
+            };
+            let x: Vec<f32> = (0..8).map(|i| (i as f32 * 0.7).sin()).collect();
+            let (p, d) = (3000usize, 1234usize);
+            let mut t = Vec::new();
+            let mut shifted = x.clone();
+            rope.angles(p, &mut t);
+            rope.apply(&mut shifted, &t);
+            rope.angles(d, &mut t);
+            t.iter_mut().for_each(|(_, s)| *s = -*s);
+            rope.apply(&mut shifted, &t);
+            let mut direct = x.clone();
+            rope.angles(p - d, &mut t);
+            rope.apply(&mut direct, &t);
+            let err = shifted
+                .iter()
+                .zip(&direct)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(err < 2e-3, "{style:?} base {base}: error {err}");
+            // Not the identity: a wrong sign would fail.
+            assert!(shifted.iter().zip(&x).any(|(a, b)| (a - b).abs() > 0.1));
+        }
+    }
+}

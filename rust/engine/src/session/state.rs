@@ -1,0 +1,283 @@
+//! Saving and restoring a context's state (its tokens and the KV cache of the positions they
+//! use) to a file of our own format, bound to the model that made it.
+//!
+//! Layout, little-endian:
+//!
+//! | field | bytes |
+//! | --- | --- |
+//! | magic `LLMKVST\0` | 8 |
+//! | format version ([`STATE_VERSION`]) | 4 |
+//! | model fingerprint ([`model_fingerprint`]) | 8 |
+//! | context size, layers, key width, value width (f16 values per position) | 4 × 4 |
+//! | cached tokens `n`, of which reusable by a later prompt | 4 × 2 |
+//! | tokens | 4 × n |
+//! | per layer: keys (n × key width), values (n × value width), f16 | 2 × n × (kw + vw) × layers |
+//! | CRC-32 (IEEE) of everything before | 4 |
+//!
+//! A file is checked completely (header against this context, length against the header,
+//! checksum, model) before anything in the context changes; sizes are checked against the
+//! file's length before anything is allocated.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use half::f16;
+
+use super::{Context, LoadedModel};
+use crate::{Error, Result};
+
+/// The state file's magic bytes.
+const MAGIC: &[u8; 8] = b"LLMKVST\0";
+/// The version of the state file format written by this engine (the only one it reads).
+pub const STATE_VERSION: u32 = 1;
+/// Bytes before the tokens.
+const HEADER_LEN: usize = 8 + 4 + 8 + 4 * 4 + 4 * 2;
+/// Bytes of every tensor's data start hashed into the fingerprint.
+const FINGERPRINT_DATA_BYTES: usize = 4096;
+
+/// CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), table-driven.
+struct Crc32 {
+    table: [u32; 256],
+    crc: u32,
+}
+
+impl Crc32 {
+    fn new() -> Self {
+        let mut table = [0u32; 256];
+        for (i, slot) in table.iter_mut().enumerate() {
+            let mut c = i as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *slot = c;
+        }
+        Crc32 {
+            table,
+            crc: 0xFFFF_FFFF,
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.crc = self.table[((self.crc ^ b as u32) & 0xFF) as usize] ^ (self.crc >> 8);
+        }
+    }
+
+    fn finish(&self) -> u32 {
+        !self.crc
+    }
+}
+
+/// 64-bit FNV-1a.
+struct Fnv(u64);
+
+impl Fnv {
+    fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// A fingerprint of `model`'s file: its size, every metadata key, the tensor table (names,
+/// shapes, types, offsets) and the first bytes of every tensor's data. Two files with the
+/// same weights and metadata keys agree; a different model, quantization or fine-tune does not.
+pub fn model_fingerprint(model: &LoadedModel) -> u64 {
+    let gguf = model.gguf();
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.update(&gguf.file_size().to_le_bytes());
+    for (key, _) in gguf.metadata() {
+        h.update(key.as_bytes());
+    }
+    for t in gguf.tensors() {
+        h.update(t.name.as_bytes());
+        for d in &t.dims {
+            h.update(&d.to_le_bytes());
+        }
+        h.update(format!("{:?}", t.ty).as_bytes());
+        h.update(&t.offset.to_le_bytes());
+        h.update(&t.n_bytes.to_le_bytes());
+        let data = gguf.tensor_data(t);
+        h.update(&data[..data.len().min(FINGERPRINT_DATA_BYTES)]);
+    }
+    h.0
+}
+
+fn bad(message: impl Into<String>) -> Error {
+    Error::SessionFile(message.into())
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u32_field(value: usize, what: &str) -> Result<[u8; 4]> {
+    u32::try_from(value)
+        .map(u32::to_le_bytes)
+        .map_err(|_| bad(format!("{what} {value} does not fit the state format")))
+}
+
+impl Context {
+    /// Write this context's state (its cached tokens and their keys and values) to `path`;
+    /// returns the number of tokens saved.
+    pub fn save_state(&self, path: &Path) -> Result<usize> {
+        let n = self.cached.len();
+        let (n_layer, kw, vw) = self.cache.layout();
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&STATE_VERSION.to_le_bytes());
+        out.extend_from_slice(&model_fingerprint(&self.model).to_le_bytes());
+        for (value, what) in [
+            (self.cache.capacity(), "context size"),
+            (n_layer, "layer count"),
+            (kw, "key width"),
+            (vw, "value width"),
+            (n, "token count"),
+            (self.reusable.min(n), "reusable token count"),
+        ] {
+            out.extend_from_slice(&u32_field(value, what)?);
+        }
+        for t in &self.cached {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        for layer in 0..n_layer {
+            for x in self.cache.keys(layer)[..n * kw]
+                .iter()
+                .chain(&self.cache.values(layer)[..n * vw])
+            {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        let mut crc = Crc32::new();
+        crc.update(&out);
+        out.extend_from_slice(&crc.finish().to_le_bytes());
+        let mut file = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
+        file.write_all(&out).map_err(|e| io_error(path, e))?;
+        file.sync_all().map_err(|e| io_error(path, e))?;
+        Ok(n)
+    }
+
+    /// Restore the state saved in `path` by [`Context::save_state`] (by a context of the same
+    /// model with the same layout, whose tokens fit this context); returns the restored
+    /// tokens. A file of another model or format version, or a corrupt or truncated one, is
+    /// an [`Error::SessionFile`] and leaves this context as it was.
+    pub fn load_state(&mut self, path: &Path) -> Result<Vec<u32>> {
+        let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+        let file_len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let mut header = [0u8; HEADER_LEN];
+        if file_len < (HEADER_LEN + 4) as u64 {
+            return Err(bad(format!(
+                "{} is not a session file: {file_len} bytes is shorter than its header",
+                path.display()
+            )));
+        }
+        file.read_exact(&mut header)
+            .map_err(|e| io_error(path, e))?;
+        if &header[..8] != MAGIC {
+            return Err(bad(format!("{} is not a session file", path.display())));
+        }
+        let version = u32_at(&header, 8);
+        if version != STATE_VERSION {
+            return Err(bad(format!(
+                "session file version {version} is not supported (this engine reads version \
+                 {STATE_VERSION})"
+            )));
+        }
+        let fingerprint = u64::from_le_bytes(header[12..20].try_into().expect("8 bytes"));
+        let field = |i: usize| u32_at(&header, 20 + 4 * i) as usize;
+        let (n_ctx, layout, n, reusable) =
+            (field(0), (field(1), field(2), field(3)), field(4), field(5));
+        let (n_layer, kw, vw) = self.cache.layout();
+        if layout != (n_layer, kw, vw) {
+            return Err(bad(format!(
+                "the session file's cache layout {layout:?} (layers, key and value widths) is \
+                 not this model's {:?}",
+                (n_layer, kw, vw)
+            )));
+        }
+        // In u128: a corrupt count cannot overflow, and nothing is allocated before it agrees
+        // with the file's length.
+        let per_token = 4 + 2 * (kw + vw) as u128 * n_layer as u128;
+        let expected = HEADER_LEN as u128 + per_token * n as u128 + 4;
+        if u128::from(file_len) != expected {
+            return Err(bad(format!(
+                "the session file is {file_len} bytes but its header (context {n_ctx}, {n} \
+                 tokens) says {expected}: it is truncated or corrupt"
+            )));
+        }
+        if n > self.cache.capacity() {
+            return Err(Error::ContextExhausted {
+                needed: n,
+                capacity: self.cache.capacity(),
+            });
+        }
+        // The file's length, which fits in memory as the cache of `n` positions does.
+        let expected = expected as usize;
+        let mut body = vec![0u8; expected - HEADER_LEN];
+        file.read_exact(&mut body).map_err(|e| io_error(path, e))?;
+        let mut crc = Crc32::new();
+        crc.update(&header);
+        crc.update(&body[..body.len() - 4]);
+        if crc.finish() != u32_at(&body, body.len() - 4) {
+            return Err(bad(
+                "the session file's checksum does not match: it is corrupt",
+            ));
+        }
+        if fingerprint != model_fingerprint(&self.model) {
+            return Err(bad(format!(
+                "the session file was saved with another model than {}",
+                self.model.path().display()
+            )));
+        }
+        let tokens: Vec<u32> = body[..4 * n]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        let n_vocab = self.model.model().config().n_vocab;
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(bad(format!(
+                "the session file holds token {t} outside the vocabulary"
+            )));
+        }
+        let mut at = 4 * n;
+        let mut read = |dst: &mut [f16]| {
+            for (d, b) in dst.iter_mut().zip(body[at..].chunks_exact(2)) {
+                *d = f16::from_le_bytes([b[0], b[1]]);
+            }
+            at += 2 * dst.len();
+        };
+        for layer in 0..n_layer {
+            let (keys, values) = self.cache.layer_mut(layer);
+            read(&mut keys[..n * kw]);
+            read(&mut values[..n * vw]);
+        }
+        self.cache.set_len(n);
+        self.cached = tokens.clone();
+        self.reusable = if reusable >= n { usize::MAX } else { reusable };
+        Ok(tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The standard CRC-32 check value (of "123456789"), as zlib computes it.
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        let mut c = Crc32::new();
+        c.update(b"123456789");
+        assert_eq!(c.finish(), 0xCBF4_3926);
+    }
+}
