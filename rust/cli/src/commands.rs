@@ -11,7 +11,8 @@ use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
+    Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel,
+    Prompt,
 };
 use local_llm_engine::{Error, Result};
 
@@ -112,8 +113,20 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
         stop_at_eog: !args.ignore_eos,
         logprobs: (args.n_probs > 0).then_some(args.n_probs),
         grammar: grammar(args)?,
+        context_shift: context_shift(args)?,
         ..GenerateRequest::new(prompt)
     })
+}
+
+/// `--context-shift` with `--keep`.
+fn context_shift(args: &RunArgs) -> Result<Option<ContextShift>> {
+    let n_keep = match args.keep {
+        -1 => None,
+        n => Some(u32::try_from(n).map_err(|_| {
+            Error::InvalidOption(format!("--keep {n}: expected -1 or 0..={}", u32::MAX))
+        })?),
+    };
+    Ok(args.context_shift.then_some(ContextShift { n_keep }))
 }
 
 /// `--n-probs`: one line per generated token with its log-probability and the alternatives.
@@ -158,8 +171,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let request = request(args, prompt)?;
     let mut ctx = load(args)?;
+    if let Some(path) = args.prompt_cache.as_deref().filter(|p| p.exists()) {
+        let restored = ctx.load_state(path)?;
+        eprintln!("prompt cache: restored {} tokens", restored.len());
+    }
     let gen = ctx.generate(&request, &mut stream_to_stdout, None)?;
     println!();
+    if let Some(path) = &args.prompt_cache {
+        ctx.save_state(path)?;
+    }
     if args.print_tokens {
         eprintln!("tokens: {:?}", gen.tokens);
     }

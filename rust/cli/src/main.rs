@@ -145,6 +145,17 @@ struct RunArgs {
     /// Read the JSON schema from a file.
     #[arg(long, group = "constraint")]
     json_schema_file: Option<PathBuf>,
+    /// When the context is full, keep the first --keep tokens, drop half of the rest and go
+    /// on generating (llama.cpp's context shift) instead of stopping.
+    #[arg(long)]
+    context_shift: bool,
+    /// Prompt tokens a context shift keeps (besides a BOS token; -1: the whole prompt).
+    #[arg(long = "keep", default_value_t = 0, allow_negative_numbers = true)]
+    keep: i64,
+    /// Restore the context state from FILE when it exists (the matching start of the prompt
+    /// is not evaluated again) and save it there after generating.
+    #[arg(long = "prompt-cache")]
+    prompt_cache: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
