@@ -196,6 +196,14 @@ extern "C" {
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_warmup(
         /*handle*/ uint64_t ptr
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_load_session(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer path
+    );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_save_session(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer path
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_clone_llmmodel(
         /*handle*/ uint64_t handle, 
         RustCallStatus *uniffi_out_err
@@ -546,6 +554,10 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_stream(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(
     );
@@ -2207,6 +2219,22 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session"),
+        2,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session"),
+        2,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel"),
@@ -2999,6 +3027,22 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template"),
@@ -3476,6 +3520,20 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_stre
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
         );
 
         
@@ -4267,6 +4325,20 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontex
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(
         );
 
         

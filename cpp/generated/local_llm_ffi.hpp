@@ -39,6 +39,8 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_stream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_clone_llmmodel(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_free_llmmodel(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
@@ -138,6 +140,8 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);

@@ -98,6 +98,8 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffiSelf: bigint, path: Uint8Array): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffiSelf: bigint, path: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(uniffiSelf: bigint, messages: Uint8Array, addGenerationPrompt: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
@@ -135,6 +137,8 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;

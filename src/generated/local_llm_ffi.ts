@@ -762,6 +762,53 @@ const FfiConverterTypeContextOptions = (() => {
 })();
 
 /**
+ * How a generation continues when the context fills up: keep the first `n_keep` prompt
+ * tokens, drop half of the rest (llama.cpp's context shift).
+ */
+export type ContextShift = {
+    /**
+     * Prompt tokens never dropped (besides a leading BOS); none: the whole prompt.
+     */
+    nKeep?: number
+}
+
+/**
+ * Generated factory for {@link ContextShift} record objects.
+ */
+export const ContextShift = (() => {
+    const defaults = () => ({
+        nKeep: undefined
+    });
+    const create = (() => {
+        return uniffiCreateRecord<ContextShift, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<ContextShift>,
+    });
+})();
+
+const FfiConverterTypeContextShift = (() => {
+    type TypeName = ContextShift;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                nKeep: FfiConverterOptionalUInt32.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterOptionalUInt32.writeIntoCursor(value.nKeep, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterOptionalUInt32.allocationSize(value.nKeep);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * What kind of device a backend device is.
  */
 export enum DeviceKind {
@@ -1519,7 +1566,11 @@ export type GenerateParams = {
      * A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
      * used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
      */
-    jsonSchema?: string
+    jsonSchema?: string,
+    /**
+     * Continue past a full context by shifting it (none: stop with `ContextFull`).
+     */
+    contextShift?: ContextShift
 }
 
 /**
@@ -1535,7 +1586,8 @@ export const GenerateParams = (() => {
         logprobs: undefined,
         grammar: undefined,
         grammarRoot: undefined,
-        jsonSchema: undefined
+        jsonSchema: undefined,
+        contextShift: undefined
     });
     const create = (() => {
         return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -1562,7 +1614,8 @@ const FfiConverterTypeGenerateParams = (() => {
                 logprobs: FfiConverterOptionalUInt32.readFromCursor(c), 
                 grammar: FfiConverterOptionalString.readFromCursor(c), 
                 grammarRoot: FfiConverterOptionalString.readFromCursor(c), 
-                jsonSchema: FfiConverterOptionalString.readFromCursor(c)
+                jsonSchema: FfiConverterOptionalString.readFromCursor(c), 
+                contextShift: FfiConverterOptionalTypeContextShift.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1577,6 +1630,7 @@ const FfiConverterTypeGenerateParams = (() => {
             FfiConverterOptionalString.writeIntoCursor(value.grammar, c);
             FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
             FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
+            FfiConverterOptionalTypeContextShift.writeIntoCursor(value.contextShift, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterTypePromptInput.allocationSize(value.prompt) +
@@ -1589,7 +1643,8 @@ const FfiConverterTypeGenerateParams = (() => {
              FfiConverterOptionalUInt32.allocationSize(value.logprobs) +
              FfiConverterOptionalString.allocationSize(value.grammar) +
              FfiConverterOptionalString.allocationSize(value.grammarRoot) +
-             FfiConverterOptionalString.allocationSize(value.jsonSchema);
+             FfiConverterOptionalString.allocationSize(value.jsonSchema) +
+             FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift);
             
         }
     };
@@ -2313,6 +2368,58 @@ const FfiConverterTypeModelInfo = (() => {
 })();
 
 /**
+ * What `load_session` restored (llama.rn's `NativeSessionLoadResult`).
+ */
+export type SessionLoadResult = {
+    /**
+     * Tokens restored into the cache.
+     */
+    tokensLoaded: number,
+    /**
+     * Their text (control tokens included).
+     */
+    prompt: string
+}
+
+/**
+ * Generated factory for {@link SessionLoadResult} record objects.
+ */
+export const SessionLoadResult = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<SessionLoadResult, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<SessionLoadResult>,
+    });
+})();
+
+const FfiConverterTypeSessionLoadResult = (() => {
+    type TypeName = SessionLoadResult;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                tokensLoaded: FfiConverterUInt32.readFromCursor(c), 
+                prompt: FfiConverterString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt32.writeIntoCursor(value.tokensLoaded, c);
+            FfiConverterString.writeIntoCursor(value.prompt, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt32.allocationSize(value.tokensLoaded) +
+             FfiConverterString.allocationSize(value.prompt);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * The next part of a stream.
  */
 export type StreamChunk = {
@@ -2391,6 +2498,7 @@ export enum LlmError_Tags {
     NotInitialized = "NotInitialized",
     InvalidOption = "InvalidOption",
     InsufficientMemory = "InsufficientMemory",
+    CacheCorrupt = "CacheCorrupt",
     InvalidPath = "InvalidPath"
 }
 /**
@@ -2777,6 +2885,49 @@ Readonly<{message: string}> {
 
     }
 
+    type CacheCorrupt__interface = {
+        tag: LlmError_Tags.CacheCorrupt;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
+     * or of another model.
+     */
+    class CacheCorrupt_ extends UniffiError implements CacheCorrupt__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.CacheCorrupt;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "CacheCorrupt");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): CacheCorrupt_ {
+            return new CacheCorrupt_(inner);
+        }
+
+        static instanceOf(obj: any): obj is CacheCorrupt_ {
+            return obj.tag === LlmError_Tags.CacheCorrupt;
+        }
+        static hasInner(obj: any): obj is CacheCorrupt_ {
+            return CacheCorrupt_.instanceOf(obj);
+        }
+
+        static getInner(obj: CacheCorrupt_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     type InvalidPath__interface = {
         tag: LlmError_Tags.InvalidPath;
         inner: 
@@ -2834,6 +2985,7 @@ Readonly<{message: string}> {
   NotInitialized: NotInitialized_, 
   InvalidOption: InvalidOption_, 
   InsufficientMemory: InsufficientMemory_, 
+  CacheCorrupt: CacheCorrupt_, 
   InvalidPath: InvalidPath_
     });
 
@@ -2842,7 +2994,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'CacheCorrupt' | 'InvalidPath']
 >;
 
 // FfiConverter for enum LlmError
@@ -2860,7 +3012,8 @@ const FfiConverterTypeLlmError = (() => {
                 case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
                 case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
                 case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
-                case 10: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 10: return new LlmError.CacheCorrupt({message: FfiConverterString.readFromCursor(c) });
+                case 11: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2920,8 +3073,14 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.CacheCorrupt: {
                     c.writeI32(10);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(11);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2982,6 +3141,12 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.InsufficientMemory: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.CacheCorrupt: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -3402,6 +3567,17 @@ export interface LlmContextLike {
  */
     isDisposed(): boolean;
 /**
+ * Restore a state saved by `save_session` with the same model; a later prompt that starts
+ * with the restored tokens does not evaluate them again. A file of another model, or a
+ * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
+ */
+    loadSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<SessionLoadResult>;
+/**
+ * Write the cached tokens and their keys and values to `path` (waits for a running
+ * generation); returns the number of tokens saved.
+ */
+    saveSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<number>;
+/**
  * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
  * as the stream is read, so stopping to read and cancelling wastes no tokens.
  */
@@ -3658,6 +3834,88 @@ private constructor(pointer: UniffiHandle) {
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     ));
+    }
+    
+/**
+ * Restore a state saved by `save_session` with the same model; a later prompt that starts
+ * with the restored tokens does not evaluate them again. A file of another model, or a
+ * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
+ */
+    async loadSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<SessionLoadResult> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(
+                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(path, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterTypeSessionLoadResult.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+    
+/**
+ * Write the cached tokens and their keys and values to `path` (waits for a running
+ * generation); returns the number of tokens saved.
+ */
+    async saveSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<number> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(
+                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(path, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u32,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_u32,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_u32,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_u32,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            /*liftFunc:*/ FfiConverterUInt32.lift.bind(FfiConverterUInt32),
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
     }
     
 /**
@@ -4070,6 +4328,9 @@ const FfiConverterOptionalString = new FfiConverterOptional(FfiConverterString);
 // FfiConverter for Array<ToolCall>
 const FfiConverterSequenceTypeToolCall = new FfiConverterArray(FfiConverterTypeToolCall);
 
+// FfiConverter for number | undefined
+const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
+
 // FfiConverter for bigint | undefined
 const FfiConverterOptionalUInt64 = new FfiConverterOptional(FfiConverterUInt64);
 
@@ -4082,14 +4343,14 @@ const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTy
 // FfiConverter for Array<number>
 const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
 
-// FfiConverter for number | undefined
-const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
-
 // FfiConverter for Array<Tool>
 const FfiConverterSequenceTypeTool = new FfiConverterArray(FfiConverterTypeTool);
 
 // FfiConverter for ToolChoice | undefined
 const FfiConverterOptionalTypeToolChoice = new FfiConverterOptional(FfiConverterTypeToolChoice);
+
+// FfiConverter for ContextShift | undefined
+const FfiConverterOptionalTypeContextShift = new FfiConverterOptional(FfiConverterTypeContextShift);
 
 // FfiConverter for Array<TopLogprob>
 const FfiConverterSequenceTypeTopLogprob = new FfiConverterArray(FfiConverterTypeTopLogprob);
@@ -4209,6 +4470,12 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_load_session");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_save_session");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_stream");
     }
@@ -4259,6 +4526,7 @@ export default Object.freeze({
     FfiConverterTypeCancelToken,
     FfiConverterTypeChatMessage,
     FfiConverterTypeContextOptions,
+    FfiConverterTypeContextShift,
     FfiConverterTypeDeviceInfo,
     FfiConverterTypeDeviceKind,
     FfiConverterTypeFinishReason,
@@ -4276,6 +4544,7 @@ export default Object.freeze({
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
     FfiConverterTypeSamplingParams,
+    FfiConverterTypeSessionLoadResult,
     FfiConverterTypeStreamChunk,
     FfiConverterTypeTokenLogprob,
     FfiConverterTypeTokenStream,

@@ -98,7 +98,7 @@ impl LlmContext {
         }))
     }
 
-    fn check(&self) -> Result<Arc<Shared>, LlmError> {
+    pub(crate) fn check(&self) -> Result<Arc<Shared>, LlmError> {
         if self.shared.is_disposed() {
             return Err(LlmError::disposed("context"));
         }

@@ -61,6 +61,13 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
+    /// or of another model.
+    #[error("{message}")]
+    CacheCorrupt {
+        /// What went wrong.
+        message: String,
+    },
     /// `INVALID_PATH`: the model file does not exist or cannot be opened.
     #[error("{message}")]
     InvalidPath {
@@ -84,6 +91,8 @@ pub(crate) enum Stage {
     Warmup,
     Benchmark,
     Embed,
+    SaveSession,
+    LoadSession,
 }
 
 impl Stage {
@@ -120,6 +129,12 @@ impl Stage {
                 message,
             }),
             Stage::Embed => ("embedding", |message| LlmError::EmbeddingFailed { message }),
+            Stage::SaveSession => ("saving the session", |message| LlmError::InferenceFailed {
+                message,
+            }),
+            Stage::LoadSession => ("loading the session", |message| LlmError::InferenceFailed {
+                message,
+            }),
         };
         make(format!("{what}: {message}"))
     }
@@ -135,11 +150,14 @@ impl LlmError {
                 LlmError::InvalidOption { message }
             }
             (EngineError::InsufficientMemory(_), _) => LlmError::InsufficientMemory { message },
-            (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
-                if matches!(
-                    source.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-                ) =>
+            (EngineError::SessionFile(_), _) => LlmError::CacheCorrupt { message },
+            (
+                EngineError::Io { source, .. },
+                Stage::Load | Stage::EstimateMemory | Stage::LoadSession,
+            ) if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
             {
                 LlmError::InvalidPath { message }
             }

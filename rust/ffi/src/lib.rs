@@ -11,6 +11,7 @@ mod error;
 mod logging;
 mod model;
 mod records;
+mod session_file;
 mod shared;
 mod stream;
 
@@ -24,6 +25,7 @@ pub use records::{
     finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,
     Perf, PromptInput,
 };
+pub use session_file::SessionLoadResult;
 pub use stream::{StreamChunk, TokenStream};
 
 uniffi::setup_scaffolding!();

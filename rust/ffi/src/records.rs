@@ -8,8 +8,8 @@ use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
-    ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, MemoryEstimate, Prompt,
-    Timings,
+    ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
+    MemoryEstimate, Prompt, Timings,
 };
 use local_llm_engine::Error as EngineError;
 
@@ -274,6 +274,9 @@ pub struct GenerateParams {
     /// used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
     #[uniffi(default = None)]
     pub json_schema: Option<String>,
+    /// Continue past a full context by shifting it (none: stop with `ContextFull`).
+    #[uniffi(default = None)]
+    pub context_shift: Option<ContextShift>,
 }
 
 impl GenerateParams {
@@ -300,6 +303,7 @@ impl GenerateParams {
         request.tools = self.tools.clone();
         request.tool_choice = self.tool_choice.clone().unwrap_or_default();
         request.logprobs = self.logprobs.map(|n| n as usize);
+        request.context_shift = self.context_shift;
         request.grammar = match (&self.grammar, &self.json_schema) {
             (Some(gbnf), _) => Some(GrammarRequest {
                 root: self.grammar_root.clone().unwrap_or_else(|| "root".into()),
@@ -310,6 +314,15 @@ impl GenerateParams {
         };
         Ok(request)
     }
+}
+
+/// How a generation continues when the context fills up: keep the first `n_keep` prompt
+/// tokens, drop half of the rest (llama.cpp's context shift).
+#[uniffi::remote(Record)]
+pub struct ContextShift {
+    /// Prompt tokens never dropped (besides a leading BOS); none: the whole prompt.
+    #[uniffi(default = None)]
+    pub n_keep: Option<u32>,
 }
 
 /// Performance of one generation (local-llm-rn's `InferenceMetrics`).
