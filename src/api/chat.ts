@@ -1,11 +1,13 @@
 import type { InferenceContext, PromptSource } from './context';
 import { GENERATE_OPTION_RULES, checkOptions, invalidOption, stopList } from './options';
+import { type Fitted, type Normalized, checkStrategy, fitMessages, normalizeOverflow } from './overflow';
 import type {
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatCompletionResponse,
   ChatCompletionTokenLogprob,
   ChatFinishReason,
+  ChatMessage,
   GenerateOptions,
   GenerationResult,
 } from './types';
@@ -48,11 +50,29 @@ function topLogprobs(params: ChatCompletionRequest): number | undefined {
 
 /** OpenAI-style chat completions on one context (`ai.chat.completions`). */
 export class ChatCompletions {
-  /** @internal Created by {@link LocalLLM}. */
+  /**
+   * @internal Created by {@link LocalLLM}; `overflow` counts a chat's prompt tokens and holds the
+   * `contextOverflow` settings (none: only per-request `context_overflow`).
+   */
   constructor(
     private readonly context: () => InferenceContext,
     private readonly modelName: string,
+    private readonly overflow?: { config?: Normalized; count: (messages: ChatMessage[]) => number },
   ) {}
+
+  /** The messages fitted into the context by the request's or the instance's overflow strategy. */
+  private async fit(params: ChatCompletionRequest, options: GenerateOptions, context: InferenceContext): Promise<Fitted | undefined> {
+    const override = params.context_overflow === undefined ? undefined : checkStrategy(params.context_overflow, 'context_overflow');
+    const config = this.overflow?.config ?? (override !== undefined ? normalizeOverflow(override) : undefined);
+    if (this.overflow === undefined || config === undefined) {
+      return undefined;
+    }
+    const fitted = await fitMessages(params.messages, config, override, options.maxTokens, context.contextSize, this.overflow.count);
+    if (fitted.contextShift) {
+      options.contextShift = true;
+    }
+    return fitted;
+  }
 
   /** The generation options of a request; bad values throw INVALID_OPTION naming them. */
   private options(params: ChatCompletionRequest): GenerateOptions {
@@ -78,8 +98,8 @@ export class ChatCompletions {
     return options;
   }
 
-  private prompt(params: ChatCompletionRequest): PromptSource {
-    return { messages: params.messages, tools: params.tools, toolChoice: params.tool_choice };
+  private prompt(params: ChatCompletionRequest, fitted: Fitted | undefined): PromptSource {
+    return { messages: fitted?.messages ?? params.messages, tools: params.tools, toolChoice: params.tool_choice };
   }
 
   /**
@@ -97,10 +117,11 @@ export class ChatCompletions {
     const context = this.context();
     const options = this.options(params);
     const model = params.model ?? this.modelName;
+    const fitted = await this.fit(params, options, context);
     if (params.stream) {
-      return this.createStream(context, params, options, model);
+      return this.createStream(context, this.prompt(params, fitted), options, model, fitted);
     }
-    const result = await context.generateResult(this.prompt(params), options);
+    const result = await context.generateResult(this.prompt(params, fitted), options);
     const calls = result.toolCalls.length > 0;
     const message = calls
       ? { role: 'assistant' as const, content: result.text === '' ? null : result.text, tool_calls: result.toolCalls }
@@ -120,14 +141,16 @@ export class ChatCompletions {
       ],
       usage: usage(result),
       _timing: result.timing,
+      ...(fitted !== undefined ? { _context: fitted.meta } : {}),
     };
   }
 
   private async *createStream(
     context: InferenceContext,
-    params: ChatCompletionRequest,
+    prompt: PromptSource,
     options: GenerateOptions,
     model: string,
+    fitted: Fitted | undefined,
   ): AsyncGenerator<ChatCompletionChunk> {
     const id = createId();
     const created = Math.floor(Date.now() / 1000);
@@ -146,7 +169,7 @@ export class ChatCompletions {
       ],
     });
     let result: GenerationResult | null = null;
-    const parts = context.streamParts(this.prompt(params), options, (r) => {
+    const parts = context.streamParts(prompt, options, (r) => {
       result = r;
     });
     try {
@@ -167,7 +190,12 @@ export class ChatCompletions {
         const toolCalls = final.toolCalls.map((c, index) => ({ index, ...c }));
         yield chunk({ tool_calls: toolCalls }, null);
       }
-      yield { ...chunk({}, final.openAiFinishReason), usage: usage(final), _timing: final.timing };
+      yield {
+        ...chunk({}, final.openAiFinishReason),
+        usage: usage(final),
+        _timing: final.timing,
+        ...(fitted !== undefined ? { _context: fitted.meta } : {}),
+      };
     }
   }
 }

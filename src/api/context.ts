@@ -18,6 +18,7 @@ import {
   wrapSync,
 } from './errors';
 import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
+import { nativeContextShift } from './overflow';
 import type {
   BenchmarkOptions,
   BenchmarkResult,
@@ -29,6 +30,7 @@ import type {
   GenerationResult,
   InferenceMetrics,
   ResponseFormat,
+  SessionLoadResult,
 } from './types';
 
 /**
@@ -96,6 +98,7 @@ function toParams(
       grammar: o.grammar,
       grammarRoot: o.grammarRoot,
       jsonSchema: jsonSchema(o.responseFormat),
+      contextShift: nativeContextShift(o.contextShift),
     }),
   });
 }
@@ -375,6 +378,28 @@ export class InferenceContext {
       signal?.removeEventListener('abort', onAbort);
       destroy(token);
     }
+  }
+
+  /**
+   * llama.rn's `saveSession`: write the cached tokens and their KV cache to `path` (a versioned,
+   * checksummed file bound to this model); resolves to the number of tokens saved.
+   */
+  async saveSession(path: string): Promise<number> {
+    const handle = this.ensureHandle();
+    this.preemptPaused();
+    return wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.saveSession(path));
+  }
+
+  /**
+   * llama.rn's `loadSession`: restore a state saved by {@link saveSession} with the same model; a
+   * later prompt starting with the restored tokens does not evaluate them again. A file of another
+   * model, or a corrupt or truncated one, rejects with CACHE_CORRUPT and leaves the context as it was.
+   */
+  async loadSession(path: string): Promise<SessionLoadResult> {
+    const handle = this.ensureHandle();
+    this.preemptPaused();
+    const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.loadSession(path));
+    return { tokens_loaded: r.tokensLoaded, prompt: r.prompt };
   }
 
   /** Release the KV cache; a running generation is cancelled. */

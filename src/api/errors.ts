@@ -50,6 +50,7 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   NotInitialized: LocalLLMErrorCode.NOT_INITIALIZED,
   InvalidOption: LocalLLMErrorCode.INVALID_OPTION,
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
+  CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
   InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,
 };
 

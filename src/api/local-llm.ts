@@ -5,7 +5,8 @@ import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model } from './model';
-import type { BenchmarkOptions, BenchmarkResult, LocalLLMOptions, LogCallback, LogLevel } from './types';
+import { normalizeOverflow } from './overflow';
+import type { BenchmarkOptions, BenchmarkResult, ChatMessage, LocalLLMOptions, LogCallback, LogLevel } from './types';
 
 /**
  * On-device LLM inference: load a GGUF model and chat with it.
@@ -56,7 +57,11 @@ export class LocalLLM {
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
     try {
       this._context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
-      this._chat = { completions: new ChatCompletions(() => this.context, this._modelName) };
+      const overflow = {
+        config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
+        count: (messages: ChatMessage[]) => model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
+      };
+      this._chat = { completions: new ChatCompletions(() => this.context, this._modelName, overflow) };
       if (o.embeddings) {
         const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;
         this._embeddingContext = model.createEmbeddingContext({

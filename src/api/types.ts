@@ -57,6 +57,12 @@ export interface GenerateOptions {
   nProbs?: number;
   /** Stops native decoding between tokens; the call rejects with an `AbortError`. */
   signal?: AbortSignal;
+  /**
+   * Addition (llama.cpp's `--context-shift` / `--keep`): when the context fills up, keep the first
+   * `nKeep` prompt tokens (default and -1: the whole prompt), drop half of the rest and go on
+   * generating instead of finishing with 'length'. `true` is `{}`.
+   */
+  contextShift?: boolean | { nKeep?: number };
   /** A GBNF grammar (llama.cpp syntax) the output must match; takes precedence over `responseFormat`. */
   grammar?: string;
   /** The start rule of {@link grammar} (default `root`). */
@@ -191,6 +197,12 @@ export interface LocalLLMOptions {
   warmup?: boolean;
   /** Addition: abort model loading. */
   signal?: AbortSignal;
+  /**
+   * What a chat does when its messages leave too little room for the answer (local-llm-js-core):
+   * 'error', 'truncate_oldest', 'sliding_window' or a {@link ContextOverflowConfig}. Unset: no
+   * message-level handling (a prompt longer than the context rejects with CONTEXT_EXHAUSTED).
+   */
+  contextOverflow?: ContextOverflowStrategy | ContextOverflowConfig;
   /** Create an embedding context too, for `ai.embeddings.create` (default false). */
   embeddings?: boolean | { poolingType?: EmbeddingPoolingType };
 }
@@ -362,6 +374,8 @@ export interface ChatCompletionRequest {
   response_format?: ResponseFormat;
   /** A GBNF grammar the output must match (start rule `root`). */
   grammar?: string;
+  /** This request's overflow strategy (local-llm-js-core), overriding `contextOverflow`. */
+  context_overflow?: ContextOverflowStrategy;
 }
 
 /** Token counts of a completion. */
@@ -389,6 +403,8 @@ export interface ChatCompletionResponse {
   }>;
   usage: ChatCompletionUsage;
   _timing?: InferenceMetrics;
+  /** How the messages were fitted into the context (with `contextOverflow`). */
+  _context?: ContextMetadata;
 }
 
 /** One chunk of a streamed chat completion; the last carries `finish_reason` and `_timing`. */
@@ -407,4 +423,57 @@ export interface ChatCompletionChunk {
   /** Addition (on the last chunk): token counts, as OpenAI's `stream_options.include_usage`. */
   usage?: ChatCompletionUsage;
   _timing?: InferenceMetrics;
+  /** How the messages were fitted into the context (with `contextOverflow`). */
+  _context?: ContextMetadata;
+}
+
+/** What to do when a chat's prompt leaves too little room for the answer (local-llm-js-core). */
+export type ContextOverflowStrategy = 'error' | 'truncate_oldest' | 'sliding_window';
+
+/** A message as `onOverflow` sees and returns it (local-llm-js-core's `OverflowMessage`). */
+export type OverflowMessage = ChatMessage;
+
+/** What `onOverflow` is told (local-llm-js-core's `ContextOverflowEvent`). */
+export interface ContextOverflowEvent {
+  /** The messages whose prompt is too long. */
+  messages: OverflowMessage[];
+  originalMessageCount: number;
+  /** Tokens of their prompt. */
+  promptTokens: number;
+  /** Tokens the prompt may use: `contextSize - reservedForGeneration`. */
+  availableTokens: number;
+  contextSize: number;
+  /** Tokens kept free for the answer: `max_tokens`, else `reserveRatio` of the context (under 'sliding_window' at most that ratio). */
+  reservedForGeneration: number;
+  /** The strategy applied when `onOverflow` returns nothing (or messages that still do not fit). */
+  strategy: ContextOverflowStrategy;
+}
+
+/** A strategy with its settings (local-llm-js-core's `ContextOverflowConfig`). */
+export interface ContextOverflowConfig {
+  /** Default 'sliding_window' (as local-llm-js-core). */
+  strategy?: ContextOverflowStrategy;
+  /** Share of the context kept for the answer when a request has no `max_tokens` (default 0.25). */
+  reserveRatio?: number;
+  /** Called when the prompt does not fit; may return the messages to use instead. */
+  onOverflow?: (event: ContextOverflowEvent) => OverflowMessage[] | void | Promise<OverflowMessage[] | void>;
+}
+
+/** How a request's messages were fitted (local-llm-js-core's `ContextMetadata`). */
+export interface ContextMetadata {
+  overflowTriggered: boolean;
+  strategyUsed?: ContextOverflowStrategy;
+  originalMessageCount: number;
+  keptMessageCount: number;
+  contextSize: number;
+  promptTokens: number;
+  reservedForGeneration: number;
+}
+
+/** What {@link InferenceContext.loadSession} restored (llama.rn's `NativeSessionLoadResult`). */
+export interface SessionLoadResult {
+  /** Tokens restored into the KV cache. */
+  tokens_loaded: number;
+  /** Their text. */
+  prompt: string;
 }
