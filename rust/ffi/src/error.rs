@@ -202,6 +202,8 @@ mod tests {
             );
             assert!(matches!(e, LlmError::ContextExhausted { .. }), "{e:?}");
         }
+        let e = LlmError::from_engine(EngineError::SessionFile("crc".into()), Stage::LoadSession);
+        assert!(matches!(e, LlmError::CacheCorrupt { .. }), "{e:?}");
         let e = LlmError::from_engine(EngineError::Cancelled, Stage::CreateContext);
         assert!(matches!(e, LlmError::ContextCreateFailed { .. }), "{e:?}");
     }
