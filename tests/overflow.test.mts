@@ -72,6 +72,8 @@ test("'error' and no strategy reject a chat that does not fit with CONTEXT_EXHAU
     const ai = await instance(strategy);
     try {
       await assert.rejects(ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, temperature: 0 }), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
+      const stream = await ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, stream: true });
+      await assert.rejects(stream[Symbol.asyncIterator]().next(), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
       // A per-request strategy overrides the instance's.
       const r = await ai.chat.completions.create({ messages: longChat(8), max_tokens: 8, temperature: 0, context_overflow: 'truncate_oldest' });
       assert.equal(r._context?.strategyUsed, 'truncate_oldest');

@@ -117,10 +117,10 @@ export class ChatCompletions {
     const context = this.context();
     const options = this.options(params);
     const model = params.model ?? this.modelName;
-    const fitted = await this.fit(params, options, context);
     if (params.stream) {
-      return this.createStream(context, this.prompt(params, fitted), options, model, fitted);
+      return this.createStream(context, params, options, model);
     }
+    const fitted = await this.fit(params, options, context);
     const result = await context.generateResult(this.prompt(params, fitted), options);
     const calls = result.toolCalls.length > 0;
     const message = calls
@@ -147,11 +147,12 @@ export class ChatCompletions {
 
   private async *createStream(
     context: InferenceContext,
-    prompt: PromptSource,
+    params: ChatCompletionRequest,
     options: GenerateOptions,
     model: string,
-    fitted: Fitted | undefined,
   ): AsyncGenerator<ChatCompletionChunk> {
+    // Overflow errors (CONTEXT_EXHAUSTED) reject the first next(), as generation errors do.
+    const fitted = await this.fit(params, options, context);
     const id = createId();
     const created = Math.floor(Date.now() / 1000);
     const withLogprobs = options.nProbs !== undefined;
@@ -169,7 +170,7 @@ export class ChatCompletions {
       ],
     });
     let result: GenerationResult | null = null;
-    const parts = context.streamParts(prompt, options, (r) => {
+    const parts = context.streamParts(this.prompt(params, fitted), options, (r) => {
       result = r;
     });
     try {
