@@ -57,6 +57,9 @@ pub enum Error {
     /// The output does not call a tool although `tool_choice` requires one.
     #[error("tool call error: {0}")]
     ToolCall(String),
+    /// A model could not be quantized (e.g. its tensors are already quantized).
+    #[error("quantize failed: {0}")]
+    Quantize(String),
     /// The operation was cancelled by the caller.
     #[error("cancelled")]
     Cancelled,
