@@ -22,6 +22,15 @@ pub struct QuantizeArgs {
     ty: String,
     /// Threads (default: all cores).
     nthreads: Option<usize>,
+    /// Accept already quantized tensors (dequantized, then quantized again).
+    #[arg(long = "allow-requantize")]
+    allow_requantize: bool,
+    /// Leave output.weight unquantized.
+    #[arg(long = "leave-output-tensor")]
+    leave_output_tensor: bool,
+    /// Give every quantized tensor the type's default (no per-tensor mix).
+    #[arg(long)]
+    pure: bool,
 }
 
 /// Runs the command: prints each tensor's type and the sizes to stderr.
@@ -29,6 +38,9 @@ pub fn quantize(args: &QuantizeArgs) -> Result<()> {
     let options = QuantizeOptions {
         threads: args.nthreads.unwrap_or(0),
         cancel: None,
+        allow_requantize: args.allow_requantize,
+        quantize_output_tensor: !args.leave_output_tensor,
+        pure: args.pure,
     };
     let start = Instant::now();
     let float = match args.ty.to_ascii_uppercase().as_str() {

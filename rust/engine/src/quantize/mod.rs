@@ -33,13 +33,31 @@ use writer::OutTensor;
 /// Elements converted per slab: bounds the float buffer to 16 MiB whatever the tensor size.
 const SLAB_ELEMENTS: u64 = 1 << 22;
 
-/// Options of [`quantize_file`] and [`convert_file`].
-#[derive(Debug, Default)]
+/// Options of [`quantize_file`] and [`convert_file`] (llama-quantize's flags).
+#[derive(Debug)]
 pub struct QuantizeOptions {
     /// Threads to use (the caller included); 0 means all available cores.
     pub threads: usize,
     /// Set to true (from any thread) to stop: the call then returns [`Error::Cancelled`].
     pub cancel: Option<std::sync::Arc<AtomicBool>>,
+    /// Accept already quantized tensors (dequantized, then quantized again: lossy twice).
+    pub allow_requantize: bool,
+    /// Quantize `output.weight` (default true); false copies it unchanged.
+    pub quantize_output_tensor: bool,
+    /// Every quantized tensor gets the mix's default type (no per-tensor choices).
+    pub pure: bool,
+}
+
+impl Default for QuantizeOptions {
+    fn default() -> Self {
+        QuantizeOptions {
+            threads: 0,
+            cancel: None,
+            allow_requantize: false,
+            quantize_output_tensor: true,
+            pure: false,
+        }
+    }
 }
 
 /// What a run wrote.
@@ -83,16 +101,17 @@ pub fn quantize_file(
     };
     let mut order: Vec<&TensorInfo> = file.tensors().iter().collect();
     order.sort_by(|a, b| policy::tensor_order(a, b));
-    let types = policy::choose_types(&order, ftype, &facts);
+    let types = policy::choose_types(&order, ftype, &facts, options);
     let plan = order
         .iter()
         .zip(types)
         .map(|(t, ty)| {
             let ty = ty.unwrap_or(t.ty);
             let float_source = matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16);
-            if ty != t.ty && !float_source {
+            if ty != t.ty && !float_source && !options.allow_requantize {
                 return Err(Error::Quantize(format!(
-                    "tensor '{}' is already {}: quantize from an F32, F16 or BF16 model",
+                    "tensor '{}' is already {}: quantize from an F32, F16 or BF16 model \
+                     (or allow requantizing)",
                     t.name, t.ty
                 )));
             }

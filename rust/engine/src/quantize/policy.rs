@@ -2,6 +2,7 @@
 //! `llama_tensor_get_type` without an importance matrix, for the architectures this engine
 //! runs (llama, qwen2, qwen3, gemma3: no experts, no fused QKV, no Falcon special cases).
 
+use super::QuantizeOptions;
 use crate::gguf::TensorInfo;
 use crate::quant::GgmlType;
 
@@ -217,6 +218,7 @@ pub(super) fn choose_types(
     tensors: &[&TensorInfo],
     ftype: FileType,
     facts: &ModelFacts,
+    options: &QuantizeOptions,
 ) -> Vec<Option<GgmlType>> {
     use FileType as F;
     use GgmlType as G;
@@ -230,13 +232,15 @@ pub(super) fn choose_types(
     tensors
         .iter()
         .map(|t| {
-            if !quantizable(t) {
+            let cat = category(&t.name);
+            if !quantizable(t) || (cat == Category::Output && !options.quantize_output_tensor) {
                 return None;
             }
-            let cat = category(&t.name);
             let ncols = t.dims.first().copied().unwrap_or(0);
             let mut ty = ftype.default_type();
-            if cat == Category::Output || (tied && cat == Category::TokenEmbd) {
+            if options.pure {
+                // No per-tensor choices; the shape fallback still applies.
+            } else if cat == Category::Output || (tied && cat == Category::TokenEmbd) {
                 if !ncols.is_multiple_of(ty.block_size() as u64) {
                     ty = G::Q8_0;
                 } else if ty != G::Q8_0 {
