@@ -268,6 +268,37 @@ export function optimalThreadCount(): number {
     }
 
 /**
+ * Quantize the GGUF model at `input` into `output` (on a worker thread). An unknown type is
+ * INVALID_OPTION, a missing input INVALID_PATH, anything else that fails QUANTIZE_FAILED;
+ * `cancel` stops the work between slabs of rows (no output file is left behind).
+ */
+export async function quantizeModel(input: string, output: string, params: QuantizeParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(FfiConverterString.lower(input, nativeModule().rustbuffer_alloc),FfiConverterString.lower(output, nativeModule().rustbuffer_alloc),FfiConverterTypeQuantizeParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+            /*liftFunc:*/ (_v) => {},
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
  * Queue log messages for [`next_log_records`] (`true`) or print them to stderr (`false`;
  * a pending `next_log_records` then returns an empty list).
  */
@@ -2313,6 +2344,80 @@ const FfiConverterTypeModelInfo = (() => {
 })();
 
 /**
+ * Options of [`quantize_model`] (local-llm-js-core's `QuantizeOptions`).
+ */
+export type QuantizeParams = {
+    /**
+     * llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
+     * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
+     */
+    quantType: string,
+    /**
+     * Threads (default: all cores).
+     */
+    threads?: number,
+    /**
+     * Accept an already quantized input (dequantized, then quantized again).
+     */
+    allowRequantize?: boolean,
+    /**
+     * Quantize `output.weight` (default true).
+     */
+    quantizeOutputTensor?: boolean,
+    /**
+     * Give every quantized tensor the mix's default type.
+     */
+    pure?: boolean
+}
+
+/**
+ * Generated factory for {@link QuantizeParams} record objects.
+ */
+export const QuantizeParams = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<QuantizeParams, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<QuantizeParams>,
+    });
+})();
+
+const FfiConverterTypeQuantizeParams = (() => {
+    type TypeName = QuantizeParams;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                quantType: FfiConverterString.readFromCursor(c), 
+                threads: FfiConverterOptionalUInt32.readFromCursor(c), 
+                allowRequantize: FfiConverterOptionalBoolean.readFromCursor(c), 
+                quantizeOutputTensor: FfiConverterOptionalBoolean.readFromCursor(c), 
+                pure: FfiConverterOptionalBoolean.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.quantType, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.threads, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.allowRequantize, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.quantizeOutputTensor, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.pure, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.quantType) +
+             FfiConverterOptionalUInt32.allocationSize(value.threads) +
+             FfiConverterOptionalBoolean.allocationSize(value.allowRequantize) +
+             FfiConverterOptionalBoolean.allocationSize(value.quantizeOutputTensor) +
+             FfiConverterOptionalBoolean.allocationSize(value.pure);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * The next part of a stream.
  */
 export type StreamChunk = {
@@ -2391,6 +2496,7 @@ export enum LlmError_Tags {
     NotInitialized = "NotInitialized",
     InvalidOption = "InvalidOption",
     InsufficientMemory = "InsufficientMemory",
+    QuantizeFailed = "QuantizeFailed",
     InvalidPath = "InvalidPath"
 }
 /**
@@ -2777,6 +2883,48 @@ Readonly<{message: string}> {
 
     }
 
+    type QuantizeFailed__interface = {
+        tag: LlmError_Tags.QuantizeFailed;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+     */
+    class QuantizeFailed_ extends UniffiError implements QuantizeFailed__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.QuantizeFailed;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "QuantizeFailed");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): QuantizeFailed_ {
+            return new QuantizeFailed_(inner);
+        }
+
+        static instanceOf(obj: any): obj is QuantizeFailed_ {
+            return obj.tag === LlmError_Tags.QuantizeFailed;
+        }
+        static hasInner(obj: any): obj is QuantizeFailed_ {
+            return QuantizeFailed_.instanceOf(obj);
+        }
+
+        static getInner(obj: QuantizeFailed_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     type InvalidPath__interface = {
         tag: LlmError_Tags.InvalidPath;
         inner: 
@@ -2834,6 +2982,7 @@ Readonly<{message: string}> {
   NotInitialized: NotInitialized_, 
   InvalidOption: InvalidOption_, 
   InsufficientMemory: InsufficientMemory_, 
+  QuantizeFailed: QuantizeFailed_, 
   InvalidPath: InvalidPath_
     });
 
@@ -2842,7 +2991,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'QuantizeFailed' | 'InvalidPath']
 >;
 
 // FfiConverter for enum LlmError
@@ -2860,7 +3009,8 @@ const FfiConverterTypeLlmError = (() => {
                 case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
                 case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
                 case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
-                case 10: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 10: return new LlmError.QuantizeFailed({message: FfiConverterString.readFromCursor(c) });
+                case 11: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2920,8 +3070,14 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.QuantizeFailed: {
                     c.writeI32(10);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(11);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2982,6 +3138,12 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.InsufficientMemory: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.QuantizeFailed: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -4103,6 +4265,9 @@ const FfiConverterMapStringString = new FfiConverterMap(FfiConverterString, FfiC
 // FfiConverter for Map<string, number>
 const FfiConverterMapStringUInt32 = new FfiConverterMap(FfiConverterString, FfiConverterUInt32);
 
+// FfiConverter for boolean | undefined
+const FfiConverterOptionalBoolean = new FfiConverterOptional(FfiConverterBool);
+
 // FfiConverter for GenerationResult | undefined
 const FfiConverterOptionalTypeGenerationResult = new FfiConverterOptional(FfiConverterTypeGenerationResult);
 
@@ -4169,6 +4334,9 @@ function uniffiEnsureInitialized() {
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count() !== 13731) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_optimal_thread_count");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model() !== 6011) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_quantize_model");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture() !== 9231) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_capture");
@@ -4275,6 +4443,7 @@ export default Object.freeze({
     FfiConverterTypeModelInfo,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
+    FfiConverterTypeQuantizeParams,
     FfiConverterTypeSamplingParams,
     FfiConverterTypeStreamChunk,
     FfiConverterTypeTokenLogprob,

@@ -61,6 +61,12 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+    #[error("{message}")]
+    QuantizeFailed {
+        /// What went wrong.
+        message: String,
+    },
     /// `INVALID_PATH`: the model file does not exist or cannot be opened.
     #[error("{message}")]
     InvalidPath {
@@ -84,6 +90,7 @@ pub(crate) enum Stage {
     Warmup,
     Benchmark,
     Embed,
+    Quantize,
 }
 
 impl Stage {
@@ -120,6 +127,7 @@ impl Stage {
                 message,
             }),
             Stage::Embed => ("embedding", |message| LlmError::EmbeddingFailed { message }),
+            Stage::Quantize => ("quantizing", |message| LlmError::QuantizeFailed { message }),
         };
         make(format!("{what}: {message}"))
     }
@@ -135,11 +143,13 @@ impl LlmError {
                 LlmError::InvalidOption { message }
             }
             (EngineError::InsufficientMemory(_), _) => LlmError::InsufficientMemory { message },
-            (EngineError::Io { source, .. }, Stage::Load | Stage::EstimateMemory)
-                if matches!(
-                    source.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-                ) =>
+            (
+                EngineError::Io { source, .. },
+                Stage::Load | Stage::EstimateMemory | Stage::Quantize,
+            ) if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            ) =>
             {
                 LlmError::InvalidPath { message }
             }
