@@ -298,6 +298,12 @@ extern "C" {
         RustBuffer options, 
         RustBuffer cancel
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_quantize_model(
+        RustBuffer input, 
+        RustBuffer output, 
+        RustBuffer params, 
+        RustBuffer cancel
+    );
     RustBuffer uniffi_local_llm_ffi_fn_func_device_kind_name(
         RustBuffer kind, 
         RustCallStatus *uniffi_out_err
@@ -524,6 +530,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_func_estimate_model_memory(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_load_model(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_func_quantize_model(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_device_kind_name(
     );
@@ -2427,6 +2435,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_func_load_model(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_func_quantize_model"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_quantize_model"),
+        4,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_func_quantize_model(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name"),
@@ -2905,6 +2921,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         0,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_checksum_func_load_model(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_func_quantize_model(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name"] = jsi::Function::createFromHostFunction(
@@ -3760,6 +3784,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_load_model(jsi::R
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_quantize_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_func_quantize_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_device_kind_name(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
         auto value = uniffi_local_llm_ffi_fn_func_device_kind_name(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), 
@@ -4220,6 +4251,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_estimate_mo
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_load_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_func_load_model(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_quantize_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_func_quantize_model(
         );
 
         

@@ -49,6 +49,7 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   EmbeddingFailed: LocalLLMErrorCode.EMBEDDING_FAILED,
   NotInitialized: LocalLLMErrorCode.NOT_INITIALIZED,
   InvalidOption: LocalLLMErrorCode.INVALID_OPTION,
+  QuantizeFailed: LocalLLMErrorCode.QUANTIZE_FAILED,
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
   CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
   InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,

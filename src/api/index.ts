@@ -4,6 +4,8 @@ export type { Bindings } from './bindings';
 export { LocalLLM } from './local-llm';
 export { Model, localPath } from './model';
 export { InferenceContext } from './context';
+export { quantize } from './quantize';
+export type { QuantizationType, QuantizeOptions } from './quantize';
 export type { PromptSource } from './context';
 export { ChatCompletions } from './chat';
 export { EmbeddingContext, Embeddings } from './embeddings';

@@ -85,6 +85,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(uniffi_out_err: UniffiRustCallStatus): number;
+    ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(input: Uint8Array, output: Uint8Array, params: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(enabled: number, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_func_set_log_level(level: Uint8Array, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_constructor_canceltoken_new(uniffi_out_err: UniffiRustCallStatus): bigint;
@@ -124,6 +125,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_checksum_func_load_model(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture(): number;
     ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level(): number;
     ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new(): number;

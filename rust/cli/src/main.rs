@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod fidelity;
+mod quantize;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ enum Command {
     /// Compare the emulated IBM Z NNPA (DLFLOAT16 matmuls) with the CPU: greedy-token
     /// agreement and logit error.
     NnpaFidelity(fidelity::FidelityArgs),
+    /// Quantize an F32/F16/BF16 GGUF model (llama-quantize's arguments and type names).
+    Quantize(quantize::QuantizeArgs),
 }
 
 /// Selecting the model file.
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
         Command::Tokenize(args) => commands::tokenize(&args),
         Command::Devices => commands::devices(),
         Command::NnpaFidelity(args) => fidelity::fidelity(&args),
+        Command::Quantize(args) => quantize::quantize(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

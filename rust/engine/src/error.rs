@@ -61,6 +61,9 @@ pub enum Error {
     /// or of another model.
     #[error("invalid session file: {0}")]
     SessionFile(String),
+    /// A model could not be quantized (e.g. its tensors are already quantized).
+    #[error("quantize failed: {0}")]
+    Quantize(String),
     /// The operation was cancelled by the caller.
     #[error("cancelled")]
     Cancelled,

@@ -3,6 +3,7 @@
 //! Module map (mirrors the architecture):
 //! - [`gguf`]: memory-mapped GGUF reader with full validation.
 //! - [`quant`]: tensor element types, block formats, dequantization and dot-product kernels.
+//! - [`quantize`]: F32/F16/BF16 GGUF → quantized GGUF, like llama-quantize.
 //! - [`backend`]: device registry (the CPU always; accelerators such as the IBM Z NNPA
 //!   when present), weight placement and the matmul engine.
 //! - [`model`]: transformer architectures (llama family, qwen2/qwen3, gemma3).
@@ -22,6 +23,7 @@ pub mod grammar;
 pub mod log;
 pub mod model;
 pub mod quant;
+pub mod quantize;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;

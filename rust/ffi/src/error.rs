@@ -68,6 +68,12 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+    #[error("{message}")]
+    QuantizeFailed {
+        /// What went wrong.
+        message: String,
+    },
     /// `INVALID_PATH`: the model file does not exist or cannot be opened.
     #[error("{message}")]
     InvalidPath {
@@ -93,6 +99,7 @@ pub(crate) enum Stage {
     Embed,
     SaveSession,
     LoadSession,
+    Quantize,
 }
 
 impl Stage {
@@ -135,6 +142,7 @@ impl Stage {
             Stage::LoadSession => ("loading the session", |message| LlmError::InferenceFailed {
                 message,
             }),
+            Stage::Quantize => ("quantizing", |message| LlmError::QuantizeFailed { message }),
         };
         make(format!("{what}: {message}"))
     }
@@ -153,7 +161,7 @@ impl LlmError {
             (EngineError::SessionFile(_), _) => LlmError::CacheCorrupt { message },
             (
                 EngineError::Io { source, .. },
-                Stage::Load | Stage::EstimateMemory | Stage::LoadSession,
+                Stage::Load | Stage::EstimateMemory | Stage::LoadSession | Stage::Quantize,
             ) if matches!(
                 source.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied

@@ -10,6 +10,7 @@ mod context;
 mod error;
 mod logging;
 mod model;
+mod quantize;
 mod records;
 mod session_file;
 mod shared;
@@ -21,6 +22,7 @@ pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext};
 pub use error::LlmError;
 pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
 pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo};
+pub use quantize::{quantize_model, QuantizeParams};
 pub use records::{
     finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,
     Perf, PromptInput,

@@ -10,8 +10,8 @@
 //! `neon`, `neon_kquants`, `neon_float` are the SIMD kernels; this file alone chooses between
 //! them.
 
-mod blocks;
-mod float;
+pub(crate) mod blocks;
+pub(crate) mod float;
 mod kquants;
 mod legacy;
 #[cfg(target_arch = "aarch64")]

@@ -1,0 +1,203 @@
+//! The quantizer against llama.cpp's `llama-quantize` (built from the pinned llama.cpp sources
+//! by `scripts/build-llama.sh`). The real models are first written as F16 GGUFs by the
+//! engine's `convert_file` (quantized tensors dequantized); llama-quantize and the engine
+//! then quantize the same F16 file to each mix, and the two outputs must agree: the same type
+//! for every tensor, the same metadata, and the tensor bytes identical block for block.
+//!
+//! SmolLM2 is compared on every mix, Gemma 3 on a subset (its embedding table is large).
+//! Set `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` to skip (no llama.cpp sources, e.g. offline), or
+//! `LOCAL_LLM_SKIP_REAL_MODELS=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::quant::{dequantize, GgmlType};
+use local_llm_engine::quantize::{convert_file, quantize_file, FileType, QuantizeOptions};
+
+/// The llama-quantize binary, or `None` when the skip variable is set.
+fn llama_quantize() -> Option<PathBuf> {
+    if std::env::var("LOCAL_LLM_SKIP_LLAMA_SOURCES").is_ok_and(|v| v == "1") {
+        eprintln!("LOCAL_LLM_SKIP_LLAMA_SOURCES=1: skipping the llama-quantize comparison");
+        return None;
+    }
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    Some(
+        BIN.get_or_init(|| {
+            let script = common::repo_root().join("scripts/build-llama.sh");
+            let out = Command::new(script)
+                .args(["llama-quantize", "native"])
+                .output()
+                .expect("running scripts/build-llama.sh");
+            assert!(
+                out.status.success(),
+                "building llama-quantize failed (set LOCAL_LLM_SKIP_LLAMA_SOURCES=1 to skip):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        })
+        .clone(),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("local-llm-quantize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The F16 copy of real model `model`, written once per test process.
+fn f16_source(model: &str) -> PathBuf {
+    let src = common::real_model(model).expect("checked by the caller");
+    let out = scratch(&format!("{model}-f16.gguf"));
+    if !out.exists() {
+        convert_file(&src, &out, GgmlType::F16, &QuantizeOptions::default()).unwrap();
+    }
+    out
+}
+
+/// How two tensors of the same type compare.
+#[derive(Default)]
+struct Diff {
+    blocks: u64,
+    same_blocks: u64,
+    max_abs: f32,
+}
+
+fn compare_tensor(ty: GgmlType, n: usize, a: &[u8], b: &[u8]) -> Diff {
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    let mut d = Diff::default();
+    for (x, y) in a.chunks(ts).zip(b.chunks(ts)) {
+        d.blocks += 1;
+        if x == y {
+            d.same_blocks += 1;
+        } else {
+            let (mut fx, mut fy) = (vec![0f32; bs], vec![0f32; bs]);
+            dequantize(ty, x, &mut fx).unwrap();
+            dequantize(ty, y, &mut fy).unwrap();
+            for (p, q) in fx.iter().zip(&fy) {
+                d.max_abs = d.max_abs.max((p - q).abs());
+            }
+        }
+    }
+    assert_eq!(d.blocks as usize * bs, n);
+    d
+}
+
+/// Quantizes `model`'s F16 copy to `ftype` with both tools and compares; returns a table row.
+fn compare(model: &str, ftype: FileType, llama: &Path) -> String {
+    let src = f16_source(model);
+    let theirs = scratch(&format!("{model}-{ftype}-llama.gguf"));
+    let ours = scratch(&format!("{model}-{ftype}-ours.gguf"));
+    let t0 = Instant::now();
+    let out = Command::new(llama)
+        .arg(&src)
+        .arg(&theirs)
+        .arg(ftype.name())
+        .arg("2")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "llama-quantize {ftype} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t_llama = t0.elapsed();
+    let t0 = Instant::now();
+    let options = QuantizeOptions {
+        threads: 2,
+        ..QuantizeOptions::default()
+    };
+    quantize_file(&src, &ours, ftype, &options).unwrap();
+    let t_ours = t0.elapsed();
+    let (a, b) = (
+        GgufFile::open(&ours).unwrap(),
+        GgufFile::open(&theirs).unwrap(),
+    );
+    for (key, value) in b.metadata() {
+        assert_eq!(a.get(key), Some(value), "{model} {ftype}: metadata {key}");
+    }
+    assert_eq!(
+        a.metadata().len(),
+        b.metadata().len(),
+        "{model} {ftype}: metadata count"
+    );
+    assert_eq!(a.tensors().len(), b.tensors().len());
+    let (mut same_type, mut total, mut same_blocks, mut blocks, mut max_abs) = (0, 0, 0, 0, 0f32);
+    for tb in b.tensors() {
+        let ta = a
+            .tensor(&tb.name)
+            .unwrap_or_else(|| panic!("{}: missing", tb.name));
+        total += 1;
+        assert_eq!(ta.dims, tb.dims, "{}", tb.name);
+        if ta.ty != tb.ty {
+            eprintln!(
+                "{model} {ftype}: {} is {} (llama-quantize: {})",
+                tb.name, ta.ty, tb.ty
+            );
+            continue;
+        }
+        same_type += 1;
+        let n = tb.n_elements() as usize;
+        let d = compare_tensor(tb.ty, n, a.tensor_data(ta), b.tensor_data(tb));
+        if d.same_blocks != d.blocks {
+            eprintln!(
+                "{model} {ftype}: {} ({}) {} of {} blocks differ, max |diff| {}",
+                tb.name,
+                tb.ty,
+                d.blocks - d.same_blocks,
+                d.blocks,
+                d.max_abs
+            );
+        }
+        (same_blocks, blocks) = (same_blocks + d.same_blocks, blocks + d.blocks);
+        max_abs = max_abs.max(d.max_abs);
+    }
+    let row = format!(
+        "| {model} | {ftype} | {same_type}/{total} | {:.4}% | {max_abs:e} | {:.2} s | {:.2} s |",
+        100.0 * same_blocks as f64 / blocks as f64,
+        t_ours.as_secs_f64(),
+        t_llama.as_secs_f64()
+    );
+    eprintln!("{row}");
+    assert_eq!(same_type, total, "{model} {ftype}: tensor types differ");
+    assert_eq!(same_blocks, blocks, "{model} {ftype}: tensor bytes differ");
+    let _ = std::fs::remove_file(&theirs);
+    let _ = std::fs::remove_file(&ours);
+    row
+}
+
+fn run(model: &str, types: &[FileType]) {
+    let Some(llama) = llama_quantize() else {
+        return;
+    };
+    if common::real_model(model).is_none() {
+        return;
+    }
+    eprintln!("| model | type | same tensor types | identical blocks | max dequant diff | ours | llama-quantize |");
+    for &t in types {
+        compare(model, t, &llama);
+    }
+}
+
+#[test]
+fn smollm2_every_mix_matches_llama_quantize() {
+    run("smollm2", &FileType::ALL);
+}
+
+#[test]
+fn gemma3_k_mixes_match_llama_quantize() {
+    run(
+        "gemma3",
+        &[
+            FileType::Q4_0,
+            FileType::Q2_K,
+            FileType::Q4_K_M,
+            FileType::Q6_K,
+        ],
+    );
+}
