@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Attribute the hottest translated blocks of an icount plugin log (blocks=N, qemu -d page) to
+the functions of the executable, and print the functions by instructions executed.
+
+    symbolize.py EXECUTABLE < LOG
+"""
+import bisect
+import re
+import subprocess
+import sys
+from collections import Counter
+
+
+def main() -> None:
+    exe = sys.argv[1]
+    log = sys.stdin.read()
+    entry = int(re.search(r"^entry\s+0x([0-9a-f]+)", log, re.M).group(1), 16)
+    header = subprocess.run(["aarch64-linux-gnu-readelf", "-h", exe], capture_output=True,
+                            text=True, check=True).stdout
+    bias = entry - int(re.search(r"Entry point address:\s+0x([0-9a-f]+)", header).group(1), 16)
+    nm = subprocess.run(["aarch64-linux-gnu-nm", "-C", "-n", "--defined-only", exe],
+                        capture_output=True, text=True, check=True).stdout
+    addrs, names = [], []
+    for line in nm.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in "tTwW":
+            addrs.append(int(parts[0], 16))
+            names.append(parts[2])
+    by_function = Counter()
+    total = 0
+    for vaddr, insns in re.findall(r"^block 0x([0-9a-f]+) (\d+)", log, re.M):
+        i = bisect.bisect_right(addrs, int(vaddr, 16) - bias) - 1
+        by_function[names[i] if i >= 0 else "?"] += int(insns)
+        total += int(insns)
+    all_insns = int(re.search(r"^insns (\d+)", log, re.M).group(1))
+    print(f"# {total / all_insns:.1%} of {all_insns} instructions in the blocks listed")
+    for name, insns in by_function.most_common(40):
+        print(f"{insns / all_insns:7.2%} {insns:>14} {name[:160]}")
+
+
+if __name__ == "__main__":
+    main()
