@@ -3,6 +3,9 @@
 mod bench;
 mod commands;
 mod fidelity;
+mod kld;
+mod logits_file;
+mod perplexity;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +39,8 @@ enum Command {
     /// Compare the emulated IBM Z NNPA (DLFLOAT16 matmuls) with the CPU: greedy-token
     /// agreement and logit error.
     NnpaFidelity(fidelity::FidelityArgs),
+    /// Perplexity of a text, and KL divergence from saved logits (like llama-perplexity).
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 /// Selecting the model file.
@@ -157,6 +162,7 @@ fn main() -> ExitCode {
         Command::Tokenize(args) => commands::tokenize(&args),
         Command::Devices => commands::devices(),
         Command::NnpaFidelity(args) => fidelity::fidelity(&args),
+        Command::Perplexity(args) => perplexity::perplexity(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
