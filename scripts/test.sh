@@ -18,7 +18,8 @@
 # Exits non-zero on the first failure and prints each stage's time at the end. Set
 # LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the download of the real models and the tests that
 # need them, LOCAL_LLM_SKIP_CROSS=1 to skip 11. LOCAL_LLM_SKIP_LLAMA_SOURCES=1 skips the
-# grammar tests that take their cases from llama.cpp's sources (the PyPI sdist).
+# grammar tests that take their cases from llama.cpp's sources (the PyPI sdist) and the
+# perplexity/KLD comparison with llama-perplexity built from them (rust/cli/tests/perplexity.rs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
