@@ -299,8 +299,9 @@ mod tests {
             stats.add(&logits, &BaseRow::new(&row, logits.len()), 3);
         }
         let kld = stats.mean_and_uncertainty(stats.sum_kld, stats.sum_kld2).0;
-        // Only the 16-bit quantization of the base separates them.
-        assert!(kld.abs() < 1e-6, "{kld}");
+        // Only the 16-bit quantization of the base separates them (steps of 7/65535 in the
+        // log-probabilities here).
+        assert!(kld.abs() < 1e-4, "{kld}");
         assert_eq!(stats.n_same_top, 100);
         let report = stats.report().expect("100 positions give a report");
         assert!(report.contains("Same top p: 100.000 ±"), "{report}");

@@ -263,17 +263,17 @@ mod tests {
 
     #[test]
     fn an_encoded_row_decodes_to_log_probabilities() {
-        // Three logits with probabilities 1/2, 1/4, 1/4 (log2 apart) and one 30 below the top,
-        // which is under the 16-wide range and stored as 0.
+        // Three logits with probabilities 1/2, 1/4, 1/4 (log2 apart) and two over 30 below the
+        // top (probability < 1e-13), under the 16-wide range and stored as 0.
         let ln2 = std::f32::consts::LN_2;
-        let logits = [ln2, 0.0, 0.0, -30.0, 0.0];
+        let logits = [ln2, 0.0, 0.0, -30.0, -40.0];
         let mut row = vec![7u16; row_words(logits.len())];
         let nll = encode_row(&logits, 1, &mut row);
         assert!((nll - 4f64.ln()).abs() < 1e-6, "{nll}");
         let base = BaseRow::new(&row, logits.len());
         assert!((base.log_prob(0) - 0.5f32.ln()).abs() < 2e-3);
         assert!((base.log_prob(1) - 0.25f32.ln()).abs() < 2e-3);
-        assert_eq!(base.words[3], 0);
+        assert_eq!((base.words[3], base.words[4]), (0, 0));
         assert_eq!(row[row.len() - 1], 0, "padding is zero");
     }
 
