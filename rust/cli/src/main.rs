@@ -4,6 +4,9 @@ mod bench;
 mod commands;
 mod fidelity;
 mod quantize;
+mod kld;
+mod logits_file;
+mod perplexity;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +42,8 @@ enum Command {
     NnpaFidelity(fidelity::FidelityArgs),
     /// Quantize an F32/F16/BF16 GGUF model (llama-quantize's arguments and type names).
     Quantize(quantize::QuantizeArgs),
+    /// Perplexity of a text, and KL divergence from saved logits (like llama-perplexity).
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 /// Selecting the model file.
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
         Command::Devices => commands::devices(),
         Command::NnpaFidelity(args) => fidelity::fidelity(&args),
         Command::Quantize(args) => quantize::quantize(&args),
+        Command::Perplexity(args) => perplexity::perplexity(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

