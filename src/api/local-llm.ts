@@ -55,7 +55,12 @@ export class LocalLLM {
     this._model = model;
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
     try {
-      this._context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
+      this._context = model.createContext({
+        contextSize: o.contextSize,
+        batchSize: o.batchSize,
+        threads: o.threads,
+        maxSequences: o.maxSequences,
+      });
       this._chat = { completions: new ChatCompletions(() => this.context, this._modelName) };
       if (o.embeddings) {
         const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;

@@ -96,8 +96,10 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffiSelf: bigint, text: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(uniffiSelf: bigint, messages: Uint8Array, addGenerationPrompt: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
@@ -133,8 +135,10 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;

@@ -714,7 +714,13 @@ export type ContextOptions = {
     /**
      * Worker threads; 0 = all available cores.
      */
-    threads: number
+    threads: number,
+    /**
+     * Sequences the context can generate at once (at least 1), each with its own
+     * KV cache of `n_ctx` positions (memory grows with it); see
+     * [`Context::generate_batch`].
+     */
+    maxSequences: number
 }
 
 /**
@@ -724,7 +730,8 @@ export const ContextOptions = (() => {
     const defaults = () => ({
         nCtx: 0,
         nBatch: 512,
-        threads: 0
+        threads: 0,
+        maxSequences: 1
     });
     const create = (() => {
         return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
@@ -743,18 +750,21 @@ const FfiConverterTypeContextOptions = (() => {
             return {
                 nCtx: FfiConverterUInt32.readFromCursor(c), 
                 nBatch: FfiConverterUInt32.readFromCursor(c), 
-                threads: FfiConverterUInt32.readFromCursor(c)
+                threads: FfiConverterUInt32.readFromCursor(c), 
+                maxSequences: FfiConverterUInt32.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterUInt32.writeIntoCursor(value.nCtx, c);
             FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
             FfiConverterUInt32.writeIntoCursor(value.threads, c);
+            FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterUInt32.allocationSize(value.nCtx) +
              FfiConverterUInt32.allocationSize(value.nBatch) +
-             FfiConverterUInt32.allocationSize(value.threads);
+             FfiConverterUInt32.allocationSize(value.threads) +
+             FfiConverterUInt32.allocationSize(value.maxSequences);
             
         }
     };
@@ -3394,6 +3404,14 @@ export interface LlmContextLike {
  */
     generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<GenerationResult>;
 /**
+ * Generate every request, up to the context's `max_sequences` at a time (the others
+ * wait for a free sequence), and return the results in request order; each equals what
+ * `generate` gives its request alone (greedy: token for token). Requests with tools are
+ * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+ * `Cancelled`.
+ */
+    generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<GenerationResult>>;
+/**
  * Numbers of the last generation, if any.
  */
     getPerf(): Perf | undefined;
@@ -3401,6 +3419,10 @@ export interface LlmContextLike {
  * Whether `dispose` was called.
  */
     isDisposed(): boolean;
+/**
+ * Sequences this context can generate at once (its `max_sequences`).
+ */
+    maxSequences(): number;
 /**
  * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
  * as the stream is read, so stopping to read and cancelling wastes no tokens.
@@ -3628,6 +3650,54 @@ private constructor(pointer: UniffiHandle) {
     }
     
 /**
+ * Generate every request, up to the context's `max_sequences` at a time (the others
+ * wait for a free sequence), and return the results in request order; each equals what
+ * `generate` gives its request alone (greedy: token for token). Requests with tools are
+ * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+ * `Cancelled`.
+ */
+    async generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<Array<GenerationResult>> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(
+                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterSequenceTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterSequenceTypeGenerationResult.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+    
+/**
  * Numbers of the last generation, if any.
  */
     getPerf(): Perf | undefined {
@@ -3653,6 +3723,20 @@ private constructor(pointer: UniffiHandle) {
     return FfiConverterBool.lift(uniffiCaller.rustCall(
             /*caller:*/ (callStatus) => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
+                uniffiTypeLlmContextObjectFactory.clonePointer(this),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+    
+/**
+ * Sequences this context can generate at once (its `max_sequences`).
+ */
+    maxSequences(): number {
+    return FfiConverterUInt32.lift(uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
                 uniffiTypeLlmContextObjectFactory.clonePointer(this),
                 callStatus);
             },
@@ -4112,6 +4196,12 @@ const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverte
 // FfiConverter for Array<number>
 const FfiConverterSequenceFloat32 = new FfiConverterArray(FfiConverterFloat32);
 
+// FfiConverter for Array<GenerateParams>
+const FfiConverterSequenceTypeGenerateParams = new FfiConverterArray(FfiConverterTypeGenerateParams);
+
+// FfiConverter for Array<GenerationResult>
+const FfiConverterSequenceTypeGenerationResult = new FfiConverterArray(FfiConverterTypeGenerationResult);
+
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
 
@@ -4203,11 +4293,17 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 55555) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_stream");
