@@ -37,6 +37,30 @@ function usage(result: GenerationResult) {
   };
 }
 
+/** The chat completion of a finished generation. */
+function response(result: GenerationResult, options: GenerateOptions, model: string): ChatCompletionResponse {
+  const calls = result.toolCalls.length > 0;
+  const message = calls
+    ? { role: 'assistant' as const, content: result.text === '' ? null : result.text, tool_calls: result.toolCalls }
+    : { role: 'assistant' as const, content: result.text };
+  return {
+    id: createId(),
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [
+      {
+        index: 0,
+        message,
+        finish_reason: result.openAiFinishReason,
+        ...(options.nProbs !== undefined ? { logprobs: { content: result.logprobs ?? [] } } : {}),
+      },
+    ],
+    usage: usage(result),
+    _timing: result.timing,
+  };
+}
+
 /** The alternatives per token `params` asks for (range checked with the other options); undefined without `logprobs: true`. */
 function topLogprobs(params: ChatCompletionRequest): number | undefined {
   if (params.logprobs !== true) {
@@ -122,27 +146,34 @@ export class ChatCompletions {
     }
     const fitted = await this.fit(params, options, context);
     const result = await context.generateResult(this.prompt(params, fitted), options);
-    const calls = result.toolCalls.length > 0;
-    const message = calls
-      ? { role: 'assistant' as const, content: result.text === '' ? null : result.text, tool_calls: result.toolCalls }
-      : { role: 'assistant' as const, content: result.text };
-    return {
-      id: createId(),
-      object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
-      model,
-      choices: [
-        {
-          index: 0,
-          message,
-          finish_reason: result.openAiFinishReason,
-          ...(options.nProbs !== undefined ? { logprobs: { content: result.logprobs ?? [] } } : {}),
-        },
-      ],
-      usage: usage(result),
-      _timing: result.timing,
-      ...(fitted !== undefined ? { _context: fitted.meta } : {}),
-    };
+    return { ...response(result, options, model), ...(fitted !== undefined ? { _context: fitted.meta } : {}) };
+  }
+
+  /**
+   * Answer every request together on the context's sequences (up to its `maxSequences` at a
+   * time, one forward pass per token for all of them; local-llm-js-core's `createBatch`). Each
+   * response equals what {@link create} gives its request alone (greedy: token for token).
+   * Requests may not stream or offer tools (INVALID_OPTION).
+   */
+  async createBatch(paramsList: ChatCompletionRequest[]): Promise<ChatCompletionResponse[]> {
+    if (!Array.isArray(paramsList)) {
+      throw invalidOption('paramsList', paramsList, 'an array of chat completion requests');
+    }
+    const context = this.context();
+    const list = paramsList.map((params) => {
+      if (params.stream === true) {
+        throw invalidOption('stream', params.stream, 'false or unset in createBatch');
+      }
+      if (params.tools !== undefined && params.tools.length > 0) {
+        throw invalidOption('tools', params.tools, 'unset in createBatch (use create)');
+      }
+      return { options: this.options(params), model: params.model ?? this.modelName };
+    });
+    const results = await context.generateBatchResults(
+      paramsList.map((params) => this.prompt(params, undefined)),
+      list.map((l) => l.options),
+    );
+    return results.map((result, i) => response(result, list[i].options, list[i].model));
   }
 
   private async *createStream(

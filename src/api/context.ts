@@ -20,6 +20,7 @@ import {
 import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
 import { nativeContextShift } from './overflow';
 import type {
+  BatchResult,
   BenchmarkOptions,
   BenchmarkResult,
   ChatCompletionTokenLogprob,
@@ -101,6 +102,23 @@ function toParams(
       contextShift: nativeContextShift(o.contextShift),
     }),
   });
+}
+
+/** One options object per prompt: `options` itself when it is an array of the prompts' length. */
+function batchOptions(prompts: unknown, options: GenerateOptions | GenerateOptions[]): GenerateOptions[] {
+  if (!Array.isArray(prompts)) {
+    throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'prompts must be an array');
+  }
+  if (!Array.isArray(options)) {
+    return prompts.map(() => options);
+  }
+  if (options.length !== prompts.length) {
+    throw new LocalLLMError(
+      LocalLLMErrorCode.INVALID_OPTION,
+      `options has ${options.length} entries for ${prompts.length} prompts (give one per prompt, or one for all)`,
+    );
+  }
+  return options;
 }
 
 /** The error of a stream cut short by another request on its context while it was paused. */
@@ -205,6 +223,60 @@ export class InferenceContext {
       return result;
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      destroy(token);
+    }
+  }
+
+  /**
+   * Generate the answers to `prompts` (raw text) together: up to the context's `maxSequences`
+   * at a time (the others wait for a free sequence), one forward pass per token for all of
+   * them. `options` applies to every prompt, or is one per prompt. Each answer equals what
+   * {@link generate} gives its prompt alone (greedy: token for token).
+   */
+  async generateBatch(prompts: string[], options: GenerateOptions | GenerateOptions[] = {}): Promise<BatchResult[]> {
+    const results = await this.generateBatchResults(prompts, options);
+    return results.map((r, index) => ({
+      index,
+      text: r.text,
+      finishReason: r.openAiFinishReason === 'length' ? 'length' : 'stop',
+    }));
+  }
+
+  /**
+   * Addition: {@link generateBatch} for any {@link PromptSource} (without tools), returning each
+   * whole generation. An abort of any request's `signal` stops them all; the promise then
+   * rejects with an AbortError.
+   */
+  async generateBatchResults(
+    prompts: PromptSource[],
+    options: GenerateOptions | GenerateOptions[] = {},
+  ): Promise<GenerationResult[]> {
+    const handle = this.ensureHandle();
+    const list = batchOptions(prompts, options);
+    const signals = list.flatMap((o) => (o.signal === undefined ? [] : [o.signal]));
+    const aborted = signals.find((s) => s.aborted);
+    if (aborted !== undefined) {
+      throw abortError(aborted);
+    }
+    const { CancelToken } = getBindings();
+    const token = new CancelToken();
+    const onAbort = () => token.cancel();
+    signals.forEach((s) => s.addEventListener('abort', onAbort));
+    try {
+      const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
+        prompts.map((prompt, i) => toParams(prompt, list[i])),
+      );
+      this.preemptPaused();
+      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generateBatch(params, token));
+      const results = native.map((r, i) => toResult(r, list[i].nProbs !== undefined));
+      this.lastResult = results[results.length - 1] ?? this.lastResult;
+      const abortedNow = signals.find((s) => s.aborted);
+      if (abortedNow !== undefined || results.some((r) => r.finishReason === 'cancelled')) {
+        throw abortError(abortedNow);
+      }
+      return results;
+    } finally {
+      signals.forEach((s) => s.removeEventListener('abort', onAbort));
       destroy(token);
     }
   }

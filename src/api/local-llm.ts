@@ -56,7 +56,12 @@ export class LocalLLM {
     this._model = model;
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
     try {
-      this._context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
+      this._context = model.createContext({
+        contextSize: o.contextSize,
+        batchSize: o.batchSize,
+        threads: o.threads,
+        maxSequences: o.maxSequences,
+      });
       const overflow = {
         config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
         count: (messages: ChatMessage[]) => model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,

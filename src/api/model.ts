@@ -112,7 +112,12 @@ export class Model {
       handle.createContext(
         // Unset options take the engine's defaults (the generated record's).
         getBindings().ContextOptions.create(
-          defined({ nCtx: options.contextSize, nBatch: options.batchSize, threads: options.threads }),
+          defined({
+            nCtx: options.contextSize,
+            nBatch: options.batchSize,
+            threads: options.threads,
+            maxSequences: options.maxSequences,
+          }),
         ),
       ),
     );

@@ -18,6 +18,7 @@ export const CONTEXT_OPTION_RULES: Record<keyof ContextOptions, Rule> = {
   contextSize: count(0),
   batchSize: count(1),
   threads: count(0),
+  maxSequences: count(1),
 };
 
 /** The options of a memory estimate (`canRunModel`, `canRunModelFile`, `Model.estimateMemory`). */

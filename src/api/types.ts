@@ -24,6 +24,22 @@ export interface ContextOptions {
   batchSize?: number;
   /** Worker threads (default: all cores, see `optimalThreadCount()`; more than the cores are capped to them). */
   threads?: number;
+  /**
+   * Sequences the context generates at once (default 1, at most 64): `generateBatch` and
+   * `chat.completions.createBatch` decode a token of every sequence in one forward pass. Each
+   * sequence has its own KV cache of `contextSize` tokens, so memory grows with it.
+   */
+  maxSequences?: number;
+}
+
+/** One prompt's result of {@link InferenceContext.generateBatch} (local-llm-js-core's shape). */
+export interface BatchResult {
+  /** The prompt's index in the batch. */
+  index: number;
+  /** Generated text (stop string excluded). */
+  text: string;
+  /** 'length' when `maxTokens` or the context cut it short, else 'stop'. */
+  finishReason: 'stop' | 'length';
 }
 
 /** Sampling and stopping options of a generation. */
@@ -187,6 +203,8 @@ export interface LocalLLMOptions {
   batchSize?: number;
   /** Worker threads. */
   threads?: number;
+  /** Sequences generated at once by `chat.completions.createBatch` (see {@link ContextOptions.maxSequences}). */
+  maxSequences?: number;
   /** Called with 100 once the model is loaded (there is no download). */
   onProgress?: (percent: number) => void;
   /** Receives engine logs. */

@@ -1,4 +1,5 @@
-//! `local-llm bench`: prompt-processing (pp) and text-generation (tg) throughput, like llama-bench.
+//! `local-llm bench`: prompt-processing (pp) and text-generation (tg) throughput, like llama-bench;
+//! `--parallel N` measures the total generation throughput of N sequences decoding together.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,7 +8,10 @@ use std::time::Instant;
 use clap::Args;
 use local_llm_engine::backend::Threads;
 use local_llm_engine::model::Output;
-use local_llm_engine::session::{Context, ContextOptions, LoadOptions, LoadedModel};
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+};
 use local_llm_engine::{Error, Result};
 
 use crate::commands::model_path;
@@ -42,6 +46,16 @@ pub struct BenchArgs {
         value_delimiter = ','
     )]
     threads: Vec<usize>,
+    /// Sequences decoding at once in the generation tests (comma-separated, llama.cpp's
+    /// `-np`): with N > 1, N sequences each generate `n-gen` tokens together (one forward pass
+    /// per step for all of them), and the rate is their total tokens per second.
+    #[arg(
+        long = "parallel",
+        visible_alias = "np",
+        default_value = "1",
+        value_delimiter = ','
+    )]
+    parallel: Vec<usize>,
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
@@ -106,6 +120,24 @@ fn time_tg(ctx: &mut Context, gen: &[u32]) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// `gen.len()` tokens on each of `seqs` sequences decoded together (each sequence starts from
+/// a different one-token prompt, evaluated before the clock starts); total seconds.
+fn time_tg_parallel(ctx: &mut Context, gen: &[u32], seqs: usize) -> Result<f64> {
+    ctx.clear();
+    for s in 0..seqs {
+        let mut request = GenerateRequest::new(Prompt::Tokens(vec![gen[s % gen.len()]]));
+        request.sampling = SamplingParams::greedy();
+        request.max_tokens = gen.len();
+        request.stop_at_eog = false;
+        ctx.start_sequence(&request, None)?;
+    }
+    let start = Instant::now();
+    while ctx.free_sequences() < seqs {
+        ctx.step_sequences(&|_| true, &mut |_, _| {})?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
 fn stats(rates: &mut [f64]) -> (f64, f64, f64) {
     rates.sort_by(f64::total_cmp);
     let n = rates.len() as f64;
@@ -116,6 +148,9 @@ fn stats(rates: &mut [f64]) -> (f64, f64, f64) {
 
 /// Run the benchmark.
 pub fn bench(args: &BenchArgs) -> Result<()> {
+    if args.parallel.contains(&0) {
+        return Err(Error::InvalidOption("--parallel must be at least 1".into()));
+    }
     if args.repetitions == 0 {
         return Err(Error::InvalidOption(
             "repetitions must be at least 1".into(),
@@ -151,6 +186,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 n_ctx: u32::try_from(max_len.max(16)).unwrap_or(u32::MAX),
                 n_batch: args.batch_size,
                 threads: u32::try_from(threads).unwrap_or(u32::MAX),
+                max_sequences: u32::try_from(args.parallel.iter().copied().max().unwrap_or(1))
+                    .unwrap_or(u32::MAX),
             },
         )?;
         // The engine caps thread counts at the core count: report the count that ran.
@@ -159,29 +196,36 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             .n_prompt
             .iter()
             .filter(|&&n| n > 0)
-            .map(|&n| ("pp", n))
-            .chain(args.n_gen.iter().filter(|&&n| n > 0).map(|&n| ("tg", n)));
-        for (kind, n) in tests {
+            .map(|&n| ("pp", n, 1))
+            .chain(
+                args.n_gen
+                    .iter()
+                    .filter(|&&n| n > 0)
+                    .flat_map(|&n| args.parallel.iter().map(move |&seqs| ("tg", n, seqs))),
+            );
+        for (kind, n, seqs) in tests {
             let toks = tokens(n, n_vocab, n as u64);
-            let run = |ctx: &mut Context| {
-                if kind == "pp" {
-                    time_pp(ctx, &toks)
-                } else {
-                    time_tg(ctx, &toks)
-                }
+            let run = |ctx: &mut Context| match (kind, seqs) {
+                ("pp", _) => time_pp(ctx, &toks),
+                (_, 1) => time_tg(ctx, &toks),
+                _ => time_tg_parallel(ctx, &toks, seqs),
             };
             run(&mut ctx)?; // warm-up
             let mut rates = Vec::with_capacity(args.repetitions);
             for _ in 0..args.repetitions {
-                rates.push(n as f64 / run(&mut ctx)?);
+                rates.push((n * seqs) as f64 / run(&mut ctx)?);
             }
             let (median, mean, std) = stats(&mut rates);
             if args.json {
                 println!(
-                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"{kind}{n}\",\"median_tps\":{median:.3},\"mean_tps\":{mean:.3},\"std_tps\":{std:.3}}}"
+                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"{kind}{n}\",\"sequences\":{seqs},\"median_tps\":{median:.3},\"mean_tps\":{mean:.3},\"std_tps\":{std:.3}}}"
                 );
             } else {
-                println!("| {threads:7} | {kind}{n:<3} | {median:10.2} | {mean:8.2} ± {std:5.2} |");
+                let test = match seqs {
+                    1 => format!("{kind}{n}"),
+                    _ => format!("{kind}{n}×{seqs}"),
+                };
+                println!("| {threads:7} | {test:<5} | {median:10.2} | {mean:8.2} ± {std:5.2} |");
             }
         }
         if args.bandwidth {

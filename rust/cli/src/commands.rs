@@ -65,6 +65,7 @@ fn load(args: &RunArgs) -> Result<Context> {
             n_ctx: args.ctx_size,
             n_batch: args.batch_size,
             threads: args.threads,
+            ..ContextOptions::default()
         },
     )
 }

@@ -81,6 +81,7 @@ fn greedy(path: &Path, prompt: &[u32], n: usize) -> Vec<u32> {
             n_ctx: 64,
             n_batch: 64,
             threads: 2,
+            ..ContextOptions::default()
         },
     )
     .expect("context");

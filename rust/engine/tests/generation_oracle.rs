@@ -99,6 +99,7 @@ fn check_model(name: &str, path: &std::path::Path, with_chat: bool) {
             n_ctx: 512,
             n_batch: 512,
             threads: 2,
+            ..ContextOptions::default()
         },
     )
     .expect("context");

@@ -68,7 +68,7 @@ impl CancelToken {
 }
 
 /// Sets a flag when dropped: an async call whose future JavaScript abandons stops its worker.
-struct CancelOnDrop(Option<Arc<AtomicBool>>);
+pub(crate) struct CancelOnDrop(pub(crate) Option<Arc<AtomicBool>>);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
@@ -83,6 +83,7 @@ impl Drop for CancelOnDrop {
 pub struct LlmContext {
     shared: Arc<Shared>,
     n_ctx: u32,
+    pub(crate) max_sequences: u32,
 }
 
 impl LlmContext {
@@ -94,6 +95,7 @@ impl LlmContext {
             .map_err(|e| LlmError::from_engine(e, Stage::CreateContext))?;
         Ok(Arc::new(LlmContext {
             n_ctx: to_u32(ctx.n_ctx()),
+            max_sequences: to_u32(ctx.max_sequences()),
             shared: Arc::new(Shared::new(ctx)),
         }))
     }

@@ -6,6 +6,7 @@
 //! pull-style: JavaScript awaits `next()`); a context's engine state is behind a mutex that only
 //! workers take, so concurrent generations on one context run one after the other.
 
+mod batch;
 mod context;
 mod error;
 mod logging;

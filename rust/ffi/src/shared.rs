@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use local_llm_engine::session::{Context, FinishReason, GenerateEvent};
+use local_llm_engine::session::{Context, FinishReason, GenerateEvent, GenerateRequest};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult, Perf};
@@ -108,5 +108,23 @@ impl Shared {
             return Err(LlmError::disposed("context"));
         }
         Ok(result)
+    }
+
+    /// Generate `requests` together (see `Context::generate_batch`); cancelled by `cancel` or
+    /// `dispose` (then the disposed-context error).
+    pub(crate) fn generate_batch(
+        &self,
+        requests: &[GenerateRequest],
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<Vec<GenerationResult>, LlmError> {
+        self.track(cancel);
+        let results = self.with_engine(|ctx| {
+            ctx.generate_batch(requests, Some(cancel.as_ref()))
+                .map_err(|e| LlmError::from_engine(e, Stage::Generate))
+        })?;
+        if self.is_disposed() {
+            return Err(LlmError::disposed("context"));
+        }
+        Ok(results.into_iter().map(GenerationResult::from).collect())
     }
 }

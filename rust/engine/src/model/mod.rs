@@ -2,6 +2,7 @@
 //! `gemma3.rs` Gemma 3; both build the shared [`transformer`] block.
 
 mod attention;
+mod batch;
 mod config;
 mod embedding;
 mod gemma3;
@@ -15,6 +16,7 @@ mod weights;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use batch::SeqTokens;
 pub use config::ModelConfig;
 pub use kv_cache::KvCache;
 pub use transformer::Output;
@@ -76,7 +78,20 @@ impl Model {
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
-        let out = self.net.forward(tokens, cache, threads, output)?;
+        self.forward_batch(&mut [SeqTokens { tokens, cache }], threads, output)
+    }
+
+    /// Run several sequences in one pass, each after its own cache's contents; the result
+    /// holds what `output` asks for, sequence after sequence ([`Output::LastLogits`]: one row
+    /// of `n_vocab` logits per sequence). Every sequence's result equals what
+    /// [`Model::forward`] gives it alone, bit for bit. Checked like [`Model::forward`].
+    pub fn forward_batch(
+        &self,
+        seqs: &mut [SeqTokens<'_>],
+        threads: &Threads,
+        output: Output,
+    ) -> Result<Vec<f32>> {
+        let out = self.net.forward(seqs, threads, output)?;
         match out.iter().find(|x| !x.is_finite()) {
             Some(x) => Err(Error::InvalidModel(format!(
                 "the model computed a non-finite value ({x}): its tensor data is corrupt"

@@ -5,8 +5,8 @@
 use std::cell::Cell;
 
 use super::attention::{attention, AttentionShape};
+use super::batch::SeqTokens;
 use super::embedding::Embedding;
-use super::kv_cache::KvCache;
 use super::ops::{self, Rope};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
@@ -133,48 +133,51 @@ fn add_into(x: &mut [f32], y: &[f32]) {
 }
 
 impl Transformer {
-    /// Run `tokens` at the positions following the cache's contents, append their keys and
-    /// values to the cache, and return what `output` asks for.
+    /// Run each sequence's tokens at the positions following its cache's contents, append
+    /// their keys and values to its cache, and return what `output` asks for, sequence after
+    /// sequence ([`Output::LastLogits`]: the last token of each sequence). The tokens of all
+    /// sequences go through every matrix product together; RoPE positions and attention are
+    /// each sequence's own.
     pub(crate) fn forward(
         &self,
-        tokens: &[u32],
-        cache: &mut KvCache,
+        seqs: &mut [SeqTokens<'_>],
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
         let c = &self.config;
-        let n = tokens.len();
-        let pos0 = cache.len();
-        if n == 0 {
+        if seqs.is_empty() || seqs.iter().any(|s| s.tokens.is_empty()) {
             return Err(Error::InvalidOption("forward pass with no tokens".into()));
         }
-        if pos0 + n > cache.capacity() {
-            return Err(Error::ContextExhausted {
-                needed: pos0 + n,
-                capacity: cache.capacity(),
-            });
+        for s in seqs.iter() {
+            let needed = s.cache.len() + s.tokens.len();
+            if needed > s.cache.capacity() {
+                return Err(Error::ContextExhausted {
+                    needed,
+                    capacity: s.cache.capacity(),
+                });
+            }
         }
+        let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let mut buffers = SCRATCH.take();
         buffers.size_for(n, c);
-        let result = self.forward_with(tokens, cache, threads, output, &mut buffers);
+        let result = self.forward_with(seqs, n, threads, output, &mut buffers);
         SCRATCH.set(buffers);
         result
     }
 
-    /// [`Transformer::forward`] with its working buffers sized for `tokens`.
+    /// [`Transformer::forward`] with its working buffers sized for the `n` tokens of `seqs`.
     fn forward_with(
         &self,
-        tokens: &[u32],
-        cache: &mut KvCache,
+        seqs: &mut [SeqTokens<'_>],
+        n: usize,
         threads: &Threads,
         output: Output,
         buffers: &mut Scratch,
     ) -> Result<Vec<f32>> {
         let c = &self.config;
-        let n = tokens.len();
-        let pos0 = cache.len();
         let d = c.n_embd;
         let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
+        let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
         let Scratch {
             x,
             h,
@@ -186,6 +189,7 @@ impl Transformer {
             gate,
             up,
         } = buffers;
+        let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
             self.embedding.row(id, row)?;
         }
@@ -208,19 +212,6 @@ impl Transformer {
             if let Some(w) = &layer.k_norm {
                 norm_rows(k, w, c.rms_eps);
             }
-            for t in 0..n {
-                layer.rope.angles(pos0 + t, &mut table);
-                for head in q[t * qw..(t + 1) * qw].chunks_exact_mut(c.head_dim) {
-                    layer.rope.apply(head, &table);
-                }
-                for head in k[t * kw..(t + 1) * kw].chunks_exact_mut(c.head_dim) {
-                    layer.rope.apply(head, &table);
-                }
-            }
-            if let Some(s) = self.query_scale {
-                q.iter_mut().for_each(|v| *v *= s);
-            }
-            cache.store(il, pos0, k, v);
             let shape = AttentionShape {
                 n_head: c.n_head,
                 n_head_kv: c.n_head_kv,
@@ -233,8 +224,29 @@ impl Transformer {
                 },
                 window: layer.window,
             };
-            let (keys, values) = (cache.keys(il), cache.values(il));
-            attention(&shape, q, keys, values, n, pos0, attn, threads);
+            let mut t0 = 0;
+            for seq in seqs.iter_mut() {
+                let (pos0, ns, t1) = (seq.cache.len(), seq.tokens.len(), t0 + seq.tokens.len());
+                let q = &mut q[t0 * qw..t1 * qw];
+                let k = &mut k[t0 * kw..t1 * kw];
+                for t in 0..ns {
+                    layer.rope.angles(pos0 + t, &mut table);
+                    for head in q[t * qw..(t + 1) * qw].chunks_exact_mut(c.head_dim) {
+                        layer.rope.apply(head, &table);
+                    }
+                    for head in k[t * kw..(t + 1) * kw].chunks_exact_mut(c.head_dim) {
+                        layer.rope.apply(head, &table);
+                    }
+                }
+                if let Some(s) = self.query_scale {
+                    q.iter_mut().for_each(|v| *v *= s);
+                }
+                seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw]);
+                let (keys, values) = (seq.cache.keys(il), seq.cache.values(il));
+                let out = &mut attn[t0 * ow..t1 * ow];
+                attention(&shape, q, keys, values, ns, pos0, out, threads);
+                t0 = t1;
+            }
             layer.wo.matmul(attn, n, proj, threads)?;
             if let Some(w) = &layer.post_attn_norm {
                 norm_rows(proj, w, c.rms_eps);
@@ -255,19 +267,31 @@ impl Transformer {
             }
             add_into(x, proj);
         }
-        cache.set_len(pos0 + n);
+        for seq in seqs.iter_mut() {
+            let len = seq.cache.len() + seq.tokens.len();
+            seq.cache.set_len(len);
+        }
 
-        let rows: &mut [f32] = match output {
-            Output::LastLogits => &mut x[(n - 1) * d..],
-            Output::AllLogits | Output::Hidden => &mut x[..],
+        // The rows asked for: each sequence's last, or all of them.
+        let mut rows: Vec<f32> = match output {
+            Output::LastLogits => {
+                let mut last = Vec::with_capacity(seqs.len() * d);
+                let mut end = 0;
+                for seq in seqs.iter() {
+                    end += seq.tokens.len();
+                    last.extend_from_slice(&x[(end - 1) * d..end * d]);
+                }
+                last
+            }
+            Output::AllLogits | Output::Hidden => x.to_vec(),
         };
-        norm_rows(rows, &self.output_norm, c.rms_eps);
+        norm_rows(&mut rows, &self.output_norm, c.rms_eps);
         if output == Output::Hidden {
-            return Ok(rows.to_vec());
+            return Ok(rows);
         }
         let n_out = rows.len() / d;
         let mut logits = vec![0.0f32; n_out * c.n_vocab];
-        self.output.matmul(rows, n_out, &mut logits, threads)?;
+        self.output.matmul(&rows, n_out, &mut logits, threads)?;
         Ok(logits)
     }
 }

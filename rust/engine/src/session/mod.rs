@@ -13,17 +13,20 @@ use crate::chat::{
     Tool, ToolCallStream, ToolChoice,
 };
 use crate::gguf::GgufFile;
-use crate::grammar::{Constraint, Step, TokenTable};
+use crate::grammar::TokenTable;
 use crate::model::{KvCache, Model, ModelConfig, Output};
-use crate::sampling::{token_logprob, Sampler, StopMatcher};
-use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::tokenizer::Tokenizer;
 use crate::{Error, Result};
 
+mod batch;
+mod decode;
 mod overflow;
 mod request;
 mod state;
 
 pub use overflow::ContextShift;
+use decode::{Decoding, Next};
+
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
 
 /// The number of threads to use when the caller says 0: the machine's available parallelism
@@ -286,6 +289,10 @@ macro_rules! context_options_table {
                 n_batch: u32 = 512,
                 /// Worker threads; 0 = all available cores.
                 threads: u32 = 0,
+                /// Sequences the context can generate at once (at least 1), each with its own
+                /// KV cache of `n_ctx` positions (memory grows with it); see
+                /// [`Context::generate_batch`].
+                max_sequences: u32 = 1,
             }
         }
     };
@@ -316,7 +323,9 @@ fn check_available(kv_bytes: u64, n_ctx: usize) -> Result<()> {
     }
 }
 
-/// An inference context: a KV cache, worker threads and the tokens the cache holds.
+/// An inference context: a KV cache, worker threads and the tokens the cache holds, plus
+/// the other sequences of a context created with `max_sequences` above 1 (see
+/// [`Context::generate_batch`]).
 pub struct Context {
     model: Arc<LoadedModel>,
     cache: KvCache,
@@ -326,6 +335,59 @@ pub struct Context {
     /// How many of the cached positions a prompt may reuse (fewer than cached after a
     /// context shift: the moved ones were computed with dropped tokens in view).
     reusable: usize,
+    sequences: batch::Sequences,
+}
+
+/// One sequence's cache and the tokens it holds.
+struct SeqState<'a> {
+    cache: &'a mut KvCache,
+    cached: &'a mut Vec<u32>,
+}
+
+/// What evaluating tokens on a sequence needs from its context.
+struct Runner<'a> {
+    model: &'a Model,
+    threads: &'a Threads,
+    n_batch: usize,
+}
+
+impl Runner<'_> {
+    /// [`Context::eval`] on sequence `seq`.
+    fn eval(
+        &self,
+        seq: SeqState<'_>,
+        tokens: &[u32],
+        output: Output,
+        progress: &mut dyn FnMut(usize, usize),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidOption("nothing to evaluate".into()));
+        }
+        let needed = seq.cache.len() + tokens.len();
+        if needed > seq.cache.capacity() {
+            return Err(Error::ContextExhausted {
+                needed,
+                capacity: seq.cache.capacity(),
+            });
+        }
+        let mut result = Vec::new();
+        let mut done = 0;
+        for batch in tokens.chunks(self.n_batch) {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::Cancelled);
+            }
+            let out = self.model.forward(batch, seq.cache, self.threads, output)?;
+            seq.cached.extend_from_slice(batch);
+            match output {
+                Output::LastLogits => result = out,
+                Output::AllLogits | Output::Hidden => result.extend(out),
+            }
+            done += batch.len();
+            progress(done, tokens.len());
+        }
+        Ok(result)
+    }
 }
 
 impl Context {
@@ -349,9 +411,12 @@ impl Context {
                 "{threads} threads is too many"
             )));
         }
-        check_available(model.model.config().kv_cache_bytes(n_ctx), n_ctx)?;
+        let n_seq = batch::Sequences::count(options)?;
+        let kv_bytes = model.model.config().kv_cache_bytes(n_ctx);
+        check_available(kv_bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
         Ok(Context {
             cache: model.model.new_cache(n_ctx)?,
+            sequences: batch::Sequences::new(&model.model, n_ctx, n_seq)?,
             threads: Threads::new(threads)?,
             n_batch: options.n_batch as usize,
             cached: Vec::new(),
@@ -375,11 +440,13 @@ impl Context {
         self.threads.count()
     }
 
-    /// Empty the KV cache.
+    /// Empty the KV cache (of every sequence; batched generations still running are
+    /// dropped).
     pub fn clear(&mut self) {
         self.cache.truncate(0);
         self.cached.clear();
         self.reusable = usize::MAX;
+        self.sequences.clear();
     }
 
     /// Tokens for a prompt.
@@ -403,7 +470,8 @@ impl Context {
 
     /// Evaluate `tokens` after the cached ones in batches, calling `progress(done, total)`
     /// after each batch, and return what `output` asks for from the last batch (for
-    /// [`Output::AllLogits`] / [`Output::Hidden`]: every token of every batch).
+    /// [`Output::AllLogits`] / [`Output::Hidden`]: every token of every batch). Not while
+    /// batched sequences run ([`Error::InvalidOption`]).
     pub fn eval(
         &mut self,
         tokens: &[u32],
@@ -411,35 +479,17 @@ impl Context {
         progress: &mut dyn FnMut(usize, usize),
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<f32>> {
-        if tokens.is_empty() {
-            return Err(Error::InvalidOption("nothing to evaluate".into()));
-        }
-        let needed = self.cache.len() + tokens.len();
-        if needed > self.cache.capacity() {
-            return Err(Error::ContextExhausted {
-                needed,
-                capacity: self.cache.capacity(),
-            });
-        }
-        let mut result = Vec::new();
-        let mut done = 0;
-        for batch in tokens.chunks(self.n_batch) {
-            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::Cancelled);
-            }
-            let out = self
-                .model
-                .model
-                .forward(batch, &mut self.cache, &self.threads, output)?;
-            self.cached.extend_from_slice(batch);
-            match output {
-                Output::LastLogits => result = out,
-                Output::AllLogits | Output::Hidden => result.extend(out),
-            }
-            done += batch.len();
-            progress(done, tokens.len());
-        }
-        Ok(result)
+        self.sequences.check_idle()?;
+        let seq = SeqState {
+            cache: &mut self.cache,
+            cached: &mut self.cached,
+        };
+        let run = Runner {
+            model: &self.model.model,
+            threads: &self.threads,
+            n_batch: self.n_batch,
+        };
+        run.eval(seq, tokens, output, progress, cancel)
     }
 
     /// Generate from `request`, calling `on_text` with each new piece of text (never a partial
@@ -537,34 +587,14 @@ impl Context {
         on_event: &mut dyn FnMut(GenerateEvent),
         cancel: Option<&AtomicBool>,
     ) -> Result<Generation> {
+        self.sequences.check_idle()?;
         let prompt = self.request_tokens(request)?;
-        if prompt.is_empty() {
-            return Err(Error::InvalidOption("the prompt is empty".into()));
-        }
-        if prompt.len() > self.cache.capacity() {
-            return Err(Error::ContextExhausted {
-                needed: prompt.len(),
-                capacity: self.cache.capacity(),
-            });
-        }
-        let mut sampler = Sampler::new(request.sampling.clone())?;
-        let mut constraint = match &request.grammar {
-            Some(g) => Some(Constraint::new(
-                g.compile()?,
-                self.model.token_table(),
-                g.lazy_trigger.as_deref(),
-            )),
-            None => None,
-        };
+        check_prompt(&prompt, self.cache.capacity())?;
+        // A handle of its own: a context shift borrows the context mutably while decoding.
+        let model = self.model.clone();
+        let mut decoding = Decoding::new(&model, request)?;
         // Reuse the longest cached prefix, keeping at least one token to evaluate.
-        let common = self
-            .cached
-            .iter()
-            .zip(&prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(prompt.len() - 1)
-            .min(self.reusable);
+        let common = common_prefix(&self.cached, &prompt).min(self.reusable);
         self.cache.truncate(common);
         self.cached.truncate(common);
         self.reusable = usize::MAX;
@@ -587,75 +617,22 @@ impl Context {
             // prompt tokens that were evaluated (each finished batch extends `cached`).
             Err(Error::Cancelled) => {
                 timings.prompt_tokens = self.cached.len().saturating_sub(common);
-                return Ok(Generation {
-                    text: String::new(),
-                    tool_calls: Vec::new(),
-                    tokens: Vec::new(),
-                    logprobs: Vec::new(),
-                    prompt_tokens: prompt.len(),
-                    finish_reason: FinishReason::Cancelled,
+                return Ok(decoding.finish(
+                    FinishReason::Cancelled,
+                    prompt.len(),
                     timings,
-                });
+                    on_event,
+                ));
             }
             Err(e) => return Err(e),
         };
-
-        // A handle of its own: a context shift borrows the context mutably while decoding.
-        let model = self.model.clone();
-        let tokenizer = &model.tokenizer;
-        let mut decoder = StreamDecoder::new();
-        let mut stops = StopMatcher::new(&request.stop);
-        let mut text = String::new();
-        let mut tokens = Vec::new();
-        let mut logprobs = Vec::new();
-        let gen_start = Instant::now();
-        let emit = |piece: String, text: &mut String, on_event: &mut dyn FnMut(GenerateEvent)| {
-            if !piece.is_empty() {
-                on_event(GenerateEvent::Text(&piece));
-                text.push_str(&piece);
-            }
-        };
+        decoding.start_clock();
         let finish_reason = loop {
-            if tokens.len() >= request.max_tokens {
-                break FinishReason::MaxTokens;
-            }
-            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                break FinishReason::Cancelled;
-            }
-            let token = match &mut constraint {
-                None => sampler.sample(&logits, &self.cached),
-                Some(c) => {
-                    let is_eog = |t| request.stop_at_eog && tokenizer.is_eog(t);
-                    match c.pick(&mut sampler, &logits, &self.cached, &is_eog) {
-                        Step::Token(t) => t,
-                        Step::Complete => break FinishReason::GrammarComplete,
-                        Step::DeadEnd => break FinishReason::GrammarDeadEnd,
-                    }
-                }
+            let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+            let token = match decoding.step(&logits, &self.cached, cancelled, on_event) {
+                Next::Token(t) => t,
+                Next::Done(reason) => break reason,
             };
-            if request.stop_at_eog && tokenizer.is_eog(token) {
-                break FinishReason::EndOfGeneration;
-            }
-            let dead = constraint.as_mut().is_some_and(|c| !c.accept(token));
-            tokens.push(token);
-            if let Some(n_top) = request.logprobs {
-                let lp =
-                    token_logprob(&logits, token, n_top, &|id| tokenizer.token_bytes(id, true));
-                on_event(GenerateEvent::Logprob(&lp));
-                logprobs.push(lp);
-            }
-            let piece = decoder.push(tokenizer, token);
-            let (safe, stopped) = stops.push(&piece);
-            emit(safe, &mut text, on_event);
-            if stopped {
-                break FinishReason::StopString;
-            }
-            if dead {
-                break FinishReason::GrammarDeadEnd;
-            }
-            if tokens.len() >= request.max_tokens {
-                break FinishReason::MaxTokens;
-            }
             if self.cache.len() >= self.cache.capacity() {
                 let shifted = match &request.context_shift {
                     Some(shift) => self.shift(shift, prompt.len())?,
@@ -673,24 +650,32 @@ impl Context {
             )?;
             self.cached.push(token);
         };
-        if finish_reason != FinishReason::StopString {
-            let rest = decoder.finish();
-            let (safe, stopped) = stops.push(&rest);
-            emit(safe, &mut text, on_event);
-            if !stopped {
-                emit(stops.flush(), &mut text, on_event);
-            }
-        }
-        timings.generated_tokens = tokens.len();
-        timings.generation_ms = gen_start.elapsed().as_secs_f64() * 1e3;
-        Ok(Generation {
-            text,
-            tool_calls: Vec::new(),
-            tokens,
-            logprobs,
-            prompt_tokens: prompt.len(),
-            finish_reason,
-            timings,
-        })
+        Ok(decoding.finish(finish_reason, prompt.len(), timings, on_event))
     }
+}
+
+/// [`Error::InvalidOption`] for an empty prompt, [`Error::ContextExhausted`] for one longer
+/// than a sequence holds.
+fn check_prompt(prompt: &[u32], capacity: usize) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(Error::InvalidOption("the prompt is empty".into()));
+    }
+    if prompt.len() > capacity {
+        return Err(Error::ContextExhausted {
+            needed: prompt.len(),
+            capacity,
+        });
+    }
+    Ok(())
+}
+
+/// How many leading tokens of `prompt` a cache holding `cached` can keep: the common prefix,
+/// leaving at least one prompt token to evaluate (its logits start the generation).
+fn common_prefix(cached: &[u32], prompt: &[u32]) -> usize {
+    cached
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(prompt.len().saturating_sub(1))
 }

@@ -1,0 +1,161 @@
+//! One generation's token-by-token state: sampling (optionally grammar-constrained), stop
+//! strings, text decoding and log-probabilities. [`Context::generate`](super::Context::generate)
+//! drives one of these; the batched generation drives one per sequence, so a sequence decodes
+//! the same tokens alone or in a batch.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Timings};
+use super::LoadedModel;
+use crate::grammar::{Constraint, Step};
+use crate::sampling::{token_logprob, Sampler, StopMatcher, TokenLogprob};
+use crate::tokenizer::StreamDecoder;
+use crate::Result;
+
+/// What [`Decoding::step`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Feed this token to the model and call `step` again with the logits that follow it.
+    Token(u32),
+    /// Generation ended.
+    Done(FinishReason),
+}
+
+/// A generation between its prompt and its end.
+pub(super) struct Decoding {
+    model: Arc<LoadedModel>,
+    request: GenerateRequest,
+    sampler: Sampler,
+    constraint: Option<Constraint>,
+    decoder: StreamDecoder,
+    stops: StopMatcher,
+    text: String,
+    tokens: Vec<u32>,
+    logprobs: Vec<TokenLogprob>,
+    start: Instant,
+}
+
+impl Decoding {
+    /// The state for `request` (its grammar compiled) before its first token.
+    pub(super) fn new(model: &Arc<LoadedModel>, request: &GenerateRequest) -> Result<Self> {
+        let sampler = Sampler::new(request.sampling.clone())?;
+        let constraint = match &request.grammar {
+            Some(g) => Some(Constraint::new(
+                g.compile()?,
+                model.token_table(),
+                g.lazy_trigger.as_deref(),
+            )),
+            None => None,
+        };
+        Ok(Decoding {
+            model: model.clone(),
+            stops: StopMatcher::new(&request.stop),
+            request: request.clone(),
+            sampler,
+            constraint,
+            decoder: StreamDecoder::new(),
+            text: String::new(),
+            tokens: Vec::new(),
+            logprobs: Vec::new(),
+            start: Instant::now(),
+        })
+    }
+
+    /// Start the generation clock (after the prompt).
+    pub(super) fn start_clock(&mut self) {
+        self.start = Instant::now();
+    }
+
+    fn emit(&mut self, piece: String, on_event: &mut dyn FnMut(GenerateEvent)) {
+        if !piece.is_empty() {
+            on_event(GenerateEvent::Text(&piece));
+            self.text.push_str(&piece);
+        }
+    }
+
+    /// Choose the next token from `logits` (the cache holding `history`), report its
+    /// log-probabilities and text, and say whether to go on.
+    pub(super) fn step(
+        &mut self,
+        logits: &[f32],
+        history: &[u32],
+        cancelled: bool,
+        on_event: &mut dyn FnMut(GenerateEvent),
+    ) -> Next {
+        let request = &self.request;
+        if self.tokens.len() >= request.max_tokens {
+            return Next::Done(FinishReason::MaxTokens);
+        }
+        if cancelled {
+            return Next::Done(FinishReason::Cancelled);
+        }
+        let tokenizer = self.model.tokenizer();
+        let token = match &mut self.constraint {
+            None => self.sampler.sample(logits, history),
+            Some(c) => {
+                let is_eog = |t| request.stop_at_eog && tokenizer.is_eog(t);
+                match c.pick(&mut self.sampler, logits, history, &is_eog) {
+                    Step::Token(t) => t,
+                    Step::Complete => return Next::Done(FinishReason::GrammarComplete),
+                    Step::DeadEnd => return Next::Done(FinishReason::GrammarDeadEnd),
+                }
+            }
+        };
+        if request.stop_at_eog && tokenizer.is_eog(token) {
+            return Next::Done(FinishReason::EndOfGeneration);
+        }
+        let dead = self.constraint.as_mut().is_some_and(|c| !c.accept(token));
+        self.tokens.push(token);
+        if let Some(n_top) = request.logprobs {
+            let lp = token_logprob(logits, token, n_top, &|id| tokenizer.token_bytes(id, true));
+            on_event(GenerateEvent::Logprob(&lp));
+            self.logprobs.push(lp);
+        }
+        let piece = self.decoder.push(tokenizer, token);
+        let (safe, stopped) = self.stops.push(&piece);
+        let max_tokens = request.max_tokens;
+        self.emit(safe, on_event);
+        if stopped {
+            return Next::Done(FinishReason::StopString);
+        }
+        if dead {
+            return Next::Done(FinishReason::GrammarDeadEnd);
+        }
+        if self.tokens.len() >= max_tokens {
+            return Next::Done(FinishReason::MaxTokens);
+        }
+        Next::Token(token)
+    }
+
+    /// End the generation for `finish_reason`: pass on held-back text (unless a stop string
+    /// ended it) and build the result.
+    pub(super) fn finish(
+        mut self,
+        finish_reason: FinishReason,
+        prompt_tokens: usize,
+        mut timings: Timings,
+        on_event: &mut dyn FnMut(GenerateEvent),
+    ) -> Generation {
+        if finish_reason != FinishReason::StopString {
+            let rest = self.decoder.finish();
+            let (safe, stopped) = self.stops.push(&rest);
+            self.emit(safe, on_event);
+            if !stopped {
+                let held = self.stops.flush();
+                self.emit(held, on_event);
+            }
+        }
+        timings.generated_tokens = self.tokens.len();
+        timings.generation_ms = self.start.elapsed().as_secs_f64() * 1e3;
+        Generation {
+            text: self.text,
+            tool_calls: Vec::new(),
+            tokens: self.tokens,
+            logprobs: self.logprobs,
+            prompt_tokens,
+            finish_reason,
+            timings,
+        }
+    }
+}

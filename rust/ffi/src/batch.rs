@@ -1,0 +1,42 @@
+//! Batched generation: several requests on one context's sequences (`max_sequences`), one
+//! forward pass per step for all of them (local-llm-js-core's `generateBatch`).
+
+use std::sync::Arc;
+
+use crate::context::{CancelOnDrop, CancelToken, LlmContext};
+use crate::error::{LlmError, Stage};
+use crate::records::{GenerateParams, GenerationResult};
+
+#[uniffi::export]
+impl LlmContext {
+    /// Generate every request, up to the context's `max_sequences` at a time (the others
+    /// wait for a free sequence), and return the results in request order; each equals what
+    /// `generate` gives its request alone (greedy: token for token). Requests with tools are
+    /// an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+    /// `Cancelled`.
+    pub async fn generate_batch(
+        &self,
+        params: Vec<GenerateParams>,
+        cancel: Option<Arc<CancelToken>>,
+    ) -> Result<Vec<GenerationResult>, LlmError> {
+        let shared = self.check()?;
+        let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
+        let mut guard = CancelOnDrop(Some(flag.clone()));
+        let result = crate::run_blocking(Stage::Generate, move || {
+            let requests = params
+                .iter()
+                .map(GenerateParams::to_request)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LlmError::from_engine(e, Stage::Generate))?;
+            shared.generate_batch(&requests, &flag)
+        })
+        .await;
+        guard.0 = None;
+        result
+    }
+
+    /// Sequences this context can generate at once (its `max_sequences`).
+    pub fn max_sequences(&self) -> u32 {
+        self.max_sequences
+    }
+}
