@@ -92,10 +92,24 @@ impl ModelCache {
     }
 
     /// The default folder of this platform: `$XDG_CACHE_HOME/local-llm/models`, else
-    /// `~/.cache/local-llm/models` (`%LOCALAPPDATA%\local-llm\models` on Windows). Phones have
-    /// no such folder: apps pass one (the TypeScript layer does).
+    /// `~/.cache/local-llm/models` (`%LOCALAPPDATA%\local-llm\models` on Windows); on iOS
+    /// `Library/Caches/local-llm/models` in the app's container (the system may purge it when
+    /// storage runs low: the index then finds the file missing and downloads it again). Android
+    /// has none: apps pass a folder.
     pub fn default_dir() -> Result<PathBuf, DownloadError> {
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        if cfg!(target_os = "android") {
+            return Err(DownloadError::InvalidInput(
+                "Android has no default model cache folder: pass cacheDir (e.g. the app's files directory)"
+                    .into(),
+            ));
+        }
+        if cfg!(target_os = "ios") {
+            let home = env("HOME").ok_or_else(|| {
+                DownloadError::InvalidInput("HOME is not set: pass cacheDir".into())
+            })?;
+            return Ok(PathBuf::from(home).join("Library/Caches/local-llm/models"));
+        }
         let base = env("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache")))
