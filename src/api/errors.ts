@@ -51,6 +51,9 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   InvalidOption: LocalLLMErrorCode.INVALID_OPTION,
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
   InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,
+  DownloadFailed: LocalLLMErrorCode.DOWNLOAD_FAILED,
+  DownloadIntegrityMismatch: LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
+  CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
 };
 
 /**

@@ -6,7 +6,7 @@
 import nativeModule from "./local_llm_ffi-ffi";
 import { type UniffiRustFutureContinuationCallback, type UniffiForeignFutureDroppedCallback, type UniffiForeignFutureDroppedCallbackStruct,
 } from "./local_llm_ffi-ffi";
-import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
+import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt16, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
 } from "@ubjs/core";
 const uniffiCaller = new UniffiRustCaller(() => ({ code: 0 }));
 
@@ -18,6 +18,68 @@ const uniffiIsDebug =
   false;
 
 // Public interface members begin here.
+
+/**
+ * Check the file an app's own downloader wrote to [`model_cache_path`] against the expected
+ * size and SHA-256 and enter it in the cache index (a file that fails is deleted).
+ */
+export async function adoptDownloadedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterTypeCacheEntry.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
+ * The default cache folder of this platform, if it has one (phones: pass `cacheDir`).
+ */
+export function defaultModelCacheDir(): string | undefined {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterOptionalString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
 
 /**
  * The engine's name of a device kind ("cpu", "accelerator").
@@ -158,6 +220,20 @@ export function getBackends(): Array<DeviceInfo> {
     }
 
 /**
+ * Whether `model` is an http(s) URL or a download shorthand (rather than a file path).
+ */
+export function isRemoteModel(model: string): boolean {
+    return FfiConverterBool.lift(uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+
+/**
  * The version of this library.
  */
 export function libraryVersion(): string {
@@ -170,6 +246,26 @@ export function libraryVersion(): string {
     );
     try {
         return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
+ * The cache entries whose files exist.
+ */
+export function listCachedModels(cacheDir: string | undefined): Array<CacheEntry> /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterSequenceTypeCacheEntry.lift(__rb);
     } finally {
         nativeModule().rustbuffer_free(__rb);
     }
@@ -208,6 +304,72 @@ export async function loadModel(path: string, options: LoadOptions, cancel: Canc
             __error.stack = __stack;
         }
         throw __error;
+    }
+    }
+
+/**
+ * The cache entry of `model` after checking it against its file (size; the SHA-256 when
+ * `expected_sha256` is given), or none. A corrupt entry is dropped and raises `CacheCorrupt`.
+ */
+export async function lookupCachedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry | undefined> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterOptionalTypeCacheEntry.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
+ * Where the cache stores the file of `model` (for a `DownloadAdapter` to write to); its
+ * folder is created.
+ */
+export function modelCachePath(model: string, cacheDir: string | undefined): string /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
     }
     }
 
@@ -268,6 +430,42 @@ export function optimalThreadCount(): number {
     }
 
 /**
+ * Remove a model (entry, file and any partial download); returns whether it was cached.
+ */
+export function removeCachedModel(model: string, cacheDir: string | undefined): boolean /*throws*/ {
+    return FfiConverterBool.lift(uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+
+/**
+ * The URL of a model specifier (local-llm-js-core's `resolveModelUrl` rules).
+ */
+export function resolveModelUrl(model: string): string /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
  * Queue log messages for [`next_log_records`] (`true`) or print them to stderr (`false`;
  * a pending `next_log_records` then returns an empty list).
  */
@@ -290,6 +488,23 @@ export function setLogLevel(level: LogLevel): void {uniffiCaller.rustCall(
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
+    }
+
+/**
+ * Start downloading `model` (an http(s) URL or a `user/repo[/branch]/file` shorthand) into the
+ * cache, or find it there. Errors in the arguments are raised here; the others by `next()`.
+ */
+export function startDownload(model: string, params: DownloadParams): DownloadTaskLike /*throws*/ {
+    return FfiConverterTypeDownloadTask.lift(uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_start_download(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
     }
 
 /**
@@ -562,6 +777,65 @@ const stringConverter = (() => {
     };
 })();
 const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
+
+export type CacheEntry = {
+    url: string,
+    path: string,
+    size: bigint,
+    sha256: string,
+    downloadedAt: string,
+    lastUsedAt: string
+}
+
+/**
+ * Generated factory for {@link CacheEntry} record objects.
+ */
+export const CacheEntry = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<CacheEntry, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<CacheEntry>,
+    });
+})();
+
+const FfiConverterTypeCacheEntry = (() => {
+    type TypeName = CacheEntry;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                url: FfiConverterString.readFromCursor(c), 
+                path: FfiConverterString.readFromCursor(c), 
+                size: FfiConverterUInt64.readFromCursor(c), 
+                sha256: FfiConverterString.readFromCursor(c), 
+                downloadedAt: FfiConverterString.readFromCursor(c), 
+                lastUsedAt: FfiConverterString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.url, c);
+            FfiConverterString.writeIntoCursor(value.path, c);
+            FfiConverterUInt64.writeIntoCursor(value.size, c);
+            FfiConverterString.writeIntoCursor(value.sha256, c);
+            FfiConverterString.writeIntoCursor(value.downloadedAt, c);
+            FfiConverterString.writeIntoCursor(value.lastUsedAt, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.url) +
+             FfiConverterString.allocationSize(value.path) +
+             FfiConverterUInt64.allocationSize(value.size) +
+             FfiConverterString.allocationSize(value.sha256) +
+             FfiConverterString.allocationSize(value.downloadedAt) +
+             FfiConverterString.allocationSize(value.lastUsedAt);
+            
+        }
+    };
+    return new FFIConverter();
+})();
 
 /**
  * One call of a tool (an entry of OpenAI's `message.tool_calls`).
@@ -872,6 +1146,172 @@ const FfiConverterTypeDeviceInfo = (() => {
              FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
              FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
              FfiConverterSequenceString.allocationSize(value.features);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * Options of [`start_download`] and the cache functions.
+ */
+export type DownloadParams = {
+    /**
+     * The cache folder (default: [`default_model_cache_dir`]).
+     */
+    cacheDir?: string,
+    /**
+     * The file's size in bytes (another size: `DownloadIntegrityMismatch`).
+     */
+    expectedSize?: bigint,
+    /**
+     * The file's SHA-256 in hex (another hash: `DownloadIntegrityMismatch`).
+     */
+    expectedSha256?: string,
+    /**
+     * Connect timeout in milliseconds (default 30000).
+     */
+    connectTimeoutMs?: number,
+    /**
+     * How long a read may wait for data, in milliseconds (default 60000).
+     */
+    readTimeoutMs?: number,
+    /**
+     * Further attempts after a network failure, each resuming (default 3).
+     */
+    retries?: number
+}
+
+/**
+ * Generated factory for {@link DownloadParams} record objects.
+ */
+export const DownloadParams = (() => {
+    const defaults = () => ({
+        cacheDir: undefined,
+        expectedSize: undefined,
+        expectedSha256: undefined,
+        connectTimeoutMs: undefined,
+        readTimeoutMs: undefined,
+        retries: undefined
+    });
+    const create = (() => {
+        return uniffiCreateRecord<DownloadParams, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<DownloadParams>,
+    });
+})();
+
+const FfiConverterTypeDownloadParams = (() => {
+    type TypeName = DownloadParams;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                cacheDir: FfiConverterOptionalString.readFromCursor(c), 
+                expectedSize: FfiConverterOptionalUInt64.readFromCursor(c), 
+                expectedSha256: FfiConverterOptionalString.readFromCursor(c), 
+                connectTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
+                readTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
+                retries: FfiConverterOptionalUInt32.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterOptionalString.writeIntoCursor(value.cacheDir, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.expectedSize, c);
+            FfiConverterOptionalString.writeIntoCursor(value.expectedSha256, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.connectTimeoutMs, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.readTimeoutMs, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.retries, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterOptionalString.allocationSize(value.cacheDir) +
+             FfiConverterOptionalUInt64.allocationSize(value.expectedSize) +
+             FfiConverterOptionalString.allocationSize(value.expectedSha256) +
+             FfiConverterOptionalUInt32.allocationSize(value.connectTimeoutMs) +
+             FfiConverterOptionalUInt32.allocationSize(value.readTimeoutMs) +
+             FfiConverterOptionalUInt32.allocationSize(value.retries);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * One progress report of a download.
+ */
+export type DownloadProgress = {
+    /**
+     * Bytes of the file present.
+     */
+    downloaded: bigint,
+    /**
+     * The file's size (0 while unknown).
+     */
+    total: bigint,
+    /**
+     * `downloaded / total` in percent (0 while the total is unknown).
+     */
+    percent: number,
+    /**
+     * Whether the download has ended; `entry` is then set.
+     */
+    done: boolean,
+    /**
+     * The verified cache entry, on the last report.
+     */
+    entry?: CacheEntry,
+    /**
+     * Whether the file was already cached (no transfer).
+     */
+    cached: boolean
+}
+
+/**
+ * Generated factory for {@link DownloadProgress} record objects.
+ */
+export const DownloadProgress = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<DownloadProgress, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<DownloadProgress>,
+    });
+})();
+
+const FfiConverterTypeDownloadProgress = (() => {
+    type TypeName = DownloadProgress;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                downloaded: FfiConverterUInt64.readFromCursor(c), 
+                total: FfiConverterUInt64.readFromCursor(c), 
+                percent: FfiConverterFloat64.readFromCursor(c), 
+                done: FfiConverterBool.readFromCursor(c), 
+                entry: FfiConverterOptionalTypeCacheEntry.readFromCursor(c), 
+                cached: FfiConverterBool.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt64.writeIntoCursor(value.downloaded, c);
+            FfiConverterUInt64.writeIntoCursor(value.total, c);
+            FfiConverterFloat64.writeIntoCursor(value.percent, c);
+            FfiConverterBool.writeIntoCursor(value.done, c);
+            FfiConverterOptionalTypeCacheEntry.writeIntoCursor(value.entry, c);
+            FfiConverterBool.writeIntoCursor(value.cached, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt64.allocationSize(value.downloaded) +
+             FfiConverterUInt64.allocationSize(value.total) +
+             FfiConverterFloat64.allocationSize(value.percent) +
+             FfiConverterBool.allocationSize(value.done) +
+             FfiConverterOptionalTypeCacheEntry.allocationSize(value.entry) +
+             FfiConverterBool.allocationSize(value.cached);
             
         }
     };
@@ -2391,7 +2831,10 @@ export enum LlmError_Tags {
     NotInitialized = "NotInitialized",
     InvalidOption = "InvalidOption",
     InsufficientMemory = "InsufficientMemory",
-    InvalidPath = "InvalidPath"
+    InvalidPath = "InvalidPath",
+    DownloadFailed = "DownloadFailed",
+    DownloadIntegrityMismatch = "DownloadIntegrityMismatch",
+    CacheCorrupt = "CacheCorrupt"
 }
 /**
  * Errors returned to JavaScript; every variant carries a human-readable message.
@@ -2819,6 +3262,134 @@ Readonly<{message: string}> {
 
     }
 
+    type DownloadFailed__interface = {
+        tag: LlmError_Tags.DownloadFailed;
+        inner: 
+Readonly<{message: string; status: number}>
+    };
+    /**
+     * `DOWNLOAD_FAILED`: a model download failed (HTTP error, network error, timeout,
+     * redirects, a short body) or was cancelled; a retry resumes it.
+     */
+    class DownloadFailed_ extends UniffiError implements DownloadFailed__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.DownloadFailed;
+        readonly inner: 
+Readonly<{message: string; status: number}>;
+        constructor(
+inner: {message: string; status: number }) {
+            super("LlmError", "DownloadFailed");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string; status: number }): DownloadFailed_ {
+            return new DownloadFailed_(inner);
+        }
+
+        static instanceOf(obj: any): obj is DownloadFailed_ {
+            return obj.tag === LlmError_Tags.DownloadFailed;
+        }
+        static hasInner(obj: any): obj is DownloadFailed_ {
+            return DownloadFailed_.instanceOf(obj);
+        }
+
+        static getInner(obj: DownloadFailed_): 
+Readonly<{message: string; status: number}> {
+            return obj.inner;
+        }
+
+    }
+
+    type DownloadIntegrityMismatch__interface = {
+        tag: LlmError_Tags.DownloadIntegrityMismatch;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `DOWNLOAD_INTEGRITY_MISMATCH`: the downloaded file's size or SHA-256 is not the
+     * expected one (the file was deleted).
+     */
+    class DownloadIntegrityMismatch_ extends UniffiError implements DownloadIntegrityMismatch__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.DownloadIntegrityMismatch;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "DownloadIntegrityMismatch");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): DownloadIntegrityMismatch_ {
+            return new DownloadIntegrityMismatch_(inner);
+        }
+
+        static instanceOf(obj: any): obj is DownloadIntegrityMismatch_ {
+            return obj.tag === LlmError_Tags.DownloadIntegrityMismatch;
+        }
+        static hasInner(obj: any): obj is DownloadIntegrityMismatch_ {
+            return DownloadIntegrityMismatch_.instanceOf(obj);
+        }
+
+        static getInner(obj: DownloadIntegrityMismatch_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
+    type CacheCorrupt__interface = {
+        tag: LlmError_Tags.CacheCorrupt;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `CACHE_CORRUPT`: a cache index entry did not match its file (the entry was dropped).
+     */
+    class CacheCorrupt_ extends UniffiError implements CacheCorrupt__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.CacheCorrupt;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "CacheCorrupt");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): CacheCorrupt_ {
+            return new CacheCorrupt_(inner);
+        }
+
+        static instanceOf(obj: any): obj is CacheCorrupt_ {
+            return obj.tag === LlmError_Tags.CacheCorrupt;
+        }
+        static hasInner(obj: any): obj is CacheCorrupt_ {
+            return CacheCorrupt_.instanceOf(obj);
+        }
+
+        static getInner(obj: CacheCorrupt_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     function instanceOf(obj: any): obj is LlmError {
         return obj[uniffiTypeNameSymbol] === "LlmError";
     }
@@ -2834,7 +3405,10 @@ Readonly<{message: string}> {
   NotInitialized: NotInitialized_, 
   InvalidOption: InvalidOption_, 
   InsufficientMemory: InsufficientMemory_, 
-  InvalidPath: InvalidPath_
+  InvalidPath: InvalidPath_, 
+  DownloadFailed: DownloadFailed_, 
+  DownloadIntegrityMismatch: DownloadIntegrityMismatch_, 
+  CacheCorrupt: CacheCorrupt_
     });
 
 })();
@@ -2842,7 +3416,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'InvalidPath' | 'DownloadFailed' | 'DownloadIntegrityMismatch' | 'CacheCorrupt']
 >;
 
 // FfiConverter for enum LlmError
@@ -2861,6 +3435,9 @@ const FfiConverterTypeLlmError = (() => {
                 case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
                 case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
                 case 10: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 11: return new LlmError.DownloadFailed({message: FfiConverterString.readFromCursor(c), status: FfiConverterUInt16.readFromCursor(c) });
+                case 12: return new LlmError.DownloadIntegrityMismatch({message: FfiConverterString.readFromCursor(c) });
+                case 13: return new LlmError.CacheCorrupt({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -2922,6 +3499,25 @@ const FfiConverterTypeLlmError = (() => {
                 }
                 case LlmError_Tags.InvalidPath: {
                     c.writeI32(10);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.DownloadFailed: {
+                    c.writeI32(11);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    FfiConverterUInt16.writeIntoCursor(inner.status, c);
+                    return;
+                }
+                case LlmError_Tags.DownloadIntegrityMismatch: {
+                    c.writeI32(12);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.CacheCorrupt: {
+                    c.writeI32(13);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -2988,6 +3584,25 @@ const FfiConverterTypeLlmError = (() => {
                     return size;
                 }
                 case LlmError_Tags.InvalidPath: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.DownloadFailed: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    size += FfiConverterUInt16.allocationSize(inner.status);
+                    return size;
+                }
+                case LlmError_Tags.DownloadIntegrityMismatch: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.CacheCorrupt: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -3145,6 +3760,174 @@ const uniffiTypeCancelTokenObjectFactory: UniffiObjectFactory<CancelTokenLike> =
     },
 }})();
 const FfiConverterTypeCancelToken = new FfiConverterObject(uniffiTypeCancelTokenObjectFactory);
+
+/**
+ * A download started by [`start_download`]; dropping it cancels the transfer.
+ */
+export interface DownloadTaskLike {
+    
+/**
+ * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+ * `DownloadFailed` error saying it was cancelled.
+ */
+    cancel(): void;
+/**
+ * Wait for the next progress report (reports in between are skipped); the last one has
+ * `done` set and is returned again by later calls. A failed download raises its error.
+ */
+    next(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<DownloadProgress>;
+}
+/**
+ * @deprecated Use `DownloadTaskLike` instead.
+ */
+export type DownloadTaskInterface = DownloadTaskLike;
+
+
+/**
+ * A download started by [`start_download`]; dropping it cancels the transfer.
+ */
+export class DownloadTask extends UniffiAbstractObject implements DownloadTaskLike {
+
+    readonly [uniffiTypeNameSymbol] = "DownloadTask";
+    readonly [destructorGuardSymbol]: UniffiGcObject;
+    readonly [pointerLiteralSymbol]: UniffiHandle;
+    // No primary constructor declared for this class.
+private constructor(pointer: UniffiHandle) {
+    super();
+    this[pointerLiteralSymbol] = pointer;
+    this[destructorGuardSymbol] = uniffiTypeDownloadTaskObjectFactory.bless(pointer);
+}
+
+    
+
+    
+/**
+ * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+ * `DownloadFailed` error saying it was cancelled.
+ */
+    cancel(): void {uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(
+                uniffiTypeDownloadTaskObjectFactory.clonePointer(this),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    }
+    
+/**
+ * Wait for the next progress report (reports in between are skipped); the last one has
+ * `done` set and is returned again by later calls. A failed download raises its error.
+ */
+    async next(asyncOpts_?: { signal: AbortSignal }): Promise<DownloadProgress> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(
+                    uniffiTypeDownloadTaskObjectFactory.clonePointer(this)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterTypeDownloadProgress.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+    
+
+    uniffiDestroy(): void {
+        const ptr = (this as any)[destructorGuardSymbol];
+        if (ptr !== undefined) {
+            const pointer = uniffiTypeDownloadTaskObjectFactory.pointer(this);
+            uniffiTypeDownloadTaskObjectFactory.freePointer(pointer);
+            uniffiTypeDownloadTaskObjectFactory.unbless(ptr);
+            delete (this as any)[destructorGuardSymbol];
+        }
+    }
+
+    static instanceOf(obj_: any): obj_ is DownloadTask {
+        return uniffiTypeDownloadTaskObjectFactory.isConcreteType(obj_);
+    }
+
+    
+}
+
+const uniffiTypeDownloadTaskObjectFactory: UniffiObjectFactory<DownloadTaskLike> = (() => {
+    
+    return {
+    create(pointer: UniffiHandle): DownloadTaskLike {
+        const instance = Object.create(DownloadTask.prototype);
+        instance[pointerLiteralSymbol] = pointer;
+        instance[destructorGuardSymbol] = this.bless(pointer);
+        instance[uniffiTypeNameSymbol] = "DownloadTask";
+        return instance;
+    },
+
+    
+    bless(p: UniffiHandle): UniffiGcObject {
+        return uniffiCaller.rustCall(
+            /*caller:*/ (status) =>
+                nativeModule().ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(p, status),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    unbless(ptr_: UniffiGcObject) {
+        ptr_.markDestroyed();
+    },
+
+    pointer(obj_: DownloadTaskLike): UniffiHandle {
+        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+            throw new UniffiInternalError.UnexpectedNullPointer();
+        }
+        return (obj_ as any)[pointerLiteralSymbol];
+    },
+
+    clonePointer(obj_: DownloadTaskLike): UniffiHandle {
+        const pointer = this.pointer(obj_);
+        return uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(pointer, callStatus),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    freePointer(pointer: UniffiHandle): void {
+        uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(pointer, callStatus),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    isConcreteType(obj_: any): obj_ is DownloadTaskLike {
+        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "DownloadTask";
+    },
+}})();
+const FfiConverterTypeDownloadTask = new FfiConverterObject(uniffiTypeDownloadTaskObjectFactory);
 
 /**
  * A streamed generation started by `LlmContext::stream`.
@@ -4076,14 +4859,17 @@ const FfiConverterOptionalUInt64 = new FfiConverterOptional(FfiConverterUInt64);
 // FfiConverter for Array<string>
 const FfiConverterSequenceString = new FfiConverterArray(FfiConverterString);
 
+// FfiConverter for number | undefined
+const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
+
+// FfiConverter for CacheEntry | undefined
+const FfiConverterOptionalTypeCacheEntry = new FfiConverterOptional(FfiConverterTypeCacheEntry);
+
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
 
 // FfiConverter for Array<number>
 const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
-
-// FfiConverter for number | undefined
-const FfiConverterOptionalUInt32 = new FfiConverterOptional(FfiConverterUInt32);
 
 // FfiConverter for Array<Tool>
 const FfiConverterSequenceTypeTool = new FfiConverterArray(FfiConverterTypeTool);
@@ -4118,6 +4904,9 @@ const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePe
 // FfiConverter for Array<DeviceInfo>
 const FfiConverterSequenceTypeDeviceInfo = new FfiConverterArray(FfiConverterTypeDeviceInfo);
 
+// FfiConverter for Array<CacheEntry>
+const FfiConverterSequenceTypeCacheEntry = new FfiConverterArray(FfiConverterTypeCacheEntry);
+
 // FfiConverter for Array<LogRecord>
 const FfiConverterSequenceTypeLogRecord = new FfiConverterArray(FfiConverterTypeLogRecord);
 
@@ -4140,6 +4929,12 @@ function uniffiEnsureInitialized() {
     if (bindingsContractVersion !== scaffoldingContractVersion) {
         throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 59901) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_default_model_cache_dir");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_kind_name");
     }
@@ -4158,11 +4953,23 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_get_backends");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model() !== 28061) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_is_remote_model");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_library_version");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models() !== 15141) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_list_cached_models");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 1348) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_load_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model() !== 46799) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_lookup_cached_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path() !== 1338) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_model_cache_path");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_next_log_records");
@@ -4170,11 +4977,20 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count() !== 13731) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_optimal_thread_count");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model() !== 17073) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_remove_cached_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url() !== 56839) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_resolve_model_url");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture() !== 9231) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_capture");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level() !== 58563) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_level");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_start_download() !== 19735) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_start_download");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new() !== 3024) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_constructor_canceltoken_new");
@@ -4184,6 +5000,12 @@ function uniffiEnsureInitialized() {
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled() !== 50239) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel() !== 2829) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_cancel");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next() !== 3306) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_next");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark() !== 14107) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark");
@@ -4256,11 +5078,15 @@ export default Object.freeze({
   converters: {
     FfiConverterTypeBenchmarkParams,
     FfiConverterTypeBenchmarkResult,
+    FfiConverterTypeCacheEntry,
     FfiConverterTypeCancelToken,
     FfiConverterTypeChatMessage,
     FfiConverterTypeContextOptions,
     FfiConverterTypeDeviceInfo,
     FfiConverterTypeDeviceKind,
+    FfiConverterTypeDownloadParams,
+    FfiConverterTypeDownloadProgress,
+    FfiConverterTypeDownloadTask,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
