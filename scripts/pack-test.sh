@@ -53,7 +53,7 @@ REQUIRED=(
     lib/module/index.js lib/module/api/index.js lib/typescript/src/index.d.ts
     lib/typescript/src/api/index.d.ts
     rust/engine/Cargo.toml rust/engine/src/lib.rs rust/ffi/Cargo.toml rust/ffi/src/lib.rs
-    rust/zdnn-sys/Cargo.toml rust/zdnn-sys/src/lib.rs
+    rust/zdnn-sys/Cargo.toml rust/zdnn-sys/src/lib.rs rust/download/Cargo.toml rust/download/src/lib.rs
     cpp/react-native-local-llm.cpp cpp/generated/local_llm_ffi.cpp
     android/CMakeLists.txt android/build.gradle ios/LocalLlm.mm
 )
@@ -61,7 +61,7 @@ for f in "${REQUIRED[@]}"; do
     grep -qxF "$f" "$WORK/files.txt" || fail "$f is missing from the tarball"
 done
 # Nothing for development only: the CLI, tests, scripts, tools, the example app, build output.
-if grep -E '^(rust/cli/|rust/engine/tests/|tests/|scripts/|tools/|example/|target/|node_modules/|\.cache/)|\.gguf$' \
+if grep -E '^(rust/cli/|rust/engine/tests/|rust/download/tests/|tests/|scripts/|tools/|example/|target/|node_modules/|\.cache/)|\.gguf$' \
     "$WORK/files.txt"; then
     fail "the files above must not be in the tarball"
 fi

@@ -53,6 +53,9 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   InvalidPath: LocalLLMErrorCode.INVALID_PATH,
   CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
   InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,
+  DownloadFailed: LocalLLMErrorCode.DOWNLOAD_FAILED,
+  DownloadIntegrityMismatch: LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
+  CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
 };
 
 /**

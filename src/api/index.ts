@@ -10,6 +10,8 @@ export type { PromptSource } from './context';
 export { ChatCompletions } from './chat';
 export { EmbeddingContext, Embeddings } from './embeddings';
 export { LocalLLMError, LocalLLMErrorCode } from './errors';
+export { ModelManager, isRemoteModel, resolveModelUrl } from './model-manager';
+export type { CacheEntry, DownloadAdapter, DownloadOptions, DownloadProgressCallback } from './model-manager';
 export { setLogCallback, setLogLevel } from './logging';
 export {
   getBackends,

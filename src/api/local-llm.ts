@@ -5,6 +5,7 @@ import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model } from './model';
+import { resolveModelFile } from './model-source';
 import { normalizeOverflow } from './overflow';
 import type { BenchmarkOptions, BenchmarkResult, ChatMessage, LocalLLMOptions, LogCallback, LogLevel } from './types';
 
@@ -48,7 +49,8 @@ export class LocalLLM {
     if (o.onLog) {
       setLogCallback(o.onLog, o.logLevel ?? 'info');
     }
-    const model = await Model.load(o.model, { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+    const file = await resolveModelFile(o);
+    const model = await Model.load(file, { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
     if (this.disposed) {
       model.dispose();
       throw this.disposedDuringInit();

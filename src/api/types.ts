@@ -189,8 +189,19 @@ export type LogCallback = (level: LogLevel, message: string) => void;
 
 /** Options of {@link LocalLLM.create}. */
 export interface LocalLLMOptions {
-  /** Path of a local GGUF file (`/...`, `./...`, `file://...`). Downloads are not supported. */
+  /**
+   * Path of a local GGUF file (`/...`, `./...`, `file://...`), or an http(s) URL or Hugging Face
+   * shorthand `user/repo[/branch]/file.gguf` to download into the cache first (ModelManager).
+   */
   model: string;
+  /** Cache folder of downloaded models (see ModelManager for the default). */
+  cacheDir?: string;
+  /** Addition: expected size of a downloaded model (else DOWNLOAD_INTEGRITY_MISMATCH). */
+  expectedSize?: number;
+  /** Addition: expected SHA-256 of a downloaded model (else DOWNLOAD_INTEGRITY_MISMATCH). */
+  expectedSha256?: string;
+  /** Addition: download progress in bytes (`onProgress` gets the percent). */
+  onDownloadProgress?: (downloaded: number, total: number, percent: number) => void;
   /** See {@link ComputeMode}. */
   compute?: ComputeMode;
   /** Accepted for compatibility (see {@link ModelOptions.gpuLayers}). */
@@ -205,7 +216,7 @@ export interface LocalLLMOptions {
   threads?: number;
   /** Sequences generated at once by `chat.completions.createBatch` (see {@link ContextOptions.maxSequences}). */
   maxSequences?: number;
-  /** Called with 100 once the model is loaded (there is no download). */
+  /** Download progress in percent (for a URL model), then 100 once the model is loaded. */
   onProgress?: (percent: number) => void;
   /** Receives engine logs. */
   onLog?: LogCallback;

@@ -24,6 +24,10 @@ const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The model path: `--model`, else `$LOCAL_LLM_MODEL`, else the cached default model.
 pub fn model_path(arg: &ModelArg) -> Result<PathBuf> {
     if let Some(p) = &arg.model {
+        let spec = p.to_string_lossy();
+        if !p.exists() && local_llm_download::is_remote_model(&spec) {
+            return crate::download::fetch(&spec, None, None, None);
+        }
         return Ok(p.clone());
     }
     if let Some(p) = std::env::var_os("LOCAL_LLM_MODEL") {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod download;
 mod fidelity;
 mod quantize;
 mod kld;
@@ -37,6 +38,8 @@ enum Command {
     Tokenize(TokenizeArgs),
     /// List the compute devices in the backend registry.
     Devices,
+    /// Download a model into the cache (resuming an earlier attempt) and print its path.
+    Download(download::DownloadArgs),
     /// Compare the emulated IBM Z NNPA (DLFLOAT16 matmuls) with the CPU: greedy-token
     /// agreement and logit error.
     NnpaFidelity(fidelity::FidelityArgs),
@@ -49,7 +52,8 @@ enum Command {
 /// Selecting the model file.
 #[derive(Args, Clone)]
 struct ModelArg {
-    /// Path of a GGUF model (default: $LOCAL_LLM_MODEL, else the cached SmolLM2 135M Instruct).
+    /// Path of a GGUF model, or an http(s) URL / `user/repo/file.gguf` shorthand to download
+    /// into the cache first (default: $LOCAL_LLM_MODEL, else the cached SmolLM2 135M Instruct).
     #[arg(short = 'm', long = "model")]
     model: Option<PathBuf>,
 }
@@ -175,6 +179,7 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info(&args),
         Command::Tokenize(args) => commands::tokenize(&args),
         Command::Devices => commands::devices(),
+        Command::Download(args) => download::run(&args),
         Command::NnpaFidelity(args) => fidelity::fidelity(&args),
         Command::Quantize(args) => quantize::quantize(&args),
         Command::Perplexity(args) => perplexity::perplexity(&args),

@@ -1,6 +1,7 @@
 //! The one error type that crosses the FFI. Each variant is one of local-llm-rn's
 //! `LocalLLMErrorCode` values (the TypeScript layer maps the variant name to the code).
 
+use local_llm_download::DownloadError;
 use local_llm_engine::Error as EngineError;
 
 /// Errors returned to JavaScript; every variant carries a human-readable message.
@@ -80,6 +81,28 @@ pub enum LlmError {
         /// What went wrong.
         message: String,
     },
+    /// `DOWNLOAD_FAILED`: a model download failed (HTTP error, network error, timeout,
+    /// redirects, a short body) or was cancelled; a retry resumes it.
+    #[error("{message}")]
+    DownloadFailed {
+        /// What went wrong.
+        message: String,
+        /// The HTTP status of the failing response (0 when there was none).
+        status: u16,
+    },
+    /// `DOWNLOAD_INTEGRITY_MISMATCH`: the downloaded file's size or SHA-256 is not the
+    /// expected one (the file was deleted).
+    #[error("{message}")]
+    DownloadIntegrityMismatch {
+        /// What went wrong.
+        message: String,
+    },
+    /// `CACHE_CORRUPT`: a cache index entry did not match its file (the entry was dropped).
+    #[error("{message}")]
+    CacheCorrupt {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// The operation an error came from: it decides the code of errors that are not specific to
@@ -100,6 +123,7 @@ pub(crate) enum Stage {
     SaveSession,
     LoadSession,
     Quantize,
+    Download,
 }
 
 impl Stage {
@@ -143,6 +167,10 @@ impl Stage {
                 message,
             }),
             Stage::Quantize => ("quantizing", |message| LlmError::QuantizeFailed { message }),
+            Stage::Download => ("downloading", |message| LlmError::DownloadFailed {
+                message,
+                status: 0,
+            }),
         };
         make(format!("{what}: {message}"))
     }
@@ -188,6 +216,27 @@ impl LlmError {
     /// The error for a worker that died (a panic in the engine, caught at the thread boundary).
     pub(crate) fn worker_failed(stage: Stage) -> Self {
         stage.error("internal error: the inference worker stopped unexpectedly")
+    }
+}
+
+impl LlmError {
+    /// Translate a download or cache error.
+    pub(crate) fn from_download(error: DownloadError) -> Self {
+        let message = error.to_string();
+        match error {
+            DownloadError::IntegrityMismatch { .. } => {
+                LlmError::DownloadIntegrityMismatch { message }
+            }
+            DownloadError::CacheCorrupt { .. } => LlmError::CacheCorrupt { message },
+            DownloadError::InvalidInput(_) => LlmError::InvalidOption { message },
+            DownloadError::Failed { status, .. } => LlmError::DownloadFailed {
+                message,
+                status: status.unwrap_or(0),
+            },
+            DownloadError::Cancelled { .. } | DownloadError::Io { .. } => {
+                LlmError::DownloadFailed { message, status: 0 }
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod batch;
 mod context;
+mod download;
 mod error;
 mod logging;
 mod model;
@@ -20,6 +21,11 @@ mod stream;
 use std::sync::OnceLock;
 
 pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext};
+pub use download::{
+    adopt_downloaded_model, default_model_cache_dir, is_remote_model, list_cached_models,
+    lookup_cached_model, model_cache_path, remove_cached_model, resolve_model_url, start_download,
+    DownloadParams, DownloadProgress, DownloadTask,
+};
 pub use error::LlmError;
 pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
 pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo};

@@ -1,0 +1,295 @@
+//! The model cache: a folder with one sub-folder per URL (named by [`hash_model_url`]) holding
+//! the file under its URL's file name, and `index.json` mapping each URL's hash to a
+//! [`CacheEntry`] (local-llm-js-core's `CacheIndex` layout, with the file's SHA-256 added).
+//! The index is changed under a process-wide lock and replaced atomically (write + rename).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::url::{extract_model_filename, hash_model_url};
+use crate::DownloadError;
+
+/// One cached model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheEntry {
+    /// The URL it was downloaded from (after shorthand resolution, before redirects).
+    pub url: String,
+    /// The file's absolute path.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its SHA-256, 64 lower-case hex digits.
+    #[serde(default)]
+    pub sha256: String,
+    /// When it was downloaded (ISO 8601, UTC).
+    pub downloaded_at: String,
+    /// When it was last looked up (ISO 8601, UTC).
+    pub last_used_at: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CacheIndex {
+    models: BTreeMap<String, CacheEntry>,
+}
+
+/// Serializes the index updates of this process.
+static INDEX_LOCK: Mutex<()> = Mutex::new(());
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The SHA-256 of a file, as lower-case hex.
+pub fn sha256_file(path: &Path) -> Result<String, DownloadError> {
+    let mut file = File::open(path).map_err(|e| DownloadError::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| DownloadError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// A normalized expected SHA-256 (lower-case), or an error if it is not 64 hex digits.
+pub fn normalize_sha256(hex: &str) -> Result<String, DownloadError> {
+    let hex = hex.trim().to_ascii_lowercase();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hex)
+    } else {
+        Err(DownloadError::InvalidInput(format!(
+            "expectedSha256 must be 64 hex digits, got \"{hex}\""
+        )))
+    }
+}
+
+/// A cache folder.
+#[derive(Debug, Clone)]
+pub struct ModelCache {
+    dir: PathBuf,
+}
+
+impl ModelCache {
+    /// The cache in `dir` (created when something is stored).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ModelCache { dir: dir.into() }
+    }
+
+    /// The default folder of this platform: `$XDG_CACHE_HOME/local-llm/models`, else
+    /// `~/.cache/local-llm/models` (`%LOCALAPPDATA%\local-llm\models` on Windows); on iOS
+    /// `Library/Caches/local-llm/models` in the app's container (the system may purge it when
+    /// storage runs low: the index then finds the file missing and downloads it again). Android
+    /// has none: apps pass a folder.
+    pub fn default_dir() -> Result<PathBuf, DownloadError> {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        if cfg!(target_os = "android") {
+            return Err(DownloadError::InvalidInput(
+                "Android has no default model cache folder: pass cacheDir (e.g. the app's files directory)"
+                    .into(),
+            ));
+        }
+        if cfg!(target_os = "ios") {
+            let home = env("HOME").ok_or_else(|| {
+                DownloadError::InvalidInput("HOME is not set: pass cacheDir".into())
+            })?;
+            return Ok(PathBuf::from(home).join("Library/Caches/local-llm/models"));
+        }
+        let base = env("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .or_else(|| env("LOCALAPPDATA").map(PathBuf::from))
+            .ok_or_else(|| {
+                DownloadError::InvalidInput(
+                    "no default model cache folder (no XDG_CACHE_HOME or HOME): pass cacheDir"
+                        .into(),
+                )
+            })?;
+        Ok(base.join("local-llm").join("models"))
+    }
+
+    /// The cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the file of `url` is stored.
+    pub fn target_path(&self, url: &str) -> PathBuf {
+        self.dir
+            .join(hash_model_url(url))
+            .join(extract_model_filename(url))
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.dir.join("index.json")
+    }
+
+    fn read_index(&self) -> Result<CacheIndex, DownloadError> {
+        let path = self.index_path();
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(CacheIndex::default()),
+            Err(e) => return Err(DownloadError::io(&path, e)),
+        };
+        match serde_json::from_slice(&bytes) {
+            Ok(index) => Ok(index),
+            Err(_) => {
+                // An unreadable index is kept aside and the cache starts over (its files are
+                // downloaded again on use).
+                let millis = chrono::Utc::now().timestamp_millis();
+                let backup = self.dir.join(format!("index.json.corrupt.{millis}"));
+                let _ = std::fs::rename(&path, backup);
+                Ok(CacheIndex::default())
+            }
+        }
+    }
+
+    fn write_index(&self, index: &CacheIndex) -> Result<(), DownloadError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| DownloadError::io(&self.dir, e))?;
+        let path = self.index_path();
+        let tmp = self.dir.join("index.json.tmp");
+        let json = serde_json::to_vec_pretty(index).unwrap_or_default();
+        std::fs::write(&tmp, json).map_err(|e| DownloadError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| DownloadError::io(&path, e))
+    }
+
+    fn update<T>(&self, f: impl FnOnce(&mut CacheIndex) -> (bool, T)) -> Result<T, DownloadError> {
+        let _guard = INDEX_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let mut index = self.read_index()?;
+        let (changed, value) = f(&mut index);
+        if changed {
+            self.write_index(&index)?;
+        }
+        Ok(value)
+    }
+
+    /// The entry of `url` after checking it against its file: `Ok(None)` when there is none;
+    /// `CacheCorrupt` when the file is missing, has another size than recorded or expected, or
+    /// (when `expected_sha256` is given) another SHA-256 — the entry and file are then removed,
+    /// so a download that follows starts clean.
+    pub fn lookup(
+        &self,
+        url: &str,
+        expected_size: Option<u64>,
+        expected_sha256: Option<&str>,
+    ) -> Result<Option<CacheEntry>, DownloadError> {
+        let key = hash_model_url(url);
+        let Some(entry) = self.update(|index| (false, index.models.get(&key).cloned()))? else {
+            return Ok(None);
+        };
+        let path = self.target_path(url);
+        let problem = match std::fs::metadata(&path) {
+            Err(_) => Some(format!("{} is missing", path.display())),
+            Ok(meta) if meta.len() != entry.size => Some(format!(
+                "{} has {} bytes, the index says {}",
+                path.display(),
+                meta.len(),
+                entry.size
+            )),
+            Ok(_) if expected_size.is_some_and(|s| s != entry.size) => Some(format!(
+                "the cached file has {} bytes, expected {}",
+                entry.size,
+                expected_size.unwrap_or_default()
+            )),
+            Ok(_) => match expected_sha256 {
+                Some(expected) => {
+                    let actual = sha256_file(&path)?;
+                    (actual != expected).then(|| {
+                        format!("SHA-256 of the cached file is {actual}, expected {expected}")
+                    })
+                }
+                None => None,
+            },
+        };
+        if let Some(message) = problem {
+            self.remove(url)?;
+            return Err(DownloadError::CacheCorrupt {
+                url: url.to_string(),
+                message,
+            });
+        }
+        let stamp = now();
+        self.update(|index| {
+            let found = index.models.get_mut(&key).map(|e| {
+                e.last_used_at = stamp;
+                e.clone()
+            });
+            (found.is_some(), found)
+        })
+    }
+
+    /// Record `path` (a complete file inside this cache) as the file of `url`, hashing it.
+    pub fn register(&self, url: &str, path: &Path) -> Result<CacheEntry, DownloadError> {
+        let sha256 = sha256_file(path)?;
+        self.register_hashed(url, path, sha256)
+    }
+
+    /// [`ModelCache::register`] with the file's SHA-256 already known.
+    pub(crate) fn register_hashed(
+        &self,
+        url: &str,
+        path: &Path,
+        sha256: String,
+    ) -> Result<CacheEntry, DownloadError> {
+        let size = std::fs::metadata(path)
+            .map_err(|e| DownloadError::io(path, e))?
+            .len();
+        let stamp = now();
+        let entry = CacheEntry {
+            url: url.to_string(),
+            path: path.to_string_lossy().into_owned(),
+            size,
+            sha256,
+            downloaded_at: stamp.clone(),
+            last_used_at: stamp,
+        };
+        let key = hash_model_url(url);
+        let stored = entry.clone();
+        self.update(move |index| {
+            index.models.insert(key, stored);
+            (true, ())
+        })?;
+        Ok(entry)
+    }
+
+    /// The entries whose files exist.
+    pub fn list(&self) -> Result<Vec<CacheEntry>, DownloadError> {
+        let index = self.update(|index| (false, std::mem::take(&mut index.models)))?;
+        Ok(index
+            .into_values()
+            .filter(|e| self.target_path(&e.url).is_file())
+            .collect())
+    }
+
+    /// Remove the entry of `url`, its folder (file and any partial download); returns whether
+    /// there was an entry.
+    pub fn remove(&self, url: &str) -> Result<bool, DownloadError> {
+        let key = hash_model_url(url);
+        let folder = self.dir.join(&key);
+        let found = self.update(|index| {
+            let found = index.models.remove(&key).is_some();
+            (found, found)
+        })?;
+        match std::fs::remove_dir_all(&folder) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(DownloadError::io(&folder, e)),
+        }
+        Ok(found)
+    }
+}

@@ -1,0 +1,163 @@
+//! `local-llm-download`: model files from http(s) URLs (and the Hugging Face shorthand) into a
+//! verified, indexed cache folder. Used by the CLI and the FFI; the engine stays network-free.
+//!
+//! A download is written to `<file>.part` (with a sidecar recording the server's validators),
+//! resumed with `Range`/`If-Range` after an interruption, checked against the expected size and
+//! SHA-256, and only then renamed to its final name and entered in the index. Two callers of
+//! one URL in one process share one transfer. TLS is rustls (with the Mozilla roots of
+//! `webpki-roots`); proxies come from the usual environment variables ([`ProxyConfig`]).
+
+mod cache;
+mod error;
+mod flight;
+mod proxy;
+mod transfer;
+mod url;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use cache::{normalize_sha256, sha256_file, CacheEntry, ModelCache};
+pub use error::DownloadError;
+pub use proxy::ProxyConfig;
+pub use url::{extract_model_filename, hash_model_url, is_remote_model, resolve_model_url};
+
+/// How a download is made and checked.
+#[derive(Debug, Clone)]
+pub struct DownloadOptions {
+    /// The file's size in bytes; another size is `IntegrityMismatch`.
+    pub expected_size: Option<u64>,
+    /// The file's SHA-256 (hex); another hash is `IntegrityMismatch`.
+    pub expected_sha256: Option<String>,
+    /// Time allowed to open a connection (TCP and TLS).
+    pub connect_timeout: Duration,
+    /// Time a read may wait for data before the transfer counts as stalled.
+    pub read_timeout: Duration,
+    /// Redirects followed before giving up.
+    pub max_redirects: u32,
+    /// Further attempts after a transient failure (each resumes where the last stopped).
+    pub retries: u32,
+    /// First wait between attempts (doubling each time, at most 5 s).
+    pub retry_backoff: Duration,
+    /// The proxies.
+    pub proxy: ProxyConfig,
+}
+
+impl Default for DownloadOptions {
+    fn default() -> Self {
+        DownloadOptions {
+            expected_size: None,
+            expected_sha256: None,
+            connect_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(60),
+            max_redirects: 10,
+            retries: 3,
+            retry_backoff: Duration::from_millis(500),
+            proxy: ProxyConfig::from_env(),
+        }
+    }
+}
+
+/// How far a download is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the file present (including those of an earlier, resumed attempt).
+    pub downloaded: u64,
+    /// The file's size, when the server said.
+    pub total: Option<u64>,
+}
+
+impl Progress {
+    /// `downloaded / total` in percent (0 while the total is unknown).
+    pub fn percent(&self) -> f64 {
+        match self.total {
+            Some(t) if t > 0 => self.downloaded as f64 * 100.0 / t as f64,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Cancels a download when [`CancelToken::cancel`] is called (checked between chunks, so within
+/// one read timeout). The partial file stays for a later resume.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancel.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The outcome of [`download`].
+#[derive(Debug, Clone)]
+pub struct Downloaded {
+    /// The cache entry (its `path` is the verified file).
+    pub entry: CacheEntry,
+    /// Whether it was already in the cache (no transfer).
+    pub cached: bool,
+    /// Body bytes this call's transfer received from the network (0 when shared with another
+    /// caller's transfer or cached).
+    pub bytes_received: u64,
+}
+
+/// The cached file of `spec` (a URL or shorthand), downloading it first when it is not cached
+/// or its entry is corrupt (the entry is then dropped and the file fetched again).
+pub fn download(
+    cache: &ModelCache,
+    spec: &str,
+    options: &DownloadOptions,
+    on_progress: &mut dyn FnMut(Progress),
+    cancel: &CancelToken,
+) -> Result<Downloaded, DownloadError> {
+    let url = resolve_model_url(spec)?;
+    let expected_sha = options
+        .expected_sha256
+        .as_deref()
+        .map(normalize_sha256)
+        .transpose()?;
+    match cache.lookup(&url, options.expected_size, expected_sha.as_deref()) {
+        Ok(Some(entry)) => {
+            return Ok(Downloaded {
+                entry,
+                cached: true,
+                bytes_received: 0,
+            })
+        }
+        Ok(None) | Err(DownloadError::CacheCorrupt { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let mut options = options.clone();
+    options.expected_sha256 = expected_sha;
+    flight::join(cache, &url, &options, on_progress, cancel)
+}
+
+/// Check a file that the app's own downloader wrote to [`ModelCache::target_path`] of `spec`
+/// against the expected size and SHA-256 and enter it in the index (a file that fails is
+/// deleted: `IntegrityMismatch`).
+pub fn adopt(
+    cache: &ModelCache,
+    spec: &str,
+    options: &DownloadOptions,
+) -> Result<CacheEntry, DownloadError> {
+    let url = resolve_model_url(spec)?;
+    let mut options = options.clone();
+    options.expected_sha256 = options
+        .expected_sha256
+        .as_deref()
+        .map(normalize_sha256)
+        .transpose()?;
+    let target = cache.target_path(&url);
+    flight::commit(cache, &url, &target, &target, &options)
+}

@@ -1,0 +1,235 @@
+// Model downloads from TypeScript (issue 15) against a real Node HTTP server on 127.0.0.1 that
+// serves the real SmolLM2 file and random bytes, with injected faults: create from a URL with
+// progress, resume after the server drops the connection, integrity mismatch, abort (and the
+// resume that follows), 404, and the DownloadAdapter path. Checked with Node's own SHA-256.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as native from './generated/napi/local_llm_ffi.ts';
+import {
+  setBindings,
+  LocalLLM,
+  LocalLLMError,
+  LocalLLMErrorCode,
+  ModelManager,
+  type DownloadAdapter,
+} from '../src/api/index.ts';
+
+native.default.initialize();
+setBindings(native as any);
+
+const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** What a path serves and how it misbehaves. */
+interface Route {
+  data: Buffer;
+  /** Close the connection after this many body bytes, for the next `times` responses. */
+  dropAfter?: number;
+  times?: number;
+  /** Milliseconds between 64 KiB chunks. */
+  delayMs?: number;
+}
+
+const routes = new Map<string, Route>();
+/** Per path: the Range header of each request and the body bytes written. */
+const log = new Map<string, { ranges: (string | undefined)[]; sent: number }>();
+let server: Server;
+let base = '';
+const dirs: string[] = [];
+
+function cacheDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'local-llm-dl-'));
+  dirs.push(d);
+  return d;
+}
+
+function serve(req: IncomingMessage, res: ServerResponse): void {
+  const path = req.url ?? '/';
+  const route = routes.get(path);
+  const entry = log.get(path) ?? { ranges: [], sent: 0 };
+  log.set(path, entry);
+  entry.ranges.push(req.headers.range);
+  if (route === undefined) {
+    res.writeHead(404).end('not found');
+    return;
+  }
+  const { data } = route;
+  const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+  const ifRange = req.headers['if-range'];
+  const start = m && (ifRange === undefined || ifRange === '"v1"') ? Number(m[1]) : 0;
+  const headers = { ETag: '"v1"', 'Accept-Ranges': 'bytes', 'Content-Length': String(data.length - start) };
+  if (start > 0) {
+    res.writeHead(206, { ...headers, 'Content-Range': `bytes ${start}-${data.length - 1}/${data.length}` });
+  } else {
+    res.writeHead(200, headers);
+  }
+  const drop = route.times !== undefined && route.times > 0 ? route.dropAfter : undefined;
+  if (drop !== undefined) {
+    route.times! -= 1;
+  }
+  const limit = drop ?? Infinity;
+  let offset = start;
+  const step = () => {
+    if (offset >= data.length || res.destroyed) {
+      res.end();
+      return;
+    }
+    if (offset - start >= limit) {
+      res.socket?.destroy();
+      return;
+    }
+    const end = Math.min(data.length, offset + 64 * 1024, start + limit);
+    const chunk = data.subarray(offset, end);
+    entry.sent += chunk.length;
+    offset = end;
+    const more = res.write(chunk);
+    const next = () => (route.delayMs ? setTimeout(step, route.delayMs) : setImmediate(step));
+    if (more) {
+      next();
+    } else {
+      res.once('drain', next);
+    }
+  };
+  step();
+}
+
+before(async () => {
+  server = createServer(serve);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  assert.ok(addr !== null && typeof addr === 'object');
+  base = `http://127.0.0.1:${addr.port}`;
+});
+
+after(() => {
+  server?.closeAllConnections();
+  server?.close();
+  for (const d of dirs) {
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+test('LocalLLM.create downloads a URL model with progress, then uses the cache', async () => {
+  const data = readFileSync(MODEL);
+  routes.set('/hf/smol/model.gguf', { data });
+  const dir = cacheDir();
+  const progress: number[][] = [];
+  const ai = await LocalLLM.create({
+    model: `${base}/hf/smol/model.gguf`,
+    cacheDir: dir,
+    expectedSha256: sha256(data),
+    contextSize: 256,
+    threads: 2,
+    warmup: false,
+    onDownloadProgress: (d, t, p) => progress.push([d, t, p]),
+  });
+  try {
+    const r = await ai.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
+    assert.ok(r.choices[0]!.message.content !== undefined);
+  } finally {
+    ai.dispose();
+  }
+  assert.ok(progress.length > 0);
+  for (let i = 1; i < progress.length; i++) {
+    assert.ok(progress[i]![0]! >= progress[i - 1]![0]!, 'progress never goes back');
+  }
+  assert.deepEqual(progress.at(-1), [data.length, data.length, 100]);
+  const [entry] = await new ModelManager(dir).listModels();
+  assert.equal(entry!.sha256, sha256(data));
+  assert.equal(sha256(readFileSync(entry!.path)), sha256(data));
+  // A second create is served from the cache: no new request.
+  const before = log.get('/hf/smol/model.gguf')!.ranges.length;
+  const again = await LocalLLM.create({ model: `${base}/hf/smol/model.gguf`, cacheDir: dir, contextSize: 256, warmup: false });
+  again.dispose();
+  assert.equal(log.get('/hf/smol/model.gguf')!.ranges.length, before);
+});
+
+test('a dropped connection is resumed with Range, sending only the rest', async () => {
+  const data = randomBytes(3 << 20);
+  routes.set('/drop.gguf', { data, dropAfter: 1 << 20, times: 1 });
+  const mm = new ModelManager(cacheDir());
+  const path = await mm.downloadModel(`${base}/drop.gguf`, { expectedSize: data.length });
+  assert.equal(sha256(readFileSync(path)), sha256(data));
+  const { ranges, sent } = log.get('/drop.gguf')!;
+  assert.equal(ranges.length, 2);
+  const resumedAt = Number(/^bytes=(\d+)-$/.exec(ranges[1] ?? '')?.[1]);
+  assert.ok(resumedAt > 0 && resumedAt <= 1 << 20, `resumed at ${ranges[1]}`);
+  assert.equal(sent, (1 << 20) + data.length - resumedAt);
+});
+
+test('wrong bytes reject with DOWNLOAD_INTEGRITY_MISMATCH and leave nothing', async () => {
+  const data = randomBytes(200_000);
+  routes.set('/bad.gguf', { data });
+  const mm = new ModelManager(cacheDir());
+  await assert.rejects(
+    mm.downloadModel(`${base}/bad.gguf`, { expectedSha256: sha256(Buffer.from('other')) }),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
+  );
+  assert.deepEqual(await mm.listModels(), []);
+  assert.ok(!existsSync(mm.modelPath(`${base}/bad.gguf`)));
+  await assert.rejects(
+    mm.downloadModel(`${base}/missing.gguf`),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.DOWNLOAD_FAILED && /404/.test(e.message),
+  );
+});
+
+test('abort rejects with an AbortError; the next call resumes the partial file', async () => {
+  const data = randomBytes(2 << 20);
+  routes.set('/slow.gguf', { data, delayMs: 15 });
+  const mm = new ModelManager(cacheDir());
+  const ac = new AbortController();
+  await assert.rejects(
+    mm.downloadModel(`${base}/slow.gguf`, {
+      signal: ac.signal,
+      onProgress: (d) => {
+        if (d >= 500_000) ac.abort();
+      },
+    }),
+    (e: unknown) => (e as Error).name === 'AbortError',
+  );
+  const part = `${mm.modelPath(`${base}/slow.gguf`)}.part`;
+  assert.ok(statSync(part).size >= 500_000, 'the partial file stays');
+  assert.deepEqual(await mm.listModels(), []);
+  routes.set('/slow.gguf', { data });
+  const path = await mm.downloadModel(`${base}/slow.gguf`);
+  assert.equal(sha256(readFileSync(path)), sha256(data));
+  assert.match(log.get('/slow.gguf')!.ranges[1] ?? '', /^bytes=[1-9]\d*-$/);
+});
+
+test('a DownloadAdapter brings the bytes; ModelManager verifies and indexes them', async () => {
+  const data = randomBytes(300_000);
+  routes.set('/adapter.gguf', { data });
+  const calls: string[] = [];
+  const adapter: DownloadAdapter = {
+    async download(url, destPath, onProgress) {
+      calls.push(url);
+      const body = Buffer.from(await (await fetch(url)).arrayBuffer());
+      writeFileSync(destPath, body);
+      onProgress?.(body.length, body.length, 100);
+    },
+  };
+  const dir = cacheDir();
+  const mm = new ModelManager(dir, adapter);
+  const path = await mm.downloadModel(`${base}/adapter.gguf`, { expectedSha256: sha256(data) });
+  assert.deepEqual(calls, [`${base}/adapter.gguf`]);
+  assert.equal(sha256(readFileSync(path)), sha256(data));
+  const [entry] = await mm.listModels();
+  assert.equal(entry!.sha256, sha256(data));
+  // Cached now: the adapter is not called again.
+  await mm.downloadModel(`${base}/adapter.gguf`);
+  assert.equal(calls.length, 1);
+  // A file that does not match is deleted.
+  assert.equal(await mm.removeModel(`${base}/adapter.gguf`), true);
+  await assert.rejects(
+    mm.downloadModel(`${base}/adapter.gguf`, { expectedSize: data.length + 1 }),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
+  );
+  assert.ok(!existsSync(mm.modelPath(`${base}/adapter.gguf`)));
+});
