@@ -6,6 +6,8 @@ export { Model, localPath } from './model';
 export { InferenceContext } from './context';
 export type { PromptSource } from './context';
 export { ChatCompletions } from './chat';
+export { LocalLLMProvider } from './ai-provider';
+export type { LocalLLMProviderConfig } from './ai-provider';
 export { EmbeddingContext, Embeddings } from './embeddings';
 export { LocalLLMError, LocalLLMErrorCode } from './errors';
 export { setLogCallback, setLogLevel } from './logging';

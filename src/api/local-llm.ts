@@ -1,3 +1,4 @@
+import { LocalLLMProvider } from './ai-provider';
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
 import type { InferenceContext } from './context';
@@ -141,6 +142,14 @@ export class LocalLLM {
       throw this.notInitialized();
     }
     return this._context;
+  }
+
+  /**
+   * A Vercel AI SDK language model on this instance's model and context, for `generateText`,
+   * `streamText`, `generateObject`... (`id`: its `modelId`, default the model file's name).
+   */
+  languageModel(id?: string): LocalLLMProvider {
+    return new LocalLLMProvider(this.model, this.context, id ?? this._modelName);
   }
 
   /** Measure speed on this instance's context. */
