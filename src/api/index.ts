@@ -3,6 +3,8 @@ export { setBindings } from './bindings';
 export type { Bindings } from './bindings';
 export { LocalLLM } from './local-llm';
 export { Model, localPath } from './model';
+export { ModelPool } from './model-pool';
+export type { ModelPoolOptions, ModelPoolLoadOptions, PoolInfo } from './model-pool';
 export { InferenceContext } from './context';
 export type { PromptSource } from './context';
 export { ChatCompletions } from './chat';

@@ -6,6 +6,7 @@ import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model } from './model';
+import { ModelPool } from './model-pool';
 import type { BenchmarkOptions, BenchmarkResult, LocalLLMOptions, LogCallback, LogLevel } from './types';
 
 /**
@@ -25,6 +26,9 @@ export class LocalLLM {
   private _modelName = 'local';
   private initPromise: Promise<void> | null = null;
   private disposed = false;
+  /** Whether `_model` came from {@link LocalLLM.pool} (then the pool disposes it, not this instance). */
+  private pooledModel = false;
+  private static sharedPool: ModelPool | null = null;
 
   constructor(private readonly options: LocalLLMOptions) {}
 
@@ -152,6 +156,42 @@ export class LocalLLM {
     return new LocalLLMProvider(this.model, this.context, id ?? this._modelName);
   }
 
+  /** The process-wide model pool that {@link switchModel} takes models from. */
+  static get pool(): ModelPool {
+    LocalLLM.sharedPool ??= new ModelPool();
+    return LocalLLM.sharedPool;
+  }
+
+  /**
+   * Continue on the model `LocalLLM.pool` holds as `alias` (load it there first): the context is
+   * replaced by a new one on that model (running generations on the old one are cancelled) and
+   * `chat.completions` answers with it. The model this instance loaded itself is disposed.
+   * An alias not in the pool rejects with INVALID_OPTION.
+   */
+  async switchModel(alias: string): Promise<void> {
+    const model = LocalLLM.pool.get(alias);
+    if (this._model === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    if (model === undefined) {
+      throw new LocalLLMError(
+        LocalLLMErrorCode.INVALID_OPTION,
+        `Model "${alias}" not found in pool. Load it first with LocalLLM.pool.load().`,
+      );
+    }
+    const o = this.options;
+    const context = model.createContext({ contextSize: o.contextSize, batchSize: o.batchSize, threads: o.threads });
+    this._context?.dispose();
+    if (!this.pooledModel && this._model !== model) {
+      this._model.dispose();
+    }
+    this._model = model;
+    this.pooledModel = true;
+    this._context = context;
+    this._modelName = alias;
+    this._chat = { completions: new ChatCompletions(() => this.context, alias) };
+  }
+
   /** Measure speed on this instance's context. */
   async benchmark(options?: BenchmarkOptions): Promise<BenchmarkResult> {
     return this.context.benchmark(options);
@@ -162,7 +202,9 @@ export class LocalLLM {
     this.disposed = true;
     this._context?.dispose();
     this._embeddingContext?.dispose();
-    this._model?.dispose();
+    if (!this.pooledModel) {
+      this._model?.dispose();
+    }
     this._context = null;
     this._embeddingContext = null;
     this._embeddings = null;
