@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the engine's untrusted inputs (rust/fuzz: GGUF reader, tokenizer,
-# chat templates, sampling options) with libFuzzer and AddressSanitizer, SECONDS per target.
+# chat templates, sampling options, GBNF grammars, JSON schema → GBNF) with libFuzzer and AddressSanitizer, SECONDS per target.
 #   scripts/fuzz-smoke.sh [SECONDS (default 30)] [TARGET...]   (default: every target)
 # Uses the default toolchain with RUSTC_BOOTSTRAP=1 (sanitizer flags are nightly-only), g++ for
 # libFuzzer's C++, and the test models
@@ -14,7 +14,7 @@ FUZZ=$ROOT/rust/fuzz
 SECS=${1:-30}
 shift || true
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(gguf tokenizer chat_template sampling)
+[[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(gguf tokenizer chat_template sampling grammar json_schema)
 
 # The machine's one (stable) toolchain, with nightly flags unlocked: what CI has.
 CARGO=(cargo)

@@ -139,6 +139,27 @@ def main() -> None:
     ]
     for i, c in enumerate(conversations):
         out("chat_template", f"seed{i}", c)
+    grammars = [
+        b'root ::= "yes" | "no"\x00yes|y|es|no',
+        b'root ::= [a-z]+ ("," [a-z]+)*\x00ab,cd|ab|,|cd',
+        b'root ::= obj\nobj ::= "{" ws (pair ("," ws pair)*)? "}"\npair ::= str ":" ws [0-9]+\n'
+        b'str ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]*\x00{"a": 1}|{|"|a|:|1|}',
+        b'root ::= x{2,4} y?\nx ::= [\\u00e9\\U0001F600] | "ab"\ny ::= [^\\x00-\\x7f]\x00\xc3\xa9ab\xf0\x9f\x98\x80',
+        b'root ::= (root2 | "a")\nroot2 ::= "(" root ")"\x00((a))|(|)|a',
+    ]
+    for i, g in enumerate(grammars):
+        out("grammar", f"seed{i}", g)
+    schemas = [
+        b'{"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["a"]}\x00{"a": 5}',
+        b'{"type": "array", "items": {"enum": ["x", 1, null, true]}, "minItems": 1, "maxItems": 3}\x00["x", 1]',
+        b'{"oneOf": [{"type": "string", "minLength": 2, "maxLength": 4}, {"type": "number"}]}\x00"abc"',
+        b'{"$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}\x00{}',
+        b'{"type": "string", "pattern": "^[a-c]{2,3}(x|y)?$"}\x00"abx"',
+        b'{"type": "object", "additionalProperties": {"type": "boolean"}, "properties": {"k": {"const": "v"}}}\x00{"k": "v"}',
+        b'{"anyOf": [{"type": "string", "format": "date"}, {"allOf": [{"type": "integer"}, {"minimum": -5}]}]}\x002024-01-01',
+    ]
+    for i, sch in enumerate(schemas):
+        out("json_schema", f"seed{i}", sch)
     for i, (temp, top_k, typ, top_p, min_p, rep, freq, pres, last_n) in enumerate([
         (0.0, 0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0),
         (0.8, 40, 1.0, 0.95, 0.05, 1.1, 0.1, 0.1, 64),

@@ -1,3 +1,4 @@
+import { LocalLLMProvider } from './ai-provider';
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
 import type { InferenceContext } from './context';
@@ -6,6 +7,7 @@ import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model } from './model';
 import { resolveModelFile } from './model-source';
+import { ModelPool } from './model-pool';
 import { normalizeOverflow } from './overflow';
 import type { BenchmarkOptions, BenchmarkResult, ChatMessage, LocalLLMOptions, LogCallback, LogLevel } from './types';
 
@@ -26,6 +28,9 @@ export class LocalLLM {
   private _modelName = 'local';
   private initPromise: Promise<void> | null = null;
   private disposed = false;
+  /** Whether `_model` came from {@link LocalLLM.pool} (then the pool disposes it, not this instance). */
+  private pooledModel = false;
+  private static sharedPool: ModelPool | null = null;
 
   constructor(private readonly options: LocalLLMOptions) {}
 
@@ -64,11 +69,7 @@ export class LocalLLM {
         threads: o.threads,
         maxSequences: o.maxSequences,
       });
-      const overflow = {
-        config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
-        count: (messages: ChatMessage[]) => model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
-      };
-      this._chat = { completions: new ChatCompletions(() => this.context, this._modelName, overflow) };
+      this._chat = { completions: this.completions(model, this._modelName) };
       if (o.embeddings) {
         const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;
         this._embeddingContext = model.createEmbeddingContext({
@@ -155,6 +156,65 @@ export class LocalLLM {
     return this._context;
   }
 
+  /**
+   * A Vercel AI SDK language model on this instance's model and context, for `generateText`,
+   * `streamText`, `generateObject`... (`id`: its `modelId`, default the model file's name).
+   */
+  languageModel(id?: string): LocalLLMProvider {
+    return new LocalLLMProvider(this.model, this.context, id ?? this._modelName);
+  }
+
+  /** The process-wide model pool that {@link switchModel} takes models from. */
+  static get pool(): ModelPool {
+    LocalLLM.sharedPool ??= new ModelPool();
+    return LocalLLM.sharedPool;
+  }
+
+  /**
+   * Continue on the model `LocalLLM.pool` holds as `alias` (load it there first): the context is
+   * replaced by a new one on that model (running generations on the old one are cancelled) and
+   * `chat.completions` answers with it. The model this instance loaded itself is disposed.
+   * An alias not in the pool rejects with INVALID_OPTION.
+   */
+  async switchModel(alias: string): Promise<void> {
+    const model = LocalLLM.pool.get(alias);
+    if (this._model === null || this.disposed) {
+      throw this.notInitialized();
+    }
+    if (model === undefined) {
+      throw new LocalLLMError(
+        LocalLLMErrorCode.INVALID_OPTION,
+        `Model "${alias}" not found in pool. Load it first with LocalLLM.pool.load().`,
+      );
+    }
+    const o = this.options;
+    const context = model.createContext({
+      contextSize: o.contextSize,
+      batchSize: o.batchSize,
+      threads: o.threads,
+      maxSequences: o.maxSequences,
+    });
+    this._context?.dispose();
+    if (!this.pooledModel && this._model !== model) {
+      this._model.dispose();
+    }
+    this._model = model;
+    this.pooledModel = true;
+    this._context = context;
+    this._modelName = alias;
+    this._chat = { completions: this.completions(model, alias) };
+  }
+
+  /** Chat completions on `model` with this instance's overflow strategy. */
+  private completions(model: Model, name: string): ChatCompletions {
+    const o = this.options;
+    const overflow = {
+      config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
+      count: (messages: ChatMessage[]) => model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
+    };
+    return new ChatCompletions(() => this.context, name, overflow);
+  }
+
   /** Measure speed on this instance's context. */
   async benchmark(options?: BenchmarkOptions): Promise<BenchmarkResult> {
     return this.context.benchmark(options);
@@ -165,7 +225,9 @@ export class LocalLLM {
     this.disposed = true;
     this._context?.dispose();
     this._embeddingContext?.dispose();
-    this._model?.dispose();
+    if (!this.pooledModel) {
+      this._model?.dispose();
+    }
     this._context = null;
     this._embeddingContext = null;
     this._embeddings = null;

@@ -4,10 +4,10 @@ mod bench;
 mod commands;
 mod download;
 mod fidelity;
-mod quantize;
 mod kld;
 mod logits_file;
 mod perplexity;
+mod quantize;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -109,6 +109,7 @@ impl Evaluator {
                 .map_err(|_| Error::InvalidOption(format!("context size {n_ctx} is too large")))?,
             n_batch: args.batch_size,
             threads: args.threads,
+            ..ContextOptions::default()
         };
         Ok(Evaluator {
             ctx: Context::new(model, &options)?,

@@ -179,3 +179,19 @@ fn llama_cpp_grammar_cases() {
         failures.join("\n")
     );
 }
+
+/// Fuzz regression (json_schema target): a pattern quantifier `{m,n}` with n < m made GBNF that
+/// did not parse; it is an invalid pattern, a typed error naming it.
+#[test]
+fn pattern_quantifier_out_of_order_is_a_typed_error() {
+    let schema = r#"{"type": "string", "pattern": "^[a]c-{4,3}(x|x)|$"}"#;
+    let err = schema_to_gbnf(schema).expect_err("an invalid pattern");
+    assert!(
+        err.to_string()
+            .contains("min repeat 4 greater than max repeat 3"),
+        "{err}"
+    );
+    // In order, the same pattern converts to GBNF that parses.
+    let ok = schema_to_gbnf(r#"{"type": "string", "pattern": "^[a]c-{3,4}(x|x)|$"}"#).unwrap();
+    Grammar::parse(&ok, "root").unwrap();
+}

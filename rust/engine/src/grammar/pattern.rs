@@ -277,6 +277,13 @@ impl Translator<'_> {
                         self.unsupported("invalid curly-bracket quantifier");
                         return Ok(item);
                     }
+                    // `{m,n}` with n < m is an error in regex engines (and in GBNF).
+                    let mut bounds = body.split(',').map(|p| p.trim().parse::<u64>().ok());
+                    if let (Some(Some(min)), Some(Some(max))) = (bounds.next(), bounds.next()) {
+                        if max < min {
+                            return Err(format!("min repeat {min} greater than max repeat {max}"));
+                        }
+                    }
                     format!("{{{}}}", body.replace(' ', ""))
                 }
                 _ => break,

@@ -24,8 +24,8 @@ mod overflow;
 mod request;
 mod state;
 
-pub use overflow::ContextShift;
 use decode::{Decoding, Next};
+pub use overflow::ContextShift;
 
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
 
