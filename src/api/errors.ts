@@ -55,7 +55,6 @@ const VARIANT_CODES: Record<LlmError_Tags, LocalLLMErrorCode> = {
   InsufficientMemory: LocalLLMErrorCode.INSUFFICIENT_MEMORY,
   DownloadFailed: LocalLLMErrorCode.DOWNLOAD_FAILED,
   DownloadIntegrityMismatch: LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
-  CacheCorrupt: LocalLLMErrorCode.CACHE_CORRUPT,
 };
 
 /**

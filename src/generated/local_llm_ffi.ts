@@ -6,7 +6,7 @@
 import nativeModule from "./local_llm_ffi-ffi";
 import { type UniffiRustFutureContinuationCallback, type UniffiForeignFutureDroppedCallback, type UniffiForeignFutureDroppedCallbackStruct,
 } from "./local_llm_ffi-ffi";
-import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
+import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt16, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
 } from "@ubjs/core";
 const uniffiCaller = new UniffiRustCaller(() => ({ code: 0 }));
 
@@ -18,6 +18,68 @@ const uniffiIsDebug =
   false;
 
 // Public interface members begin here.
+
+/**
+ * Check the file an app's own downloader wrote to [`model_cache_path`] against the expected
+ * size and SHA-256 and enter it in the cache index (a file that fails is deleted).
+ */
+export async function adoptDownloadedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterTypeCacheEntry.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
+ * The default cache folder of this platform, if it has one (phones: pass `cacheDir`).
+ */
+export function defaultModelCacheDir(): string | undefined {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterOptionalString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
 
 /**
  * The engine's name of a device kind ("cpu", "accelerator").
@@ -158,6 +220,20 @@ export function getBackends(): Array<DeviceInfo> {
     }
 
 /**
+ * Whether `model` is an http(s) URL or a download shorthand (rather than a file path).
+ */
+export function isRemoteModel(model: string): boolean {
+    return FfiConverterBool.lift(uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+
+/**
  * The version of this library.
  */
 export function libraryVersion(): string {
@@ -170,6 +246,26 @@ export function libraryVersion(): string {
     );
     try {
         return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
+ * The cache entries whose files exist.
+ */
+export function listCachedModels(cacheDir: string | undefined): Array<CacheEntry> /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterSequenceTypeCacheEntry.lift(__rb);
     } finally {
         nativeModule().rustbuffer_free(__rb);
     }
@@ -208,6 +304,72 @@ export async function loadModel(path: string, options: LoadOptions, cancel: Canc
             __error.stack = __stack;
         }
         throw __error;
+    }
+    }
+
+/**
+ * The cache entry of `model` after checking it against its file (size; the SHA-256 when
+ * `expected_sha256` is given), or none. A corrupt entry is dropped and raises `CacheCorrupt`.
+ */
+export async function lookupCachedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry | undefined> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterOptionalTypeCacheEntry.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
+ * Where the cache stores the file of `model` (for a `DownloadAdapter` to write to); its
+ * folder is created.
+ */
+export function modelCachePath(model: string, cacheDir: string | undefined): string /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
     }
     }
 
@@ -268,6 +430,73 @@ export function optimalThreadCount(): number {
     }
 
 /**
+ * Quantize the GGUF model at `input` into `output` (on a worker thread). An unknown type is
+ * INVALID_OPTION, a missing input INVALID_PATH, anything else that fails QUANTIZE_FAILED;
+ * `cancel` stops the work between slabs of rows (no output file is left behind).
+ */
+export async function quantizeModel(input: string, output: string, params: QuantizeParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(FfiConverterString.lower(input, nativeModule().rustbuffer_alloc),FfiConverterString.lower(output, nativeModule().rustbuffer_alloc),FfiConverterTypeQuantizeParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+            /*liftFunc:*/ (_v) => {},
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+
+/**
+ * Remove a model (entry, file and any partial download); returns whether it was cached.
+ */
+export function removeCachedModel(model: string, cacheDir: string | undefined): boolean /*throws*/ {
+    return FfiConverterBool.lift(uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+
+/**
+ * The URL of a model specifier (local-llm-js-core's `resolveModelUrl` rules).
+ */
+export function resolveModelUrl(model: string): string /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+        return FfiConverterString.lift(__rb);
+    } finally {
+        nativeModule().rustbuffer_free(__rb);
+    }
+    }
+
+/**
  * Queue log messages for [`next_log_records`] (`true`) or print them to stderr (`false`;
  * a pending `next_log_records` then returns an empty list).
  */
@@ -290,6 +519,23 @@ export function setLogLevel(level: LogLevel): void {uniffiCaller.rustCall(
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
+    }
+
+/**
+ * Start downloading `model` (an http(s) URL or a `user/repo[/branch]/file` shorthand) into the
+ * cache, or find it there. Errors in the arguments are raised here; the others by `next()`.
+ */
+export function startDownload(model: string, params: DownloadParams): DownloadTaskLike /*throws*/ {
+    return FfiConverterTypeDownloadTask.lift(uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_start_download(
+        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+        FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
     }
 
 /**
@@ -563,6 +809,65 @@ const stringConverter = (() => {
 })();
 const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
 
+export type CacheEntry = {
+    url: string,
+    path: string,
+    size: bigint,
+    sha256: string,
+    downloadedAt: string,
+    lastUsedAt: string
+}
+
+/**
+ * Generated factory for {@link CacheEntry} record objects.
+ */
+export const CacheEntry = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<CacheEntry, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<CacheEntry>,
+    });
+})();
+
+const FfiConverterTypeCacheEntry = (() => {
+    type TypeName = CacheEntry;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                url: FfiConverterString.readFromCursor(c), 
+                path: FfiConverterString.readFromCursor(c), 
+                size: FfiConverterUInt64.readFromCursor(c), 
+                sha256: FfiConverterString.readFromCursor(c), 
+                downloadedAt: FfiConverterString.readFromCursor(c), 
+                lastUsedAt: FfiConverterString.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.url, c);
+            FfiConverterString.writeIntoCursor(value.path, c);
+            FfiConverterUInt64.writeIntoCursor(value.size, c);
+            FfiConverterString.writeIntoCursor(value.sha256, c);
+            FfiConverterString.writeIntoCursor(value.downloadedAt, c);
+            FfiConverterString.writeIntoCursor(value.lastUsedAt, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.url) +
+             FfiConverterString.allocationSize(value.path) +
+             FfiConverterUInt64.allocationSize(value.size) +
+             FfiConverterString.allocationSize(value.sha256) +
+             FfiConverterString.allocationSize(value.downloadedAt) +
+             FfiConverterString.allocationSize(value.lastUsedAt);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
 /**
  * One call of a tool (an entry of OpenAI's `message.tool_calls`).
  */
@@ -714,7 +1019,13 @@ export type ContextOptions = {
     /**
      * Worker threads; 0 = all available cores.
      */
-    threads: number
+    threads: number,
+    /**
+     * Sequences the context can generate at once (at least 1), each with its own
+     * KV cache of `n_ctx` positions (memory grows with it); see
+     * [`Context::generate_batch`].
+     */
+    maxSequences: number
 }
 
 /**
@@ -724,7 +1035,8 @@ export const ContextOptions = (() => {
     const defaults = () => ({
         nCtx: 0,
         nBatch: 512,
-        threads: 0
+        threads: 0,
+        maxSequences: 1
     });
     const create = (() => {
         return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
@@ -743,18 +1055,21 @@ const FfiConverterTypeContextOptions = (() => {
             return {
                 nCtx: FfiConverterUInt32.readFromCursor(c), 
                 nBatch: FfiConverterUInt32.readFromCursor(c), 
-                threads: FfiConverterUInt32.readFromCursor(c)
+                threads: FfiConverterUInt32.readFromCursor(c), 
+                maxSequences: FfiConverterUInt32.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
             FfiConverterUInt32.writeIntoCursor(value.nCtx, c);
             FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
             FfiConverterUInt32.writeIntoCursor(value.threads, c);
+            FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterUInt32.allocationSize(value.nCtx) +
              FfiConverterUInt32.allocationSize(value.nBatch) +
-             FfiConverterUInt32.allocationSize(value.threads);
+             FfiConverterUInt32.allocationSize(value.threads) +
+             FfiConverterUInt32.allocationSize(value.maxSequences);
             
         }
     };
@@ -919,6 +1234,172 @@ const FfiConverterTypeDeviceInfo = (() => {
              FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
              FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
              FfiConverterSequenceString.allocationSize(value.features);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * Options of [`start_download`] and the cache functions.
+ */
+export type DownloadParams = {
+    /**
+     * The cache folder (default: [`default_model_cache_dir`]).
+     */
+    cacheDir?: string,
+    /**
+     * The file's size in bytes (another size: `DownloadIntegrityMismatch`).
+     */
+    expectedSize?: bigint,
+    /**
+     * The file's SHA-256 in hex (another hash: `DownloadIntegrityMismatch`).
+     */
+    expectedSha256?: string,
+    /**
+     * Connect timeout in milliseconds (default 30000).
+     */
+    connectTimeoutMs?: number,
+    /**
+     * How long a read may wait for data, in milliseconds (default 60000).
+     */
+    readTimeoutMs?: number,
+    /**
+     * Further attempts after a network failure, each resuming (default 3).
+     */
+    retries?: number
+}
+
+/**
+ * Generated factory for {@link DownloadParams} record objects.
+ */
+export const DownloadParams = (() => {
+    const defaults = () => ({
+        cacheDir: undefined,
+        expectedSize: undefined,
+        expectedSha256: undefined,
+        connectTimeoutMs: undefined,
+        readTimeoutMs: undefined,
+        retries: undefined
+    });
+    const create = (() => {
+        return uniffiCreateRecord<DownloadParams, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<DownloadParams>,
+    });
+})();
+
+const FfiConverterTypeDownloadParams = (() => {
+    type TypeName = DownloadParams;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                cacheDir: FfiConverterOptionalString.readFromCursor(c), 
+                expectedSize: FfiConverterOptionalUInt64.readFromCursor(c), 
+                expectedSha256: FfiConverterOptionalString.readFromCursor(c), 
+                connectTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
+                readTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
+                retries: FfiConverterOptionalUInt32.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterOptionalString.writeIntoCursor(value.cacheDir, c);
+            FfiConverterOptionalUInt64.writeIntoCursor(value.expectedSize, c);
+            FfiConverterOptionalString.writeIntoCursor(value.expectedSha256, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.connectTimeoutMs, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.readTimeoutMs, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.retries, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterOptionalString.allocationSize(value.cacheDir) +
+             FfiConverterOptionalUInt64.allocationSize(value.expectedSize) +
+             FfiConverterOptionalString.allocationSize(value.expectedSha256) +
+             FfiConverterOptionalUInt32.allocationSize(value.connectTimeoutMs) +
+             FfiConverterOptionalUInt32.allocationSize(value.readTimeoutMs) +
+             FfiConverterOptionalUInt32.allocationSize(value.retries);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
+ * One progress report of a download.
+ */
+export type DownloadProgress = {
+    /**
+     * Bytes of the file present.
+     */
+    downloaded: bigint,
+    /**
+     * The file's size (0 while unknown).
+     */
+    total: bigint,
+    /**
+     * `downloaded / total` in percent (0 while the total is unknown).
+     */
+    percent: number,
+    /**
+     * Whether the download has ended; `entry` is then set.
+     */
+    done: boolean,
+    /**
+     * The verified cache entry, on the last report.
+     */
+    entry?: CacheEntry,
+    /**
+     * Whether the file was already cached (no transfer).
+     */
+    cached: boolean
+}
+
+/**
+ * Generated factory for {@link DownloadProgress} record objects.
+ */
+export const DownloadProgress = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<DownloadProgress, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<DownloadProgress>,
+    });
+})();
+
+const FfiConverterTypeDownloadProgress = (() => {
+    type TypeName = DownloadProgress;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                downloaded: FfiConverterUInt64.readFromCursor(c), 
+                total: FfiConverterUInt64.readFromCursor(c), 
+                percent: FfiConverterFloat64.readFromCursor(c), 
+                done: FfiConverterBool.readFromCursor(c), 
+                entry: FfiConverterOptionalTypeCacheEntry.readFromCursor(c), 
+                cached: FfiConverterBool.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt64.writeIntoCursor(value.downloaded, c);
+            FfiConverterUInt64.writeIntoCursor(value.total, c);
+            FfiConverterFloat64.writeIntoCursor(value.percent, c);
+            FfiConverterBool.writeIntoCursor(value.done, c);
+            FfiConverterOptionalTypeCacheEntry.writeIntoCursor(value.entry, c);
+            FfiConverterBool.writeIntoCursor(value.cached, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt64.allocationSize(value.downloaded) +
+             FfiConverterUInt64.allocationSize(value.total) +
+             FfiConverterFloat64.allocationSize(value.percent) +
+             FfiConverterBool.allocationSize(value.done) +
+             FfiConverterOptionalTypeCacheEntry.allocationSize(value.entry) +
+             FfiConverterBool.allocationSize(value.cached);
             
         }
     };
@@ -2368,6 +2849,80 @@ const FfiConverterTypeModelInfo = (() => {
 })();
 
 /**
+ * Options of [`quantize_model`] (local-llm-js-core's `QuantizeOptions`).
+ */
+export type QuantizeParams = {
+    /**
+     * llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
+     * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
+     */
+    quantType: string,
+    /**
+     * Threads (default: all cores).
+     */
+    threads?: number,
+    /**
+     * Accept an already quantized input (dequantized, then quantized again).
+     */
+    allowRequantize?: boolean,
+    /**
+     * Quantize `output.weight` (default true).
+     */
+    quantizeOutputTensor?: boolean,
+    /**
+     * Give every quantized tensor the mix's default type.
+     */
+    pure?: boolean
+}
+
+/**
+ * Generated factory for {@link QuantizeParams} record objects.
+ */
+export const QuantizeParams = (() => {
+    const defaults = () => ({
+    });
+    const create = (() => {
+        return uniffiCreateRecord<QuantizeParams, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<QuantizeParams>,
+    });
+})();
+
+const FfiConverterTypeQuantizeParams = (() => {
+    type TypeName = QuantizeParams;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                quantType: FfiConverterString.readFromCursor(c), 
+                threads: FfiConverterOptionalUInt32.readFromCursor(c), 
+                allowRequantize: FfiConverterOptionalBoolean.readFromCursor(c), 
+                quantizeOutputTensor: FfiConverterOptionalBoolean.readFromCursor(c), 
+                pure: FfiConverterOptionalBoolean.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterString.writeIntoCursor(value.quantType, c);
+            FfiConverterOptionalUInt32.writeIntoCursor(value.threads, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.allowRequantize, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.quantizeOutputTensor, c);
+            FfiConverterOptionalBoolean.writeIntoCursor(value.pure, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterString.allocationSize(value.quantType) +
+             FfiConverterOptionalUInt32.allocationSize(value.threads) +
+             FfiConverterOptionalBoolean.allocationSize(value.allowRequantize) +
+             FfiConverterOptionalBoolean.allocationSize(value.quantizeOutputTensor) +
+             FfiConverterOptionalBoolean.allocationSize(value.pure);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * What `load_session` restored (llama.rn's `NativeSessionLoadResult`).
  */
 export type SessionLoadResult = {
@@ -2499,7 +3054,10 @@ export enum LlmError_Tags {
     InvalidOption = "InvalidOption",
     InsufficientMemory = "InsufficientMemory",
     CacheCorrupt = "CacheCorrupt",
-    InvalidPath = "InvalidPath"
+    QuantizeFailed = "QuantizeFailed",
+    InvalidPath = "InvalidPath",
+    DownloadFailed = "DownloadFailed",
+    DownloadIntegrityMismatch = "DownloadIntegrityMismatch"
 }
 /**
  * Errors returned to JavaScript; every variant carries a human-readable message.
@@ -2892,7 +3450,8 @@ Readonly<{message: string}>
     };
     /**
      * `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
-     * or of another model.
+     * or of another model, or a model cache index entry did not match its file (the entry
+     * was dropped).
      */
     class CacheCorrupt_ extends UniffiError implements CacheCorrupt__interface {
         /**
@@ -2922,6 +3481,48 @@ inner: {message: string }): CacheCorrupt_ {
         }
 
         static getInner(obj: CacheCorrupt_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
+    type QuantizeFailed__interface = {
+        tag: LlmError_Tags.QuantizeFailed;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+     */
+    class QuantizeFailed_ extends UniffiError implements QuantizeFailed__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.QuantizeFailed;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "QuantizeFailed");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): QuantizeFailed_ {
+            return new QuantizeFailed_(inner);
+        }
+
+        static instanceOf(obj: any): obj is QuantizeFailed_ {
+            return obj.tag === LlmError_Tags.QuantizeFailed;
+        }
+        static hasInner(obj: any): obj is QuantizeFailed_ {
+            return QuantizeFailed_.instanceOf(obj);
+        }
+
+        static getInner(obj: QuantizeFailed_): 
 Readonly<{message: string}> {
             return obj.inner;
         }
@@ -2970,6 +3571,92 @@ Readonly<{message: string}> {
 
     }
 
+    type DownloadFailed__interface = {
+        tag: LlmError_Tags.DownloadFailed;
+        inner: 
+Readonly<{message: string; status: number}>
+    };
+    /**
+     * `DOWNLOAD_FAILED`: a model download failed (HTTP error, network error, timeout,
+     * redirects, a short body) or was cancelled; a retry resumes it.
+     */
+    class DownloadFailed_ extends UniffiError implements DownloadFailed__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.DownloadFailed;
+        readonly inner: 
+Readonly<{message: string; status: number}>;
+        constructor(
+inner: {message: string; status: number }) {
+            super("LlmError", "DownloadFailed");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string; status: number }): DownloadFailed_ {
+            return new DownloadFailed_(inner);
+        }
+
+        static instanceOf(obj: any): obj is DownloadFailed_ {
+            return obj.tag === LlmError_Tags.DownloadFailed;
+        }
+        static hasInner(obj: any): obj is DownloadFailed_ {
+            return DownloadFailed_.instanceOf(obj);
+        }
+
+        static getInner(obj: DownloadFailed_): 
+Readonly<{message: string; status: number}> {
+            return obj.inner;
+        }
+
+    }
+
+    type DownloadIntegrityMismatch__interface = {
+        tag: LlmError_Tags.DownloadIntegrityMismatch;
+        inner: 
+Readonly<{message: string}>
+    };
+    /**
+     * `DOWNLOAD_INTEGRITY_MISMATCH`: the downloaded file's size or SHA-256 is not the
+     * expected one (the file was deleted).
+     */
+    class DownloadIntegrityMismatch_ extends UniffiError implements DownloadIntegrityMismatch__interface {
+        /**
+         * @private
+         * This field is private and should not be used, use `tag` instead.
+         */
+        readonly [uniffiTypeNameSymbol] = "LlmError";
+        readonly tag = LlmError_Tags.DownloadIntegrityMismatch;
+        readonly inner: 
+Readonly<{message: string}>;
+        constructor(
+inner: {message: string }) {
+            super("LlmError", "DownloadIntegrityMismatch");
+
+            this.inner = Object.freeze(inner);
+        }
+        static new(
+inner: {message: string }): DownloadIntegrityMismatch_ {
+            return new DownloadIntegrityMismatch_(inner);
+        }
+
+        static instanceOf(obj: any): obj is DownloadIntegrityMismatch_ {
+            return obj.tag === LlmError_Tags.DownloadIntegrityMismatch;
+        }
+        static hasInner(obj: any): obj is DownloadIntegrityMismatch_ {
+            return DownloadIntegrityMismatch_.instanceOf(obj);
+        }
+
+        static getInner(obj: DownloadIntegrityMismatch_): 
+Readonly<{message: string}> {
+            return obj.inner;
+        }
+
+    }
+
     function instanceOf(obj: any): obj is LlmError {
         return obj[uniffiTypeNameSymbol] === "LlmError";
     }
@@ -2986,7 +3673,10 @@ Readonly<{message: string}> {
   InvalidOption: InvalidOption_, 
   InsufficientMemory: InsufficientMemory_, 
   CacheCorrupt: CacheCorrupt_, 
-  InvalidPath: InvalidPath_
+  QuantizeFailed: QuantizeFailed_, 
+  InvalidPath: InvalidPath_, 
+  DownloadFailed: DownloadFailed_, 
+  DownloadIntegrityMismatch: DownloadIntegrityMismatch_
     });
 
 })();
@@ -2994,7 +3684,7 @@ Readonly<{message: string}> {
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'CacheCorrupt' | 'InvalidPath']
+    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'CacheCorrupt' | 'QuantizeFailed' | 'InvalidPath' | 'DownloadFailed' | 'DownloadIntegrityMismatch']
 >;
 
 // FfiConverter for enum LlmError
@@ -3013,7 +3703,10 @@ const FfiConverterTypeLlmError = (() => {
                 case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
                 case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
                 case 10: return new LlmError.CacheCorrupt({message: FfiConverterString.readFromCursor(c) });
-                case 11: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 11: return new LlmError.QuantizeFailed({message: FfiConverterString.readFromCursor(c) });
+                case 12: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
+                case 13: return new LlmError.DownloadFailed({message: FfiConverterString.readFromCursor(c), status: FfiConverterUInt16.readFromCursor(c) });
+                case 14: return new LlmError.DownloadIntegrityMismatch({message: FfiConverterString.readFromCursor(c) });
                 default: throw new UniffiInternalError.UnexpectedEnumCase();
             }
         }
@@ -3079,8 +3772,27 @@ const FfiConverterTypeLlmError = (() => {
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
                 }
-                case LlmError_Tags.InvalidPath: {
+                case LlmError_Tags.QuantizeFailed: {
                     c.writeI32(11);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.InvalidPath: {
+                    c.writeI32(12);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    return;
+                }
+                case LlmError_Tags.DownloadFailed: {
+                    c.writeI32(13);
+                    const inner = value.inner;
+                    FfiConverterString.writeIntoCursor(inner.message, c);
+                    FfiConverterUInt16.writeIntoCursor(inner.status, c);
+                    return;
+                }
+                case LlmError_Tags.DownloadIntegrityMismatch: {
+                    c.writeI32(14);
                     const inner = value.inner;
                     FfiConverterString.writeIntoCursor(inner.message, c);
                     return;
@@ -3152,7 +3864,26 @@ const FfiConverterTypeLlmError = (() => {
                     size += FfiConverterString.allocationSize(inner.message);
                     return size;
                 }
+                case LlmError_Tags.QuantizeFailed: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
                 case LlmError_Tags.InvalidPath: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    return size;
+                }
+                case LlmError_Tags.DownloadFailed: {
+                    const inner = value.inner;
+                    let size = 4;
+                    size += FfiConverterString.allocationSize(inner.message);
+                    size += FfiConverterUInt16.allocationSize(inner.status);
+                    return size;
+                }
+                case LlmError_Tags.DownloadIntegrityMismatch: {
                     const inner = value.inner;
                     let size = 4;
                     size += FfiConverterString.allocationSize(inner.message);
@@ -3310,6 +4041,174 @@ const uniffiTypeCancelTokenObjectFactory: UniffiObjectFactory<CancelTokenLike> =
     },
 }})();
 const FfiConverterTypeCancelToken = new FfiConverterObject(uniffiTypeCancelTokenObjectFactory);
+
+/**
+ * A download started by [`start_download`]; dropping it cancels the transfer.
+ */
+export interface DownloadTaskLike {
+    
+/**
+ * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+ * `DownloadFailed` error saying it was cancelled.
+ */
+    cancel(): void;
+/**
+ * Wait for the next progress report (reports in between are skipped); the last one has
+ * `done` set and is returned again by later calls. A failed download raises its error.
+ */
+    next(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<DownloadProgress>;
+}
+/**
+ * @deprecated Use `DownloadTaskLike` instead.
+ */
+export type DownloadTaskInterface = DownloadTaskLike;
+
+
+/**
+ * A download started by [`start_download`]; dropping it cancels the transfer.
+ */
+export class DownloadTask extends UniffiAbstractObject implements DownloadTaskLike {
+
+    readonly [uniffiTypeNameSymbol] = "DownloadTask";
+    readonly [destructorGuardSymbol]: UniffiGcObject;
+    readonly [pointerLiteralSymbol]: UniffiHandle;
+    // No primary constructor declared for this class.
+private constructor(pointer: UniffiHandle) {
+    super();
+    this[pointerLiteralSymbol] = pointer;
+    this[destructorGuardSymbol] = uniffiTypeDownloadTaskObjectFactory.bless(pointer);
+}
+
+    
+
+    
+/**
+ * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+ * `DownloadFailed` error saying it was cancelled.
+ */
+    cancel(): void {uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(
+                uniffiTypeDownloadTaskObjectFactory.clonePointer(this),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    }
+    
+/**
+ * Wait for the next progress report (reports in between are skipped); the last one has
+ * `done` set and is returned again by later calls. A failed download raises its error.
+ */
+    async next(asyncOpts_?: { signal: AbortSignal }): Promise<DownloadProgress> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(
+                    uniffiTypeDownloadTaskObjectFactory.clonePointer(this)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterTypeDownloadProgress.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+    
+
+    uniffiDestroy(): void {
+        const ptr = (this as any)[destructorGuardSymbol];
+        if (ptr !== undefined) {
+            const pointer = uniffiTypeDownloadTaskObjectFactory.pointer(this);
+            uniffiTypeDownloadTaskObjectFactory.freePointer(pointer);
+            uniffiTypeDownloadTaskObjectFactory.unbless(ptr);
+            delete (this as any)[destructorGuardSymbol];
+        }
+    }
+
+    static instanceOf(obj_: any): obj_ is DownloadTask {
+        return uniffiTypeDownloadTaskObjectFactory.isConcreteType(obj_);
+    }
+
+    
+}
+
+const uniffiTypeDownloadTaskObjectFactory: UniffiObjectFactory<DownloadTaskLike> = (() => {
+    
+    return {
+    create(pointer: UniffiHandle): DownloadTaskLike {
+        const instance = Object.create(DownloadTask.prototype);
+        instance[pointerLiteralSymbol] = pointer;
+        instance[destructorGuardSymbol] = this.bless(pointer);
+        instance[uniffiTypeNameSymbol] = "DownloadTask";
+        return instance;
+    },
+
+    
+    bless(p: UniffiHandle): UniffiGcObject {
+        return uniffiCaller.rustCall(
+            /*caller:*/ (status) =>
+                nativeModule().ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(p, status),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    unbless(ptr_: UniffiGcObject) {
+        ptr_.markDestroyed();
+    },
+
+    pointer(obj_: DownloadTaskLike): UniffiHandle {
+        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+            throw new UniffiInternalError.UnexpectedNullPointer();
+        }
+        return (obj_ as any)[pointerLiteralSymbol];
+    },
+
+    clonePointer(obj_: DownloadTaskLike): UniffiHandle {
+        const pointer = this.pointer(obj_);
+        return uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(pointer, callStatus),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    freePointer(pointer: UniffiHandle): void {
+        uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(pointer, callStatus),
+            /*liftString:*/ FfiConverterString.lift
+        );
+    },
+
+    isConcreteType(obj_: any): obj_ is DownloadTaskLike {
+        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "DownloadTask";
+    },
+}})();
+const FfiConverterTypeDownloadTask = new FfiConverterObject(uniffiTypeDownloadTaskObjectFactory);
 
 /**
  * A streamed generation started by `LlmContext::stream`.
@@ -3559,6 +4458,14 @@ export interface LlmContextLike {
  */
     generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<GenerationResult>;
 /**
+ * Generate every request, up to the context's `max_sequences` at a time (the others
+ * wait for a free sequence), and return the results in request order; each equals what
+ * `generate` gives its request alone (greedy: token for token). Requests with tools are
+ * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+ * `Cancelled`.
+ */
+    generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<GenerationResult>>;
+/**
  * Numbers of the last generation, if any.
  */
     getPerf(): Perf | undefined;
@@ -3572,6 +4479,10 @@ export interface LlmContextLike {
  * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
  */
     loadSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<SessionLoadResult>;
+/**
+ * Sequences this context can generate at once (its `max_sequences`).
+ */
+    maxSequences(): number;
 /**
  * Write the cached tokens and their keys and values to `path` (waits for a running
  * generation); returns the number of tokens saved.
@@ -3804,6 +4715,54 @@ private constructor(pointer: UniffiHandle) {
     }
     
 /**
+ * Generate every request, up to the context's `max_sequences` at a time (the others
+ * wait for a free sequence), and return the results in request order; each equals what
+ * `generate` gives its request alone (greedy: token for token). Requests with tools are
+ * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+ * `Cancelled`.
+ */
+    async generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<Array<GenerationResult>> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+        return await uniffiRustCallAsync(
+            /*rustCaller:*/ uniffiCaller,
+            /*rustFutureFunc:*/ () => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(
+                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterSequenceTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
+                );
+            },
+            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+            // Async returns always go through the JS-side converter: the
+            // FFI symbol returns the future handle (u64), and the user-level
+            // RustBuffer comes back via the shared `rust_future_complete_*`
+            // export. The bytes the runtime hands back must be deserialized
+            // here using the per-callable return-type converter.
+            // Borrowed view over foreign memory: the call site owns the free,
+            // as on the sync paths. Unconditional — a no-op where buffers are
+            // already JS-owned.
+            /*liftFunc:*/ (__rb) => {
+                try {
+                    return FfiConverterSequenceTypeGenerationResult.lift(__rb);
+                } finally {
+                    nativeModule().rustbuffer_free(__rb);
+                }
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+            /*asyncOpts:*/ asyncOpts_,
+            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+        );
+    } catch (__error: any) {
+        if (uniffiIsDebug && __error instanceof Error) {
+            __error.stack = __stack;
+        }
+        throw __error;
+    }
+    }
+    
+/**
  * Numbers of the last generation, if any.
  */
     getPerf(): Perf | undefined {
@@ -3880,6 +4839,20 @@ private constructor(pointer: UniffiHandle) {
         }
         throw __error;
     }
+    }
+    
+/**
+ * Sequences this context can generate at once (its `max_sequences`).
+ */
+    maxSequences(): number {
+    return FfiConverterUInt32.lift(uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
+                uniffiTypeLlmContextObjectFactory.clonePointer(this),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
     }
     
 /**
@@ -4337,6 +5310,9 @@ const FfiConverterOptionalUInt64 = new FfiConverterOptional(FfiConverterUInt64);
 // FfiConverter for Array<string>
 const FfiConverterSequenceString = new FfiConverterArray(FfiConverterString);
 
+// FfiConverter for CacheEntry | undefined
+const FfiConverterOptionalTypeCacheEntry = new FfiConverterOptional(FfiConverterTypeCacheEntry);
+
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
 
@@ -4364,6 +5340,9 @@ const FfiConverterMapStringString = new FfiConverterMap(FfiConverterString, FfiC
 // FfiConverter for Map<string, number>
 const FfiConverterMapStringUInt32 = new FfiConverterMap(FfiConverterString, FfiConverterUInt32);
 
+// FfiConverter for boolean | undefined
+const FfiConverterOptionalBoolean = new FfiConverterOptional(FfiConverterBool);
+
 // FfiConverter for GenerationResult | undefined
 const FfiConverterOptionalTypeGenerationResult = new FfiConverterOptional(FfiConverterTypeGenerationResult);
 
@@ -4373,11 +5352,20 @@ const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverte
 // FfiConverter for Array<number>
 const FfiConverterSequenceFloat32 = new FfiConverterArray(FfiConverterFloat32);
 
+// FfiConverter for Array<GenerateParams>
+const FfiConverterSequenceTypeGenerateParams = new FfiConverterArray(FfiConverterTypeGenerateParams);
+
+// FfiConverter for Array<GenerationResult>
+const FfiConverterSequenceTypeGenerationResult = new FfiConverterArray(FfiConverterTypeGenerationResult);
+
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
 
 // FfiConverter for Array<DeviceInfo>
 const FfiConverterSequenceTypeDeviceInfo = new FfiConverterArray(FfiConverterTypeDeviceInfo);
+
+// FfiConverter for Array<CacheEntry>
+const FfiConverterSequenceTypeCacheEntry = new FfiConverterArray(FfiConverterTypeCacheEntry);
 
 // FfiConverter for Array<LogRecord>
 const FfiConverterSequenceTypeLogRecord = new FfiConverterArray(FfiConverterTypeLogRecord);
@@ -4401,6 +5389,12 @@ function uniffiEnsureInitialized() {
     if (bindingsContractVersion !== scaffoldingContractVersion) {
         throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 59901) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_default_model_cache_dir");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_kind_name");
     }
@@ -4419,11 +5413,23 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_get_backends");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model() !== 28061) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_is_remote_model");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_library_version");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models() !== 15141) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_list_cached_models");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 1348) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_load_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model() !== 46799) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_lookup_cached_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path() !== 1338) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_model_cache_path");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_next_log_records");
@@ -4431,11 +5437,23 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count() !== 13731) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_optimal_thread_count");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model() !== 6011) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_quantize_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model() !== 17073) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_remove_cached_model");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url() !== 56839) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_resolve_model_url");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture() !== 9231) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_capture");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level() !== 58563) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_level");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_start_download() !== 19735) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_start_download");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new() !== 3024) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_constructor_canceltoken_new");
@@ -4445,6 +5463,12 @@ function uniffiEnsureInitialized() {
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled() !== 50239) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel() !== 2829) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_cancel");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next() !== 3306) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_next");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark() !== 14107) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark");
@@ -4464,6 +5488,9 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 55555) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf");
     }
@@ -4472,6 +5499,9 @@ function uniffiEnsureInitialized() {
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_load_session");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_save_session");
@@ -4523,12 +5553,16 @@ export default Object.freeze({
   converters: {
     FfiConverterTypeBenchmarkParams,
     FfiConverterTypeBenchmarkResult,
+    FfiConverterTypeCacheEntry,
     FfiConverterTypeCancelToken,
     FfiConverterTypeChatMessage,
     FfiConverterTypeContextOptions,
     FfiConverterTypeContextShift,
     FfiConverterTypeDeviceInfo,
     FfiConverterTypeDeviceKind,
+    FfiConverterTypeDownloadParams,
+    FfiConverterTypeDownloadProgress,
+    FfiConverterTypeDownloadTask,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
@@ -4543,6 +5577,7 @@ export default Object.freeze({
     FfiConverterTypeModelInfo,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
+    FfiConverterTypeQuantizeParams,
     FfiConverterTypeSamplingParams,
     FfiConverterTypeSessionLoadResult,
     FfiConverterTypeStreamChunk,

@@ -63,7 +63,8 @@ pub enum LlmError {
         message: String,
     },
     /// `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
-    /// or of another model.
+    /// or of another model, or a model cache index entry did not match its file (the entry
+    /// was dropped).
     #[error("{message}")]
     CacheCorrupt {
         /// What went wrong.
@@ -94,12 +95,6 @@ pub enum LlmError {
     /// expected one (the file was deleted).
     #[error("{message}")]
     DownloadIntegrityMismatch {
-        /// What went wrong.
-        message: String,
-    },
-    /// `CACHE_CORRUPT`: a cache index entry did not match its file (the entry was dropped).
-    #[error("{message}")]
-    CacheCorrupt {
         /// What went wrong.
         message: String,
     },
