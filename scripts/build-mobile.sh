@@ -50,15 +50,25 @@ for arg in "$@"; do
 done
 
 # Debian's compiler and cargo: rustup's come first in PATH and have no std for these targets.
-for f in /usr/bin/rustc /usr/bin/cargo /usr/lib/rustlib/src/rust/library/std/Cargo.toml; do
+for f in /usr/bin/rustc /usr/bin/cargo /usr/lib/rustlib/src/rust/library/std/Cargo.toml /usr/bin/clang-16 /usr/bin/llvm-ar-22; do
     if [[ ! -e $f ]]; then
-        echo "ERROR: $f is missing: apt-get install rustc-web cargo-web rust-web-src (Debian 12)" >&2
+        echo "ERROR: $f is missing: apt-get install rustc-web cargo-web rust-web-src clang-16 llvm-22 (Debian 12)" >&2
         exit 1
     fi
 done
 export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1
 CARGO=/usr/bin/cargo
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/mobile}
+
+# C code in the dependencies (ring, rustls's cryptography for model downloads, compiles C and
+# assembly in its build script): without an NDK or Xcode there is no C library for these
+# targets, so Debian's clang builds it freestanding (ring's RING_CORE_NOSTDLIBINC mode; clang's
+# own stdint.h/stddef.h) and the one Apple header it includes comes from scripts/mobile-sdk.
+for t in "${triples[@]}"; do
+    v=${t//-/_}
+    export "CC_$v=clang-16" "AR_$v=llvm-ar-22" "CFLAGS_$v=-ffreestanding -DRING_CORE_NOSTDLIBINC=1"
+done
+export SDKROOT="$ROOT/scripts/mobile-sdk"
 
 abi_of() { for a in "${ANDROID_ABIS[@]}"; do if [[ ${ABI_TRIPLE[$a]} == "$1" ]]; then echo "$a"; fi; done; }
 built() { echo "$CARGO_TARGET_DIR/$1/mobile/$LIB"; }

@@ -3,7 +3,7 @@
 # aarch64-apple-ios (scripts/build-mobile.sh, Debian's Rust with -Zbuild-std), then check them and
 # compile the generated JSI C++ for both platforms (scripts/check-mobile-libs.sh).
 # Usage: scripts/mobile-test.sh [TARGET...]   (default: arm64-v8a aarch64-apple-ios; `android ios`
-# for all seven). Installs what it needs from Debian (rustc-web cargo-web rust-web-src llvm-22,
+# for all seven). Installs what it needs from Debian (rustc-web cargo-web rust-web-src llvm-22 clang-16,
 # cmake, ruby, plus check-mobile-libs.sh's packages) and `npm ci` when node_modules is missing.
 # Also checks the build integration: android/CMakeLists.txt and LocalLlm.podspec stop with the
 # build:mobile command when a library is missing, and get past that check when it is there.
@@ -16,7 +16,7 @@ START=$SECONDS
 step() { echo "---- mobile: $* ($((SECONDS - START)) s elapsed)"; }
 
 step "apt packages"
-pkgs=(rustc-web cargo-web rust-web-src llvm-22 cmake ruby)
+pkgs=(rustc-web cargo-web rust-web-src llvm-22 clang-16 cmake ruby)
 "$ROOT/scripts/apt-install.sh" "${pkgs[@]}"
 if [[ ! -d node_modules/react-native/ReactCommon ]]; then
     step "npm ci"
