@@ -106,7 +106,7 @@ const meta = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const names = meta.workspace_members
   .map((id) => meta.packages.find((p) => p.id === id).name)
   .sort();
-const want = ['local-llm-engine', 'local-llm-ffi', 'zdnn-sys'];
+const want = ['local-llm-download', 'local-llm-engine', 'local-llm-ffi', 'zdnn-sys'];
 if (JSON.stringify(names) !== JSON.stringify(want)) {
   console.error(`workspace members ${names} != ${want}`);
   process.exit(1);
