@@ -195,3 +195,18 @@ fn pattern_quantifier_out_of_order_is_a_typed_error() {
     let ok = schema_to_gbnf(r#"{"type": "string", "pattern": "^[a]c-{3,4}(x|x)|$"}"#).unwrap();
     Grammar::parse(&ok, "root").unwrap();
 }
+
+/// Fuzz regression (json_schema target): a valid pattern with a repetition count above GBNF's
+/// limit of 2000 (`[a-c]{2186}`) made GBNF that did not parse. It is a valid regex the grammar
+/// cannot hold, so it falls back to any string (as other unsupported patterns do) and the GBNF
+/// parses; a count within the limit is still enforced.
+#[test]
+fn pattern_repetition_beyond_the_grammar_limit_falls_back_to_any_string() {
+    let gbnf = schema_to_gbnf(r#"{"type": "string", "pattern": "^[a-c]{2186}(x|y)?$"}"#).unwrap();
+    let g = Arc::new(Grammar::parse(&gbnf, "root").unwrap());
+    assert!(full_match(&g, "\"bx\""), "{gbnf}");
+    let within = schema_to_gbnf(r#"{"type": "string", "pattern": "^[a-c]{3}(x|y)?$"}"#).unwrap();
+    let g = Arc::new(Grammar::parse(&within, "root").unwrap());
+    assert!(full_match(&g, "\"abcx\""));
+    assert!(!full_match(&g, "\"bx\""));
+}

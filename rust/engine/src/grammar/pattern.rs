@@ -41,7 +41,13 @@ pub(crate) fn pattern_to_gbnf(pattern: &str) -> Result<Pattern, String> {
     }
     Ok(match t.unsupported {
         Some(why) => Pattern::Unsupported(why),
-        None => Pattern::Gbnf(expr),
+        // A valid regex the grammar cannot hold (e.g. `[a-c]{2186}`: GBNF repetition counts stop
+        // at 2000) is not an error in the pattern: like any other unsupported form, it falls
+        // back to any string.
+        None => match super::Grammar::parse(&format!("root ::= {expr}"), "root") {
+            Ok(_) => Pattern::Gbnf(expr),
+            Err(e) => Pattern::Unsupported(format!("beyond the grammar's limits ({e})")),
+        },
     })
 }
 
