@@ -418,7 +418,19 @@ pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{blocks::QK, kquants, legacy, neon};
+    use super::super::{blocks::QK, float::f16_le, kquants, legacy, neon};
+
+    /// `neon::half` (`fcvt`, NaNs through the portable path) equals the portable conversion
+    /// bit for bit on every one of the 65,536 halves (subnormals, infinities, both zeros, NaNs).
+    #[test]
+    fn half_conversion_is_exact_for_every_half() {
+        for bits in 0..=u16::MAX {
+            let b = bits.to_le_bytes();
+            // SAFETY: `b` holds 2 readable bytes.
+            let ours = unsafe { neon::half(b.as_ptr()) };
+            assert_eq!(ours.to_bits(), f16_le(b).to_bits(), "half {bits:#06x}");
+        }
+    }
 
     /// Rows of 256 values: random magnitudes, exact ties after scaling, repeated extremes of
     /// both signs, zeros, NaN and infinities, and tiny (subnormal) maxima.
