@@ -14,6 +14,7 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
 } from '../src/api/index.ts';
+import { code, within } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
@@ -41,27 +42,6 @@ before(async () => {
 after(() => {
   ai?.dispose();
 });
-
-/** `p`, or a rejection naming `what` after `ms` milliseconds. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-function code(c: LocalLLMErrorCode) {
-  return (e: unknown) => {
-    assert.ok(e instanceof LocalLLMError, `expected LocalLLMError, got ${e}`);
-    assert.equal(e.code, c, `code of: ${e.message}`);
-    return true;
-  };
-}
 
 test('createBatch of 4 equals each request answered alone', async () => {
   const requests = QUESTIONS.map((q, i) => request(q, 16 + 4 * i));

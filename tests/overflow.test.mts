@@ -16,6 +16,7 @@ import {
   type ChatMessage,
   type ContextOverflowEvent,
 } from '../src/api/index.ts';
+import { code } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
@@ -35,14 +36,6 @@ after(() => {
   model?.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function code(c: LocalLLMErrorCode) {
-  return (e: unknown) => {
-    assert.ok(e instanceof LocalLLMError, `expected LocalLLMError, got ${e}`);
-    assert.equal(e.code, c, `code of: ${e.message}`);
-    return true;
-  };
-}
 
 /** A system message and `turns` user/assistant exchanges of about 40 tokens each, ending with a user turn. */
 function longChat(turns: number): ChatMessage[] {

@@ -19,6 +19,7 @@ import {
   type ChatMessage,
   type GenerationResult,
 } from '../src/api/index.ts';
+import { code } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
@@ -61,14 +62,6 @@ const QWEN_STYLE = [
 
 let ai: LocalLLM;
 let tmp: string;
-
-function code(c: LocalLLMErrorCode) {
-  return (e: unknown) => {
-    assert.ok(e instanceof LocalLLMError, `expected LocalLLMError, got ${e}`);
-    assert.equal(e.code, c, `code of: ${e.message}`);
-    return true;
-  };
-}
 
 before(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'local-llm-tools-'));

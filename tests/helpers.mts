@@ -1,0 +1,26 @@
+// Helpers shared by the JS integration tests (imported by them; not a test file itself).
+import assert from 'node:assert/strict';
+
+import { LocalLLMError, type LocalLLMErrorCode } from '../src/api/index.ts';
+
+/** `p`, or a rejection naming `what` after `ms` milliseconds. */
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An `assert.rejects` check: the error is a LocalLLMError with code `c`. */
+export function code(c: LocalLLMErrorCode) {
+  return (e: unknown) => {
+    assert.ok(e instanceof LocalLLMError, `expected LocalLLMError, got ${e}`);
+    assert.equal(e.code, c, `code of: ${e.message}`);
+    return true;
+  };
+}
