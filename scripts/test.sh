@@ -114,10 +114,10 @@ unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/example-test.sh
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
 unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh
 
-section "fuzz smoke: GGUF reader, tokenizer, chat templates, sampling, grammar, JSON schema (libFuzzer + ASan)"
-FUZZ_TARGETS=(gguf tokenizer chat_template sampling grammar json_schema)
+section "fuzz smoke: GGUF reader, tokenizer, chat templates, sampling, grammar, JSON schema, session files (libFuzzer + ASan)"
+FUZZ_TARGETS=(gguf tokenizer chat_template sampling grammar json_schema state_file)
 if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
-    FUZZ_TARGETS=(gguf chat_template sampling grammar json_schema) # the tokenizer target reads the real models
+    FUZZ_TARGETS=(gguf chat_template sampling grammar json_schema state_file) # the tokenizer target reads the real models
 fi
 unless_skipped LOCAL_LLM_SKIP_FUZZ scripts/fuzz-smoke.sh "${LOCAL_LLM_FUZZ_SECONDS:-20}" "${FUZZ_TARGETS[@]}"
 

@@ -4,12 +4,14 @@
 Seeds are small on purpose (libFuzzer's speed falls with input size): two tiny llama models
 (one layer, byte-level BPE and SentencePiece vocabularies of a few dozen tokens) and a
 metadata-only GGUF with every value type for `gguf`; texts with special-token markup for
-`tokenizer`; templates and conversations for `chat_template`; option sets for `sampling`.
+`tokenizer`; templates and conversations for `chat_template`; option sets for `sampling`;
+session files of the tiny BPE model's layout for `state_file`.
 Requires the PyPI `gguf` and `numpy` packages (scripts/setup-test-deps.sh).
 """
 import os
 import struct
 import sys
+import zlib
 
 import numpy as np
 import gguf
@@ -108,6 +110,19 @@ def all_types(path: str) -> None:
     w.close()
 
 
+def state_file(n_ctx: int, tokens: list, reusable: int, flags: int) -> bytes:
+    """A session file (session/state.rs) for the tiny BPE model (1 layer, key and value
+    widths 16), behind the target's flag byte. The fingerprint is left zero: flag bit 0 makes
+    the target write the model's; the CRC-32 is correct (bit 1 recomputes it anyway)."""
+    n = len(tokens)
+    body = b"LLMKVST\0" + struct.pack("<I", 1) + bytes(8)
+    body += struct.pack("<6I", n_ctx, 1, 16, 16, n, reusable)
+    body += struct.pack(f"<{n}I", *tokens)
+    rng = np.random.default_rng(n)
+    body += rng.standard_normal(n * 32).astype(np.float16).tobytes()
+    return bytes([flags]) + body + struct.pack("<I", zlib.crc32(body))
+
+
 def main() -> None:
     tmp = os.path.join(HERE, "target", "seeds")
     os.makedirs(tmp, exist_ok=True)
@@ -169,6 +184,13 @@ def main() -> None:
         logits = struct.pack("<8f", 1.0, 2.0, -1.0, 0.5, 3.0, 3.0, -float("inf"), 0.0)
         history = struct.pack("<4I", 1, 4, 4, 2)
         out("sampling", f"seed{i}", head + bytes([7, i]) + logits + history)
+    for i, (tokens, reusable, flags) in enumerate([
+        ([], 0, 3),
+        ([98, 1, 2], 3, 3),
+        ([98, 5, 6, 7, 99], 2, 1),
+        ([1, 2], 2, 0),
+    ]):
+        out("state_file", f"seed{i}", state_file(32, tokens, reusable, flags))
 
 
 if __name__ == "__main__":
