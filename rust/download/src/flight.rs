@@ -85,7 +85,9 @@ pub(crate) fn join(
         }
     };
     let mut state = flight.lock();
-    let mut reported = None;
+    // Nothing is reported before the transfer says where it starts (a resume starts at the
+    // partial file's size, not at 0).
+    let mut reported = Some(Progress::default());
     loop {
         if let Some(outcome) = state.outcome.clone() {
             let received = if started { state.received } else { 0 };
@@ -204,6 +206,7 @@ fn fetch(
             url,
             target,
             &net,
+            options.expected_size,
             &mut Hooks {
                 progress: &mut progress,
                 cancelled: &cancelled,

@@ -197,7 +197,76 @@ fn wrong_size() -> Row {
     assert!(!cache.target_path(&url).exists());
     row(
         "expectedSize differs",
-        "DownloadIntegrityMismatch; no file",
+        "DownloadIntegrityMismatch before the body (announced size); no file",
+        &server,
+    )
+}
+
+/// The server announces a size (Content-Length, then a 206's Content-Range total) other than
+/// `expected_size`: refused before the body, on a fresh download (nothing kept) and on a resume
+/// (the confirmed partial file is kept, and a call with the right size resumes it). The file is
+/// dribbled so that the body bytes the server manages to write before the client hangs up show.
+fn announced_size_differs() -> Row {
+    let slow = Fault::Slow {
+        chunk: 16 * 1024,
+        delay_ms: 20,
+    };
+    let (server, _dir, cache, data, url) = setup(slow.clone());
+    let mut wrong = options(2);
+    wrong.expected_size = Some(LEN as u64 - 1);
+    let (r, progress) = get(&cache, &url, &wrong);
+    let e = r.unwrap_err();
+    assert!(
+        matches!(&e, DownloadError::IntegrityMismatch { message, .. } if message.contains(&format!("announces {LEN} bytes"))),
+        "{e:?}"
+    );
+    assert!(progress.is_empty(), "no body byte was read: {progress:?}");
+    assert_eq!(server.seen("/m/model.gguf").len(), 1, "not retried");
+    assert_eq!(part_len(&cache, &url), 0);
+    assert!(!cache.target_path(&url).exists());
+    let fresh = server.body_bytes_sent();
+    assert!(fresh <= 64 * 1024, "server wrote {fresh} body bytes");
+
+    // A resume: 300000 bytes arrive, then the size check refuses the 206 and keeps them.
+    server.file(
+        "/m/model.gguf",
+        &data,
+        "\"v1\"",
+        Fault::DropAfter {
+            bytes: 300_000,
+            times: 1,
+        },
+    );
+    assert!(get(&cache, &url, &options(0)).0.is_err());
+    assert_eq!(part_len(&cache, &url), 300_000);
+    server.file("/m/model.gguf", &data, "\"v1\"", slow);
+    let before = server.body_bytes_sent();
+    let (r, progress) = get(&cache, &url, &wrong);
+    assert!(
+        matches!(r, Err(DownloadError::IntegrityMismatch { .. })),
+        "{r:?}"
+    );
+    assert!(progress.is_empty(), "{progress:?}");
+    let resumed = server.body_bytes_sent() - before;
+    assert!(resumed <= 64 * 1024, "server wrote {resumed} body bytes");
+    let seen = server.seen("/m/model.gguf");
+    assert_eq!(seen.last().unwrap().range.as_deref(), Some("bytes=300000-"));
+    assert_eq!(
+        part_len(&cache, &url),
+        300_000,
+        "the confirmed prefix stays"
+    );
+    let mut right = options(0);
+    right.expected_size = Some(LEN as u64);
+    let d = get(&cache, &url, &right).0.unwrap();
+    assert_whole(&d, &data);
+    assert_eq!(d.bytes_received, LEN as u64 - 300_000);
+    row(
+        "Content-Length / Content-Range total != expectedSize",
+        format!(
+            "DownloadIntegrityMismatch before the body (server wrote {fresh} B fresh, \
+             {resumed} B on a resume, client read 0); the resume's .part is kept and completes"
+        ),
         &server,
     )
 }
@@ -426,6 +495,10 @@ fn wrong_size_is_an_integrity_mismatch() {
     wrong_size();
 }
 #[test]
+fn an_announced_size_other_than_expected_fails_before_the_body() {
+    announced_size_differs();
+}
+#[test]
 fn error_statuses_are_typed() {
     statuses();
 }
@@ -469,6 +542,7 @@ fn fault_table() {
         changed_on_server(),
         wrong_bytes(),
         wrong_size(),
+        announced_size_differs(),
         statuses(),
         redirects(),
         lying_length(),
