@@ -195,6 +195,18 @@ fn fetch(
         proxy: options.proxy.clone(),
     };
     let cancelled = || flight.lock().attached == 0;
+    let cancel_error = || DownloadError::Cancelled {
+        url: url.to_string(),
+    };
+    let _lock = crate::lock::lock(target, POLL, &cancelled)?.ok_or_else(cancel_error)?;
+    // Another process may have downloaded the file while this one waited for the lock.
+    if let Ok(Some(entry)) = cache.lookup(
+        url,
+        options.expected_size,
+        options.expected_sha256.as_deref(),
+    ) {
+        return Ok(entry);
+    }
     let mut attempt = 0;
     loop {
         let mut received = 0;
@@ -221,9 +233,7 @@ fn fetch(
                 let until = std::time::Instant::now() + wait.min(Duration::from_secs(5));
                 while std::time::Instant::now() < until {
                     if cancelled() {
-                        return Err(DownloadError::Cancelled {
-                            url: url.to_string(),
-                        });
+                        return Err(cancel_error());
                     }
                     std::thread::sleep(POLL);
                 }
