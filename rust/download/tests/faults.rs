@@ -429,6 +429,49 @@ fn cancelled() -> Row {
     )
 }
 
+/// Another process holds the cache file's lock (here: this test, through the lock file): the
+/// download waits without a request, can be cancelled while waiting, and goes ahead once the
+/// lock is released.
+fn locked_by_another_process() -> Row {
+    let (server, _dir, cache, data, url) = setup(Fault::None);
+    let target = cache.target_path(&url);
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    let mut lock_path = target.into_os_string();
+    lock_path.push(".lock");
+    let holder = std::fs::File::create(&lock_path).unwrap();
+    fs4::FileExt::try_lock(&holder).unwrap();
+    let token = CancelToken::new();
+    let waiting = {
+        let (cache, url, token) = (cache.clone(), url.clone(), token.clone());
+        std::thread::spawn(move || download(&cache, &url, &options(0), &mut |_| {}, &token))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        server.seen("/m/model.gguf").is_empty(),
+        "no request while locked"
+    );
+    let t = Instant::now();
+    token.cancel();
+    let e = waiting.join().unwrap().unwrap_err();
+    assert!(matches!(e, DownloadError::Cancelled { .. }), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let waiting = {
+        let (cache, url) = (cache.clone(), url.clone());
+        std::thread::spawn(move || get(&cache, &url, &options(0)).0)
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(server.seen("/m/model.gguf").is_empty());
+    drop(holder);
+    let d = waiting.join().unwrap().unwrap();
+    assert_whole(&d, &data);
+    assert_eq!(server.seen("/m/model.gguf").len(), 1);
+    row(
+        "cache file locked by another process",
+        "waits without a request; cancel while waiting works; downloads once unlocked",
+        &server,
+    )
+}
+
 fn corrupt_cache() -> Row {
     let (server, _dir, cache, data, url) = setup(Fault::None);
     let d = get(&cache, &url, &options(0)).0.unwrap();
@@ -523,6 +566,10 @@ fn cancel_keeps_a_resumable_part() {
     cancelled();
 }
 #[test]
+fn a_lock_held_by_another_process_is_waited_for() {
+    locked_by_another_process();
+}
+#[test]
 fn a_corrupt_cache_entry_is_dropped_and_fetched_again() {
     corrupt_cache();
 }
@@ -549,6 +596,7 @@ fn fault_table() {
         stalled(),
         concurrent(),
         cancelled(),
+        locked_by_another_process(),
         corrupt_cache(),
     ];
     println!("file size {LEN} B; bytes sent = file body bytes the server sent in the scenario");
