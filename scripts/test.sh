@@ -10,6 +10,8 @@
 #      (scripts/pack-test.sh; LOCAL_LLM_SKIP_PACK=1 skips)
 #   8. example app: tsc, Metro production bundles for android and ios, codegen
 #      (scripts/example-test.sh; LOCAL_LLM_SKIP_EXAMPLE=1 skips)
+#      then the Expo config plugin under the real `expo prebuild` (scripts/expo-prebuild-test.sh;
+#      LOCAL_LLM_SKIP_EXPO=1 skips)
 #   9. phone libraries: arm64-v8a and aarch64-apple-ios static libraries, symbol and platform
 #      checks, JSI C++ compiled for both (scripts/mobile-test.sh; LOCAL_LLM_SKIP_MOBILE=1 skips)
 #  10. fuzz smoke: each libFuzzer target of rust/fuzz for LOCAL_LLM_FUZZ_SECONDS (default 20)
@@ -110,6 +112,9 @@ unless_skipped LOCAL_LLM_SKIP_PACK scripts/pack-test.sh
 
 section "example app: tsc, Metro bundles (android, ios), codegen"
 unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/example-test.sh
+
+section "expo prebuild: the config plugin under expo 57 (android, ios)"
+unless_skipped LOCAL_LLM_SKIP_EXPO scripts/expo-prebuild-test.sh
 
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
 unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh

@@ -4,12 +4,12 @@
 // resume that follows), 404, and the DownloadAdapter path. Checked with Node's own SHA-256.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
+import { startFileServer, type FileServer } from './http-file-server.mts';
 import {
   setBindings,
   LocalLLM,
@@ -27,21 +27,10 @@ assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
-/** What a path serves and how it misbehaves. */
-interface Route {
-  data: Buffer;
-  /** Close the connection after this many body bytes, for the next `times` responses. */
-  dropAfter?: number;
-  times?: number;
-  /** Milliseconds between 64 KiB chunks. */
-  delayMs?: number;
-}
-
-const routes = new Map<string, Route>();
-/** Per path: the Range header of each request and the body bytes written. */
-const log = new Map<string, { ranges: (string | undefined)[]; sent: number }>();
-let server: Server;
+let server: FileServer;
 let base = '';
+let routes: FileServer['routes'];
+let log: FileServer['log'];
 const dirs: string[] = [];
 
 function cacheDir(): string {
@@ -50,66 +39,12 @@ function cacheDir(): string {
   return d;
 }
 
-function serve(req: IncomingMessage, res: ServerResponse): void {
-  const path = req.url ?? '/';
-  const route = routes.get(path);
-  const entry = log.get(path) ?? { ranges: [], sent: 0 };
-  log.set(path, entry);
-  entry.ranges.push(req.headers.range);
-  if (route === undefined) {
-    res.writeHead(404).end('not found');
-    return;
-  }
-  const { data } = route;
-  const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
-  const ifRange = req.headers['if-range'];
-  const start = m && (ifRange === undefined || ifRange === '"v1"') ? Number(m[1]) : 0;
-  const headers = { ETag: '"v1"', 'Accept-Ranges': 'bytes', 'Content-Length': String(data.length - start) };
-  if (start > 0) {
-    res.writeHead(206, { ...headers, 'Content-Range': `bytes ${start}-${data.length - 1}/${data.length}` });
-  } else {
-    res.writeHead(200, headers);
-  }
-  const drop = route.times !== undefined && route.times > 0 ? route.dropAfter : undefined;
-  if (drop !== undefined) {
-    route.times! -= 1;
-  }
-  const limit = drop ?? Infinity;
-  let offset = start;
-  const step = () => {
-    if (offset >= data.length || res.destroyed) {
-      res.end();
-      return;
-    }
-    if (offset - start >= limit) {
-      res.socket?.destroy();
-      return;
-    }
-    const end = Math.min(data.length, offset + 64 * 1024, start + limit);
-    const chunk = data.subarray(offset, end);
-    entry.sent += chunk.length;
-    offset = end;
-    const more = res.write(chunk);
-    const next = () => (route.delayMs ? setTimeout(step, route.delayMs) : setImmediate(step));
-    if (more) {
-      next();
-    } else {
-      res.once('drain', next);
-    }
-  };
-  step();
-}
-
 before(async () => {
-  server = createServer(serve);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const addr = server.address();
-  assert.ok(addr !== null && typeof addr === 'object');
-  base = `http://127.0.0.1:${addr.port}`;
+  server = await startFileServer();
+  ({ base, routes, log } = server);
 });
 
 after(() => {
-  server?.closeAllConnections();
   server?.close();
   for (const d of dirs) {
     rmSync(d, { recursive: true, force: true });

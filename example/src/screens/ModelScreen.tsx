@@ -50,12 +50,7 @@ export function ModelScreen(props: { ai: LocalLLM | null; onLoaded: (ai: LocalLL
         onChangeText={setPath}
         note={PATH_NOTE}
       />
-      <Field
-        label="Download URL"
-        value=""
-        editable={false}
-        note="Downloads are not supported yet: the package loads local files only."
-      />
+      <Text style={styles.note}>To download a model from a URL, use the Models tab.</Text>
       <Button title={loading ? 'Loading…' : 'Load'} onPress={load} disabled={loading || path.trim() === ''} />
       <Button title="Unload" onPress={unload} disabled={props.ai === null} />
       <ErrorText error={error} />

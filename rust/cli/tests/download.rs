@@ -1,7 +1,8 @@
 //! `local-llm download` and `-m URL` against a real HTTP server on 127.0.0.1 (the download
 //! crate's fault-injecting test server): a run killed mid-transfer is resumed by the next run
-//! (the server sees the Range request and sends only the rest), a wrong --sha256 fails cleanly,
-//! and `info -m URL` downloads into the default cache first.
+//! (the server sees the Range request and sends only the rest), two runs at once share one
+//! transfer (the cache's lock file), a wrong --sha256 fails cleanly, and `info -m URL`
+//! downloads into the default cache first.
 
 #[path = "../../engine/tests/common/mod.rs"]
 mod common;
@@ -90,6 +91,60 @@ fn download_resumes_what_a_killed_run_left() {
         .unwrap();
     assert!(out.status.success());
     assert_eq!(server.seen("/r/m.gguf").len(), 2);
+}
+
+#[test]
+fn two_processes_share_one_download() {
+    let server = Server::start();
+    let data = test_data(2 << 20, 5);
+    server.file(
+        "/p/m.gguf",
+        &data,
+        "\"p\"",
+        Fault::Slow {
+            chunk: 64 * 1024,
+            delay_ms: 15,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url("/p/m.gguf");
+    let spawn = || {
+        local_llm()
+            .args(["download", &url, "--sha256", &sha_hex(&data), "--cache-dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = spawn();
+    // The second starts while the first is transferring.
+    let t = Instant::now();
+    while server.body_bytes_sent() < 200_000 {
+        assert!(t.elapsed() < Duration::from_secs(30), "no progress");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let second = spawn();
+    let paths: Vec<String> = [first, second]
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    assert_eq!(paths[0], paths[1]);
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), *data);
+    assert_eq!(server.seen("/p/m.gguf").len(), 1, "one request");
+    assert_eq!(
+        server.body_bytes_sent(),
+        data.len() as u64,
+        "one file served"
+    );
 }
 
 #[test]

@@ -16,7 +16,9 @@ pub enum DownloadError {
         /// What went wrong.
         message: String,
     },
-    /// The downloaded file's size or SHA-256 is not the expected one; the file was deleted.
+    /// The downloaded file's size or SHA-256 is not the expected one; the file was deleted. A
+    /// size the server announces that differs from the expected one fails before the body is
+    /// transferred.
     #[error("integrity check of {url} failed: {message}")]
     IntegrityMismatch {
         /// The URL asked for.

@@ -85,7 +85,9 @@ pub(crate) fn join(
         }
     };
     let mut state = flight.lock();
-    let mut reported = None;
+    // Nothing is reported before the transfer says where it starts (a resume starts at the
+    // partial file's size, not at 0).
+    let mut reported = Some(Progress::default());
     loop {
         if let Some(outcome) = state.outcome.clone() {
             let received = if started { state.received } else { 0 };
@@ -193,6 +195,18 @@ fn fetch(
         proxy: options.proxy.clone(),
     };
     let cancelled = || flight.lock().attached == 0;
+    let cancel_error = || DownloadError::Cancelled {
+        url: url.to_string(),
+    };
+    let _lock = crate::lock::lock(target, POLL, &cancelled)?.ok_or_else(cancel_error)?;
+    // Another process may have downloaded the file while this one waited for the lock.
+    if let Ok(Some(entry)) = cache.lookup(
+        url,
+        options.expected_size,
+        options.expected_sha256.as_deref(),
+    ) {
+        return Ok(entry);
+    }
     let mut attempt = 0;
     loop {
         let mut received = 0;
@@ -204,6 +218,7 @@ fn fetch(
             url,
             target,
             &net,
+            options.expected_size,
             &mut Hooks {
                 progress: &mut progress,
                 cancelled: &cancelled,
@@ -218,9 +233,7 @@ fn fetch(
                 let until = std::time::Instant::now() + wait.min(Duration::from_secs(5));
                 while std::time::Instant::now() < until {
                     if cancelled() {
-                        return Err(DownloadError::Cancelled {
-                            url: url.to_string(),
-                        });
+                        return Err(cancel_error());
                     }
                     std::thread::sleep(POLL);
                 }

@@ -4,12 +4,14 @@
 //! A download is written to `<file>.part` (with a sidecar recording the server's validators),
 //! resumed with `Range`/`If-Range` after an interruption, checked against the expected size and
 //! SHA-256, and only then renamed to its final name and entered in the index. Two callers of
-//! one URL in one process share one transfer. TLS is rustls (with the Mozilla roots of
+//! one URL in one process share one transfer; processes sharing a cache folder take turns through
+//! a lock file per cache file, and the later ones reuse the verified file. TLS is rustls (with the Mozilla roots of
 //! `webpki-roots`); proxies come from the usual environment variables ([`ProxyConfig`]).
 
 mod cache;
 mod error;
 mod flight;
+mod lock;
 mod proxy;
 mod transfer;
 mod url;

@@ -150,11 +150,15 @@ fn write_sidecar(path: &Path, sidecar: &Sidecar) -> Result<(), DownloadError> {
 }
 
 /// Bring the partial file of `dest` to the whole body of `url`; returns its size. A failure
-/// leaves what arrived in the partial file for the next call to resume.
+/// leaves what arrived in the partial file for the next call to resume. When the server
+/// announces a size (`Content-Length` of a 200, the total of a 206's `Content-Range`) other than
+/// `expected_size`, the transfer stops before reading the body: `IntegrityMismatch`. The partial
+/// file is kept then only if the 206 just confirmed it as a prefix of the server's file.
 pub(crate) fn transfer(
     url: &str,
     dest: &Path,
     net: &NetConfig,
+    expected_size: Option<u64>,
     hooks: &mut Hooks<'_>,
 ) -> Result<u64, DownloadError> {
     let (part, side) = partial_paths(dest);
@@ -211,6 +215,17 @@ pub(crate) fn transfer(
             return Err(failed(url, Some(status), reason));
         }
     };
+    if let Some((expected, announced)) = expected_size.zip(total).filter(|(e, a)| e != a) {
+        if offset == 0 {
+            discard_partial(dest);
+        }
+        return Err(DownloadError::IntegrityMismatch {
+            url: url.to_string(),
+            message: format!(
+                "the server announces {announced} bytes, expected {expected} (nothing transferred)"
+            ),
+        });
+    }
     let etag = response.header("ETag").map(str::to_string);
     let last_modified = response.header("Last-Modified").map(str::to_string);
     if offset == 0 {
@@ -231,6 +246,7 @@ pub(crate) fn transfer(
         .truncate(offset == 0)
         .open(&part)
         .map_err(|e| DownloadError::io(&part, e))?;
+    (hooks.progress)(offset, total);
     let have = copy_body(
         url,
         response.into_reader(),

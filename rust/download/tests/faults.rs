@@ -197,7 +197,76 @@ fn wrong_size() -> Row {
     assert!(!cache.target_path(&url).exists());
     row(
         "expectedSize differs",
-        "DownloadIntegrityMismatch; no file",
+        "DownloadIntegrityMismatch before the body (announced size); no file",
+        &server,
+    )
+}
+
+/// The server announces a size (Content-Length, then a 206's Content-Range total) other than
+/// `expected_size`: refused before the body, on a fresh download (nothing kept) and on a resume
+/// (the confirmed partial file is kept, and a call with the right size resumes it). The file is
+/// dribbled so that the body bytes the server manages to write before the client hangs up show.
+fn announced_size_differs() -> Row {
+    let slow = Fault::Slow {
+        chunk: 16 * 1024,
+        delay_ms: 20,
+    };
+    let (server, _dir, cache, data, url) = setup(slow.clone());
+    let mut wrong = options(2);
+    wrong.expected_size = Some(LEN as u64 - 1);
+    let (r, progress) = get(&cache, &url, &wrong);
+    let e = r.unwrap_err();
+    assert!(
+        matches!(&e, DownloadError::IntegrityMismatch { message, .. } if message.contains(&format!("announces {LEN} bytes"))),
+        "{e:?}"
+    );
+    assert!(progress.is_empty(), "no body byte was read: {progress:?}");
+    assert_eq!(server.seen("/m/model.gguf").len(), 1, "not retried");
+    assert_eq!(part_len(&cache, &url), 0);
+    assert!(!cache.target_path(&url).exists());
+    let fresh = server.body_bytes_sent();
+    assert!(fresh <= 64 * 1024, "server wrote {fresh} body bytes");
+
+    // A resume: 300000 bytes arrive, then the size check refuses the 206 and keeps them.
+    server.file(
+        "/m/model.gguf",
+        &data,
+        "\"v1\"",
+        Fault::DropAfter {
+            bytes: 300_000,
+            times: 1,
+        },
+    );
+    assert!(get(&cache, &url, &options(0)).0.is_err());
+    assert_eq!(part_len(&cache, &url), 300_000);
+    server.file("/m/model.gguf", &data, "\"v1\"", slow);
+    let before = server.body_bytes_sent();
+    let (r, progress) = get(&cache, &url, &wrong);
+    assert!(
+        matches!(r, Err(DownloadError::IntegrityMismatch { .. })),
+        "{r:?}"
+    );
+    assert!(progress.is_empty(), "{progress:?}");
+    let resumed = server.body_bytes_sent() - before;
+    assert!(resumed <= 64 * 1024, "server wrote {resumed} body bytes");
+    let seen = server.seen("/m/model.gguf");
+    assert_eq!(seen.last().unwrap().range.as_deref(), Some("bytes=300000-"));
+    assert_eq!(
+        part_len(&cache, &url),
+        300_000,
+        "the confirmed prefix stays"
+    );
+    let mut right = options(0);
+    right.expected_size = Some(LEN as u64);
+    let d = get(&cache, &url, &right).0.unwrap();
+    assert_whole(&d, &data);
+    assert_eq!(d.bytes_received, LEN as u64 - 300_000);
+    row(
+        "Content-Length / Content-Range total != expectedSize",
+        format!(
+            "DownloadIntegrityMismatch before the body (server wrote {fresh} B fresh, \
+             {resumed} B on a resume, client read 0); the resume's .part is kept and completes"
+        ),
         &server,
     )
 }
@@ -360,6 +429,49 @@ fn cancelled() -> Row {
     )
 }
 
+/// Another process holds the cache file's lock (here: this test, through the lock file): the
+/// download waits without a request, can be cancelled while waiting, and goes ahead once the
+/// lock is released.
+fn locked_by_another_process() -> Row {
+    let (server, _dir, cache, data, url) = setup(Fault::None);
+    let target = cache.target_path(&url);
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    let mut lock_path = target.into_os_string();
+    lock_path.push(".lock");
+    let holder = std::fs::File::create(&lock_path).unwrap();
+    fs4::FileExt::try_lock(&holder).unwrap();
+    let token = CancelToken::new();
+    let waiting = {
+        let (cache, url, token) = (cache.clone(), url.clone(), token.clone());
+        std::thread::spawn(move || download(&cache, &url, &options(0), &mut |_| {}, &token))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        server.seen("/m/model.gguf").is_empty(),
+        "no request while locked"
+    );
+    let t = Instant::now();
+    token.cancel();
+    let e = waiting.join().unwrap().unwrap_err();
+    assert!(matches!(e, DownloadError::Cancelled { .. }), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let waiting = {
+        let (cache, url) = (cache.clone(), url.clone());
+        std::thread::spawn(move || get(&cache, &url, &options(0)).0)
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(server.seen("/m/model.gguf").is_empty());
+    drop(holder);
+    let d = waiting.join().unwrap().unwrap();
+    assert_whole(&d, &data);
+    assert_eq!(server.seen("/m/model.gguf").len(), 1);
+    row(
+        "cache file locked by another process",
+        "waits without a request; cancel while waiting works; downloads once unlocked",
+        &server,
+    )
+}
+
 fn corrupt_cache() -> Row {
     let (server, _dir, cache, data, url) = setup(Fault::None);
     let d = get(&cache, &url, &options(0)).0.unwrap();
@@ -426,6 +538,10 @@ fn wrong_size_is_an_integrity_mismatch() {
     wrong_size();
 }
 #[test]
+fn an_announced_size_other_than_expected_fails_before_the_body() {
+    announced_size_differs();
+}
+#[test]
 fn error_statuses_are_typed() {
     statuses();
 }
@@ -450,6 +566,10 @@ fn cancel_keeps_a_resumable_part() {
     cancelled();
 }
 #[test]
+fn a_lock_held_by_another_process_is_waited_for() {
+    locked_by_another_process();
+}
+#[test]
 fn a_corrupt_cache_entry_is_dropped_and_fetched_again() {
     corrupt_cache();
 }
@@ -469,12 +589,14 @@ fn fault_table() {
         changed_on_server(),
         wrong_bytes(),
         wrong_size(),
+        announced_size_differs(),
         statuses(),
         redirects(),
         lying_length(),
         stalled(),
         concurrent(),
         cancelled(),
+        locked_by_another_process(),
         corrupt_cache(),
     ];
     println!("file size {LEN} B; bytes sent = file body bytes the server sent in the scenario");

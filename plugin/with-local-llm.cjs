@@ -5,21 +5,24 @@
 //   iOS: the increased-memory-limit and extended-virtual-addressing entitlements, so that a
 //     model of a few GB can be mapped and run without the app being killed for its memory.
 // It warns at prebuild time when the prebuilt libraries (scripts/build-mobile.sh) are missing.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRunOncePlugin, withEntitlementsPlist, withGradleProperties, WarningAggregator } from '@expo/config-plugins';
+// CommonJS (.cjs in this ESM package): Expo loads app.plugin.js by transpiling it to CommonJS
+// and `require`s what it imports; requiring an ES module fails on Node 20 (expo 57's prebuild:
+// ERR_INTERNAL_ASSERTION "Cannot require() ES Module ... not yet fully loaded").
+'use strict';
+const { existsSync, readFileSync } = require('node:fs');
+const { join } = require('node:path');
+const { createRunOncePlugin, withEntitlementsPlist, withGradleProperties, WarningAggregator } = require('@expo/config-plugins');
 
 /** The package's root folder. */
-const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const PACKAGE_ROOT = join(__dirname, '..');
 const PACKAGE = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8'));
 
 /** The Android ABIs the Rust library is built for (ubrn.config.yaml, scripts/build-mobile.sh). */
-export const ANDROID_ABIS = ['arm64-v8a', 'armeabi-v7a', 'x86_64', 'x86'];
+const ANDROID_ABIS = ['arm64-v8a', 'armeabi-v7a', 'x86_64', 'x86'];
 /** The lowest Android API level the Rust library is built for. */
-export const MIN_SDK = 24;
+const MIN_SDK = 24;
 /** The iOS entitlements the plugin adds (Apple's names). */
-export const MEMORY_ENTITLEMENTS = [
+const MEMORY_ENTITLEMENTS = [
   'com.apple.developer.kernel.increased-memory-limit',
   'com.apple.developer.kernel.extended-virtual-addressing',
 ];
@@ -32,7 +35,7 @@ const OPTION_NAMES = new Set(['android', 'ios']);
  * @param {unknown} options
  * @returns {{ abis: string[] | undefined, memoryEntitlements: boolean }}
  */
-export function parseOptions(options) {
+function parseOptions(options) {
   const o = options ?? {};
   const fail = (what) => {
     throw new Error(`react-native-local-llm config plugin: ${what}`);
@@ -123,4 +126,4 @@ function withLocalLlm(config, options) {
   return withIos(withAndroid(config, abis), memoryEntitlements);
 }
 
-export default createRunOncePlugin(withLocalLlm, PACKAGE.name, PACKAGE.version);
+module.exports = createRunOncePlugin(withLocalLlm, PACKAGE.name, PACKAGE.version);
