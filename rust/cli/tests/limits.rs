@@ -189,3 +189,64 @@ fn a_context_larger_than_the_address_space_is_insufficient_memory() {
         );
     }
 }
+
+#[test]
+fn option_sized_buffers_that_do_not_fit_are_insufficient_memory() {
+    // A 30,000-token prompt in one batch (`-b` as large as `-c`): its activation, attention and
+    // logits buffers come on top of a 0.75 GB KV cache. Under a 1.6 GB address-space limit
+    // the process aborted with signal 6 ("memory allocation of 5795635 bytes failed");
+    // every buffer sized by an option is now allocated fallibly.
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let prompt = " the".repeat(30_000);
+    // (address-space limit in KiB, arguments)
+    let cases: [(u32, &[&str]); 2] = [
+        (
+            1_600_000,
+            &[
+                "run", "-c", "32768", "-b", "32768", "-n", "1", "-t", "1", "-p", &prompt,
+            ],
+        ),
+        // `bench -r` used to size a vector up front: 10^12 repetitions aborted before any
+        // test ran. Now the first prompt pass reports that its buffers (or its 0.7 GB KV
+        // cache) do not fit.
+        (
+            1_200_000,
+            &[
+                "bench",
+                "-p",
+                "30000",
+                "-b",
+                "30000",
+                "-n",
+                "0",
+                "-r",
+                "1000000000000",
+            ],
+        ),
+    ];
+    for (limit_kb, args) in cases {
+        // `timeout`: a case that unexpectedly fits must not run for hours.
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("ulimit -v {limit_kb} && exec timeout 300 \"$@\""))
+            .arg("bash")
+            .arg(bin())
+            .args(&args[..1])
+            .arg("-m")
+            .arg(&model)
+            .args(&args[1..])
+            .output()
+            .expect("run bash");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let shown: Vec<&str> = args.iter().map(|a| &a[..a.len().min(12)]).collect();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{shown:?}: {:?}, stderr: {stderr}",
+            out.status
+        );
+        assert!(stderr.contains("error: insufficient memory:"), "{stderr}");
+    }
+}
