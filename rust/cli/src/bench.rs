@@ -211,7 +211,8 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                 _ => time_tg_parallel(ctx, &toks, seqs),
             };
             run(&mut ctx)?; // warm-up
-            let mut rates = Vec::with_capacity(args.repetitions);
+                            // Grown as measured: `-r` is an option, not an allocation size.
+            let mut rates = Vec::new();
             for _ in 0..args.repetitions {
                 rates.push((n * seqs) as f64 / run(&mut ctx)?);
             }

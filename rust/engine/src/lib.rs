@@ -18,6 +18,7 @@ mod macros;
 pub mod backend;
 pub mod chat;
 pub mod error;
+mod fallible;
 pub mod gguf;
 pub mod grammar;
 pub mod log;

@@ -135,11 +135,10 @@ impl LlmModel {
         let gguf = model.gguf();
         let metadata = gguf
             .metadata()
-            .iter()
             .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
             .map(|(k, v)| {
                 (
-                    k.clone(),
+                    k.to_string(),
                     v.as_str().map_or_else(|| v.display_short(), str::to_string),
                 )
             })

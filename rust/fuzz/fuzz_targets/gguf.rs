@@ -19,6 +19,10 @@ fuzz_target!(|data: &[u8]| {
     };
     for (_, value) in file.metadata() {
         let _ = value.display_short();
+        // Arrays were validated at open: every element decodes.
+        if let Some(array) = value.as_array() {
+            assert_eq!(array.iter().count(), array.len());
+        }
     }
     for t in file.tensors() {
         assert_eq!(file.tensor_data(t).len() as u64, t.n_bytes);

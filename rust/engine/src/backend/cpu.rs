@@ -43,7 +43,7 @@ pub(crate) fn matmul(
     }
     ACTIVATIONS.with(|scratch| -> Result<()> {
         let mut act = scratch.borrow_mut();
-        act.resize(act_row * n_tokens, 0);
+        crate::fallible::resize(&mut act, act_row * n_tokens, 0, "the quantized activations")?;
         for (xt, at) in x.chunks_exact(cols).zip(act.chunks_exact_mut(act_row)) {
             quant::quantize_row(act_ty, xt, at)?;
         }

@@ -4,6 +4,8 @@
 //! validates every length, count, shape, offset and size against the file before anything is
 //! allocated. Tensor data is then available as byte slices in little-endian layout: zero-copy
 //! from the map for little-endian files, converted once at load for big-endian files.
+//! Metadata strings and arrays are views of the file ([`Value`], [`Array`]): validated when
+//! the file is opened, decoded (in the file's byte order) only when read, never copied.
 //!
 //! Supported: format versions 2 and 3, either byte order (big-endian files as written on
 //! s390x hosts are detected from the byte-swapped version field), every metadata value type
@@ -21,7 +23,9 @@ use std::fs::File;
 use std::path::Path;
 
 pub use error::GgufError;
-pub use value::{Array, Strings, Value};
+pub use value::{Array, ArrayIter, Strings, Value};
+
+use value::StoredValue;
 
 use crate::quant::GgmlType;
 
@@ -76,7 +80,7 @@ pub struct GgufFile {
     storage: Storage,
     version: u32,
     big_endian: bool,
-    metadata: Vec<(String, Value)>,
+    metadata: Vec<(String, StoredValue)>,
     meta_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
@@ -157,17 +161,22 @@ impl GgufFile {
         self.version
     }
 
-    /// All metadata pairs in file order.
-    pub fn metadata(&self) -> &[(String, Value)] {
-        &self.metadata
+    /// All metadata pairs in file order. Values borrow the file: strings and arrays are
+    /// views, decoded only when read.
+    pub fn metadata(&self) -> impl ExactSizeIterator<Item = (&str, Value<'_>)> + '_ {
+        let bytes = self.storage.bytes();
+        self.metadata
+            .iter()
+            .map(move |(k, v)| (k.as_str(), v.view(bytes, self.big_endian)))
     }
 
     /// The metadata value for `key`.
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.meta_index
+    pub fn get(&self, key: &str) -> Option<Value<'_>> {
+        let (_, v) = self
+            .meta_index
             .get(key)
-            .and_then(|&i| self.metadata.get(i))
-            .map(|(_, v)| v)
+            .and_then(|&i| self.metadata.get(i))?;
+        Some(v.view(self.storage.bytes(), self.big_endian))
     }
 
     /// The metadata value for `key` if it is a string.
@@ -195,8 +204,8 @@ impl GgufFile {
         self.get(key)?.as_bool()
     }
 
-    /// The metadata value for `key` if it is an array.
-    pub fn get_array(&self, key: &str) -> Option<&Array> {
+    /// The metadata value for `key` if it is an array (a view of the file, see [`Array`]).
+    pub fn get_array(&self, key: &str) -> Option<Array<'_>> {
         self.get(key)?.as_array()
     }
 

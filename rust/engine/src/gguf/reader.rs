@@ -1,15 +1,17 @@
 //! Parsing and validation of the GGUF header (metadata and tensor infos) from a byte slice.
 //!
 //! Every length and count is checked against the bytes that remain before anything is
-//! allocated, so a corrupt header can never cause a huge allocation or a panic. Beyond that,
-//! every allocation the header makes is charged to a memory budget of the file's size plus
-//! [`HEADER_MEMORY_SLACK`]: decoded metadata (arrays are compact typed vectors, see
-//! [`Array`]) and tensor infos never take more memory than that, whatever the file holds.
+//! allocated, so a corrupt header can never cause a huge allocation or a panic. Metadata
+//! strings and arrays are validated in place and kept as byte ranges of the file (see
+//! [`StoredValue`]): an array costs the same few bytes whatever its length. What the header
+//! does allocate (keys, metadata and tensor lists, their indexes, tensor names and shapes) is
+//! charged to a memory budget of the file's size plus [`HEADER_MEMORY_SLACK`].
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use super::error::GgufError;
-use super::value::{Array, Strings, Value};
+use super::value::{StoredValue, Value, ValueType};
 use super::TensorInfo;
 use crate::quant::GgmlType;
 
@@ -35,7 +37,7 @@ const ALLOC_OVERHEAD: u64 = 32;
 /// byte, and as much again for the table's spare capacity.
 const INDEX_ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(String, usize)>() as u64 + 1);
 /// Memory for one metadata pair besides its key's text: its list slot and index entry.
-const PAIR_BYTES: u64 = std::mem::size_of::<(String, Value)>() as u64 + INDEX_ENTRY_BYTES;
+const PAIR_BYTES: u64 = std::mem::size_of::<(String, StoredValue)>() as u64 + INDEX_ENTRY_BYTES;
 /// Memory for one tensor info besides its name's text and dimensions.
 const TENSOR_BYTES: u64 = std::mem::size_of::<TensorInfo>() as u64 + INDEX_ENTRY_BYTES;
 /// Smallest encoded size of one metadata pair: empty key, type, one-byte value.
@@ -43,31 +45,14 @@ const MIN_KV_SIZE: u64 = 8 + 4 + 1;
 /// Smallest encoded size of one tensor info: empty name, n_dims, one dim, type, offset.
 const MIN_TENSOR_INFO_SIZE: u64 = 8 + 4 + 8 + 4 + 8;
 
-/// GGUF metadata value type codes.
-mod vt {
-    pub const U8: u32 = 0;
-    pub const I8: u32 = 1;
-    pub const U16: u32 = 2;
-    pub const I16: u32 = 3;
-    pub const U32: u32 = 4;
-    pub const I32: u32 = 5;
-    pub const F32: u32 = 6;
-    pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
-    pub const U64: u32 = 10;
-    pub const I64: u32 = 11;
-    pub const F64: u32 = 12;
-}
-
 /// Metadata pairs in file order, and the index of each key.
-type MetadataTable = (Vec<(String, Value)>, HashMap<String, usize>);
+type MetadataTable = (Vec<(String, StoredValue)>, HashMap<String, usize>);
 
 /// The parsed and validated header of a GGUF file.
 pub(crate) struct Header {
     pub version: u32,
     pub big_endian: bool,
-    pub metadata: Vec<(String, Value)>,
+    pub metadata: Vec<(String, StoredValue)>,
     pub meta_index: HashMap<String, usize>,
     pub tensors: Vec<TensorInfo>,
     pub tensor_index: HashMap<String, usize>,
@@ -202,45 +187,44 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Smallest encoded size of one value of type `code`, or `None` for unknown codes.
-fn min_value_size(code: u32) -> Option<u64> {
-    Some(match code {
-        vt::U8 | vt::I8 | vt::BOOL => 1,
-        vt::U16 | vt::I16 => 2,
-        vt::U32 | vt::I32 | vt::F32 => 4,
-        vt::U64 | vt::I64 | vt::F64 | vt::STRING => 8,
-        vt::ARRAY => 4 + 8,
-        _ => return None,
-    })
+/// Smallest encoded size of one value of type `ty`.
+fn min_value_size(ty: ValueType) -> u64 {
+    match ty.fixed_size() {
+        Some(w) => w as u64,
+        None if ty == ValueType::String => 8,
+        None => 4 + 8,
+    }
 }
 
-fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64) -> Result<Value> {
-    Ok(match code {
-        vt::U8 => Value::U8(c.u8("u8 value")?),
-        vt::I8 => Value::I8(c.u8("i8 value")? as i8),
-        vt::U16 => Value::U16(c.u16("u16 value")?),
-        vt::I16 => Value::I16(c.i16("i16 value")?),
-        vt::U32 => Value::U32(c.u32("u32 value")?),
-        vt::I32 => Value::I32(c.i32("i32 value")?),
-        vt::U64 => Value::U64(c.u64("u64 value")?),
-        vt::I64 => Value::I64(c.i64("i64 value")?),
-        vt::F32 => Value::F32(c.f32("f32 value")?),
-        vt::F64 => Value::F64(c.f64("f64 value")?),
-        vt::BOOL => {
+fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64) -> Result<StoredValue> {
+    let scalar = StoredValue::Scalar;
+    Ok(match ValueType::from_code(code) {
+        Some(ValueType::U8) => scalar(Value::U8(c.u8("u8 value")?)),
+        Some(ValueType::I8) => scalar(Value::I8(c.u8("i8 value")? as i8)),
+        Some(ValueType::U16) => scalar(Value::U16(c.u16("u16 value")?)),
+        Some(ValueType::I16) => scalar(Value::I16(c.i16("i16 value")?)),
+        Some(ValueType::U32) => scalar(Value::U32(c.u32("u32 value")?)),
+        Some(ValueType::I32) => scalar(Value::I32(c.i32("i32 value")?)),
+        Some(ValueType::U64) => scalar(Value::U64(c.u64("u64 value")?)),
+        Some(ValueType::I64) => scalar(Value::I64(c.i64("i64 value")?)),
+        Some(ValueType::F32) => scalar(Value::F32(c.f32("f32 value")?)),
+        Some(ValueType::F64) => scalar(Value::F64(c.f64("f64 value")?)),
+        Some(ValueType::Bool) => {
             let offset = c.offset();
-            match c.u8("bool value")? {
-                0 => Value::Bool(false),
-                1 => Value::Bool(true),
-                b => {
-                    return Err(GgufError::Invalid(format!(
-                        "bool value {b} at offset {offset} is neither 0 nor 1"
-                    )))
-                }
-            }
+            let bytes = c.take(1, "bool value")?;
+            check_bools(bytes, offset)?;
+            scalar(Value::Bool(bytes == [1]))
         }
-        vt::STRING => Value::String(c.string("string value", MAX_STRING_LEN, 1)?),
-        vt::ARRAY => Value::Array(read_array(c, 0)?),
-        _ => {
+        Some(ValueType::String) => {
+            let s = c.str_ref("string value", MAX_STRING_LEN)?;
+            let end = c.pos;
+            StoredValue::String(end - s.len()..end)
+        }
+        Some(ValueType::Array) => {
+            let (elem, len, bytes) = check_array(c, 0)?;
+            StoredValue::Array { elem, len, bytes }
+        }
+        None => {
             return Err(GgufError::UnknownValueType {
                 code,
                 offset: code_offset,
@@ -250,98 +234,59 @@ fn read_value(c: &mut Cursor<'_>, code: u32, code_offset: u64) -> Result<Value> 
     })
 }
 
-/// Decodes `n` fixed-size numbers from the next `n * size_of::<$t>()` bytes into a vector of
-/// exactly `n` elements.
-macro_rules! numbers {
-    ($c:expr, $n:expr, $variant:ident, $t:ty) => {{
-        const W: usize = std::mem::size_of::<$t>();
-        let big_endian = $c.big_endian;
-        let bytes = $c.take($n * W as u64, "array elements")?;
-        Array::$variant(
-            bytes
-                .chunks_exact(W)
-                .map(|b| {
-                    let mut a = [0u8; W];
-                    a.copy_from_slice(b);
-                    if big_endian {
-                        <$t>::from_be_bytes(a)
-                    } else {
-                        <$t>::from_le_bytes(a)
-                    }
-                })
-                .collect(),
-        )
-    }};
+/// Fails unless every byte of `bytes` (bool values starting at file offset `offset`) is 0 or 1.
+fn check_bools(bytes: &[u8], offset: u64) -> Result<()> {
+    match bytes.iter().position(|&b| b > 1) {
+        Some(at) => Err(GgufError::Invalid(format!(
+            "bool value {} at offset {} is neither 0 nor 1",
+            bytes[at],
+            offset + at as u64
+        ))),
+        None => Ok(()),
+    }
 }
 
-/// Reads an array (element type, count, elements) into one typed vector.
-fn read_array(c: &mut Cursor<'_>, depth: u32) -> Result<Array> {
+/// Validates an array (element type, count, elements) without decoding or copying it, and
+/// returns its element type, count and the byte range of its encoded elements. Only bools,
+/// strings and nested arrays need their bytes read; other elements are only bounds-checked.
+fn check_array(c: &mut Cursor<'_>, depth: u32) -> Result<(ValueType, usize, Range<usize>)> {
     let elem_offset = c.offset();
-    let elem = c.u32("array element type")?;
-    let min = min_value_size(elem).ok_or_else(|| GgufError::UnknownValueType {
-        code: elem,
+    let code = c.u32("array element type")?;
+    let unknown = || GgufError::UnknownValueType {
+        code,
         offset: elem_offset,
         context: String::new(),
-    })?;
-    if elem == vt::ARRAY && depth >= MAX_ARRAY_DEPTH {
+    };
+    let elem = ValueType::from_code(code).ok_or_else(unknown)?;
+    if elem == ValueType::Array && depth >= MAX_ARRAY_DEPTH {
         return Err(GgufError::Invalid(format!(
             "arrays nested deeper than {MAX_ARRAY_DEPTH} levels at offset {elem_offset}"
         )));
     }
-    // `n` is bounded by the remaining bytes, and what it allocates by the budget.
-    let n = c.count("array length", min)?;
-    let in_memory = match elem {
-        vt::STRING => std::mem::size_of::<usize>() as u64,
-        vt::ARRAY => std::mem::size_of::<Array>() as u64,
-        _ => min,
-    };
-    c.charge(n * in_memory, "array")?;
-    Ok(match elem {
-        vt::U8 => numbers!(c, n, U8, u8),
-        vt::I8 => numbers!(c, n, I8, i8),
-        vt::U16 => numbers!(c, n, U16, u16),
-        vt::I16 => numbers!(c, n, I16, i16),
-        vt::U32 => numbers!(c, n, U32, u32),
-        vt::I32 => numbers!(c, n, I32, i32),
-        vt::U64 => numbers!(c, n, U64, u64),
-        vt::I64 => numbers!(c, n, I64, i64),
-        vt::F32 => numbers!(c, n, F32, f32),
-        vt::F64 => numbers!(c, n, F64, f64),
-        vt::BOOL => {
+    // `n` is bounded by the remaining bytes; nothing is allocated for the elements.
+    let n = c.count("array length", min_value_size(elem))?;
+    let start = c.pos;
+    match elem.fixed_size() {
+        Some(w) => {
             let offset = c.offset();
-            let bytes = c.take(n, "array elements")?;
-            if let Some(at) = bytes.iter().position(|&b| b > 1) {
-                return Err(GgufError::Invalid(format!(
-                    "bool value {} at offset {} is neither 0 nor 1",
-                    bytes[at],
-                    offset + at as u64
-                )));
+            let bytes = c.take(n * w as u64, "array elements")?;
+            if elem == ValueType::Bool {
+                check_bools(bytes, offset)?;
             }
-            Array::Bool(bytes.iter().map(|&b| b == 1).collect())
         }
-        vt::STRING => {
-            // A first pass finds the total length, so the text is allocated once.
-            let start = c.pos;
-            let mut total = 0u64;
+        None if elem == ValueType::String => {
             for _ in 0..n {
-                total += c.str_ref("string value", MAX_STRING_LEN)?.len() as u64;
+                c.str_ref("string value", MAX_STRING_LEN)?;
             }
-            c.pos = start;
-            c.charge(total, "array strings")?;
-            let mut strings = Strings::with_capacity(n as usize, total as usize);
-            for _ in 0..n {
-                strings.push(c.str_ref("string value", MAX_STRING_LEN)?);
-            }
-            Array::String(strings)
         }
-        _ => {
-            let mut items = Vec::with_capacity(n as usize);
+        None => {
             for _ in 0..n {
-                items.push(read_array(c, depth + 1)?);
+                check_array(c, depth + 1)?;
             }
-            Array::Array(items)
         }
-    })
+    }
+    // `n` is at most the number of remaining bytes, so it fits in usize.
+    Ok((elem, n as usize, start..c.pos))
 }
 
 /// Reads the magic and version; returns `(version, big_endian)`.
@@ -391,13 +336,13 @@ fn read_metadata(c: &mut Cursor<'_>, kv_count: u64) -> Result<MetadataTable> {
     Ok((metadata, index))
 }
 
-fn alignment_of(metadata: &[(String, Value)], index: &HashMap<String, usize>) -> Result<u64> {
+fn alignment_of(metadata: &[(String, StoredValue)], index: &HashMap<String, usize>) -> Result<u64> {
     let Some(value) = index.get(ALIGNMENT_KEY).and_then(|&i| metadata.get(i)) else {
         return Ok(DEFAULT_ALIGNMENT);
     };
     match value.1 {
-        Value::U32(a) if a.is_power_of_two() => Ok(a.into()),
-        Value::U32(a) => Err(GgufError::Invalid(format!(
+        StoredValue::Scalar(Value::U32(a)) if a.is_power_of_two() => Ok(a.into()),
+        StoredValue::Scalar(Value::U32(a)) => Err(GgufError::Invalid(format!(
             "{ALIGNMENT_KEY} is {a}, not a nonzero power of two"
         ))),
         ref other => Err(GgufError::Invalid(format!(

@@ -7,12 +7,14 @@
 //! rounding); the arithmetic and its order are the same, so all versions give identical results.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::ops;
 use crate::backend::{SharedMut, Threads};
+use crate::{fallible, Error, Result};
 
 /// Shapes and settings of one layer's attention.
 pub(crate) struct AttentionShape {
@@ -40,6 +42,8 @@ struct Job<'a> {
     pos0: usize,
     token_block: usize,
     n_blocks: usize,
+    /// Set by a task that could not allocate its buffers (it then does nothing).
+    out_of_memory: AtomicBool,
 }
 
 /// The two primitives that differ between the portable and the AVX2 build.
@@ -217,8 +221,15 @@ impl Job<'_> {
             let t0 = blk * self.token_block;
             let t1 = ((blk + 1) * self.token_block).min(self.n);
             let (lo, hi) = (self.window_start(self.pos0 + t0), self.pos0 + t1);
-            k32.resize((hi - lo) * hd, 0.0);
-            v32.resize((hi - lo) * hdv, 0.0);
+            // The window is as long as the context (an option): allocate fallibly.
+            scores.clear();
+            let fits = fallible::resize(&mut k32, (hi - lo) * hd, 0.0, "")
+                .and_then(|()| fallible::resize(&mut v32, (hi - lo) * hdv, 0.0, ""))
+                .and_then(|()| fallible::reserve(&mut scores, hi - lo, ""));
+            if fits.is_err() {
+                self.out_of_memory.store(true, Ordering::Relaxed);
+                return;
+            }
             for j in lo..hi {
                 let (r, kr) = (j - lo, j * kw + g * hd);
                 self.keys[kr..kr + hd].convert_to_f32_slice(&mut k32[r * hd..(r + 1) * hd]);
@@ -295,7 +306,8 @@ impl Job<'_> {
 
 /// Attention of `n` new tokens at positions `pos0..pos0 + n`: `q` holds their (rotated,
 /// scaled) queries, `keys`/`values` the layer's cache including them, `out` receives
-/// `n × n_head × head_dim_v` values.
+/// `n × n_head × head_dim_v` values. [`Error::InsufficientMemory`] when the per-task buffers
+/// (as long as the attended window) cannot be allocated.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention(
     shape: &AttentionShape,
@@ -306,7 +318,7 @@ pub(crate) fn attention(
     pos0: usize,
     out: &mut [f32],
     threads: &Threads,
-) {
+) -> Result<()> {
     // Split tokens into blocks so that every KV head gets several tasks.
     let token_block = n
         .div_ceil((threads.count() * 4).div_ceil(shape.n_head_kv))
@@ -323,8 +335,16 @@ pub(crate) fn attention(
         pos0,
         token_block,
         n_blocks,
+        out_of_memory: AtomicBool::new(false),
     };
     threads.for_each_chunk(shape.n_head_kv * n_blocks, 1, |range| job.dispatch(range));
+    if job.out_of_memory.into_inner() {
+        return Err(Error::InsufficientMemory(format!(
+            "cannot allocate the attention buffers for {} positions",
+            pos0 + n
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -366,6 +386,7 @@ mod tests {
                 pos0,
                 token_block: 4,
                 n_blocks: 3,
+                out_of_memory: AtomicBool::new(false),
             };
             if simd {
                 job.dispatch(0..6);

@@ -10,7 +10,7 @@ use super::embedding::Embedding;
 use super::ops::{self, Rope};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
-use crate::{Error, Result};
+use crate::{fallible, Error, Result};
 
 /// The gated feed-forward activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,9 +85,9 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// Size every buffer for `n` tokens. Their contents are not cleared: the forward pass
-    /// writes every element before reading it.
-    fn size_for(&mut self, n: usize, c: &ModelConfig) {
+    /// Size every buffer for `n` tokens ([`Error::InsufficientMemory`] when they do not fit).
+    /// Their contents are not cleared: the forward pass writes every element before reading it.
+    fn size_for(&mut self, n: usize, c: &ModelConfig) -> Result<()> {
         let (qw, kvw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
         let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
         for (buf, width) in [
@@ -101,8 +101,10 @@ impl Scratch {
             (&mut self.gate, c.n_ff),
             (&mut self.up, c.n_ff),
         ] {
-            buf.resize(n * width, 0.0);
+            let len = n.saturating_mul(width);
+            fallible::resize(buf, len, 0.0, "the forward pass's activations")?;
         }
+        Ok(())
     }
 }
 
@@ -159,8 +161,9 @@ impl Transformer {
         }
         let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let mut buffers = SCRATCH.take();
-        buffers.size_for(n, c);
-        let result = self.forward_with(seqs, n, threads, output, &mut buffers);
+        let result = buffers
+            .size_for(n, c)
+            .and_then(|()| self.forward_with(seqs, n, threads, output, &mut buffers));
         SCRATCH.set(buffers);
         result
     }
@@ -244,7 +247,7 @@ impl Transformer {
                 seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw]);
                 let (keys, values) = (seq.cache.keys(il), seq.cache.values(il));
                 let out = &mut attn[t0 * ow..t1 * ow];
-                attention(&shape, q, keys, values, ns, pos0, out, threads);
+                attention(&shape, q, keys, values, ns, pos0, out, threads)?;
                 t0 = t1;
             }
             layer.wo.matmul(attn, n, proj, threads)?;
@@ -275,7 +278,8 @@ impl Transformer {
         // The rows asked for: each sequence's last, or all of them.
         let mut rows: Vec<f32> = match output {
             Output::LastLogits => {
-                let mut last = Vec::with_capacity(seqs.len() * d);
+                let mut last = Vec::new();
+                fallible::reserve(&mut last, seqs.len() * d, "the output rows")?;
                 let mut end = 0;
                 for seq in seqs.iter() {
                     end += seq.tokens.len();
@@ -283,14 +287,20 @@ impl Transformer {
                 }
                 last
             }
-            Output::AllLogits | Output::Hidden => x.to_vec(),
+            Output::AllLogits | Output::Hidden => {
+                let mut all = Vec::new();
+                fallible::reserve(&mut all, x.len(), "the output rows")?;
+                all.extend_from_slice(x);
+                all
+            }
         };
         norm_rows(&mut rows, &self.output_norm, c.rms_eps);
         if output == Output::Hidden {
             return Ok(rows);
         }
         let n_out = rows.len() / d;
-        let mut logits = vec![0.0f32; n_out * c.n_vocab];
+        let n_logits = n_out.saturating_mul(c.n_vocab);
+        let mut logits = fallible::vec(n_logits, 0.0f32, "the logits")?;
         self.output.matmul(&rows, n_out, &mut logits, threads)?;
         Ok(logits)
     }

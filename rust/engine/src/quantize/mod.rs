@@ -183,15 +183,13 @@ fn write_model(
     ftype: u32,
     options: &QuantizeOptions,
 ) -> Result<QuantizeReport> {
-    let mut metadata: Vec<(String, Value)> = file
+    let mut metadata: Vec<(&str, Value<'_>)> = file
         .metadata()
-        .iter()
         .filter(|(k, _)| !k.starts_with("split."))
-        .filter(|(k, _)| k != "general.file_type" && k != "general.quantization_version")
-        .cloned()
+        .filter(|&(k, _)| k != "general.file_type" && k != "general.quantization_version")
         .collect();
-    metadata.push(("general.quantization_version".into(), Value::U32(2)));
-    metadata.push(("general.file_type".into(), Value::U32(ftype)));
+    metadata.push(("general.quantization_version", Value::U32(2)));
+    metadata.push(("general.file_type", Value::U32(ftype)));
     let out_tensors: Vec<OutTensor> = plan
         .iter()
         .map(|(t, ty)| OutTensor {

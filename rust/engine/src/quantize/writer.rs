@@ -28,73 +28,19 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// The GGUF value type code of a value.
-fn value_code(v: &Value) -> u32 {
-    match v {
-        Value::U8(_) => 0,
-        Value::I8(_) => 1,
-        Value::U16(_) => 2,
-        Value::I16(_) => 3,
-        Value::U32(_) => 4,
-        Value::I32(_) => 5,
-        Value::F32(_) => 6,
-        Value::Bool(_) => 7,
-        Value::String(_) => 8,
-        Value::Array(_) => 9,
-        Value::U64(_) => 10,
-        Value::I64(_) => 11,
-        Value::F64(_) => 12,
-    }
-}
-
-fn array_code(a: &Array) -> u32 {
-    match a {
-        Array::U8(_) => 0,
-        Array::I8(_) => 1,
-        Array::U16(_) => 2,
-        Array::I16(_) => 3,
-        Array::U32(_) => 4,
-        Array::I32(_) => 5,
-        Array::F32(_) => 6,
-        Array::Bool(_) => 7,
-        Array::String(_) => 8,
-        Array::Array(_) => 9,
-        Array::U64(_) => 10,
-        Array::I64(_) => 11,
-        Array::F64(_) => 12,
-    }
-}
-
-/// Appends the body of an array: element type, count, elements.
-fn put_array(out: &mut Vec<u8>, a: &Array) {
-    out.extend_from_slice(&array_code(a).to_le_bytes());
+/// Appends the body of an array: element type, count, elements. Elements of a little-endian
+/// file are copied as encoded; those of a big-endian file are re-encoded one at a time.
+fn put_array(out: &mut Vec<u8>, a: &Array<'_>) {
+    out.extend_from_slice(&a.element_type().code().to_le_bytes());
     out.extend_from_slice(&(a.len() as u64).to_le_bytes());
-    macro_rules! each {
-        ($v:expr) => {
-            for x in $v {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-        };
-    }
-    match a {
-        Array::U8(v) => out.extend_from_slice(v),
-        Array::I8(v) => each!(v),
-        Array::U16(v) => each!(v),
-        Array::I16(v) => each!(v),
-        Array::U32(v) => each!(v),
-        Array::I32(v) => each!(v),
-        Array::U64(v) => each!(v),
-        Array::I64(v) => each!(v),
-        Array::F32(v) => each!(v),
-        Array::F64(v) => each!(v),
-        Array::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
-        Array::String(s) => s.iter().for_each(|s| put_str(out, s)),
-        Array::Array(v) => v.iter().for_each(|a| put_array(out, a)),
+    match a.encoded() {
+        (bytes, false) => out.extend_from_slice(bytes),
+        (_, true) => a.iter().for_each(|v| put_payload(out, &v)),
     }
 }
 
-fn put_value(out: &mut Vec<u8>, v: &Value) {
-    out.extend_from_slice(&value_code(v).to_le_bytes());
+/// Appends a value without its type code.
+fn put_payload(out: &mut Vec<u8>, v: &Value<'_>) {
     match v {
         Value::U8(x) => out.push(*x),
         Value::I8(x) => out.extend_from_slice(&x.to_le_bytes()),
@@ -112,6 +58,11 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+fn put_value(out: &mut Vec<u8>, v: &Value<'_>) {
+    out.extend_from_slice(&v.value_type().code().to_le_bytes());
+    put_payload(out, v);
+}
+
 /// Rounds `n` up to a multiple of `align` (a power of two or any positive value).
 pub(super) fn pad(n: u64, align: u64) -> u64 {
     n.div_ceil(align) * align
@@ -121,7 +72,7 @@ pub(super) fn pad(n: u64, align: u64) -> u64 {
 /// metadata, tensor infos with offsets laid out in order. Fails only when a tensor's size
 /// cannot be computed.
 pub(super) fn header(
-    metadata: &[(String, Value)],
+    metadata: &[(&str, Value<'_>)],
     tensors: &[OutTensor],
     alignment: u64,
 ) -> Option<Vec<u8>> {

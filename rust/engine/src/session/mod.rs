@@ -381,7 +381,10 @@ impl Runner<'_> {
             seq.cached.extend_from_slice(batch);
             match output {
                 Output::LastLogits => result = out,
-                Output::AllLogits | Output::Hidden => result.extend(out),
+                Output::AllLogits | Output::Hidden => {
+                    crate::fallible::reserve(&mut result, out.len(), "the output rows")?;
+                    result.extend(out);
+                }
             }
             done += batch.len();
             progress(done, tokens.len());

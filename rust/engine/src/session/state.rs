@@ -224,7 +224,7 @@ impl Context {
         }
         // The file's length, which fits in memory as the cache of `n` positions does.
         let expected = expected as usize;
-        let mut body = vec![0u8; expected - HEADER_LEN];
+        let mut body = crate::fallible::vec(expected - HEADER_LEN, 0u8, "the session file")?;
         file.read_exact(&mut body).map_err(|e| io_error(path, e))?;
         let mut crc = Crc32::new();
         crc.update(&header);

@@ -169,7 +169,7 @@ impl Tokenizer {
             .ok_or_else(|| err("tokenizer.ggml.tokens is not an array of strings"))?;
         let n = tokens.len();
         let mut texts: Vec<Cow<'_, str>> = Vec::with_capacity(n);
-        for (i, s) in tokens.iter().enumerate() {
+        for (i, s) in tokens.enumerate() {
             texts.push(if s.is_empty() {
                 Cow::Owned(format!("[EMPTY_{i}]"))
             } else {
@@ -180,12 +180,10 @@ impl Tokenizer {
             Some(a) if a.len() < n => {
                 return Err(err(format!("{} scores for {n} tokens", a.len())))
             }
-            Some(a) => (0..n)
-                .map(|i| {
-                    a.get(i)
-                        .and_then(|v| number_f32(&v))
-                        .ok_or_else(|| err("score is not a number"))
-                })
+            Some(a) => a
+                .iter()
+                .take(n)
+                .map(|v| number_f32(&v).ok_or_else(|| err("score is not a number")))
                 .collect::<Result<_>>()?,
             None => vec![0.0; n],
         };
@@ -193,10 +191,11 @@ impl Tokenizer {
             Some(a) if a.len() < n => {
                 return Err(err(format!("{} token types for {n} tokens", a.len())))
             }
-            Some(a) => (0..n)
-                .map(|i| {
-                    a.get(i)
-                        .and_then(|v| v.as_i64())
+            Some(a) => a
+                .iter()
+                .take(n)
+                .map(|v| {
+                    v.as_i64()
                         .map(attr_from_type)
                         .ok_or_else(|| err("token type is not an integer"))
                 })
@@ -217,7 +216,7 @@ impl Tokenizer {
                 .ok_or_else(|| err("missing tokenizer.ggml.merges"))?
                 .strings()
                 .ok_or_else(|| err("tokenizer.ggml.merges is not an array of strings"))?;
-            let ranks = bpe::parse_merges(&mut vocab, merges.iter())?;
+            let ranks = bpe::parse_merges(&mut vocab, merges)?;
             let bpe = Bpe {
                 ranks,
                 stages: pt.stages,

@@ -122,7 +122,7 @@ fn leaf_json(v: &Value) -> Json {
         Value::F32(x) => x.to_bits().into(),
         Value::F64(x) => x.to_bits().into(),
         Value::Bool(x) => (*x).into(),
-        Value::String(s) => s.as_str().into(),
+        Value::String(s) => (*s).into(),
         Value::Array(_) => unreachable!("leaf_json on an array"),
     }
 }
@@ -130,9 +130,7 @@ fn leaf_json(v: &Value) -> Json {
 /// Leaf values of a (possibly nested) array, flattened as gguf-py's `contents()` does.
 fn flatten(v: &Value, out: &mut Vec<Json>) {
     match v {
-        Value::Array(items) => (0..items.len())
-            .filter_map(|i| items.get(i))
-            .for_each(|i| flatten(&i, out)),
+        Value::Array(items) => items.iter().for_each(|i| flatten(&i, out)),
         other => out.push(leaf_json(other)),
     }
 }
@@ -162,10 +160,10 @@ pub fn assert_matches_oracle(f: &GgufFile, dump: &Json, label: &str) {
 
     let meta = dump["metadata"].as_array().unwrap();
     assert_eq!(f.metadata().len(), meta.len(), "{label}: metadata count");
-    for ((key, value), want) in f.metadata().iter().zip(meta) {
+    for ((key, value), want) in f.metadata().zip(meta) {
         assert_eq!(key, want["key"].as_str().unwrap(), "{label}: key order");
         let mut chain = Vec::new();
-        type_chain(value, &mut chain);
+        type_chain(&value, &mut chain);
         let want_chain: Vec<String> = want["types"]
             .as_array()
             .unwrap()
@@ -182,7 +180,7 @@ pub fn assert_matches_oracle(f: &GgufFile, dump: &Json, label: &str) {
                     "{label}: length of '{key}'"
                 );
                 let mut leaves = Vec::new();
-                flatten(value, &mut leaves);
+                flatten(&value, &mut leaves);
                 let want_leaves = want["value"].as_array().unwrap();
                 // gguf-py cannot flatten arrays of arrays of ... when the leaf type is ARRAY
                 // (empty inner arrays); it reports no leaves then.
@@ -191,7 +189,7 @@ pub fn assert_matches_oracle(f: &GgufFile, dump: &Json, label: &str) {
                 }
             }
             scalar => assert_eq!(
-                leaf_json(scalar),
+                leaf_json(&scalar),
                 want["value"],
                 "{label}: value of '{key}'"
             ),
