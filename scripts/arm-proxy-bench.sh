@@ -167,7 +167,7 @@ count() {
     local tool=$1 level=$2 model=$3 kind=$4 n=$5 opts=${6:-}
     local log bin hash
     bin=$(exe "$tool" "$level")
-    hash=$(sha256sum "$bin" "$PLUGIN" | sha256sum | cut -c1-12)
+    hash=$(cat "$bin" "$PLUGIN" | sha256sum | cut -c1-12)
     log="$WORK/$(basename "$model" .gguf)-$tool-$level-$kind$n-${opts//[=,]/_}-$hash.txt"
     if [[ ! -s $log ]]; then
         local p=0 g=0 cmd
