@@ -7,15 +7,19 @@
 #   scripts/arm-proxy-bench.sh [build]        build only (qemu + plugin, llama-bench, ours)
 #   scripts/arm-proxy-bench.sh                build, run and print the table
 #
-# Steps (all builds cached in ~/.cache/local-llm/qemu-plugins and ~/.cache/local-llm/llama.cpp):
+# Steps (all builds and runs cached outside the repository, in ~/.cache/local-llm: qemu-plugins,
+# llama.cpp, arm-proxy):
 #   1. apt: Debian's qemu source package (a deb-src line for the archive the deb lines use is
 #      added) and the few build dependencies of a user-mode-only qemu; aarch64 gcc/g++; Debian's
 #      rustc-web with its std source. qemu-aarch64 is configured with --enable-plugins only for
 #      the aarch64-linux-user target; scripts/arm-proxy/icount.c is the counting plugin.
 #   2. llama.cpp (sources of the llama-cpp-python==0.3.36 sdist) cross-built statically:
 #      llama-bench with -march=armv8.2-a+dotprod+fp16 (dotprod) and
-#      -march=armv8.6-a+dotprod+i8mm+fp16 (i8mm), GGML_NATIVE=OFF, no OpenMP.
-#   3. ours: `local-llm` (release profile) for aarch64-unknown-linux-gnu, std built from source.
+#      -march=armv8.6-a+dotprod+i8mm+fp16 (i8mm), GGML_NATIVE=OFF, no OpenMP. Only the llama-bench
+#      target, in one build tree: -march reaches ggml-cpu alone (GGML_CPU_ARM_ARCH), so the second
+#      level recompiles ggml-cpu's dozen files and relinks; llama, common and ggml-base compile once.
+#   3. ours: `local-llm` (release profile, no debug info; symbols kept) for
+#      aarch64-unknown-linux-gnu, std built from source, in ~/.cache/local-llm/arm-proxy/target.
 #   4. runs, 1 thread: level dotprod on qemu's neoverse-n1 CPU (dotprod, no i8mm), level i8mm on
 #      qemu's max CPU; ours with LOCAL_LLM_SIMD=<level>. Per-token numbers are differences of
 #      two runs with different token counts divided by the tokens added (load, warm-up and
@@ -28,9 +32,12 @@
 #
 # Environment: PP1 PP2 TG1 TG2 (default 32 64 8 16), LEVELS (default "dotprod i8mm"),
 # MODELS (default: SmolLM2 Q4_1 and Gemma 3 Q4_K_M in ~/.cache/local-llm/models),
-# ARM_PROXY_BLOCKS=N: the plugin also records the N hottest translated blocks of each run, and
-# target/arm-proxy-runs/hot-<model>-<test>-<level>-<tool>.txt lists the functions they belong to.
-# Runs are cached in target/arm-proxy-runs (delete it to measure again).
+# ARM_PROXY_BLOCKS=N (default 300; 0: off): the plugin also records the N hottest translated
+# blocks of each run (an inline add per block, cheap), and
+# ~/.cache/local-llm/arm-proxy/runs/hot-<model>-<test>-<level>-<tool>.txt lists the functions they
+# belong to (the second run of each pair). Runs are cached in ~/.cache/local-llm/arm-proxy/runs
+# under the hash of the executable and plugin and the plugin options: a rebuilt binary is
+# measured again, an unchanged one is not.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,9 +45,9 @@ CACHE="${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}"
 QCACHE="$CACHE/qemu-plugins"
 LCACHE="$CACHE/llama.cpp"
 TRIPLE=aarch64-unknown-linux-gnu
-OURS_TARGET="$ROOT/target/arm-proxy"
+OURS_TARGET="$CACHE/arm-proxy/target"
 OURS="$OURS_TARGET/$TRIPLE/release/local-llm"
-WORK="$ROOT/target/arm-proxy-runs"
+WORK="$CACHE/arm-proxy/runs"
 PP1=${PP1:-32} PP2=${PP2:-64} TG1=${TG1:-8} TG2=${TG2:-16}
 read -r -a LEVELS <<<"${LEVELS:-dotprod i8mm}"
 read -r -a MODELS <<<"${MODELS:-$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf $CACHE/models/gemma-3-270m-q4_k_m.gguf}"
@@ -87,10 +94,10 @@ build_qemu() {
             qemu_src || apt-get source -qq qemu
             cd "$(qemu_src)"
             mkdir -p build && cd build
-            [[ -f build.ninja ]] || nice -n 10 ../configure --target-list=aarch64-linux-user \
+            [[ -f build.ninja ]] || nice -n 5 ../configure --target-list=aarch64-linux-user \
                 --enable-plugins --disable-docs --disable-tools --disable-system --disable-werror \
                 --disable-capstone --disable-gnutls --disable-nettle --disable-gcrypt >/dev/null
-            nice -n 10 ninja -j"$JOBS" qemu-aarch64 >/dev/null
+            nice -n 5 ninja -j"$JOBS" qemu-aarch64 >/dev/null
             cp qemu-aarch64 "$QEMU.tmp" && mv "$QEMU.tmp" "$QEMU"
         )
     fi
@@ -125,13 +132,13 @@ build_llama() {
         # second level recompiles those alone.
         cd "$LCACHE"
         flock 9
-        nice -n 10 cmake -S src -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
+        nice -n 5 cmake -S src -B build-aarch64 -DCMAKE_BUILD_TYPE=Release \
             -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
             -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
             -DGGML_NATIVE=OFF "-DGGML_CPU_ARM_ARCH=${MARCH[$level]}" -DGGML_OPENMP=OFF \
             -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
             -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_EXE_LINKER_FLAGS=-static >/dev/null
-        nice -n 10 cmake --build build-aarch64 --target llama-bench -j "$JOBS" >/dev/null
+        nice -n 5 cmake --build build-aarch64 --target llama-bench -j "$JOBS" >/dev/null
         mkdir -p "bin-aarch64-$level"
         cp build-aarch64/bin/llama-bench "$bin.tmp" && mv "$bin.tmp" "$bin"
     ) 9>"$LCACHE/.lock-aarch64"
@@ -141,27 +148,35 @@ build_ours() {
     step "ours: local-llm for $TRIPLE (release, std from source)"
     (
         export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1
+        export CARGO_PROFILE_RELEASE_DEBUG=0 # faster build and link; symbols stay for symbolize.py
         export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
         export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar
         cd "$ROOT"
-        nice -n 10 /usr/bin/cargo build --release --locked -j "$JOBS" -Zbuild-std=std,panic_unwind \
+        nice -n 5 /usr/bin/cargo build --release --locked -j "$JOBS" -Zbuild-std=std,panic_unwind \
             --target "$TRIPLE" --target-dir "$OURS_TARGET" -p local-llm-cli
     )
 }
 
+# exe TOOL LEVEL: the executable a run uses.
+exe() { if [[ $1 == ours ]]; then echo "$OURS"; else echo "${LLAMA[$2]}"; fi; }
+
 # count TOOL LEVEL MODEL KIND N [PLUGIN_OPTS]: runs one benchmark under qemu (once: the log is
-# kept in $WORK) and prints the plugin's log: "insns X" [load_bytes Y] [block lines].
+# kept in $WORK, named by the executable's hash and the options) and prints the plugin's log:
+# "insns X" [load_bytes Y] [block lines].
 count() {
     local tool=$1 level=$2 model=$3 kind=$4 n=$5 opts=${6:-}
-    local log
-    log="$WORK/$(basename "$model" .gguf)-$tool-$level-$kind$n.txt"
+    local log bin hash
+    bin=$(exe "$tool" "$level")
+    hash=$(cat "$bin" "$PLUGIN" | sha256sum | cut -c1-12)
+    log="$WORK/$(basename "$model" .gguf)-$tool-$level-$kind$n-${opts//[=,]/_}-$hash.txt"
     if [[ ! -s $log ]]; then
         local p=0 g=0 cmd
         if [[ $kind == pp ]]; then p=$n; else g=$n; fi
         if [[ $tool == ours ]]; then
-            cmd=(env LOCAL_LLM_SIMD="$level" "$OURS" bench -m "$model" -p "$p" -n "$g" -t 1 -r 1)
+            # The level reaches the guest through qemu's -E (`env` here is a host program).
+            cmd=(-E LOCAL_LLM_SIMD="$level" "$bin" bench -m "$model" -p "$p" -n "$g" -t 1 -r 1)
         else
-            cmd=("${LLAMA[$level]}" -m "$model" -p "$p" -n "$g" -t 1 -r 1 --no-warmup)
+            cmd=("$bin" -m "$model" -p "$p" -n "$g" -t 1 -r 1 --no-warmup)
         fi
         nice -n 10 "$QEMU" -cpu "${CPU[$level]}" -L /usr/aarch64-linux-gnu \
             -plugin "$PLUGIN${opts:+,$opts}" -d plugin,page -D "$log.tmp" "${cmd[@]}" >"$log.out" 2>&1
@@ -176,7 +191,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 run_all() {
     mkdir -p "$WORK"
-    local blocks=${ARM_PROXY_BLOCKS:-0} rows=() bytes_rows=()
+    local blocks=${ARM_PROXY_BLOCKS:-300} rows=() bytes_rows=()
     for model in "${MODELS[@]}"; do
         local name weights
         name=$(basename "$model" .gguf)
@@ -198,9 +213,7 @@ run_all() {
                         loads[$tool]=$((($(value load_bytes <<<"$b") - $(value load_bytes <<<"$a")) / tokens))
                     fi
                     if ((blocks > 0)); then
-                        local exe=$OURS
-                        [[ $tool == llama ]] && exe=${LLAMA[$level]}
-                        python3 "$ROOT/scripts/arm-proxy/symbolize.py" "$exe" <<<"$b" \
+                        python3 "$ROOT/scripts/arm-proxy/symbolize.py" "$(exe "$tool" "$level")" <<<"$b" \
                             >"$WORK/hot-$name-$kind-$level-$tool.txt"
                     fi
                 done

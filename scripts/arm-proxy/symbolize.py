@@ -14,10 +14,14 @@ from collections import Counter
 def main() -> None:
     exe = sys.argv[1]
     log = sys.stdin.read()
-    entry = int(re.search(r"^entry\s+0x([0-9a-f]+)", log, re.M).group(1), 16)
-    header = subprocess.run(["aarch64-linux-gnu-readelf", "-h", exe], capture_output=True,
-                            text=True, check=True).stdout
-    bias = entry - int(re.search(r"Entry point address:\s+0x([0-9a-f]+)", header).group(1), 16)
+    # Where qemu loaded the executable (-d page: start_code, its first loaded page; `entry` is
+    # the dynamic loader's for a dynamically linked program) minus its first PT_LOAD address.
+    start = int(re.search(r"^start_code\s+0x([0-9a-f]+)", log, re.M).group(1), 16)
+    segments = subprocess.run(["aarch64-linux-gnu-readelf", "-lW", exe], capture_output=True,
+                              text=True, check=True).stdout
+    first = min(int(v, 16) for v in re.findall(r"^\s*LOAD\s+0x[0-9a-f]+\s+0x([0-9a-f]+)",
+                                                segments, re.M))
+    bias = start - (first & ~0xfff)
     nm = subprocess.run(["aarch64-linux-gnu-nm", "-C", "-n", "--defined-only", exe],
                         capture_output=True, text=True, check=True).stdout
     addrs, names = [], []

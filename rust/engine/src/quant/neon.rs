@@ -159,6 +159,33 @@ pub(super) unsafe fn half(p: *const u8) -> f32 {
     }
 }
 
+/// The IEEE halves at `p[0..4]` (2 bytes each, little-endian) as f32 lanes, exactly: four
+/// lane loads and one `fcvtl`; when a lane is NaN, every lane takes [`half`] (see there).
+///
+/// # Safety
+/// NEON; each pointer must point to 2 readable bytes.
+#[inline(always)]
+pub(super) unsafe fn halves4(p: [*const u8; 4]) -> float32x4_t {
+    let mut h = vdup_n_u16(0);
+    h = vld1_lane_u16::<0>(p[0].cast(), h);
+    h = vld1_lane_u16::<1>(p[1].cast(), h);
+    h = vld1_lane_u16::<2>(p[2].cast(), h);
+    h = vld1_lane_u16::<3>(p[3].cast(), h);
+    let x: float32x4_t;
+    asm!(
+        "fcvtl {x:v}.4s, {h:v}.4h",
+        h = in(vreg) h,
+        x = out(vreg) x,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    // A NaN lane is unequal to itself.
+    if vminvq_u32(vceqq_f32(x, x)) == 0 {
+        let v = p.map(|p| half(p));
+        return vld1q_f32(v.as_ptr());
+    }
+    x
+}
+
 /// The 32 unsigned nibbles of the 16 bytes at `p`: low nibbles (elements 0..16), high nibbles
 /// (elements 16..32).
 ///
@@ -307,6 +334,9 @@ impl<W: Legacy, const R: usize, const T: usize> Kernel for LegacyTile<W, R, T> {
     /// As [`Kernel::run`]; every row must hold `nb` whole blocks.
     #[inline(always)]
     unsafe fn run<const DOT: bool, const MM: bool>(self) -> Self::Out {
+        if T == 1 && R.is_multiple_of(4) {
+            return self.decode::<DOT>();
+        }
         let (asize, aqs) = if W::MIN {
             (BlockQ8_1::SIZE, BlockQ8_1::QS)
         } else {
@@ -352,16 +382,28 @@ impl<W: Legacy, const R: usize, const T: usize> Kernel for LegacyTile<W, R, T> {
                     }
                 }
             }
+            // Token scales four at a time (`array::map` over `half` was compiled as an
+            // out-of-line call per array: a quarter of a prompt's instructions).
+            let (mut dy, mut sy) = ([0f32; T], [0f32; T]);
+            let mut t = 0;
+            while t + 4 <= T {
+                let p = [ab[t], ab[t + 1], ab[t + 2], ab[t + 3]];
+                vst1q_f32(dy.as_mut_ptr().add(t), halves4(p));
+                if W::MIN {
+                    let o = BlockQ8_1::S;
+                    let s = [p[0].add(o), p[1].add(o), p[2].add(o), p[3].add(o)];
+                    vst1q_f32(sy.as_mut_ptr().add(t), halves4(s));
+                }
+                t += 4;
+            }
+            for t in t..T {
+                dy[t] = half(ab[t]);
+                if W::MIN {
+                    sy[t] = half(ab[t].add(BlockQ8_1::S));
+                }
+            }
             // The portable kernels' block combination, per output; four tokens per vector
             // while four remain (the same f32 operations, lane by lane).
-            let dy = ab.map(|p| half(p));
-            let sy = ab.map(|p| {
-                if W::MIN {
-                    half(p.add(BlockQ8_1::S))
-                } else {
-                    0.0
-                }
-            });
             for r in 0..R {
                 let dx = half(wb[r]);
                 let mx = if W::MIN { half(wb[r].add(2)) } else { 0.0 };
@@ -387,6 +429,56 @@ impl<W: Legacy, const R: usize, const T: usize> Kernel for LegacyTile<W, R, T> {
             }
         }
         sum
+    }
+}
+
+impl<W: Legacy, const R: usize, const T: usize> LegacyTile<W, R, T> {
+    /// Decoding's case, one token (`T == 1`) and rows in fours: the four rows' block sums go
+    /// to the lanes of one vector (pairwise adds instead of a reduction and an int-to-float
+    /// move per row), and the block combination runs once per four rows, lane by lane, with
+    /// the portable kernel's f32 operations in its order: `sum += isum · (dx · dy) + mx · sy`.
+    ///
+    /// # Safety
+    /// As [`Kernel::run`]; `T == 1` and `R` a multiple of 4.
+    #[inline(always)]
+    unsafe fn decode<const DOT: bool>(self) -> [[f32; T]; R] {
+        let (asize, aqs) = if W::MIN {
+            (BlockQ8_1::SIZE, BlockQ8_1::QS)
+        } else {
+            (BlockQ8_0::SIZE, BlockQ8_0::QS)
+        };
+        let mut out = [[0f32; T]; R];
+        for r0 in (0..R).step_by(4) {
+            let w = [self.w[r0], self.w[r0 + 1], self.w[r0 + 2], self.w[r0 + 3]];
+            let mut sum = vdupq_n_f32(0.0);
+            for b in 0..self.nb {
+                let o = W::SIZE * b;
+                let wb = [w[0].add(o), w[1].add(o), w[2].add(o), w[3].add(o)];
+                let ab = self.a[0].add(asize * b);
+                let q = ab.add(aqs).cast::<i8>();
+                let y = [vld1q_s8(q), vld1q_s8(q.add(16))];
+                let mut acc = [vdupq_n_s32(0); 4];
+                for k in 0..4 {
+                    let x = W::values(wb[k]);
+                    acc[k] = dot16::<DOT>(dot16::<DOT>(acc[k], x[0], y[0]), x[1], y[1]);
+                }
+                // Lane k: row k's exact integer sum.
+                let isum = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
+                let dx = halves4(wb);
+                let mut v = vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dx, half(ab)));
+                if W::MIN {
+                    let mx = halves4([wb[0].add(2), wb[1].add(2), wb[2].add(2), wb[3].add(2)]);
+                    v = vaddq_f32(v, vmulq_n_f32(mx, half(ab.add(BlockQ8_1::S))));
+                }
+                sum = vaddq_f32(sum, v);
+            }
+            let mut lanes = [0f32; 4];
+            vst1q_f32(lanes.as_mut_ptr(), sum);
+            for (k, &v) in lanes.iter().enumerate() {
+                out[r0 + k][0] = v;
+            }
+        }
+        out
     }
 }
 

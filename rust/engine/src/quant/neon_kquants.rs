@@ -432,6 +432,27 @@ mod tests {
         }
     }
 
+    /// `neon::halves4` equals the portable conversion lane by lane on every half in every lane,
+    /// with NaNs next to ordinary values (a NaN sends its group through the portable path).
+    #[test]
+    fn four_half_conversion_is_exact_for_every_half() {
+        for bits in 0..=u16::MAX {
+            let lanes = [bits, bits.rotate_left(4), bits ^ 0x7e00, !bits];
+            for shift in 0..4 {
+                let h: [[u8; 2]; 4] = std::array::from_fn(|k| lanes[(k + shift) % 4].to_le_bytes());
+                let mut ours = [0f32; 4];
+                // SAFETY: NEON is part of aarch64; each pointer has 2 readable bytes.
+                unsafe {
+                    let v = neon::halves4(std::array::from_fn(|k| h[k].as_ptr()));
+                    std::arch::aarch64::vst1q_f32(ours.as_mut_ptr(), v);
+                }
+                for k in 0..4 {
+                    assert_eq!(ours[k].to_bits(), f16_le(h[k]).to_bits(), "{h:?} lane {k}");
+                }
+            }
+        }
+    }
+
     /// Rows of 256 values: random magnitudes, exact ties after scaling, repeated extremes of
     /// both signs, zeros, NaN and infinities, and tiny (subnormal) maxima.
     fn rows() -> Vec<Vec<f32>> {
