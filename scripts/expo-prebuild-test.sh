@@ -95,7 +95,7 @@ for key in "${MEMORY[@]}"; do
 done
 missing=()
 for abi in arm64-v8a x86_64; do
-    [[ -f $ROOT/android/src/main/jniLibs/$abi/liblocal_llm_ffi.a ]] || missing+=("$abi")
+    [[ -f $PKG/android/src/main/jniLibs/$abi/liblocal_llm_ffi.a ]] || missing+=("$abi")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then
     want=$(printf '%s, ' "${missing[@]}")
