@@ -4,7 +4,8 @@
 //! bfloat16s to f32, the f32 products and their widening to f64.
 
 use std::arch::aarch64::*;
-use std::arch::asm;
+
+use super::neon::fcvtl4;
 
 /// Adds the four f32 products in `p` to `sum` in lane order, each widened to f64.
 ///
@@ -67,22 +68,13 @@ pub(super) unsafe fn dot_f32(n: usize, x: &[u8], y: &[u8]) -> f32 {
     )
 }
 
-/// Four IEEE halves at `p` widened to f32 exactly (`fcvtl`; its intrinsic takes the unstable
-/// `float16x4_t`).
+/// Four IEEE halves at `p` widened to f32 exactly ([`fcvtl4`]).
 ///
 /// # Safety
 /// NEON; 8 readable bytes at `p`.
 #[inline(always)]
 unsafe fn halves4(p: *const u8) -> float32x4_t {
-    let h = vld1_u16(p.cast());
-    let out: float32x4_t;
-    asm!(
-        "fcvtl {o:v}.4s, {h:v}.4h",
-        o = lateout(vreg) out,
-        h = in(vreg) h,
-        options(pure, nomem, nostack, preserves_flags)
-    );
-    out
+    fcvtl4(vld1_u16(p.cast()))
 }
 
 /// F16 × F16, bit-identical to `float::dot_f16` (for non-NaN inputs; NaN payloads may differ).
