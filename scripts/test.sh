@@ -17,7 +17,10 @@
 #  10. fuzz smoke: each libFuzzer target of rust/fuzz for LOCAL_LLM_FUZZ_SECONDS (default 20)
 #      (scripts/fuzz-smoke.sh; LOCAL_LLM_SKIP_FUZZ=1 skips)
 #  11. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
-# Exits non-zero on the first failure and prints each stage's time at the end. Set
+# Exits non-zero on the first failure and prints each stage's time and the free disk space at
+# the end. When the disk holding the build folders has less than LOCAL_LLM_PRUNE_BELOW_GB
+# (default 30) GiB free, the build folder a finished stage alone uses is deleted (the mobile,
+# fuzz, ubrn and s390x targets). Set
 # LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the download of the real models and the tests that
 # need them, LOCAL_LLM_SKIP_CROSS=1 to skip 11. LOCAL_LLM_SKIP_LLAMA_SOURCES=1 skips the
 # grammar tests that take their cases from llama.cpp's sources (the PyPI sdist) and the
@@ -48,9 +51,27 @@ report_times() {
     echo
     echo "==== stage times"
     printf '%s\n' "${TIMES[@]}"
-    echo "total $((SECONDS - START)) s"
+    echo "total $((SECONDS - START)) s, free disk $(free_gib) GiB"
 }
 trap report_times EXIT
+# Incremental compilation data only helps a developer's next edit; CI builds from scratch.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+free_gib() { df -P -BG "$ROOT" | awk 'NR == 2 { sub("G", "", $4); print $4 }'; }
+# prune_if_low DIR...: delete build folders no later stage needs when the disk is nearly full.
+prune_if_low() {
+    local free
+    free=$(free_gib)
+    echo "free disk: $free GiB"
+    if ((free < ${LOCAL_LLM_PRUNE_BELOW_GB:-30})); then
+        for dir in "$@"; do
+            if [[ -d $dir ]]; then
+                echo "pruning $dir ($(du -sh "$dir" | cut -f1)): less than ${LOCAL_LLM_PRUNE_BELOW_GB:-30} GiB free"
+                rm -rf "$dir"
+            fi
+        done
+    fi
+}
+CACHE=${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}
 # unless_skipped VAR CMD...: run CMD unless the environment variable VAR is 1.
 unless_skipped() {
     local var=$1
@@ -118,6 +139,7 @@ unless_skipped LOCAL_LLM_SKIP_EXPO scripts/expo-prebuild-test.sh
 
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
 unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh
+prune_if_low "$CACHE/target-mobile" "$CACHE"/ubrn-*/target/debug/{deps,build,incremental}
 
 section "fuzz smoke: GGUF reader, tokenizer, chat templates, sampling, grammar, JSON schema, session files (libFuzzer + ASan)"
 FUZZ_TARGETS=(gguf tokenizer chat_template sampling grammar json_schema state_file)
@@ -127,6 +149,13 @@ fi
 unless_skipped LOCAL_LLM_SKIP_FUZZ scripts/fuzz-smoke.sh "${LOCAL_LLM_FUZZ_SECONDS:-20}" "${FUZZ_TARGETS[@]}"
 
 section "cross: s390x + aarch64 under qemu"
-unless_skipped LOCAL_LLM_SKIP_CROSS scripts/cross-test.sh all
+if [[ "${LOCAL_LLM_SKIP_CROSS:-}" == 1 ]]; then
+    echo "LOCAL_LLM_SKIP_CROSS=1: skipped"
+else
+    prune_if_low "$ROOT/rust/fuzz/target"
+    scripts/cross-test.sh s390x
+    prune_if_low "${LOCAL_LLM_CROSS_TARGET_PREFIX:-$ROOT/target/cross}-s390x"
+    scripts/cross-test.sh aarch64
+fi
 
 section "all checks passed"
