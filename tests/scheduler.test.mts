@@ -190,6 +190,34 @@ test('an abort ends one request and leaves the others as they were', async () =>
   }
 });
 
+test('tools (run alone) and a JSON schema (scheduled) mixed with plain requests: all answer as alone', async () => {
+  const tools = [
+    {
+      type: 'function' as const,
+      function: {
+        name: 'get_weather',
+        description: 'Current weather in a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    },
+  ];
+  const withTools = { ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' as const };
+  const schema = { type: 'object', properties: { colour: { type: 'string' } }, required: ['colour'] };
+  const json = { ...request('Name a colour as JSON.', 32), response_format: { type: 'json_schema' as const, json_schema: { name: 'c', schema } } };
+  const list = [request(QUESTIONS[0], 32), withTools, json, request(QUESTIONS[2], 32)];
+  const solo: ChatCompletionResponse[] = [];
+  for (const r of list) {
+    solo.push(await within(one.chat.completions.create(r), 60_000, 'solo'));
+  }
+  const together = await within(Promise.all(list.map((r) => four.chat.completions.create(r))), 60_000, 'mixed requests');
+  together.forEach((c, i) => {
+    assert.deepEqual(c.choices[0].message, solo[i].choices[0].message, `request ${i}`);
+    assert.equal(c.choices[0].finish_reason, solo[i].choices[0].finish_reason, `request ${i}`);
+  });
+  assert.equal(together[1].choices[0].finish_reason, 'tool_calls');
+  assert.ok('colour' in JSON.parse(together[2].choices[0].message.content ?? ''));
+});
+
 test('dispose during 3 running requests settles each with NOT_INITIALIZED', async () => {
   const local = await LocalLLM.create({ model: MODEL, contextSize: 512, threads: 2, maxSequences: 4 });
   try {
