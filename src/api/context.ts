@@ -155,17 +155,28 @@ function jsonSchema(format: ResponseFormat | undefined): string | undefined {
  * context run one at a time (concurrent calls wait their turn natively); the cache keeps the
  * previous prompt so a follow-up sharing its prefix skips re-evaluating it.
  *
- * A stream holds the context only while it is read. A request made on the context (generate,
- * stream, clear, embed, warmup, benchmark) while a stream is paused at a piece its consumer has
- * not asked past cancels that stream, which then rejects with STREAM_FAILED if read again. So a
- * stream abandoned without `return()` frees the context for the next request, and reading a
- * second stream inside the `for await` of a first one works (the first one then fails).
+ * With `maxSequences` above 1, concurrent `generate` / `stream` calls (and chat completions)
+ * without tools or `contextShift` are scheduled instead: each takes a free sequence (or waits
+ * for one, first come first served) and all running ones advance together, one forward pass
+ * per token; each answer equals the one it gets alone (greedy: token for token). Requests with
+ * tools or `contextShift`, and the other calls, run alone once the scheduled ones are done.
+ *
+ * A stream holds the context (a scheduled stream: its sequence) only while it is read. A
+ * request made on the context (generate, stream, clear, embed, warmup, benchmark) while a
+ * stream is paused at a piece its consumer has not asked past cancels that stream, which then
+ * rejects with STREAM_FAILED if read again; a scheduled request cancels a paused scheduled
+ * stream only when paused streams hold every sequence (the oldest one). So a stream abandoned
+ * without `return()` frees the context for the next request, and reading a second stream
+ * inside the `for await` of a first one works (with one sequence, the first one then fails).
  */
 export class InferenceContext {
   private handle: LlmContext | null;
   private lastResult: GenerationResult | null = null;
-  /** Cancel functions of this context's streams that are paused at a `yield`. */
-  private readonly paused = new Set<() => void>();
+  /**
+   * Cancel functions of this context's streams that are paused at a `yield` (oldest first), each
+   * with whether the stream is scheduled (shares the context's sequences, see `isScheduled`).
+   */
+  private readonly paused = new Map<() => void, boolean>();
 
   /** @internal Use {@link Model.createContext}. */
   constructor(handle: LlmContext) {
@@ -181,10 +192,41 @@ export class InferenceContext {
 
   /** Cancel the paused streams, so that the request about to start does not wait on them. */
   private preemptPaused(): void {
-    for (const cancel of this.paused) {
+    for (const cancel of this.paused.keys()) {
       cancel();
     }
     this.paused.clear();
+  }
+
+  /**
+   * Before a generation with `params`: cancel the paused streams it would otherwise wait for. A
+   * request that runs alone waits for all of them; a scheduled one (on a context with several
+   * sequences) waits only for a free sequence, so it cancels the paused streams that run alone
+   * and, when paused streams hold every sequence, the oldest scheduled one.
+   */
+  private preemptFor(handle: LlmContext, scheduled: boolean): void {
+    if (!scheduled) {
+      this.preemptPaused();
+      return;
+    }
+    let held = 0;
+    for (const [cancel, isScheduled] of this.paused) {
+      if (isScheduled) {
+        held += 1;
+      } else {
+        cancel();
+        this.paused.delete(cancel);
+      }
+    }
+    const sequences = handle.maxSequences();
+    for (const cancel of this.paused.keys()) {
+      if (held < sequences) {
+        break;
+      }
+      cancel();
+      this.paused.delete(cancel);
+      held -= 1;
+    }
   }
 
   /** Context size in tokens. */
@@ -213,8 +255,14 @@ export class InferenceContext {
     signal?.addEventListener('abort', onAbort);
     try {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
-      this.preemptPaused();
-      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token));
+      const scheduled = handle.isScheduled(params);
+      this.preemptFor(handle, scheduled);
+      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token)).catch(
+        (e: unknown) => {
+          // A scheduled request aborted before it got a sequence ends with an error, not a result.
+          throw scheduled && signal?.aborted ? abortError(signal) : e;
+        },
+      );
       const result = toResult(native, options.nProbs !== undefined);
       this.lastResult = result;
       if (signal?.aborted || result.finishReason === 'cancelled') {
@@ -320,7 +368,8 @@ export class InferenceContext {
       throw abortError(signal);
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
-    this.preemptPaused();
+    const scheduled = handle.isScheduled(params);
+    this.preemptFor(handle, scheduled);
     const withLogprobs = options.nProbs !== undefined;
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
@@ -333,7 +382,10 @@ export class InferenceContext {
     let result: GenerationResult | null = null;
     try {
       for (;;) {
-        const chunk = await wrapAsync(LocalLLMErrorCode.STREAM_FAILED, () => stream.next());
+        const chunk = await wrapAsync(LocalLLMErrorCode.STREAM_FAILED, () => stream.next()).catch((e: unknown) => {
+          // A scheduled stream aborted before it got a sequence ends with an error, not a result.
+          throw scheduled && signal?.aborted ? abortError(signal) : e;
+        });
         if (signal?.aborted) {
           break;
         }
@@ -345,7 +397,7 @@ export class InferenceContext {
           parts.push({ text: '', logprobs });
         }
         for (const part of parts) {
-          this.paused.add(preempt);
+          this.paused.set(preempt, scheduled);
           try {
             yield part;
           } finally {

@@ -4454,7 +4454,8 @@ export interface LlmContextLike {
     embed(text: string, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<number>>;
 /**
  * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
- * decoding between tokens; the result then has finish reason `Cancelled`.
+ * decoding between tokens; the result then has finish reason `Cancelled`. On a context
+ * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
  */
     generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<GenerationResult>;
 /**
@@ -4473,6 +4474,12 @@ export interface LlmContextLike {
  * Whether `dispose` was called.
  */
     isDisposed(): boolean;
+/**
+ * Whether `generate` and `stream` with `params` share the context's sequences with
+ * concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+ * `scheduled.rs`) rather than run alone after the others.
+ */
+    isScheduled(params: GenerateParams): boolean;
 /**
  * Restore a state saved by `save_session` with the same model; a later prompt that starts
  * with the restored tokens does not evaluate them again. A file of another model, or a
@@ -4671,7 +4678,8 @@ private constructor(pointer: UniffiHandle) {
     
 /**
  * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
- * decoding between tokens; the result then has finish reason `Cancelled`.
+ * decoding between tokens; the result then has finish reason `Cancelled`. On a context
+ * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
  */
     async generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<GenerationResult> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
@@ -4789,6 +4797,23 @@ private constructor(pointer: UniffiHandle) {
             /*caller:*/ (callStatus) => {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
                 uniffiTypeLlmContextObjectFactory.clonePointer(this),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+    
+/**
+ * Whether `generate` and `stream` with `params` share the context's sequences with
+ * concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+ * `scheduled.rs`) rather than run alone after the others.
+ */
+    isScheduled(params: GenerateParams): boolean {
+    return FfiConverterBool.lift(uniffiCaller.rustCall(
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
+                uniffiTypeLlmContextObjectFactory.clonePointer(this),
+        FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
                 callStatus);
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
@@ -5485,7 +5510,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_embed");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 55555) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 4866) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
@@ -5496,6 +5521,9 @@ function uniffiEnsureInitialized() {
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
+    }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 46664) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_load_session");

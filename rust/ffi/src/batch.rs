@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::context::{CancelOnDrop, CancelToken, LlmContext};
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult};
+use crate::scheduled::scheduled_request;
 
 #[uniffi::export]
 impl LlmContext {
@@ -38,5 +39,13 @@ impl LlmContext {
     /// Sequences this context can generate at once (its `max_sequences`).
     pub fn max_sequences(&self) -> u32 {
         self.max_sequences
+    }
+
+    /// Whether `generate` and `stream` with `params` share the context's sequences with
+    /// concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+    /// `scheduled.rs`) rather than run alone after the others.
+    pub fn is_scheduled(&self, params: GenerateParams) -> bool {
+        self.check()
+            .is_ok_and(|shared| scheduled_request(&shared, &params).is_some())
     }
 }

@@ -116,7 +116,8 @@ impl LlmContext {
     }
 
     /// Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
-    /// decoding between tokens; the result then has finish reason `Cancelled`.
+    /// decoding between tokens; the result then has finish reason `Cancelled`. On a context
+    /// with several sequences it runs alongside concurrent requests (see `is_scheduled`).
     pub async fn generate(
         &self,
         params: GenerateParams,
@@ -125,10 +126,16 @@ impl LlmContext {
         let shared = self.check()?;
         let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
         let mut guard = CancelOnDrop(Some(flag.clone()));
-        let result = crate::run_blocking(Stage::Generate, move || {
-            shared.generate(&params, &flag, &mut |_| {}, Stage::Generate)
-        })
-        .await;
+        let scheduled = crate::scheduled::generate(&shared, &params, &flag).await;
+        let result = match scheduled {
+            Some(result) => result,
+            None => {
+                crate::run_blocking(Stage::Generate, move || {
+                    shared.generate(&params, &flag, &mut |_| {}, Stage::Generate)
+                })
+                .await
+            }
+        };
         guard.0 = None;
         result
     }

@@ -4,7 +4,8 @@
 //! Threading rules (see the README): every heavy call is `async` and runs on a worker thread of
 //! a private tokio runtime; Rust never calls into JavaScript from a worker (streaming and logs are
 //! pull-style: JavaScript awaits `next()`); a context's engine state is behind a mutex that only
-//! workers take, so concurrent generations on one context run one after the other.
+//! workers take, so concurrent generations on one context run one after the other, except on a
+//! context with several sequences, where they share them (`scheduled.rs`).
 
 mod batch;
 mod context;
@@ -14,6 +15,7 @@ mod logging;
 mod model;
 mod quantize;
 mod records;
+mod scheduled;
 mod session_file;
 mod shared;
 mod stream;

@@ -3,15 +3,22 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use local_llm_engine::session::{Context, FinishReason, GenerateEvent, GenerateRequest};
+use local_llm_engine::session::{
+    Context, FinishReason, GenerateEvent, GenerateRequest, Generation, Scheduler,
+};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult, Perf};
 
 /// State shared by a context object and its workers.
 pub(crate) struct Shared {
-    /// The engine context; locked only by workers, so generations run one at a time.
+    /// The engine context; locked only by workers, so exclusive work runs one at a time (the
+    /// scheduler's loop holds it while scheduled requests run, see `scheduled.rs`).
     engine: Mutex<Option<Context>>,
+    /// Sequences of the context (`max_sequences`).
+    pub(crate) max_sequences: usize,
+    /// Concurrent requests sharing the context's sequences (when `max_sequences` > 1).
+    pub(crate) scheduler: Scheduler,
     disposed: AtomicBool,
     perf: Mutex<Option<Perf>>,
     active: Mutex<Vec<Weak<AtomicBool>>>,
@@ -26,6 +33,8 @@ impl Shared {
     /// Shared state around a new engine context.
     pub(crate) fn new(ctx: Context) -> Self {
         Shared {
+            max_sequences: ctx.max_sequences(),
+            scheduler: Scheduler::new(),
             engine: Mutex::new(Some(ctx)),
             disposed: AtomicBool::new(false),
             perf: Mutex::new(None),
@@ -52,16 +61,22 @@ impl Shared {
                 flag.store(true, Ordering::Relaxed);
             }
         }
+        self.scheduler.wake();
         if let Ok(mut slot) = self.engine.try_lock() {
             slot.take();
         }
     }
 
     /// Register a cancellation flag so that `dispose` can stop the generation.
-    fn track(&self, flag: &Arc<AtomicBool>) {
+    pub(crate) fn track(&self, flag: &Arc<AtomicBool>) {
         let mut active = lock(&self.active);
         active.retain(|w| w.strong_count() > 0);
         active.push(Arc::downgrade(flag));
+        drop(active);
+        // A dispose that drained the list before this push is seen here.
+        if self.is_disposed() {
+            flag.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Run `work` with the engine context (waiting for other generations to finish).
@@ -98,11 +113,27 @@ impl Shared {
             .to_request()
             .map_err(|e| LlmError::from_engine(e, stage))?;
         self.track(cancel);
-        let result = self.with_engine(|ctx| {
-            ctx.generate_events(&request, on_event, Some(cancel.as_ref()))
-                .map(GenerationResult::from)
-                .map_err(|e| LlmError::from_engine(e, stage))
+        let generation = self.with_engine(|ctx| {
+            Ok(ctx.generate_events(&request, on_event, Some(cancel.as_ref())))
         })?;
+        self.settle(generation, stage)
+    }
+
+    /// The result of a generation that ended with `outcome`: it becomes the last one's
+    /// numbers; one cut short by `dispose` (cancelled, also before it started) is the
+    /// disposed-context error, since it did not end as asked.
+    pub(crate) fn settle(
+        &self,
+        outcome: local_llm_engine::Result<Generation>,
+        stage: Stage,
+    ) -> Result<GenerationResult, LlmError> {
+        let result = match outcome {
+            Ok(g) => GenerationResult::from(g),
+            Err(local_llm_engine::Error::Cancelled) if self.is_disposed() => {
+                return Err(LlmError::disposed("context"))
+            }
+            Err(e) => return Err(LlmError::from_engine(e, stage)),
+        };
         *lock(&self.perf) = Some(result.perf);
         if result.finish_reason == FinishReason::Cancelled && self.is_disposed() {
             return Err(LlmError::disposed("context"));

@@ -1,23 +1,27 @@
 //! Pull-style streaming: a worker generates while JavaScript awaits [`TokenStream::next`].
 //! The worker hands over one piece of text at a time and waits until JavaScript asks for the
 //! next one, so when JavaScript stops reading (a `break`, an abort) and cancels, no token is
-//! decoded that nobody asked for. Rust never calls into JavaScript.
+//! decoded that nobody asked for. Rust never calls into JavaScript. On a context with several
+//! sequences, the scheduler's loop generates instead (`StreamSink`), stepping the stream's
+//! sequence only while its reader asks for more.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use local_llm_engine::sampling::TokenLogprob;
-use local_llm_engine::session::GenerateEvent;
+use local_llm_engine::session::{GenerateEvent, GenerateRequest, Generation, JobSink};
 use tokio::sync::mpsc;
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult};
+use crate::scheduled::{scheduled_request, submit};
 use crate::shared::Shared;
 
 /// How often a stream waiting for its reader checks whether it was cancelled by `dispose`.
 const CANCEL_POLL: Duration = Duration::from_millis(50);
 
+/// What a generation hands its stream.
 enum Event {
     Text(String),
     Logprob(TokenLogprob),
@@ -47,6 +51,8 @@ pub struct TokenStream {
     started: AtomicBool,
     cancel: Arc<AtomicBool>,
     outcome: Mutex<Option<Result<GenerationResult, LlmError>>>,
+    /// Tells the scheduler's loop that the reader wants more or cancelled (scheduled streams).
+    wake: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl TokenStream {
@@ -54,6 +60,9 @@ impl TokenStream {
         shared: Arc<Shared>,
         params: GenerateParams,
     ) -> Result<Arc<Self>, LlmError> {
+        if let Some(request) = scheduled_request(&shared, &params) {
+            return Self::start_scheduled(&shared, request);
+        }
         let rt = crate::runtime().ok_or_else(|| LlmError::worker_failed(Stage::Stream))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (demand_tx, demand_rx) = std_mpsc::channel::<()>();
@@ -80,13 +89,51 @@ impl TokenStream {
             let result = shared.generate(&params, &flag, &mut on_event, Stage::Stream);
             let _ = tx.send(Event::Done(result));
         });
-        Ok(Arc::new(TokenStream {
-            events: tokio::sync::Mutex::new(rx),
-            demand: Mutex::new(Some(demand_tx)),
+        Ok(Self::new(rx, demand_tx, cancel, None))
+    }
+
+    /// `request` on the context's scheduler (see `scheduled.rs`).
+    fn start_scheduled(
+        shared: &Arc<Shared>,
+        request: GenerateRequest,
+    ) -> Result<Arc<Self>, LlmError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (demand_tx, demand_rx) = std_mpsc::channel::<()>();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let sink = StreamSink {
+            shared: shared.clone(),
+            events: tx,
+            demand: demand_rx,
+            wanted: true,
+        };
+        submit(shared, request, &cancel, Box::new(sink), Stage::Stream)?;
+        let waker = shared.clone();
+        let wake: Box<dyn Fn() + Send + Sync> = Box::new(move || waker.scheduler.wake());
+        Ok(Self::new(rx, demand_tx, cancel, Some(wake)))
+    }
+
+    /// The stream reading `events`, asking for each piece after the first on `demand`;
+    /// `cancel` stops the generation, `wake` (if any) is called after either.
+    fn new(
+        events: mpsc::UnboundedReceiver<Event>,
+        demand: std_mpsc::Sender<()>,
+        cancel: Arc<AtomicBool>,
+        wake: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> Arc<Self> {
+        Arc::new(TokenStream {
+            events: tokio::sync::Mutex::new(events),
+            demand: Mutex::new(Some(demand)),
             started: AtomicBool::new(false),
             cancel,
             outcome: Mutex::new(None),
-        }))
+            wake,
+        })
+    }
+
+    fn wake(&self) {
+        if let Some(wake) = &self.wake {
+            wake();
+        }
     }
 
     fn lock_outcome(
@@ -124,6 +171,7 @@ impl TokenStream {
             {
                 let _ = demand.send(());
             }
+            self.wake();
         }
         let mut events = self.events.lock().await;
         let mut pieces = Vec::new();
@@ -175,6 +223,7 @@ impl TokenStream {
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
         self.demand.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.wake();
     }
 
     /// Cancel and wait for the generation to end; returns its result (text generated so far,
@@ -193,5 +242,43 @@ impl TokenStream {
 impl Drop for TokenStream {
     fn drop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
+        self.wake();
+    }
+}
+
+/// Hands a scheduled stream's pieces to its reader, one piece per demand: the scheduler's
+/// loop steps its sequence only while the reader has asked for more (or cancelled).
+struct StreamSink {
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Event>,
+    demand: std_mpsc::Receiver<()>,
+    /// Whether the reader asked for the next piece.
+    wanted: bool,
+}
+
+impl JobSink for StreamSink {
+    fn ready(&mut self) -> bool {
+        // A closed channel means the reader cancelled: let the step end the generation.
+        if !self.wanted && !matches!(self.demand.try_recv(), Err(std_mpsc::TryRecvError::Empty)) {
+            self.wanted = true;
+        }
+        self.wanted
+    }
+
+    fn event(&mut self, event: GenerateEvent) {
+        match event {
+            GenerateEvent::Logprob(lp) => {
+                let _ = self.events.send(Event::Logprob(lp.clone()));
+            }
+            GenerateEvent::Text(piece) => {
+                let _ = self.events.send(Event::Text(piece.to_string()));
+                self.wanted = false;
+            }
+        }
+    }
+
+    fn done(self: Box<Self>, result: local_llm_engine::Result<Generation>) {
+        let outcome = self.shared.settle(result, Stage::Stream);
+        let _ = self.events.send(Event::Done(outcome));
     }
 }

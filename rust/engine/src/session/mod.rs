@@ -22,10 +22,12 @@ mod batch;
 mod decode;
 mod overflow;
 mod request;
+mod schedule;
 mod state;
 
 use decode::{Decoding, Next};
 pub use overflow::ContextShift;
+pub use schedule::{Job, JobSink, Scheduler};
 
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
 

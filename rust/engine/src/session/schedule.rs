@@ -1,0 +1,237 @@
+//! Independent requests sharing one context's sequences. A [`Scheduler`] queues requests
+//! (first in, first out) and one loop ([`Scheduler::run`]) admits them onto free sequences
+//! ([`Context::start_sequence`]) and advances every running one by a token per batched forward
+//! pass ([`Context::step_sequences`]), handing each request's text, log-probabilities and end
+//! to its own [`JobSink`]. A sink that is not ready (a stream whose reader has not asked for
+//! more) keeps its sequence without holding up the others.
+//!
+//! Requests share the step unless they parse tool calls or shift the context
+//! ([`GenerateRequest::shares_steps`]); those run alone with [`Context::generate`] while no
+//! loop runs. Grammars, JSON schemas, stop strings and log-probabilities work per sequence.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::request::{GenerateEvent, GenerateRequest, Generation};
+use super::Context;
+use crate::{Error, Result};
+
+/// How long the loop sleeps, when no running request is ready, before it looks at the
+/// cancellation flags again (a wake-up ends the sleep sooner).
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+impl GenerateRequest {
+    /// Whether this request can share a batched step with others ([`Scheduler`]): it neither
+    /// parses tool calls nor shifts the context when full.
+    pub fn shares_steps(&self) -> bool {
+        !self.parses_tools() && self.context_shift.is_none()
+    }
+}
+
+/// Where a scheduled request's output goes. Its methods are called on the loop's thread.
+pub trait JobSink: Send {
+    /// Whether the request wants its next token now. A request that is not ready keeps its
+    /// sequence and is skipped by the step; call [`Scheduler::wake`] when it becomes ready.
+    fn ready(&mut self) -> bool {
+        true
+    }
+
+    /// A piece of text or a log-probability, as [`Context::generate_events`] reports them.
+    fn event(&mut self, event: GenerateEvent);
+
+    /// The end: the generation, or why it could not run (its request was invalid, the step
+    /// failed, or [`Error::Cancelled`] when it was cancelled before it got a sequence or the
+    /// loop was abandoned). Called exactly once.
+    fn done(self: Box<Self>, result: Result<Generation>);
+}
+
+/// A request for the [`Scheduler`].
+pub struct Job {
+    request: GenerateRequest,
+    cancel: Arc<AtomicBool>,
+    sink: Box<dyn JobSink>,
+}
+
+impl Job {
+    /// `request`, cancelled when `cancel` becomes true (it then ends with finish reason
+    /// `Cancelled`, or with [`Error::Cancelled`] if it was still waiting), reporting to `sink`.
+    pub fn new(request: GenerateRequest, cancel: Arc<AtomicBool>, sink: Box<dyn JobSink>) -> Self {
+        Job {
+            request,
+            cancel,
+            sink,
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+struct State {
+    waiting: VecDeque<Job>,
+    /// Whether a loop runs (or was asked to run) for these jobs.
+    driving: bool,
+    /// Counts wake-ups, so that the loop never sleeps through one.
+    wakes: u64,
+    /// The most requests one step has served.
+    peak: usize,
+}
+
+/// A first-in-first-out queue of requests and the loop that runs them on a context's
+/// sequences (see the module documentation).
+pub struct Scheduler {
+    state: Mutex<State>,
+    woken: Condvar,
+}
+
+impl Default for Scheduler {
+    fn default() -> Self {
+        Scheduler::new()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Ends the waiting jobs if the loop unwinds, so that no caller waits forever.
+struct Unwinding<'a>(&'a Scheduler);
+
+impl Drop for Unwinding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon();
+        }
+    }
+}
+
+impl Scheduler {
+    /// An empty queue with no loop running.
+    pub fn new() -> Self {
+        Scheduler {
+            state: Mutex::new(State {
+                waiting: VecDeque::new(),
+                driving: false,
+                wakes: 0,
+                peak: 0,
+            }),
+            woken: Condvar::new(),
+        }
+    }
+
+    /// Queue `job` behind the waiting ones. Returns true when no loop runs: the caller must
+    /// then call [`Scheduler::run`] with the context (or [`Scheduler::abandon`] if it has
+    /// none); otherwise the running loop takes the job.
+    pub fn submit(&self, job: Job) -> bool {
+        let mut st = lock(&self.state);
+        st.waiting.push_back(job);
+        st.wakes += 1;
+        self.woken.notify_all();
+        !std::mem::replace(&mut st.driving, true)
+    }
+
+    /// Wake the loop: a sink became ready or a cancellation flag was set.
+    pub fn wake(&self) {
+        lock(&self.state).wakes += 1;
+        self.woken.notify_all();
+    }
+
+    /// The most requests one batched step has served so far.
+    pub fn peak_batch(&self) -> usize {
+        lock(&self.state).peak
+    }
+
+    /// End every waiting job with [`Error::Cancelled`] and mark the loop stopped (for the
+    /// caller told to run the loop that cannot, e.g. because its context is gone).
+    pub fn abandon(&self) {
+        let jobs: Vec<Job> = {
+            let mut st = lock(&self.state);
+            st.driving = false;
+            st.waiting.drain(..).collect()
+        };
+        for job in jobs {
+            job.sink.done(Err(Error::Cancelled));
+        }
+    }
+
+    /// Run the queued jobs on `ctx` until none runs or waits: admit waiting jobs in order
+    /// while sequences are free, then decode one token for every ready one in one forward
+    /// pass, and again. A job whose request cannot start ends with its error; a failing
+    /// forward pass ends every running job with it.
+    pub fn run(&self, ctx: &mut Context) {
+        let _guard = Unwinding(self);
+        let mut slots: Vec<Option<Job>> = (0..ctx.max_sequences()).map(|_| None).collect();
+        loop {
+            let (admit, dropped, seen) = {
+                let mut st = lock(&self.state);
+                let (dropped, kept): (Vec<Job>, Vec<Job>) =
+                    st.waiting.drain(..).partition(Job::cancelled);
+                st.waiting.extend(kept);
+                let n = ctx.free_sequences().min(st.waiting.len());
+                let admit: Vec<Job> = st.waiting.drain(..n).collect();
+                if admit.is_empty() && slots.iter().all(Option::is_none) {
+                    st.driving = false;
+                    drop(st);
+                    dropped
+                        .into_iter()
+                        .for_each(|j| j.sink.done(Err(Error::Cancelled)));
+                    return;
+                }
+                (admit, dropped, st.wakes)
+            };
+            for job in dropped {
+                job.sink.done(Err(Error::Cancelled));
+            }
+            for job in admit {
+                match ctx.start_sequence(&job.request, Some(job.cancel.clone())) {
+                    Ok(id) => slots[id] = Some(job),
+                    Err(e) => job.sink.done(Err(e)),
+                }
+            }
+            let ready: Vec<bool> = slots
+                .iter_mut()
+                .map(|s| s.as_mut().is_some_and(|j| j.cancelled() || j.sink.ready()))
+                .collect();
+            let n_ready = ready.iter().filter(|r| **r).count();
+            if n_ready == 0 {
+                let st = lock(&self.state);
+                if st.wakes == seen && slots.iter().any(Option::is_some) {
+                    drop(self.woken.wait_timeout(st, IDLE_POLL));
+                }
+                continue;
+            }
+            {
+                let mut st = lock(&self.state);
+                st.peak = st.peak.max(n_ready);
+            }
+            let stepped = ctx.step_sequences(&|id: usize| ready[id], &mut |id, event| {
+                if let Some(job) = slots[id].as_mut() {
+                    job.sink.event(event);
+                }
+            });
+            match stepped {
+                Ok(done) => {
+                    for (id, generation) in done {
+                        if let Some(job) = slots[id].take() {
+                            job.sink.done(Ok(generation));
+                        }
+                    }
+                }
+                Err(e) => {
+                    // The context dropped every running generation: each gets the error.
+                    let message = e.to_string();
+                    let mut first = Some(e);
+                    for job in slots.iter_mut().filter_map(Option::take) {
+                        let e = first
+                            .take()
+                            .unwrap_or_else(|| Error::Backend(message.clone()));
+                        job.sink.done(Err(e));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The scheduler: independent requests queued on one context's sequences run together (one
+//! forward pass per token for all of them), each with the greedy output it has alone on a
+//! fresh context; beyond `max_sequences` they wait and start in order; a cancelled request
+//! (waiting or running) ends without disturbing the others; a request that cannot start
+//! ends with its typed error; and every job ends exactly once. Real SmolLM2.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+
+use local_llm_engine::chat::ChatMessage;
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    Context, ContextOptions, FinishReason, GenerateEvent, GenerateRequest, Generation, Job,
+    JobSink, LoadOptions, LoadedModel, Prompt, Scheduler,
+};
+use local_llm_engine::{Error, Result};
+
+fn load() -> Option<Arc<LoadedModel>> {
+    let path = common::real_model("smollm2")?;
+    Some(LoadedModel::load(&path, &LoadOptions::default()).expect("model loads"))
+}
+
+fn context(model: &Arc<LoadedModel>, max_sequences: u32) -> Context {
+    let options = ContextOptions {
+        n_ctx: 512,
+        threads: 2,
+        max_sequences,
+        ..ContextOptions::default()
+    };
+    Context::new(model.clone(), &options).expect("context")
+}
+
+fn chat(text: &str, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = max_tokens;
+    r
+}
+
+/// What a job reports: (job number, its text pieces, its end).
+type Report = (usize, String, Result<Generation>);
+
+/// Collects a job's text and sends it with the end; with `cancel_after`, sets the flag after
+/// that many pieces of text.
+struct Collect {
+    n: usize,
+    text: String,
+    out: mpsc::Sender<Report>,
+    cancel_after: Option<(usize, Arc<AtomicBool>)>,
+}
+
+impl JobSink for Collect {
+    fn event(&mut self, event: GenerateEvent) {
+        if let GenerateEvent::Text(t) = event {
+            self.text.push_str(t);
+            if let Some((left, flag)) = &mut self.cancel_after {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    fn done(self: Box<Self>, result: Result<Generation>) {
+        let _ = self.out.send((self.n, self.text, result));
+    }
+}
+
+/// Submit `requests` (with their cancel flags) to a new scheduler, run its loop on `ctx`,
+/// and return the reports in the order the jobs ended, with the largest batch stepped.
+/// `cancel` = (job, pieces): that job cancels itself after that many pieces of text.
+fn run(
+    ctx: &mut Context,
+    requests: &[GenerateRequest],
+    flags: &[Arc<AtomicBool>],
+    cancel: Option<(usize, usize)>,
+) -> (Vec<Report>, usize) {
+    let scheduler = Scheduler::new();
+    let (tx, rx) = mpsc::channel();
+    for (n, (request, flag)) in requests.iter().zip(flags).enumerate() {
+        let sink = Collect {
+            n,
+            text: String::new(),
+            out: tx.clone(),
+            cancel_after: cancel
+                .filter(|(job, _)| *job == n)
+                .map(|(_, pieces)| (pieces, flag.clone())),
+        };
+        // Only the first submission starts a loop.
+        assert_eq!(
+            scheduler.submit(Job::new(request.clone(), flag.clone(), Box::new(sink))),
+            n == 0
+        );
+    }
+    drop(tx);
+    scheduler.run(ctx);
+    let reports: Vec<Report> = rx.iter().collect();
+    assert_eq!(reports.len(), requests.len(), "every job ends exactly once");
+    (reports, scheduler.peak_batch())
+}
+
+fn flags(n: usize) -> Vec<Arc<AtomicBool>> {
+    (0..n).map(|_| Arc::default()).collect()
+}
+
+fn solo(model: &Arc<LoadedModel>, request: &GenerateRequest) -> Generation {
+    context(model, 1)
+        .generate(request, &mut |_| {}, None)
+        .expect("solo generation")
+}
+
+#[test]
+fn concurrent_requests_equal_their_solo_outputs_and_share_steps() {
+    let Some(model) = load() else { return };
+    let requests = vec![
+        chat("What is the capital of France?", 24),
+        chat("Write a haiku about the sea.", 32),
+        chat("List three colours.", 16),
+        chat("Explain in one sentence why the sky is blue.", 28),
+    ];
+    let alone: Vec<Generation> = requests.iter().map(|r| solo(&model, r)).collect();
+    let mut ctx = context(&model, 4);
+    let (reports, peak) = run(&mut ctx, &requests, &flags(4), None);
+    assert_eq!(peak, 4, "all four requests were stepped together");
+    for (n, text, result) in reports {
+        let g = result.expect("generation");
+        assert_eq!(
+            g.tokens, alone[n].tokens,
+            "request {n}: tokens differ from solo"
+        );
+        assert_eq!(g.text, alone[n].text, "request {n}");
+        assert_eq!(text, alone[n].text, "request {n}: streamed text");
+        assert_eq!(g.finish_reason, alone[n].finish_reason, "request {n}");
+    }
+    assert_eq!(ctx.free_sequences(), 4, "every sequence is free again");
+}
+
+#[test]
+fn beyond_max_sequences_requests_start_in_order() {
+    let Some(model) = load() else { return };
+    // Same length for all (no end of generation), so they end in pairs of admission.
+    let requests: Vec<GenerateRequest> = (1..=6)
+        .map(|i| {
+            let mut r = chat(&format!("Count from {i} to {}.", i + 30), 8);
+            r.stop_at_eog = false;
+            r
+        })
+        .collect();
+    let mut ctx = context(&model, 2);
+    let (reports, peak) = run(&mut ctx, &requests, &flags(6), None);
+    assert_eq!(peak, 2);
+    let order: Vec<usize> = reports.iter().map(|(n, _, _)| *n).collect();
+    for pair in order.chunks(2) {
+        let mut pair = pair.to_vec();
+        pair.sort_unstable();
+        assert_eq!(pair[1], pair[0] + 1, "end order {order:?}");
+        assert_eq!(pair[0] % 2, 0, "end order {order:?}");
+    }
+    assert!(order.windows(2).all(|w| w[0] / 2 <= w[1] / 2), "{order:?}");
+    for (n, _, result) in reports {
+        let g = result.expect("generation");
+        assert_eq!(g.finish_reason, FinishReason::MaxTokens);
+        assert_eq!(g.tokens, solo(&model, &requests[n]).tokens, "request {n}");
+    }
+}
+
+#[test]
+fn cancel_ends_one_request_and_bad_requests_fail_alone() {
+    let Some(model) = load() else { return };
+    let mut requests = vec![
+        chat("What is the capital of France?", 24),
+        chat("Write a haiku about the sea.", 64),
+        chat("List three colours.", 16),
+        // Waits (two sequences), cancelled before it gets one.
+        chat("Explain why the sky is blue.", 16),
+    ];
+    // Cannot start: the prompt is empty.
+    requests.push(GenerateRequest::new(Prompt::Tokens(Vec::new())));
+    let flags = flags(requests.len());
+    flags[3].store(true, Ordering::Relaxed);
+    // Request 1 is cancelled after its third piece of text.
+    let mut ctx = context(&model, 2);
+    let (reports, _) = run(&mut ctx, &requests, &flags, Some((1, 3)));
+    for (n, _, result) in reports {
+        match n {
+            0 | 2 => {
+                let g = result.expect("generation");
+                assert_eq!(g.tokens, solo(&model, &requests[n]).tokens, "request {n}");
+            }
+            1 => {
+                let g = result.expect("cancelled generation");
+                assert_eq!(g.finish_reason, FinishReason::Cancelled);
+                let alone = solo(&model, &requests[1]);
+                assert!(g.tokens.len() >= 3 && g.tokens.len() < alone.tokens.len());
+                assert_eq!(
+                    g.tokens[..],
+                    alone.tokens[..g.tokens.len()],
+                    "a prefix of solo"
+                );
+            }
+            3 => assert!(matches!(result, Err(Error::Cancelled)), "{result:?}"),
+            _ => assert!(matches!(result, Err(Error::InvalidOption(_))), "{result:?}"),
+        }
+    }
+    assert_eq!(ctx.free_sequences(), 2);
+}
+
+#[test]
+fn a_request_that_is_not_ready_does_not_hold_up_the_others() {
+    let Some(model) = load() else { return };
+
+    /// Never ready (a stream nobody reads); its cancel flag ends it.
+    struct Paused(mpsc::Sender<Report>);
+    impl JobSink for Paused {
+        fn ready(&mut self) -> bool {
+            false
+        }
+        fn event(&mut self, _: GenerateEvent) {}
+        fn done(self: Box<Self>, result: Result<Generation>) {
+            let _ = self.0.send((0, String::new(), result));
+        }
+    }
+
+    let scheduler = Arc::new(Scheduler::new());
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let paused = Job::new(
+        chat("Write a haiku about the sea.", 32),
+        stop.clone(),
+        Box::new(Paused(tx.clone())),
+    );
+    assert!(scheduler.submit(paused));
+    let request = chat("List three colours.", 16);
+    let sink = Collect {
+        n: 1,
+        text: String::new(),
+        out: tx,
+        cancel_after: None,
+    };
+    assert!(!scheduler.submit(Job::new(request.clone(), Arc::default(), Box::new(sink))));
+    let expected = solo(&model, &request);
+    let runner = {
+        let scheduler = scheduler.clone();
+        thread::spawn(move || {
+            let mut ctx = context(&model, 2);
+            scheduler.run(&mut ctx);
+        })
+    };
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the ready request ends while the other one waits");
+    assert_eq!(n, 1);
+    assert_eq!(result.expect("generation").tokens, expected.tokens);
+    stop.store(true, Ordering::Relaxed);
+    scheduler.wake();
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the cancelled request ends");
+    assert_eq!(n, 0);
+    assert_eq!(
+        result.expect("generation").finish_reason,
+        FinishReason::Cancelled
+    );
+    runner.join().expect("the loop ends when no job is left");
+}
