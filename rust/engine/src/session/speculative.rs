@@ -61,6 +61,11 @@ pub const MAX_DRAFT: u32 = 64;
 /// Longest n-gram prompt lookup matches.
 pub const MAX_LOOKUP_NGRAM: u32 = 16;
 
+/// Fewest lookup drafts worth verifying: on the CPU a pass over 2 or 3 tokens costs as much as
+/// that many single-token passes (the tiled matmul kernels start at 4 tokens), so shorter
+/// lookup drafts could only lose time; they are compared with the chosen tokens instead.
+const MIN_LOOKUP_VERIFIED: usize = 3;
+
 impl SpeculativeOptions {
     /// [`Error::InvalidOption`] for values out of range.
     pub fn validate(&self) -> Result<()> {
@@ -233,13 +238,14 @@ impl Speculation {
     /// Adapt the draft budget after a step that drafted `drafted` tokens and accepted
     /// `accepted` (verifying a token costs a good part of a decoding step, so wrong drafts
     /// slow generation down): all accepted doubles it (up to `draft_n_max`), otherwise it
-    /// becomes the number accepted, 0 included. At 0, lookup drafts are not verified but
-    /// compared with the token chosen (`shadow_hit`), which restarts drafting with 1.
+    /// becomes the number accepted, 0 included. Below [`MIN_LOOKUP_VERIFIED`], lookup drafts
+    /// are not verified but their first token is compared with the token chosen
+    /// (`shadow_hit`), which restarts drafting at that minimum.
     fn adapt(&mut self, drafted: usize, accepted: usize, shadow_hit: bool) {
         let n_max = self.options.draft_n_max as usize;
         self.budget = if drafted == 0 {
             if shadow_hit {
-                1
+                MIN_LOOKUP_VERIFIED.min(n_max)
             } else {
                 self.budget
             }
@@ -334,10 +340,10 @@ impl Context {
                 }
             }
             // Room in the cache after `token`, and no draft past the last token to generate.
-            // A budget of 0 still looks up one token, to compare (a draft model drafts one).
+            // A small budget still looks up tokens, to compare (a draft model drafts them).
             let n_max = spec
                 .budget
-                .max(1)
+                .max(MIN_LOOKUP_VERIFIED)
                 .min(self.cache.capacity() - self.cache.len() - 1)
                 .min(decoding.remaining().saturating_sub(1));
             let (mut drafts, looked_up) = if n_max == 0 || cancelled() {
@@ -349,7 +355,7 @@ impl Context {
                 spec.propose(&history, n_max, &self.threads, self.n_batch)?
             };
             let mut shadow = None;
-            if spec.budget == 0 && looked_up {
+            if looked_up && drafts.len().min(spec.budget) < MIN_LOOKUP_VERIFIED {
                 shadow = drafts.first().copied();
                 drafts.clear();
             }
@@ -428,7 +434,7 @@ mod tests {
         spec.adapt(0, 0, false);
         assert_eq!(spec.budget, 0);
         spec.adapt(0, 0, true);
-        assert_eq!(spec.budget, 1);
+        assert_eq!(spec.budget, MIN_LOOKUP_VERIFIED);
     }
 
     #[test]
