@@ -16,6 +16,7 @@ mod quantize;
 mod records;
 mod session_file;
 mod shared;
+mod speculative;
 mod stream;
 
 use std::sync::OnceLock;
