@@ -282,6 +282,13 @@ extern "C" {
         int8_t parse_special, 
         RustCallStatus *uniffi_out_err
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer options, 
+        RustBuffer speculative, 
+        RustBuffer draft, 
+        RustCallStatus *uniffi_out_err
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_clone_tokenstream(
         /*handle*/ uint64_t handle, 
         RustCallStatus *uniffi_out_err
@@ -676,6 +683,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_tokenstream_cancel(
     );
@@ -2473,6 +2482,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context"),
+        4,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream"),
@@ -3465,6 +3482,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel"),
@@ -4077,6 +4102,16 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_tokeni
 
         
         return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
+        auto value = uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3]), 
+            &status
+        );
+        uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_clone_tokenstream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
@@ -5029,6 +5064,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(
         );
 
         

@@ -58,6 +58,7 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_info(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_clone_tokenstream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_free_tokenstream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_tokenstream_cancel(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
@@ -182,6 +183,7 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_info(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_tokenstream_finish(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_tokenstream_next(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);

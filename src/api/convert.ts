@@ -48,6 +48,11 @@ export function toMetrics(p: Perf): InferenceMetrics {
     generatedTokens: p.generatedTokens,
     promptTokensPerSec: p.promptTokensPerSec,
     generatedTokensPerSec: p.generatedTokensPerSec,
+    ...(p.draftTokens > 0 && {
+      draftTokens: p.draftTokens,
+      draftAcceptedTokens: p.draftAccepted,
+      draftAcceptanceRate: p.draftAccepted / p.draftTokens,
+    }),
   };
 }
 

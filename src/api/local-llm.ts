@@ -5,7 +5,7 @@ import type { InferenceContext } from './context';
 import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
-import { Model } from './model';
+import { Model, localPath } from './model';
 import { resolveModelFile } from './model-source';
 import { ModelPool } from './model-pool';
 import { normalizeOverflow } from './overflow';
@@ -63,12 +63,23 @@ export class LocalLLM {
     this._model = model;
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
     try {
-      this._context = model.createContext({
-        contextSize: o.contextSize,
-        batchSize: o.batchSize,
-        threads: o.threads,
-        maxSequences: o.maxSequences,
-      });
+      const draft =
+        o.draftModel === undefined
+          ? undefined
+          : await Model.load(localPath(o.draftModel), { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+      try {
+        this._context = model.createContext({
+          contextSize: o.contextSize,
+          batchSize: o.batchSize,
+          threads: o.threads,
+          maxSequences: o.maxSequences,
+          draftModel: draft,
+          draftNMax: o.draftNMax,
+          promptLookup: o.promptLookup,
+        });
+      } finally {
+        draft?.dispose(); // the context keeps the draft's weights
+      }
       this._chat = { completions: this.completions(model, this._modelName) };
       if (o.embeddings) {
         const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;

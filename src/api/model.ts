@@ -105,21 +105,31 @@ export class Model {
   }
 
   /** Create an inference context (its own KV cache). */
-  createContext(options: ContextOptions = {}): InferenceContext {
+  createContext(options: ContextOptions & { draftModel?: Model } = {}): InferenceContext {
     const handle = this.ensureHandle();
     checkOptions(options, CONTEXT_OPTION_RULES);
+    const bindings = getBindings();
+    // Unset options take the engine's defaults (the generated record's).
+    const native = bindings.ContextOptions.create(
+      defined({
+        nCtx: options.contextSize,
+        nBatch: options.batchSize,
+        threads: options.threads,
+        maxSequences: options.maxSequences,
+      }),
+    );
+    const draft = options.draftModel?.ensureHandle();
+    const speculative = draft !== undefined || (options.promptLookup ?? 0) > 0;
     const ctx = wrapSync(LocalLLMErrorCode.CONTEXT_CREATE_FAILED, () =>
-      handle.createContext(
-        // Unset options take the engine's defaults (the generated record's).
-        getBindings().ContextOptions.create(
-          defined({
-            nCtx: options.contextSize,
-            nBatch: options.batchSize,
-            threads: options.threads,
-            maxSequences: options.maxSequences,
-          }),
-        ),
-      ),
+      speculative
+        ? handle.createSpeculativeContext(
+            native,
+            bindings.SpeculativeOptions.create(
+              defined({ draftNMax: options.draftNMax, lookupNgramMax: options.promptLookup }),
+            ),
+            draft,
+          )
+        : handle.createContext(native),
     );
     return new InferenceContext(ctx);
   }

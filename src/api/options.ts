@@ -19,6 +19,8 @@ export const CONTEXT_OPTION_RULES: Record<keyof ContextOptions, Rule> = {
   batchSize: count(1),
   threads: count(0),
   maxSequences: count(1),
+  draftNMax: { integer: true, min: 0, max: 64 },
+  promptLookup: { integer: true, min: 0, max: 16 },
 };
 
 /** The options of a memory estimate (`canRunModel`, `canRunModelFile`, `Model.estimateMemory`). */

@@ -30,6 +30,19 @@ export interface ContextOptions {
    * sequence has its own KV cache of `contextSize` tokens, so memory grows with it.
    */
   maxSequences?: number;
+  /**
+   * Speculative decoding (local-llm-js-core): most tokens drafted per step (default 8, at most
+   * 64; 0 turns speculation off). Drafts come from `draftModel` (see {@link Model.createContext})
+   * and/or `promptLookup`; the output is what plain decoding gives, and `_timing` reports the
+   * drafted and accepted tokens.
+   */
+  draftNMax?: number;
+  /**
+   * Addition: prompt-lookup drafting, no second model: the longest n-gram of at most this many
+   * tokens (1..16) ending the text that occurred earlier in the prompt or output drafts the
+   * tokens that followed it (good for rewriting and editing given text). Unset or 0: off.
+   */
+  promptLookup?: number;
 }
 
 /** One prompt's result of {@link InferenceContext.generateBatch} (local-llm-js-core's shape). */
@@ -216,6 +229,12 @@ export interface LocalLLMOptions {
   threads?: number;
   /** Sequences generated at once by `chat.completions.createBatch` (see {@link ContextOptions.maxSequences}). */
   maxSequences?: number;
+  /** Speculative decoding with this draft model (a local GGUF path; a smaller model with the same vocabulary). */
+  draftModel?: string;
+  /** See {@link ContextOptions.draftNMax}. */
+  draftNMax?: number;
+  /** Addition: see {@link ContextOptions.promptLookup}. */
+  promptLookup?: number;
   /** Download progress in percent (for a URL model), then 100 once the model is loaded. */
   onProgress?: (percent: number) => void;
   /** Receives engine logs. */
@@ -285,6 +304,12 @@ export interface InferenceMetrics {
   generatedTokens: number;
   promptTokensPerSec: number;
   generatedTokensPerSec: number;
+  /** Addition: tokens speculative decoding drafted (set when it drafted any). */
+  draftTokens?: number;
+  /** Addition: drafted tokens that were accepted. */
+  draftAcceptedTokens?: number;
+  /** Addition: `draftAcceptedTokens / draftTokens`. */
+  draftAcceptanceRate?: number;
 }
 
 /** Benchmark settings. */

@@ -121,6 +121,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(uniffiSelf: bigint, messages: Uint8Array, addGenerationPrompt: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(uniffiSelf: bigint, options: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
+    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(uniffiSelf: bigint, options: Uint8Array, speculative: Uint8Array, draft: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(uniffiSelf: bigint, tokens: Uint8Array, special: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
     ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(uniffiSelf: bigint, contextSize: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
@@ -175,6 +176,7 @@ interface NativeModuleInterface {
     ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context(): number;
+    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(): number;
     ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(): number;

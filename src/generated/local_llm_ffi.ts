@@ -624,7 +624,15 @@ export type Perf = {
     /**
      * Generated tokens per second.
      */
-    generatedTokensPerSec: number
+    generatedTokensPerSec: number,
+    /**
+     * Tokens speculative decoding drafted (0 without it).
+     */
+    draftTokens: number,
+    /**
+     * Drafted tokens that were accepted.
+     */
+    draftAccepted: number
 }
 
 /**
@@ -653,7 +661,9 @@ const FfiConverterTypePerf = (() => {
                 promptTokens: FfiConverterUInt32.readFromCursor(c), 
                 generatedTokens: FfiConverterUInt32.readFromCursor(c), 
                 promptTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
-                generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c)
+                generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
+                draftTokens: FfiConverterUInt32.readFromCursor(c), 
+                draftAccepted: FfiConverterUInt32.readFromCursor(c)
             };
         }
         writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -663,6 +673,8 @@ const FfiConverterTypePerf = (() => {
             FfiConverterUInt32.writeIntoCursor(value.generatedTokens, c);
             FfiConverterFloat64.writeIntoCursor(value.promptTokensPerSec, c);
             FfiConverterFloat64.writeIntoCursor(value.generatedTokensPerSec, c);
+            FfiConverterUInt32.writeIntoCursor(value.draftTokens, c);
+            FfiConverterUInt32.writeIntoCursor(value.draftAccepted, c);
         }
         allocationSize(value: TypeName): number {
             return FfiConverterFloat64.allocationSize(value.promptEvalMs) +
@@ -670,7 +682,9 @@ const FfiConverterTypePerf = (() => {
              FfiConverterUInt32.allocationSize(value.promptTokens) +
              FfiConverterUInt32.allocationSize(value.generatedTokens) +
              FfiConverterFloat64.allocationSize(value.promptTokensPerSec) +
-             FfiConverterFloat64.allocationSize(value.generatedTokensPerSec);
+             FfiConverterFloat64.allocationSize(value.generatedTokensPerSec) +
+             FfiConverterUInt32.allocationSize(value.draftTokens) +
+             FfiConverterUInt32.allocationSize(value.draftAccepted);
             
         }
     };
@@ -2975,6 +2989,74 @@ const FfiConverterTypeSessionLoadResult = (() => {
 })();
 
 /**
+ * How a context drafts tokens for speculative decoding (see
+ * [`Context::set_speculative`]).
+ */
+export type SpeculativeOptions = {
+    /**
+     * Most tokens drafted per step (0: no speculative decoding); at most
+     * [`MAX_DRAFT`].
+     */
+    draftNMax: number,
+    /**
+     * Drafts shorter than this are not verified (llama.cpp's
+     * `--spec-draft-n-min`).
+     */
+    draftNMin: number,
+    /**
+     * Prompt-lookup drafting: the longest n-gram of at most this many tokens
+     * ending the text (prompt and output) that occurred earlier proposes the
+     * tokens that followed it (0: off; at most [`MAX_LOOKUP_NGRAM`]). With a
+     * draft model too, the draft model drafts when lookup finds nothing.
+     */
+    lookupNgramMax: number
+}
+
+/**
+ * Generated factory for {@link SpeculativeOptions} record objects.
+ */
+export const SpeculativeOptions = (() => {
+    const defaults = () => ({
+        draftNMax: 8,
+        draftNMin: 0,
+        lookupNgramMax: 0
+    });
+    const create = (() => {
+        return uniffiCreateRecord<SpeculativeOptions, ReturnType<typeof defaults>>(defaults);
+    })();
+    return Object.freeze({
+        create,
+        new: create,
+        defaults: () => Object.freeze(defaults()) as Partial<SpeculativeOptions>,
+    });
+})();
+
+const FfiConverterTypeSpeculativeOptions = (() => {
+    type TypeName = SpeculativeOptions;
+    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+        readFromCursor(c: Cursor): TypeName {
+            return {
+                draftNMax: FfiConverterUInt32.readFromCursor(c), 
+                draftNMin: FfiConverterUInt32.readFromCursor(c), 
+                lookupNgramMax: FfiConverterUInt32.readFromCursor(c)
+            };
+        }
+        writeIntoCursor(value: TypeName, c: Cursor): void {
+            FfiConverterUInt32.writeIntoCursor(value.draftNMax, c);
+            FfiConverterUInt32.writeIntoCursor(value.draftNMin, c);
+            FfiConverterUInt32.writeIntoCursor(value.lookupNgramMax, c);
+        }
+        allocationSize(value: TypeName): number {
+            return FfiConverterUInt32.allocationSize(value.draftNMax) +
+             FfiConverterUInt32.allocationSize(value.draftNMin) +
+             FfiConverterUInt32.allocationSize(value.lookupNgramMax);
+            
+        }
+    };
+    return new FFIConverter();
+})();
+
+/**
  * The next part of a stream.
  */
 export type StreamChunk = {
@@ -5047,6 +5129,12 @@ export interface LlmModelLike {
  */
     createContext(options: ContextOptions) /*throws*/: LlmContextLike;
 /**
+ * A new inference context (like `create_context`) that decodes speculatively with
+ * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
+ * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
+ */
+    createSpeculativeContext(options: ContextOptions, speculative: SpeculativeOptions, draft: LlmModelLike | undefined) /*throws*/: LlmContextLike;
+/**
  * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
  */
     detokenize(tokens: Array<number>, special: boolean) /*throws*/: string;
@@ -5128,6 +5216,26 @@ private constructor(pointer: UniffiHandle) {
                 return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(
                 uniffiTypeLlmModelObjectFactory.clonePointer(this),
         FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
+                callStatus);
+            },
+            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ));
+    }
+    
+/**
+ * A new inference context (like `create_context`) that decodes speculatively with
+ * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
+ * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
+ */
+    createSpeculativeContext(options: ContextOptions, speculative: SpeculativeOptions, draft: LlmModelLike | undefined): LlmContextLike /*throws*/ {
+    return FfiConverterTypeLlmContext.lift(uniffiCaller.rustCallWithError(
+            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+            /*caller:*/ (callStatus) => {
+                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(
+                uniffiTypeLlmModelObjectFactory.clonePointer(this),
+        FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
+        FfiConverterTypeSpeculativeOptions.lower(speculative, nativeModule().rustbuffer_alloc),
+        FfiConverterOptionalTypeLlmModel.lower(draft, nativeModule().rustbuffer_alloc),
                 callStatus);
             },
             /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
@@ -5386,6 +5494,9 @@ const FfiConverterSequenceTypeGenerationResult = new FfiConverterArray(FfiConver
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
 
+// FfiConverter for LlmModelLike | undefined
+const FfiConverterOptionalTypeLlmModel = new FfiConverterOptional(FfiConverterTypeLlmModel);
+
 // FfiConverter for Array<DeviceInfo>
 const FfiConverterSequenceTypeDeviceInfo = new FfiConverterArray(FfiConverterTypeDeviceInfo);
 
@@ -5546,6 +5657,9 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context() !== 9230) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_create_context");
     }
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context() !== 4515) {
+        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context");
+    }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize() !== 49693) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize");
     }
@@ -5608,6 +5722,7 @@ export default Object.freeze({
     FfiConverterTypeQuantizeParams,
     FfiConverterTypeSamplingParams,
     FfiConverterTypeSessionLoadResult,
+    FfiConverterTypeSpeculativeOptions,
     FfiConverterTypeStreamChunk,
     FfiConverterTypeTokenLogprob,
     FfiConverterTypeTokenStream,

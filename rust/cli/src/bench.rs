@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// implies (bytes of weights read per token / bandwidth).
     #[arg(long)]
     bandwidth: bool,
+    /// With speculative flags, compare plain and speculative generation of `n-gen` tokens on a
+    /// rewrite, a code edit and an open question instead of the pp/tg tests.
+    #[command(flatten)]
+    spec: crate::speculative::SpecArgs,
 }
 
 /// Best-of-3 read bandwidth in GB/s of `threads` threads summing a 512 MiB buffer (far larger
@@ -158,6 +162,17 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     let path = model_path(&args.model)?;
     let model: Arc<LoadedModel> = LoadedModel::load(&path, &LoadOptions::default())?;
+    if args.spec.enabled() {
+        let n_gen = args.n_gen.iter().copied().max().unwrap_or(0).max(1);
+        return crate::speculative::bench(
+            &model,
+            &args.spec,
+            &args.threads,
+            n_gen,
+            args.repetitions,
+            args.json,
+        );
+    }
     let info = model.info();
     let n_vocab = info.config.n_vocab;
     let name = path

@@ -63,7 +63,7 @@ fn load(args: &RunArgs) -> Result<Context> {
         info.n_params as f64 / 1e6,
         info.load_ms
     );
-    Context::new(
+    let mut ctx = Context::new(
         model,
         &ContextOptions {
             n_ctx: args.ctx_size,
@@ -71,7 +71,9 @@ fn load(args: &RunArgs) -> Result<Context> {
             threads: args.threads,
             ..ContextOptions::default()
         },
-    )
+    )?;
+    args.spec.apply(&mut ctx)?;
+    Ok(ctx)
 }
 
 /// The grammar `--grammar`, `--grammar-file`, `--json-schema` or `--json-schema-file` asks
@@ -200,6 +202,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         t.generation_tokens_per_second(),
         gen.finish_reason
     );
+    if let Some(line) = crate::speculative::summary(&gen) {
+        eprintln!("{line}");
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ mod kld;
 mod logits_file;
 mod perplexity;
 mod quantize;
+mod speculative;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -168,6 +169,8 @@ struct RunArgs {
     /// is not evaluated again) and save it there after generating.
     #[arg(long = "prompt-cache")]
     prompt_cache: Option<PathBuf>,
+    #[command(flatten)]
+    spec: speculative::SpecArgs,
 }
 
 fn main() -> ExitCode {

@@ -91,7 +91,17 @@ impl LlmContext {
         model: Arc<LoadedModel>,
         options: &ContextOptions,
     ) -> Result<Arc<Self>, LlmError> {
+        Self::new_with(model, options, |_| Ok(()))
+    }
+
+    /// [`LlmContext::new`], with `setup` applied to the engine context before it is shared.
+    pub(crate) fn new_with(
+        model: Arc<LoadedModel>,
+        options: &ContextOptions,
+        setup: impl FnOnce(&mut Context) -> local_llm_engine::Result<()>,
+    ) -> Result<Arc<Self>, LlmError> {
         let ctx = Context::new(model, options)
+            .and_then(|mut ctx| setup(&mut ctx).map(|()| ctx))
             .map_err(|e| LlmError::from_engine(e, Stage::CreateContext))?;
         Ok(Arc::new(LlmContext {
             n_ctx: to_u32(ctx.n_ctx()),

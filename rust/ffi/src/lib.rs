@@ -18,6 +18,7 @@ mod records;
 mod scheduled;
 mod session_file;
 mod shared;
+mod speculative;
 mod stream;
 
 use std::sync::OnceLock;

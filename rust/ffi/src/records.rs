@@ -9,7 +9,7 @@ use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
     ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
-    MemoryEstimate, Prompt, Timings,
+    MemoryEstimate, Prompt, SpeculativeOptions, Timings,
 };
 use local_llm_engine::Error as EngineError;
 
@@ -33,6 +33,7 @@ macro_rules! remote_options_record {
 local_llm_engine::sampling_params_table!(remote_options_record);
 local_llm_engine::context_options_table!(remote_options_record);
 local_llm_engine::load_options_table!(remote_options_record);
+local_llm_engine::speculative_options_table!(remote_options_record);
 
 /// A compute device of the engine's backend registry.
 #[uniffi::remote(Record)]
@@ -340,6 +341,10 @@ pub struct Perf {
     pub prompt_tokens_per_sec: f64,
     /// Generated tokens per second.
     pub generated_tokens_per_sec: f64,
+    /// Tokens speculative decoding drafted (0 without it).
+    pub draft_tokens: u32,
+    /// Drafted tokens that were accepted.
+    pub draft_accepted: u32,
 }
 
 impl From<Timings> for Perf {
@@ -351,6 +356,8 @@ impl From<Timings> for Perf {
             generated_tokens: to_u32(t.generated_tokens),
             prompt_tokens_per_sec: t.prompt_tokens_per_second(),
             generated_tokens_per_sec: t.generation_tokens_per_second(),
+            draft_tokens: to_u32(t.draft_tokens),
+            draft_accepted: to_u32(t.draft_accepted),
         }
     }
 }

@@ -62,6 +62,11 @@ impl Decoding {
         })
     }
 
+    /// Tokens the generation may still produce before `max_tokens`.
+    pub(super) fn remaining(&self) -> usize {
+        self.request.max_tokens.saturating_sub(self.tokens.len())
+    }
+
     /// Start the generation clock (after the prompt).
     pub(super) fn start_clock(&mut self) {
         self.start = Instant::now();

@@ -23,11 +23,13 @@ mod decode;
 mod overflow;
 mod request;
 mod schedule;
+mod speculative;
 mod state;
 
 use decode::{Decoding, Next};
 pub use overflow::ContextShift;
 pub use schedule::{Job, JobSink, Scheduler};
+pub use speculative::{check_same_vocabulary, SpeculativeOptions, MAX_DRAFT, MAX_LOOKUP_NGRAM};
 
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
 
@@ -338,6 +340,8 @@ pub struct Context {
     /// context shift: the moved ones were computed with dropped tokens in view).
     reusable: usize,
     sequences: batch::Sequences,
+    /// Speculative decoding (see [`Context::set_speculative`]); none: plain decoding.
+    speculation: Option<speculative::Speculation>,
 }
 
 /// One sequence's cache and the tokens it holds.
@@ -426,6 +430,7 @@ impl Context {
             n_batch: options.n_batch as usize,
             cached: Vec::new(),
             reusable: usize::MAX,
+            speculation: None,
             model,
         })
     }
@@ -632,6 +637,23 @@ impl Context {
             Err(e) => return Err(e),
         };
         decoding.start_clock();
+        if let Some(mut spec) = self.speculation.take() {
+            let mut stats = speculative::DraftStats::default();
+            let result = self.decode_speculative(
+                &mut spec,
+                &mut decoding,
+                &logits,
+                request,
+                prompt.len(),
+                on_event,
+                cancel,
+                &mut stats,
+            );
+            self.speculation = Some(spec);
+            timings.draft_tokens = stats.drafted;
+            timings.draft_accepted = stats.accepted;
+            return Ok(decoding.finish(result?, prompt.len(), timings, on_event));
+        }
         let finish_reason = loop {
             let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
             let token = match decoding.step(&logits, &self.cached, cancelled, on_event) {

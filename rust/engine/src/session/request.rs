@@ -166,6 +166,11 @@ pub struct Timings {
     pub generated_tokens: usize,
     /// Milliseconds spent generating.
     pub generation_ms: f64,
+    /// Tokens speculative decoding drafted (0 without it, see
+    /// [`Context::set_speculative`](super::Context::set_speculative)).
+    pub draft_tokens: usize,
+    /// Drafted tokens that were accepted (each saved a decoding step).
+    pub draft_accepted: usize,
 }
 
 impl Timings {
@@ -177,6 +182,15 @@ impl Timings {
     /// Generated tokens per second.
     pub fn generation_tokens_per_second(&self) -> f64 {
         per_second(self.generated_tokens, self.generation_ms)
+    }
+
+    /// The share of drafted tokens that were accepted (0 when nothing was drafted).
+    pub fn draft_acceptance_rate(&self) -> f64 {
+        if self.draft_tokens > 0 {
+            self.draft_accepted as f64 / self.draft_tokens as f64
+        } else {
+            0.0
+        }
     }
 }
 

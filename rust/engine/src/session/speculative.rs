@@ -1,0 +1,460 @@
+//! Speculative decoding: cheap guesses of the next tokens (drafts) are checked by one forward
+//! pass of the model over all of them, so several tokens can be accepted for the price of
+//! about one decoding step.
+//!
+//! Drafts come from prompt lookup (the last few tokens are searched earlier in the prompt and
+//! output, and the tokens that followed that earlier occurrence are proposed: no second model,
+//! good at rewriting and editing given text) and/or from a draft model (a smaller model with
+//! the same vocabulary, decoding greedily on a KV cache of its own).
+//!
+//! Verification keeps the output exactly what plain decoding gives: the target model's logits
+//! at every drafted position go through the generation's own sampler, grammar, stop strings
+//! and log-probabilities one position after the other, in the order plain decoding would
+//! (so penalties see the same history and a seeded sampler draws the same numbers); a draft
+//! token is accepted while it equals the token the target chose, and the first difference
+//! keeps the target's token, drops the rest of the draft and rolls the KV cache back to it
+//! (positions past the cache's length are simply overwritten later, also in Gemma 3's
+//! sliding-window layers, whose window is applied when attending). Greedy output is therefore
+//! identical to plain decoding, and every other option combines with speculation. Batched
+//! sequences ([`Context::generate_batch`]) always decode plainly.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::decode::{Decoding, Next};
+use super::request::{FinishReason, GenerateEvent, GenerateRequest};
+use super::{check_available, Context, LoadedModel, Runner, SeqState};
+use crate::backend::Threads;
+use crate::model::{KvCache, Output};
+use crate::{Error, Result};
+
+/// The fields of [`SpeculativeOptions`] with their documentation and defaults, written once
+/// (see [`crate::sampling_params_table`] for how the engine and the FFI use such a table).
+#[macro_export]
+macro_rules! speculative_options_table {
+    ($emit:ident) => {
+        $emit! {
+            /// How a context drafts tokens for speculative decoding (see
+            /// [`Context::set_speculative`]).
+            struct SpeculativeOptions {
+                /// Most tokens drafted per step (0: no speculative decoding); at most
+                /// [`MAX_DRAFT`].
+                draft_n_max: u32 = 8,
+                /// Drafts shorter than this are not verified (llama.cpp's
+                /// `--spec-draft-n-min`).
+                draft_n_min: u32 = 0,
+                /// Prompt-lookup drafting: the longest n-gram of at most this many tokens
+                /// ending the text (prompt and output) that occurred earlier proposes the
+                /// tokens that followed it (0: off; at most [`MAX_LOOKUP_NGRAM`]). With a
+                /// draft model too, the draft model drafts when lookup finds nothing.
+                lookup_ngram_max: u32 = 0,
+            }
+        }
+    };
+}
+
+speculative_options_table!(options_struct);
+
+/// Most tokens one step may draft (bounds the verification batch and its logits).
+pub const MAX_DRAFT: u32 = 64;
+
+/// Longest n-gram prompt lookup matches.
+pub const MAX_LOOKUP_NGRAM: u32 = 16;
+
+/// Fewest lookup drafts worth verifying: on the CPU a pass over 2 or 3 tokens costs as much as
+/// that many single-token passes (the tiled matmul kernels start at 4 tokens), so shorter
+/// lookup drafts could only lose time; they are compared with the chosen tokens instead.
+const MIN_LOOKUP_VERIFIED: usize = 3;
+
+impl SpeculativeOptions {
+    /// [`Error::InvalidOption`] for values out of range.
+    pub fn validate(&self) -> Result<()> {
+        if self.draft_n_max > MAX_DRAFT {
+            return Err(Error::InvalidOption(format!(
+                "draft_n_max must be at most {MAX_DRAFT}"
+            )));
+        }
+        if self.lookup_ngram_max > MAX_LOOKUP_NGRAM {
+            return Err(Error::InvalidOption(format!(
+                "lookup_ngram_max must be at most {MAX_LOOKUP_NGRAM}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A draft model decoding greedily on its own cache.
+struct DraftModel {
+    model: Arc<LoadedModel>,
+    cache: KvCache,
+    cached: Vec<u32>,
+}
+
+/// A context's speculative decoding settings and draft model.
+pub(super) struct Speculation {
+    options: SpeculativeOptions,
+    draft: Option<DraftModel>,
+    /// How many tokens the next step drafts, adapted to how many were accepted (see
+    /// [`Speculation::adapt`]).
+    budget: usize,
+}
+
+/// Tokens drafted and accepted during one generation.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct DraftStats {
+    pub(super) drafted: usize,
+    pub(super) accepted: usize,
+}
+
+/// [`Error::InvalidOption`] unless `draft` has `target`'s vocabulary: the same number of
+/// tokens (and logits) and the same text for every token.
+pub fn check_same_vocabulary(target: &LoadedModel, draft: &LoadedModel) -> Result<()> {
+    let (t, d) = (target.tokenizer(), draft.tokenizer());
+    let (nt, nd) = (
+        target.model().config().n_vocab,
+        draft.model().config().n_vocab,
+    );
+    if nt != nd || t.n_vocab() != d.n_vocab() {
+        return Err(Error::InvalidOption(format!(
+            "the draft model's vocabulary ({} tokens, {nd} logits) differs from the model's \
+             ({} tokens, {nt} logits)",
+            d.n_vocab(),
+            t.n_vocab()
+        )));
+    }
+    let n = u32::try_from(t.n_vocab()).unwrap_or(u32::MAX);
+    if let Some(id) = (0..n).find(|&i| t.token_text(i) != d.token_text(i)) {
+        return Err(Error::InvalidOption(format!(
+            "the draft model's vocabulary differs from the model's: token {id} is {:?} in the \
+             model and {:?} in the draft",
+            t.token_text(id).unwrap_or(""),
+            d.token_text(id).unwrap_or("")
+        )));
+    }
+    Ok(())
+}
+
+/// Prompt lookup: the tokens that followed the most recent earlier occurrence of the longest
+/// suffix of `history` (at most `ngram_max` tokens) that occurred before, at most `n_max`.
+fn lookup(history: &[u32], ngram_max: usize, n_max: usize) -> Vec<u32> {
+    let len = history.len();
+    for n in (1..=ngram_max.min(len.saturating_sub(1))).rev() {
+        let suffix = &history[len - n..];
+        if let Some(j) = (0..len - n).rev().find(|&j| &history[j..j + n] == suffix) {
+            let from = j + n;
+            return history[from..(from + n_max).min(len)].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+/// Index of the largest logit (the first one on ties).
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+impl DraftModel {
+    /// Up to `n_max` tokens the draft model chooses greedily after `history`, stopping after
+    /// an end-of-generation token.
+    fn propose(
+        &mut self,
+        history: &[u32],
+        n_max: usize,
+        threads: &Threads,
+        n_batch: usize,
+    ) -> Result<Vec<u32>> {
+        // The cache holds the history and every drafted token but the last.
+        let room = (self.cache.capacity() + 1).saturating_sub(history.len());
+        let n_max = n_max.min(room);
+        if n_max == 0 {
+            return Ok(Vec::new());
+        }
+        let common = super::common_prefix(&self.cached, history);
+        self.cache.truncate(common);
+        self.cached.truncate(common);
+        let run = Runner {
+            model: self.model.model(),
+            threads,
+            n_batch,
+        };
+        let seq = SeqState {
+            cache: &mut self.cache,
+            cached: &mut self.cached,
+        };
+        let mut logits = run.eval(
+            seq,
+            &history[common..],
+            Output::LastLogits,
+            &mut |_, _| {},
+            None,
+        )?;
+        let mut drafts = Vec::new();
+        loop {
+            let token = argmax(&logits);
+            drafts.push(token);
+            if drafts.len() >= n_max || self.model.tokenizer().is_eog(token) {
+                return Ok(drafts);
+            }
+            logits = self.model.model().forward(
+                &[token],
+                &mut self.cache,
+                threads,
+                Output::LastLogits,
+            )?;
+            self.cached.push(token);
+        }
+    }
+}
+
+impl Speculation {
+    /// Drafts following `history` (at most `n_max`; none when shorter than `draft_n_min`),
+    /// and whether they came from prompt lookup.
+    fn propose(
+        &mut self,
+        history: &[u32],
+        n_max: usize,
+        threads: &Threads,
+        n_batch: usize,
+    ) -> Result<(Vec<u32>, bool)> {
+        let mut drafts = lookup(history, self.options.lookup_ngram_max as usize, n_max);
+        let looked_up = !drafts.is_empty();
+        if !looked_up {
+            if let Some(draft) = &mut self.draft {
+                drafts = draft.propose(history, n_max, threads, n_batch)?;
+            }
+        }
+        if drafts.len() < self.options.draft_n_min as usize {
+            drafts.clear();
+        }
+        Ok((drafts, looked_up))
+    }
+
+    /// Adapt the draft budget after a step that drafted `drafted` tokens and accepted
+    /// `accepted` (verifying a token costs a good part of a decoding step, so wrong drafts
+    /// slow generation down): all accepted doubles it (up to `draft_n_max`), otherwise it
+    /// becomes the number accepted, 0 included. Below [`MIN_LOOKUP_VERIFIED`], lookup drafts
+    /// are not verified but their first token is compared with the token chosen
+    /// (`shadow_hit`), which restarts drafting at that minimum.
+    fn adapt(&mut self, drafted: usize, accepted: usize, shadow_hit: bool) {
+        let n_max = self.options.draft_n_max as usize;
+        self.budget = if drafted == 0 {
+            if shadow_hit {
+                MIN_LOOKUP_VERIFIED.min(n_max)
+            } else {
+                self.budget
+            }
+        } else if accepted == drafted {
+            (self.budget.max(1) * 2).min(n_max)
+        } else {
+            accepted
+        };
+    }
+}
+
+impl Context {
+    /// Decode later generations speculatively with `options`, drafting with prompt lookup
+    /// and/or `draft` (a model with this model's vocabulary, else [`Error::InvalidOption`];
+    /// it gets a KV cache of this context's size, [`Error::InsufficientMemory`] when that does
+    /// not fit). Speculation is off when `draft_n_max` is 0 or neither a draft model nor
+    /// lookup is given. The output is what plain decoding gives (see the module
+    /// documentation); the result's [`Timings`](super::Timings) count drafted and accepted
+    /// tokens.
+    pub fn set_speculative(
+        &mut self,
+        options: &SpeculativeOptions,
+        draft: Option<Arc<LoadedModel>>,
+    ) -> Result<()> {
+        options.validate()?;
+        let draft = match draft {
+            Some(model) => {
+                check_same_vocabulary(&self.model, &model)?;
+                let n_ctx = self.n_ctx();
+                check_available(model.model().config().kv_cache_bytes(n_ctx), n_ctx)?;
+                Some(DraftModel {
+                    cache: model.model().new_cache(n_ctx)?,
+                    cached: Vec::new(),
+                    model,
+                })
+            }
+            None => None,
+        };
+        let on = options.draft_n_max > 0 && (draft.is_some() || options.lookup_ngram_max > 0);
+        self.speculation = on.then(|| Speculation {
+            options: options.clone(),
+            draft,
+            budget: 0,
+        });
+        Ok(())
+    }
+
+    /// The draft model speculative decoding uses, if any.
+    pub fn draft_model(&self) -> Option<&Arc<LoadedModel>> {
+        self.speculation
+            .as_ref()
+            .and_then(|s| s.draft.as_ref())
+            .map(|d| &d.model)
+    }
+
+    /// Forget cached positions from `len` on.
+    fn roll_back(&mut self, len: usize) {
+        self.cache.truncate(len);
+        self.cached.truncate(len);
+    }
+
+    /// The decoding loop of [`Context::generate`] with speculation: from the prompt's
+    /// `logits` to the end of the generation.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_speculative(
+        &mut self,
+        spec: &mut Speculation,
+        decoding: &mut Decoding,
+        logits: &[f32],
+        request: &GenerateRequest,
+        n_prompt: usize,
+        on_event: &mut dyn FnMut(GenerateEvent),
+        cancel: Option<&AtomicBool>,
+        stats: &mut DraftStats,
+    ) -> Result<FinishReason> {
+        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        let n_vocab = self.model.model.config().n_vocab;
+        let mut token = match decoding.step(logits, &self.cached, cancelled(), on_event) {
+            Next::Token(t) => t,
+            Next::Done(reason) => return Ok(reason),
+        };
+        let mut history = Vec::new();
+        spec.budget = spec.options.draft_n_max as usize;
+        loop {
+            if self.cache.len() >= self.cache.capacity() {
+                let shifted = match &request.context_shift {
+                    Some(shift) => self.shift(shift, n_prompt)?,
+                    None => false,
+                };
+                if !shifted {
+                    return Ok(FinishReason::ContextFull);
+                }
+            }
+            // Room in the cache after `token`, and no draft past the last token to generate.
+            // A small budget still looks up tokens, to compare (a draft model drafts them).
+            let n_max = spec
+                .budget
+                .max(MIN_LOOKUP_VERIFIED)
+                .min(self.cache.capacity() - self.cache.len() - 1)
+                .min(decoding.remaining().saturating_sub(1));
+            let (mut drafts, looked_up) = if n_max == 0 || cancelled() {
+                (Vec::new(), false)
+            } else {
+                history.clear();
+                history.extend_from_slice(&self.cached);
+                history.push(token);
+                spec.propose(&history, n_max, &self.threads, self.n_batch)?
+            };
+            let mut shadow = None;
+            if looked_up && drafts.len().min(spec.budget) < MIN_LOOKUP_VERIFIED {
+                shadow = drafts.first().copied();
+                drafts.clear();
+            }
+            let mut batch = Vec::with_capacity(drafts.len() + 1);
+            batch.push(token);
+            batch.extend_from_slice(&drafts);
+            let base = self.cached.len();
+            let rows = self.model.model.forward(
+                &batch,
+                &mut self.cache,
+                &self.threads,
+                Output::AllLogits,
+            )?;
+            self.cached.extend_from_slice(&batch);
+            stats.drafted += drafts.len();
+            // Row i holds the logits after batch[i]: choose from it as plain decoding would,
+            // and go on while the choice is the next drafted token.
+            let mut i = 0;
+            token = loop {
+                let row = &rows[i * n_vocab..(i + 1) * n_vocab];
+                match decoding.step(row, &self.cached[..base + 1 + i], cancelled(), on_event) {
+                    Next::Done(reason) => {
+                        self.roll_back(base + 1 + i);
+                        return Ok(reason);
+                    }
+                    Next::Token(t) if drafts.get(i) == Some(&t) => {
+                        stats.accepted += 1;
+                        i += 1;
+                    }
+                    Next::Token(t) => {
+                        self.roll_back(base + 1 + i);
+                        spec.adapt(drafts.len(), i, shadow == Some(t));
+                        break t;
+                    }
+                }
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_proposes_what_followed_the_longest_recent_match() {
+        // "5 6 7" occurred before, followed by 8 9; the more recent "7" alone is followed by 1.
+        let h = [1, 5, 6, 7, 8, 9, 2, 7, 1, 3, 5, 6, 7];
+        assert_eq!(lookup(&h, 3, 4), vec![8, 9, 2, 7]);
+        assert_eq!(lookup(&h, 3, 1), vec![8]);
+        // With single tokens only, the most recent earlier 7 wins.
+        assert_eq!(lookup(&h, 1, 2), vec![1, 3]);
+        // Nothing to propose: no earlier occurrence, lookup off, or too short a history.
+        assert_eq!(lookup(&[1, 2, 3], 3, 4), Vec::<u32>::new());
+        assert_eq!(lookup(&h, 0, 4), Vec::<u32>::new());
+        assert_eq!(lookup(&[7], 3, 4), Vec::<u32>::new());
+        // A run repeats itself, up to the end of the history.
+        assert_eq!(lookup(&[4, 4, 4], 2, 8), vec![4]);
+    }
+
+    #[test]
+    fn the_budget_grows_with_full_acceptance_and_shrinks_to_what_was_accepted() {
+        let mut spec = Speculation {
+            options: SpeculativeOptions::default(),
+            draft: None,
+            budget: 8,
+        };
+        spec.adapt(8, 3, false);
+        assert_eq!(spec.budget, 3);
+        spec.adapt(3, 3, false);
+        assert_eq!(spec.budget, 6);
+        spec.adapt(6, 6, false);
+        assert_eq!(spec.budget, 8);
+        spec.adapt(8, 0, false);
+        assert_eq!(spec.budget, 0);
+        spec.adapt(0, 0, false);
+        assert_eq!(spec.budget, 0);
+        spec.adapt(0, 0, true);
+        assert_eq!(spec.budget, MIN_LOOKUP_VERIFIED);
+    }
+
+    #[test]
+    fn argmax_takes_the_first_largest() {
+        assert_eq!(argmax(&[0.0, 2.0, -1.0, 2.0]), 1);
+        assert_eq!(argmax(&[3.0]), 0);
+    }
+
+    #[test]
+    fn options_out_of_range_are_invalid() {
+        let too_many = SpeculativeOptions {
+            draft_n_max: MAX_DRAFT + 1,
+            ..SpeculativeOptions::default()
+        };
+        assert!(matches!(too_many.validate(), Err(Error::InvalidOption(_))));
+        let too_long = SpeculativeOptions {
+            lookup_ngram_max: MAX_LOOKUP_NGRAM + 1,
+            ..SpeculativeOptions::default()
+        };
+        assert!(matches!(too_long.validate(), Err(Error::InvalidOption(_))));
+        assert!(SpeculativeOptions::default().validate().is_ok());
+    }
+}
