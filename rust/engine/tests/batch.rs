@@ -9,44 +9,19 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use local_llm_engine::chat::ChatMessage;
-use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, FinishReason, GenerateRequest, Generation, LoadOptions, LoadedModel,
-    Prompt,
+    Context, ContextOptions, FinishReason, GenerateRequest, Generation, LoadedModel, Prompt,
 };
 use local_llm_engine::Error;
-
-fn load(name: &str) -> Option<Arc<LoadedModel>> {
-    let path = common::real_model(name)?;
-    Some(LoadedModel::load(&path, &LoadOptions::default()).expect("model loads"))
-}
-
-fn context(model: &Arc<LoadedModel>, max_sequences: u32) -> Context {
-    let options = ContextOptions {
-        n_ctx: 1024,
-        threads: 1,
-        max_sequences,
-        ..ContextOptions::default()
-    };
-    Context::new(model.clone(), &options).expect("context")
-}
-
-fn chat(text: &str, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
-    r.sampling = SamplingParams::greedy();
-    r.max_tokens = max_tokens;
-    r
-}
 
 /// Four different prompts with different lengths, so sequences finish at different steps
 /// and the batch shrinks while it runs.
 fn requests() -> Vec<GenerateRequest> {
     vec![
-        chat("What is the capital of France?", 24),
-        chat("Write a haiku about the sea.", 32),
-        chat("List three colours.", 16),
-        chat("Explain in one sentence why the sky is blue.", 28),
+        common::greedy_chat("What is the capital of France?", 24),
+        common::greedy_chat("Write a haiku about the sea.", 32),
+        common::greedy_chat("List three colours.", 16),
+        common::greedy_chat("Explain in one sentence why the sky is blue.", 28),
     ]
 }
 
@@ -55,7 +30,7 @@ fn solo(model: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Generatio
     requests
         .iter()
         .map(|r| {
-            context(model, 1)
+            common::context(model, 1024, 1, 1)
                 .generate(r, &mut |_| {}, None)
                 .expect("solo generation")
         })
@@ -82,9 +57,11 @@ fn assert_same(batch: &[Generation], alone: &[Generation]) {
 }
 
 fn batch_equals_solo(name: &str, requests: &[GenerateRequest]) {
-    let Some(model) = load(name) else { return };
+    let Some(model) = common::load_real_model(name) else {
+        return;
+    };
     let alone = solo(&model, requests);
-    let mut ctx = context(&model, 4);
+    let mut ctx = common::context(&model, 1024, 1, 4);
     let batch = ctx.generate_batch(requests, None).expect("batch");
     assert_same(&batch, &alone);
     // The context serves single generations again afterwards, from the same caches.
@@ -102,27 +79,33 @@ fn gemma3_batch_of_four_equals_solo_outputs_across_the_sliding_window() {
     let mut requests = requests();
     // About 700 prompt tokens: past Gemma 3's 512-position window.
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(70);
-    requests[2] = chat(&format!("{long}\nHow many times did the fox jump?"), 16);
+    requests[2] = common::greedy_chat(&format!("{long}\nHow many times did the fox jump?"), 16);
     batch_equals_solo("gemma3", &requests);
 }
 
 #[test]
 fn more_requests_than_sequences_wait_for_a_free_one() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let mut requests = requests();
-    requests.push(chat("Name a fruit.", 12));
-    requests.push(chat("Count from one to five.", 20));
+    requests.push(common::greedy_chat("Name a fruit.", 12));
+    requests.push(common::greedy_chat("Count from one to five.", 20));
     let alone = solo(&model, &requests);
-    let batch = context(&model, 3).generate_batch(&requests, None).unwrap();
+    let batch = common::context(&model, 1024, 1, 3)
+        .generate_batch(&requests, None)
+        .unwrap();
     assert_same(&batch, &alone);
 }
 
 #[test]
 fn cancelling_one_sequence_leaves_the_others_unchanged() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let requests = requests();
     let alone = solo(&model, &requests);
-    let mut ctx = context(&model, 4);
+    let mut ctx = common::context(&model, 1024, 1, 4);
     let flags: Vec<Arc<AtomicBool>> = requests.iter().map(|_| Arc::default()).collect();
     let ids: Vec<usize> = requests
         .iter()
@@ -167,7 +150,9 @@ fn cancelling_one_sequence_leaves_the_others_unchanged() {
 
 #[test]
 fn bad_settings_and_bad_requests_are_typed_errors() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     for n in [0, 100_000] {
         let options = ContextOptions {
             n_ctx: 64,
@@ -179,10 +164,10 @@ fn bad_settings_and_bad_requests_are_typed_errors() {
             Err(Error::InvalidOption(_))
         ));
     }
-    let mut ctx = context(&model, 2);
-    let mut too_long = chat("hi", 4);
+    let mut ctx = common::context(&model, 1024, 1, 2);
+    let mut too_long = common::greedy_chat("hi", 4);
     too_long.prompt = Prompt::Tokens(vec![1; 2000]);
-    let batch = [chat("hi", 4), too_long];
+    let batch = [common::greedy_chat("hi", 4), too_long];
     assert!(matches!(
         ctx.generate_batch(&batch, None),
         Err(Error::ContextExhausted { .. })

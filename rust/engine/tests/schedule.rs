@@ -10,35 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 
-use local_llm_engine::chat::ChatMessage;
-use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, FinishReason, GenerateEvent, GenerateRequest, Generation, Job,
-    JobSink, LoadOptions, LoadedModel, Prompt, Scheduler,
+    Context, FinishReason, GenerateEvent, GenerateRequest, Generation, Job, JobSink, LoadedModel,
+    Prompt, Scheduler,
 };
 use local_llm_engine::{Error, Result};
-
-fn load() -> Option<Arc<LoadedModel>> {
-    let path = common::real_model("smollm2")?;
-    Some(LoadedModel::load(&path, &LoadOptions::default()).expect("model loads"))
-}
-
-fn context(model: &Arc<LoadedModel>, max_sequences: u32) -> Context {
-    let options = ContextOptions {
-        n_ctx: 512,
-        threads: 2,
-        max_sequences,
-        ..ContextOptions::default()
-    };
-    Context::new(model.clone(), &options).expect("context")
-}
-
-fn chat(text: &str, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
-    r.sampling = SamplingParams::greedy();
-    r.max_tokens = max_tokens;
-    r
-}
 
 /// What a job reports: (job number, its text pieces, its end).
 type Report = (usize, String, Result<Generation>);
@@ -108,22 +84,24 @@ fn flags(n: usize) -> Vec<Arc<AtomicBool>> {
 }
 
 fn solo(model: &Arc<LoadedModel>, request: &GenerateRequest) -> Generation {
-    context(model, 1)
+    common::context(model, 512, 2, 1)
         .generate(request, &mut |_| {}, None)
         .expect("solo generation")
 }
 
 #[test]
 fn concurrent_requests_equal_their_solo_outputs_and_share_steps() {
-    let Some(model) = load() else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let requests = vec![
-        chat("What is the capital of France?", 24),
-        chat("Write a haiku about the sea.", 32),
-        chat("List three colours.", 16),
-        chat("Explain in one sentence why the sky is blue.", 28),
+        common::greedy_chat("What is the capital of France?", 24),
+        common::greedy_chat("Write a haiku about the sea.", 32),
+        common::greedy_chat("List three colours.", 16),
+        common::greedy_chat("Explain in one sentence why the sky is blue.", 28),
     ];
     let alone: Vec<Generation> = requests.iter().map(|r| solo(&model, r)).collect();
-    let mut ctx = context(&model, 4);
+    let mut ctx = common::context(&model, 512, 2, 4);
     let (reports, peak) = run(&mut ctx, &requests, &flags(4), None);
     assert_eq!(peak, 4, "all four requests were stepped together");
     for (n, text, result) in reports {
@@ -141,16 +119,18 @@ fn concurrent_requests_equal_their_solo_outputs_and_share_steps() {
 
 #[test]
 fn beyond_max_sequences_requests_start_in_order() {
-    let Some(model) = load() else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     // Same length for all (no end of generation), so they end in pairs of admission.
     let requests: Vec<GenerateRequest> = (1..=6)
         .map(|i| {
-            let mut r = chat(&format!("Count from {i} to {}.", i + 30), 8);
+            let mut r = common::greedy_chat(&format!("Count from {i} to {}.", i + 30), 8);
             r.stop_at_eog = false;
             r
         })
         .collect();
-    let mut ctx = context(&model, 2);
+    let mut ctx = common::context(&model, 512, 2, 2);
     let (reports, peak) = run(&mut ctx, &requests, &flags(6), None);
     assert_eq!(peak, 2);
     let order: Vec<usize> = reports.iter().map(|(n, _, _)| *n).collect();
@@ -170,20 +150,22 @@ fn beyond_max_sequences_requests_start_in_order() {
 
 #[test]
 fn cancel_ends_one_request_and_bad_requests_fail_alone() {
-    let Some(model) = load() else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let mut requests = vec![
-        chat("What is the capital of France?", 24),
-        chat("Write a haiku about the sea.", 64),
-        chat("List three colours.", 16),
+        common::greedy_chat("What is the capital of France?", 24),
+        common::greedy_chat("Write a haiku about the sea.", 64),
+        common::greedy_chat("List three colours.", 16),
         // Waits (two sequences), cancelled before it gets one.
-        chat("Explain why the sky is blue.", 16),
+        common::greedy_chat("Explain why the sky is blue.", 16),
     ];
     // Cannot start: the prompt is empty.
     requests.push(GenerateRequest::new(Prompt::Tokens(Vec::new())));
     let flags = flags(requests.len());
     flags[3].store(true, Ordering::Relaxed);
     // Request 1 is cancelled after its third piece of text.
-    let mut ctx = context(&model, 2);
+    let mut ctx = common::context(&model, 512, 2, 2);
     let (reports, _) = run(&mut ctx, &requests, &flags, Some((1, 3)));
     for (n, _, result) in reports {
         match n {
@@ -211,7 +193,9 @@ fn cancel_ends_one_request_and_bad_requests_fail_alone() {
 
 #[test]
 fn a_request_that_is_not_ready_does_not_hold_up_the_others() {
-    let Some(model) = load() else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
 
     /// Never ready (a stream nobody reads); its cancel flag ends it.
     struct Paused(mpsc::Sender<Report>);
@@ -229,12 +213,12 @@ fn a_request_that_is_not_ready_does_not_hold_up_the_others() {
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let paused = Job::new(
-        chat("Write a haiku about the sea.", 32),
+        common::greedy_chat("Write a haiku about the sea.", 32),
         stop.clone(),
         Box::new(Paused(tx.clone())),
     );
     assert!(scheduler.submit(paused));
-    let request = chat("List three colours.", 16);
+    let request = common::greedy_chat("List three colours.", 16);
     let sink = Collect {
         n: 1,
         text: String::new(),
@@ -246,7 +230,7 @@ fn a_request_that_is_not_ready_does_not_hold_up_the_others() {
     let runner = {
         let scheduler = scheduler.clone();
         thread::spawn(move || {
-            let mut ctx = context(&model, 2);
+            let mut ctx = common::context(&model, 512, 2, 2);
             scheduler.run(&mut ctx);
         })
     };

@@ -9,13 +9,12 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use local_llm_engine::chat::ChatMessage;
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::quantize::{quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel,
-    Prompt, SpeculativeOptions,
+    Context, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
+    SpeculativeOptions,
 };
 use local_llm_engine::Error;
 
@@ -25,36 +24,15 @@ hundred years. Every night its keeper climbed the narrow stairs, cleaned the gre
 the lamp, so that the fishing boats could find their way home through the fog and the storms of \
 the northern sea.";
 
-fn load(name: &str) -> Option<Arc<LoadedModel>> {
-    let path = common::real_model(name)?;
-    Some(LoadedModel::load(&path, &LoadOptions::default()).expect("model loads"))
-}
-
-fn context(model: &Arc<LoadedModel>, n_ctx: u32) -> Context {
-    let options = ContextOptions {
-        n_ctx,
-        threads: 2,
-        ..ContextOptions::default()
-    };
-    Context::new(model.clone(), &options).expect("context")
-}
-
-fn chat(text: &str, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
-    r.sampling = SamplingParams::greedy();
-    r.max_tokens = max_tokens;
-    r
-}
-
 fn rewrite(max_tokens: usize) -> GenerateRequest {
-    chat(
+    common::greedy_chat(
         &format!("Fix the punctuation of this paragraph and write it out in full:\n\n{PARAGRAPH}"),
         max_tokens,
     )
 }
 
 fn open(max_tokens: usize) -> GenerateRequest {
-    chat("Tell me about the history of bread.", max_tokens)
+    common::greedy_chat("Tell me about the history of bread.", max_tokens)
 }
 
 fn lookup(n: u32) -> SpeculativeOptions {
@@ -78,9 +56,9 @@ fn same_as_plain(
     draft: Option<Arc<LoadedModel>>,
     n_ctx: u32,
 ) -> Generation {
-    let plain = generate(&mut context(model, n_ctx), request);
+    let plain = generate(&mut common::context(model, n_ctx, 2, 1), request);
     assert_eq!(plain.timings.draft_tokens, 0);
-    let mut ctx = context(model, n_ctx);
+    let mut ctx = common::context(model, n_ctx, 2, 1);
     ctx.set_speculative(spec, draft).expect("speculation");
     let fast = generate(&mut ctx, request);
     assert_eq!(
@@ -105,7 +83,9 @@ fn same_as_plain(
 
 #[test]
 fn prompt_lookup_gives_the_plain_greedy_output() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let g = same_as_plain(&model, &rewrite(96), &lookup(3), None, 1024);
     // Copying a paragraph: lookup drafts much of it and most drafts are right.
     assert!(g.timings.draft_accepted >= 20, "{:?}", g.timings);
@@ -115,7 +95,9 @@ fn prompt_lookup_gives_the_plain_greedy_output() {
 
 #[test]
 fn prompt_lookup_keeps_seeded_sampling_and_penalties() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let mut request = rewrite(80);
     request.sampling = SamplingParams {
         temperature: 0.8,
@@ -134,10 +116,12 @@ fn prompt_lookup_keeps_seeded_sampling_and_penalties() {
 
 #[test]
 fn prompt_lookup_keeps_a_json_schema_grammar() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let schema = r#"{"type":"object","properties":{"title":{"type":"string"},
         "sentences":{"type":"array","items":{"type":"string"}}},"required":["title","sentences"]}"#;
-    let mut request = chat(
+    let mut request = common::greedy_chat(
         &format!("Put this paragraph into JSON with a title and its sentences:\n\n{PARAGRAPH}"),
         120,
     );
@@ -147,7 +131,9 @@ fn prompt_lookup_keeps_a_json_schema_grammar() {
 
 #[test]
 fn prompt_lookup_continues_across_context_shifts() {
-    let Some(model) = load("smollm2") else { return };
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
     let mut request = rewrite(200);
     request.context_shift = Some(ContextShift { n_keep: Some(8) });
     request.stop_at_eog = false;
@@ -158,7 +144,9 @@ fn prompt_lookup_continues_across_context_shifts() {
 
 #[test]
 fn prompt_lookup_on_gemma3_gives_the_plain_greedy_output() {
-    let Some(model) = load("gemma3") else { return };
+    let Some(model) = common::load_real_model("gemma3") else {
+        return;
+    };
     let mut request = GenerateRequest::new(Prompt::Text(format!(
         "{PARAGRAPH}\n\nThe same paragraph again:\n\n{PARAGRAPH}\n\nAnd once more:\n\n"
     )));
@@ -169,8 +157,10 @@ fn prompt_lookup_on_gemma3_gives_the_plain_greedy_output() {
 
 #[test]
 fn an_identical_draft_model_is_almost_always_right() {
-    let Some(model) = load("smollm2") else { return };
-    let draft = load("smollm2");
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+    let draft = common::load_real_model("smollm2");
     let spec = SpeculativeOptions {
         draft_n_max: 6,
         ..SpeculativeOptions::default()
@@ -198,7 +188,7 @@ fn q2k_draft() -> Option<Arc<LoadedModel>> {
 
 #[test]
 fn a_different_draft_model_is_partly_accepted_and_changes_nothing() {
-    let (Some(model), Some(draft)) = (load("smollm2"), q2k_draft()) else {
+    let (Some(model), Some(draft)) = (common::load_real_model("smollm2"), q2k_draft()) else {
         return;
     };
     let spec = SpeculativeOptions {
@@ -220,10 +210,13 @@ fn a_different_draft_model_is_partly_accepted_and_changes_nothing() {
 
 #[test]
 fn a_draft_model_with_another_vocabulary_is_refused() {
-    let (Some(model), Some(gemma)) = (load("smollm2"), load("gemma3")) else {
+    let (Some(model), Some(gemma)) = (
+        common::load_real_model("smollm2"),
+        common::load_real_model("gemma3"),
+    ) else {
         return;
     };
-    let mut ctx = context(&model, 256);
+    let mut ctx = common::context(&model, 256, 2, 1);
     match ctx.set_speculative(&SpeculativeOptions::default(), Some(gemma)) {
         Err(Error::InvalidOption(msg)) => assert!(msg.contains("vocabulary"), "{msg}"),
         Err(e) => panic!("unexpected error {e}"),

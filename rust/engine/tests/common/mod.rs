@@ -16,8 +16,13 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use local_llm_engine::chat::ChatMessage;
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+};
 use serde_json::Value;
 
 /// The repository root (two levels above this crate's manifest).
@@ -192,4 +197,29 @@ pub fn synth_model(kind: &str) -> PathBuf {
     }
     made.insert(kind.to_string(), path.clone());
     path
+}
+
+/// The real model `name` ([`real_model`]) loaded with default options; `None` when skipped.
+pub fn load_real_model(name: &str) -> Option<Arc<LoadedModel>> {
+    let path = real_model(name)?;
+    Some(LoadedModel::load(&path, &LoadOptions::default()).expect("model loads"))
+}
+
+/// A context of `model` with `n_ctx` positions, `threads` threads and `max_sequences` sequences.
+pub fn context(model: &Arc<LoadedModel>, n_ctx: u32, threads: u32, max_sequences: u32) -> Context {
+    let options = ContextOptions {
+        n_ctx,
+        threads,
+        max_sequences,
+        ..ContextOptions::default()
+    };
+    Context::new(model.clone(), &options).expect("context")
+}
+
+/// A greedy chat request: one user message, at most `max_tokens` generated tokens.
+pub fn greedy_chat(text: &str, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = max_tokens;
+    r
 }
