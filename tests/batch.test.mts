@@ -14,20 +14,12 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
 } from '../src/api/index.ts';
-import { code, within } from './helpers.mts';
+import { code, defaultModel, within, QUESTIONS } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
 
-const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
-
-const QUESTIONS = [
-  'What is the capital of France?',
-  'Write a haiku about the sea.',
-  'List three colours.',
-  'Explain in one sentence why the sky is blue.',
-];
+const MODEL = defaultModel();
 
 function request(content: string, maxTokens = 24): ChatCompletionRequest & { stream?: false } {
   return { messages: [{ role: 'user', content }], max_tokens: maxTokens, temperature: 0 };

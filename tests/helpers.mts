@@ -24,3 +24,18 @@ export function code(c: LocalLLMErrorCode) {
     return true;
   };
 }
+
+/** The default model's path from `LOCAL_LLM_MODEL` (set by scripts/js-test.sh); fails without it. */
+export function defaultModel(): string {
+  const model = process.env.LOCAL_LLM_MODEL ?? '';
+  assert.ok(model, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+  return model;
+}
+
+/** Four short chat questions whose greedy answers differ (batch and scheduler tests). */
+export const QUESTIONS = [
+  'What is the capital of France?',
+  'Write a haiku about the sea.',
+  'List three colours.',
+  'Explain in one sentence why the sky is blue.',
+];

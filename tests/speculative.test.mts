@@ -15,13 +15,12 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
 } from '../src/api/index.ts';
-import { code, within } from './helpers.mts';
+import { code, defaultModel, within } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
 
-const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+const MODEL = defaultModel();
 const GEMMA = path.join(path.dirname(MODEL), 'gemma-3-270m-q4_k_m.gguf');
 
 const PARAGRAPH =
