@@ -12,6 +12,7 @@ use clap::Args;
 use local_llm_engine::backend::nnpa::{self, EmulatorOptions};
 use local_llm_engine::backend::{Registry, Threads};
 use local_llm_engine::model::{KvCache, Output};
+use local_llm_engine::sampling::argmax;
 use local_llm_engine::session::{default_threads, LoadOptions, LoadedModel};
 use local_llm_engine::Result;
 
@@ -39,16 +40,6 @@ pub struct FidelityArgs {
 
 fn load(path: &std::path::Path, registry: Registry) -> Result<Arc<LoadedModel>> {
     LoadedModel::load_on(path, &LoadOptions::default(), &registry)
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 /// One model step: logits of the last of `tokens`.

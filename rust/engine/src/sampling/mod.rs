@@ -118,3 +118,15 @@ impl SamplingParams {
         Ok(())
     }
 }
+
+/// Index of the largest logit, the first one on ties (0 for an empty slice; a NaN never wins
+/// against an earlier number).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}

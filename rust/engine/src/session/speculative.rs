@@ -26,6 +26,7 @@ use super::request::{FinishReason, GenerateEvent, GenerateRequest};
 use super::{check_available, Context, LoadedModel, Runner, SeqState};
 use crate::backend::Threads;
 use crate::model::{KvCache, Output};
+use crate::sampling::argmax;
 use crate::{Error, Result};
 
 /// The fields of [`SpeculativeOptions`] with their documentation and defaults, written once
@@ -146,17 +147,6 @@ fn lookup(history: &[u32], ngram_max: usize, n_max: usize) -> Vec<u32> {
         }
     }
     Vec::new()
-}
-
-/// Index of the largest logit (the first one on ties).
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 impl DraftModel {
