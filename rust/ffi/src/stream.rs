@@ -51,8 +51,9 @@ pub struct TokenStream {
     started: AtomicBool,
     cancel: Arc<AtomicBool>,
     outcome: Mutex<Option<Result<GenerationResult, LlmError>>>,
-    /// Tells the scheduler's loop that the reader wants more or cancelled (scheduled streams).
-    wake: Option<Box<dyn Fn() + Send + Sync>>,
+    /// The context of a scheduled stream, whose scheduler's loop is woken when the reader
+    /// wants more or cancels.
+    scheduled: Option<Arc<Shared>>,
 }
 
 impl TokenStream {
@@ -107,18 +108,16 @@ impl TokenStream {
             wanted: true,
         };
         submit(shared, request, &cancel, Box::new(sink), Stage::Stream)?;
-        let waker = shared.clone();
-        let wake: Box<dyn Fn() + Send + Sync> = Box::new(move || waker.scheduler.wake());
-        Ok(Self::new(rx, demand_tx, cancel, Some(wake)))
+        Ok(Self::new(rx, demand_tx, cancel, Some(shared.clone())))
     }
 
     /// The stream reading `events`, asking for each piece after the first on `demand`;
-    /// `cancel` stops the generation, `wake` (if any) is called after either.
+    /// `cancel` stops the generation; the scheduler of `scheduled` (if any) is woken after either.
     fn new(
         events: mpsc::UnboundedReceiver<Event>,
         demand: std_mpsc::Sender<()>,
         cancel: Arc<AtomicBool>,
-        wake: Option<Box<dyn Fn() + Send + Sync>>,
+        scheduled: Option<Arc<Shared>>,
     ) -> Arc<Self> {
         Arc::new(TokenStream {
             events: tokio::sync::Mutex::new(events),
@@ -126,13 +125,13 @@ impl TokenStream {
             started: AtomicBool::new(false),
             cancel,
             outcome: Mutex::new(None),
-            wake,
+            scheduled,
         })
     }
 
     fn wake(&self) {
-        if let Some(wake) = &self.wake {
-            wake();
+        if let Some(shared) = &self.scheduled {
+            shared.scheduler.wake();
         }
     }
 

@@ -130,3 +130,14 @@ pub fn argmax(logits: &[f32]) -> u32 {
     }
     best as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::argmax;
+
+    #[test]
+    fn argmax_takes_the_first_largest() {
+        assert_eq!(argmax(&[0.0, 2.0, -1.0, 2.0]), 1);
+        assert_eq!(argmax(&[3.0]), 0);
+    }
+}

@@ -165,25 +165,26 @@ impl Scheduler {
         let _guard = Unwinding(self);
         let mut slots: Vec<Option<Job>> = (0..ctx.max_sequences()).map(|_| None).collect();
         loop {
-            let (admit, dropped, seen) = {
+            let (admit, dropped, seen, idle) = {
                 let mut st = lock(&self.state);
                 let (dropped, kept): (Vec<Job>, Vec<Job>) =
                     st.waiting.drain(..).partition(Job::cancelled);
                 st.waiting.extend(kept);
                 let n = ctx.free_sequences().min(st.waiting.len());
                 let admit: Vec<Job> = st.waiting.drain(..n).collect();
-                if admit.is_empty() && slots.iter().all(Option::is_none) {
+                // Nothing left to run: the loop stops (under the lock, so a later submit
+                // starts a new one).
+                let idle = admit.is_empty() && slots.iter().all(Option::is_none);
+                if idle {
                     st.driving = false;
-                    drop(st);
-                    dropped
-                        .into_iter()
-                        .for_each(|j| j.sink.done(Err(Error::Cancelled)));
-                    return;
                 }
-                (admit, dropped, st.wakes)
+                (admit, dropped, st.wakes, idle)
             };
             for job in dropped {
                 job.sink.done(Err(Error::Cancelled));
+            }
+            if idle {
+                return;
             }
             for job in admit {
                 match ctx.start_sequence(&job.request, Some(job.cancel.clone())) {

@@ -428,12 +428,6 @@ mod tests {
     }
 
     #[test]
-    fn argmax_takes_the_first_largest() {
-        assert_eq!(argmax(&[0.0, 2.0, -1.0, 2.0]), 1);
-        assert_eq!(argmax(&[3.0]), 0);
-    }
-
-    #[test]
     fn options_out_of_range_are_invalid() {
         let too_many = SpeculativeOptions {
             draft_n_max: MAX_DRAFT + 1,
