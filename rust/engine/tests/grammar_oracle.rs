@@ -210,3 +210,23 @@ fn pattern_repetition_beyond_the_grammar_limit_falls_back_to_any_string() {
     assert!(full_match(&g, "\"abcx\""));
     assert!(!full_match(&g, "\"bx\""));
 }
+
+#[test]
+fn integer_bounds_beyond_the_supported_range_are_a_typed_error() {
+    // Found by the json_schema fuzz target: a minimum of 5.5e82 overflowed the range arithmetic.
+    let huge = format!(r#"{{"type": "integer", "minimum": 5{}0}}"#, "5".repeat(81));
+    let err = schema_to_gbnf(&huge).expect_err("a bound beyond ±10^18");
+    assert!(err.to_string().contains("/minimum"), "{err}");
+    for key in ["maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+        let schema = format!(r#"{{"type": "integer", "{key}": -1e30}}"#);
+        assert!(schema_to_gbnf(&schema).is_err(), "{key}");
+    }
+    let edge =
+        r#"{"type": "integer", "minimum": -1000000000000000000, "maximum": 1000000000000000000}"#;
+    let gbnf = schema_to_gbnf(edge).unwrap();
+    let grammar = Arc::new(Grammar::parse(&gbnf, "root").unwrap());
+    for text in ["-1000000000000000000", "0", "1000000000000000000", "999"] {
+        assert!(full_match(&grammar, text), "{text}");
+    }
+    assert!(!full_match(&grammar, "1000000000000000001"));
+}

@@ -82,6 +82,10 @@ pub fn schema_to_gbnf(schema: &str) -> Result<String> {
     Ok(c.render())
 }
 
+/// Largest magnitude of an integer `minimum` / `maximum` (larger ones would overflow the range
+/// arithmetic, and the `integer` rule has at most 16 digits anyway).
+const MAX_INTEGER_BOUND: f64 = 1e18;
+
 fn err(path: &str, what: &str) -> Error {
     Error::Grammar(format!("JSON schema at {path}: {what}"))
 }
@@ -469,10 +473,14 @@ impl Converter {
         let bound = |key: &str| -> Result<Option<f64>> {
             match obj.get(key) {
                 None => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .map(Some)
-                    .ok_or_else(|| err(&format!("{path}/{key}"), "must be a number")),
+                Some(v) => match v.as_f64() {
+                    None => Err(err(&format!("{path}/{key}"), "must be a number")),
+                    Some(f) if f.abs() > MAX_INTEGER_BOUND => Err(err(
+                        &format!("{path}/{key}"),
+                        "integer bounds beyond ±10^18 are not supported",
+                    )),
+                    Some(f) => Ok(Some(f)),
+                },
             }
         };
         let mut lo: Option<i128> = bound("minimum")?.map(|f| f.ceil() as i128);
