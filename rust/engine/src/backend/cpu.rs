@@ -8,6 +8,7 @@ use crate::{Error, Result};
 
 thread_local! {
     static ACTIVATIONS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static PACKED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `out[t*rows + r] = w[r] · x[t]` on the CPU for a weight in any supported type.
@@ -41,20 +42,40 @@ pub(crate) fn matmul(
             out.len()
         )));
     }
-    ACTIVATIONS.with(|scratch| -> Result<()> {
-        let mut act = scratch.borrow_mut();
+    // Row tiles only pay off with several tokens; decoding streams one row at a time.
+    let tile = if n_tokens >= 4 {
+        quant::tile_rows(ty)
+    } else {
+        0
+    };
+    // The wide tile's packed activations: `group` lines per 8 tokens.
+    let group = if tile == 4 && quant::tile_tokens(ty) == 8 {
+        quant::wide_pack_lines(ty, cols)
+    } else {
+        0
+    };
+    let (mut act, mut packed) = (
+        ACTIVATIONS.with_borrow_mut(std::mem::take),
+        PACKED.with_borrow_mut(std::mem::take),
+    );
+    let result = (|| -> Result<()> {
         crate::fallible::resize(&mut act, act_row * n_tokens, 0, "the quantized activations")?;
+        let line = quant::PackLine([0; 64]);
+        let lines = group * (n_tokens / 8);
+        crate::fallible::resize(&mut packed, lines, line, "the packed activations")?;
         for (xt, at) in x.chunks_exact(cols).zip(act.chunks_exact_mut(act_row)) {
             quant::quantize_row(act_ty, xt, at)?;
         }
-        let act = &act[..];
+        if group > 0 {
+            for (acts, out) in act
+                .chunks_exact(8 * act_row)
+                .zip(packed.chunks_exact_mut(group))
+            {
+                let rows = std::array::from_fn(|k| &acts[k * act_row..(k + 1) * act_row]);
+                quant::wide_pack(ty, cols, rows, out);
+            }
+        }
         let out = SharedMut(out.as_mut_ptr());
-        // Row tiles only pay off with several tokens; decoding streams one row at a time.
-        let tile = if n_tokens >= 4 {
-            quant::tile_rows(ty)
-        } else {
-            0
-        };
         let m = Operands {
             ty,
             cols,
@@ -62,8 +83,10 @@ pub(crate) fn matmul(
             n_tokens,
             w,
             w_row,
-            act,
+            act: &act,
             act_row,
+            packed: &packed,
+            group,
             out,
         };
         threads.for_each_chunk(rows, 16, |range| {
@@ -85,7 +108,10 @@ pub(crate) fn matmul(
             }
         });
         Ok(())
-    })
+    })();
+    ACTIVATIONS.set(act);
+    PACKED.set(packed);
+    result
 }
 
 /// One matmul's operands: weight rows, quantized activation rows and the output.
@@ -98,6 +124,10 @@ struct Operands<'a> {
     w_row: usize,
     act: &'a [u8],
     act_row: usize,
+    /// The activations packed for the wide tile (4 rows × 8 tokens), `group` lines per 8
+    /// tokens (`group == 0`: the wide tile does not run).
+    packed: &'a [quant::PackLine],
+    group: usize,
     out: SharedMut<f32>,
 }
 
@@ -116,6 +146,24 @@ impl Operands<'_> {
         // SAFETY: t < n_tokens and r < rows, so the index is inside `out` (checked in matmul),
         // and no other task writes this element.
         unsafe { *self.out.get().add(t * self.rows + r) = v };
+    }
+
+    /// Rows `r0..r0 + 4` against every whole group of 8 tokens with the wide tile; returns
+    /// the first token not done.
+    fn run_wide_tiles(&self, w: [&[u8]; 4], r0: usize) -> usize {
+        let mut t = 0;
+        for packed in self.packed.chunks_exact(self.group) {
+            let Some(v) = quant::vec_dot_tile_wide(self.ty, self.cols, w, packed) else {
+                break;
+            };
+            for (i, row) in v.iter().enumerate() {
+                for (k, &x) in row.iter().enumerate() {
+                    self.write(t + k, r0 + i, x);
+                }
+            }
+            t += 8;
+        }
+        t
     }
 
     /// Rows `r0..r0 + R` against tokens `t..`, `T` tokens per tile-kernel call while `T`
@@ -141,13 +189,13 @@ impl Operands<'_> {
         t
     }
 
-    /// Rows `r0..r0 + R` against every token with the tile kernels (6 or 4 tokens at a time,
+    /// Rows `r0..r0 + R` against every token with the tile kernels (8 or 4 tokens at a time,
     /// then one). Only called for types with tile kernels.
     fn tile_rows<const R: usize>(&self, r0: usize) {
         let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
         let mut t = 0;
-        if R == 4 && quant::tile_tokens(self.ty) == 6 {
-            t = self.run_tiles::<R, 6>(w, r0, t);
+        if let (true, Ok(w4)) = (self.group > 0, <[&[u8]; 4]>::try_from(&w[..])) {
+            t = self.run_wide_tiles(w4, r0);
         }
         t = self.run_tiles::<R, 4>(w, r0, t);
         self.run_tiles::<R, 1>(w, r0, t);

@@ -27,6 +27,8 @@ mod x86;
 mod x86_kquants;
 #[cfg(target_arch = "x86_64")]
 mod x86_tile;
+#[cfg(target_arch = "x86_64")]
+mod x86_wide;
 
 use std::sync::OnceLock;
 
@@ -521,11 +523,12 @@ pub fn tile_rows(w: GgmlType) -> usize {
 }
 
 /// How many tokens [`vec_dot_tile`] should take at once for weight type `w` when it takes
-/// [`tile_rows`] rows: 6 with the wide AVX-512 tile (4 rows × 6 tokens), else 4.
+/// [`tile_rows`] rows: 8 with the wide AVX-512 tile (4 rows × 8 tokens, [`vec_dot_tile_wide`]),
+/// else 4.
 pub fn tile_tokens(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if wide() && x86_tile::kind(w).is_some() {
-        return x86_tile::WIDE_T;
+        return x86_wide::TOKENS;
     }
     let _ = w;
     4
@@ -555,15 +558,6 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
         // have equal lengths).
         return unsafe {
             match x86_tile::kind(w) {
-                Some(kind) if R == 4 && T == x86_tile::WIDE_T && wide() => {
-                    let v = x86_tile::tile_wide_for(
-                        kind,
-                        nb,
-                        std::array::from_fn(|i| wp[i]),
-                        std::array::from_fn(|i| ap[i]),
-                    );
-                    Some(std::array::from_fn(|r| std::array::from_fn(|t| v[r][t])))
-                }
                 Some(kind) => Some(x86_tile::tile::<R, T>(vnni, kind, nb, wp, ap)),
                 None => x86_kquants::tile::<R, T>(vnni, w, nb, wp, ap),
             }
@@ -590,6 +584,68 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
         };
     }
     let _ = (w, n, w_rows, acts);
+    None
+}
+
+/// One 64-byte line of quantized activations packed for the wide prompt tile
+/// ([`wide_pack`]).
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub(crate) struct PackLine(pub [u8; 64]);
+
+/// How many [`PackLine`]s [`wide_pack`] writes per group of [`tile_tokens`] activation rows of
+/// `n` elements for weight type `w`; 0 where the wide AVX-512 prompt tile does not run for `w`.
+pub(crate) fn wide_pack_lines(w: GgmlType, n: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(_)) = (wide(), x86_tile::kind(w)) {
+        return x86_wide::LINES * (n / 32);
+    }
+    let _ = (w, n);
+    0
+}
+
+/// Packs a group of [`tile_tokens`] (8) quantized activation rows (in
+/// [`vec_dot_type`]`(w)`, `n` elements each) for [`vec_dot_tile_wide`]; `out` holds
+/// [`wide_pack_lines`] lines. Done once per matmul, so every group of weight rows reads the
+/// same pack.
+pub(crate) fn wide_pack(w: GgmlType, n: usize, acts: [&[u8]; 8], out: &mut [PackLine]) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kind) = x86_tile::kind(w) {
+        let a = vec_dot_type(w);
+        let nb = acts
+            .iter()
+            .map(|r| r.len() / a.type_size())
+            .fold(n / 32, usize::min)
+            .min(out.len() / x86_wide::LINES);
+        return x86_wide::pack(kind, nb, acts, out);
+    }
+    let _ = (w, n, acts, out);
+}
+
+/// The wide AVX-512 prompt tile: 4 weight rows × 8 tokens packed by [`wide_pack`],
+/// bit-identical to [`vec_dot`]; `None` where it does not run ([`wide_pack_lines`] is 0).
+pub(crate) fn vec_dot_tile_wide(
+    w: GgmlType,
+    n: usize,
+    w_rows: [&[u8]; 4],
+    packed: &[PackLine],
+) -> Option<[[f32; 8]; 4]> {
+    #[cfg(target_arch = "x86_64")]
+    if let (true, Some(kind)) = (wide(), x86_tile::kind(w)) {
+        assert!(
+            w_rows.iter().all(|r| r.len() == w_rows[0].len()),
+            "vec_dot_tile_wide: rows of different lengths"
+        );
+        let nb = (n / 32)
+            .min(w_rows[0].len() / w.type_size())
+            .min(packed.len() / x86_wide::LINES);
+        // SAFETY: `wide()` detected AVX-512 F/VL/VNNI/BW (and AVX2/FMA/F16C); every row holds
+        // `nb` whole blocks (equal lengths) and `packed` `LINES × nb` lines.
+        return Some(unsafe {
+            x86_wide::tile_for(kind, nb, w_rows.map(|r| r.as_ptr()), packed.as_ptr())
+        });
+    }
+    let _ = (w, n, w_rows, packed);
     None
 }
 

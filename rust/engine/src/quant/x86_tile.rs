@@ -1,6 +1,6 @@
 //! Tiled x86 kernels for the 32-element block formats: `R` weight rows × `T` activation rows per
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
-//! once for `R` rows. Prompt processing uses `R × 4` tiles (`4 × 6` with AVX-512 BW). Decoding
+//! once for `R` rows. Prompt processing uses `R × 4` tiles (with AVX-512 BW the wide tile of `x86_wide` takes over). Decoding
 //! (`vec_dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
 //! far-apart sequential streams keep full bandwidth, while adjacent rows read together
 //! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
@@ -25,14 +25,14 @@ use super::types::GgmlType;
 use super::x86::{fifth_bits, hsum_ps, load, nibbles};
 
 /// Block format codes of the tile kernels.
-const Q8_0: u8 = 0;
-const Q4_0: u8 = 1;
-const Q5_0: u8 = 2;
-const Q4_1: u8 = 3;
+pub(super) const Q8_0: u8 = 0;
+pub(super) const Q4_0: u8 = 1;
+pub(super) const Q5_0: u8 = 2;
+pub(super) const Q4_1: u8 = 3;
 
 /// Bytes per weight block, bytes per activation block and the activation quants' offset in
 /// it, for weight code `kind`.
-const fn layout(kind: u8) -> (usize, usize, usize) {
+pub(super) const fn layout(kind: u8) -> (usize, usize, usize) {
     match kind {
         Q8_0 => (BlockQ8_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
         Q4_0 => (BlockQ4_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
@@ -88,7 +88,7 @@ pub(super) fn kind(w: GgmlType) -> Option<u8> {
 /// register: no false dependency on an older register value).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn halves(p: *const u8) -> __m128 {
+pub(super) unsafe fn halves(p: *const u8) -> __m128 {
     let bits = p.cast::<u32>().read_unaligned();
     _mm_cvtph_ps(_mm_cvtsi32_si128(u32::from_le(bits) as i32))
 }
@@ -204,111 +204,6 @@ tile_kernel!(
     true
 );
 
-/// Tokens per tile of [`tile_wide`].
-pub(super) const WIDE_T: usize = 6;
-
-/// The prompt-processing tile for AVX-512 CPUs with VNNI and BW: 4 weight rows × [`WIDE_T`]
-/// tokens (24 accumulators in the 32 registers). Per block, each token's offset correction and
-/// scale are computed once into a small buffer and then read as memory operands, so the inner
-/// (row, token) step is one `vpdpbusd`, one conversion and one FMA with a broadcast scale.
-/// Q5_0's fifth bits are merged with a mask add. Results are bit-identical to [`tile`].
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-pub(super) unsafe fn tile_wide<const KIND: u8>(
-    nb: usize,
-    w: [*const u8; 4],
-    a: [*const u8; WIDE_T],
-) -> [[f32; WIDE_T]; 4] {
-    const R: usize = 4;
-    const T: usize = WIDE_T;
-    let (wsize, asize, aq) = layout(KIND);
-    let shift = match KIND {
-        Q8_0 => 7,
-        Q4_0 => 3,
-        Q5_0 => 4,
-        _ => 0,
-    };
-    let zero = _mm256_setzero_si256();
-    let ones = _mm256_set1_epi8(1);
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
-    let mut summs = [_mm256_setzero_ps(); R];
-    // Per block: each token's correction, and [d_a] / [s_a] lanes (8 wide, the last unused).
-    let mut corr = [zero; T];
-    let mut ad = [0f32; 8];
-    let mut asum = [0f32; 8];
-    let mut dprod = [0f32; 8];
-    for b in 0..nb {
-        for t in 0..T {
-            let p = a[t].add(asize * b);
-            let ds = halves(p);
-            ad[t] = _mm_cvtss_f32(ds);
-            if KIND == Q4_1 {
-                asum[t] = _mm_cvtss_f32(_mm_movehdup_ps(ds));
-            } else {
-                let lanes = _mm256_dpbusd_epi32(zero, ones, load(p.add(aq)));
-                let count = _mm_cvtsi32_si128(shift);
-                corr[t] = _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, count));
-            }
-        }
-        let adv = _mm256_loadu_ps(ad.as_ptr());
-        let asv = _mm256_loadu_ps(asum.as_ptr());
-        for r in 0..R {
-            let p = w[r].add(wsize * b);
-            let q = match KIND {
-                Q8_0 => _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128)),
-                Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
-                Q5_0 => {
-                    let high = p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned();
-                    let k = _cvtu32_mask32(u32::from_le(high));
-                    let low = nibbles(p.add(BlockQ5_0::QS));
-                    _mm256_mask_add_epi8(low, k, low, _mm256_set1_epi8(16))
-                }
-                _ => nibbles(p.add(BlockQ4_1::QS)),
-            };
-            let dm = halves(p);
-            _mm256_storeu_ps(
-                dprod.as_mut_ptr(),
-                _mm256_mul_ps(_mm256_broadcastss_ps(dm), adv),
-            );
-            if KIND == Q4_1 {
-                let m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
-                summs[r] = _mm256_add_ps(summs[r], _mm256_mul_ps(m, asv));
-            }
-            for t in 0..T {
-                let at = a[t].add(asize * b + aq);
-                let start = if KIND == Q4_1 { zero } else { corr[t] };
-                let lanes = _mm256_dpbusd_epi32(start, q, _mm256_loadu_si256(at.cast()));
-                let d = _mm256_set1_ps(dprod[t]);
-                acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc[r][t]);
-            }
-        }
-    }
-    let mut mins = [[0f32; 8]; R];
-    for (m, s) in mins.iter_mut().zip(&summs) {
-        _mm256_storeu_ps(m.as_mut_ptr(), *s);
-    }
-    finish(&acc, &mins, KIND == Q4_1)
-}
-
-/// [`tile_wide`] for weight code `kind`.
-///
-/// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer must have `nb`
-/// whole blocks of its format behind it.
-#[inline]
-pub(super) unsafe fn tile_wide_for(
-    kind: u8,
-    nb: usize,
-    w: [*const u8; 4],
-    a: [*const u8; WIDE_T],
-) -> [[f32; WIDE_T]; 4] {
-    match kind {
-        Q8_0 => tile_wide::<Q8_0>(nb, w, a),
-        Q4_0 => tile_wide::<Q4_0>(nb, w, a),
-        Q5_0 => tile_wide::<Q5_0>(nb, w, a),
-        _ => tile_wide::<Q4_1>(nb, w, a),
-    }
-}
-
 /// Runs the `R × T` tile for weight code `kind` with VNNI (`vnni`) or AVX2.
 ///
 /// # Safety
@@ -340,7 +235,7 @@ pub(super) unsafe fn tile<const R: usize, const T: usize>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{avx2_vec_dot, quantize_row, vec_dot_type, GgmlType};
     use super::*;
 
@@ -387,7 +282,7 @@ mod tests {
 
     /// `kernel(kind, nb, weight rows, activation rows)` against the one-row AVX2 kernel, bit
     /// for bit, for every tiled type and several row lengths.
-    fn check_kernel<const R: usize, const T: usize>(
+    pub(in crate::quant) fn check_kernel<const R: usize, const T: usize>(
         label: &str,
         mut seed: u64,
         kernel: impl Fn(u8, usize, [*const u8; R], [*const u8; T]) -> [[f32; T]; R],
@@ -433,13 +328,6 @@ mod tests {
         });
     }
 
-    fn check_wide() {
-        // SAFETY: the caller checked the features; the rows hold nb blocks.
-        check_kernel::<4, WIDE_T>("wide", 0x1234_5678_9abc_def1, |k, nb, w, a| unsafe {
-            tile_wide_for(k, nb, w, a)
-        });
-    }
-
     #[test]
     fn tiles_are_bit_identical_to_the_single_row_kernels() {
         if !(is_x86_feature_detected!("avx2")
@@ -454,9 +342,6 @@ mod tests {
             && is_x86_feature_detected!("avx512vnni")
         {
             isas.push(true);
-        }
-        if isas.len() == 2 && is_x86_feature_detected!("avx512bw") {
-            check_wide();
         }
         for vnni in isas {
             check::<1, 1>(vnni);
