@@ -286,6 +286,12 @@ fn quantize_q8_k_row(src: &[f32], dst: &mut [u8]) {
         // SAFETY: NEON was detected; the quantizer takes whole blocks of both slices.
         return unsafe { neon_kquants::quantize_q8_k(src, dst) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if x86_level().is_some() {
+        // SAFETY: the x86 levels are selected only after detecting AVX2, FMA and F16C; the
+        // quantizer takes whole blocks of both slices.
+        return unsafe { x86::quantize_q8_k(src, dst) };
+    }
     kquants::quantize_q8_k(src, dst)
 }
 

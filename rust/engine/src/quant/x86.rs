@@ -301,6 +301,73 @@ pub(super) unsafe fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     (d, quantize_32(x.as_ptr(), id, qs.as_mut_ptr()))
 }
 
+/// Quantizes activations to Q8_K like `kquants::quantize_q8_k` (same bytes): the largest
+/// magnitude (NaN loses, the first such element gives the sign), `q = round_ties_even(x · iscale)`
+/// as the portable code's saturating `as i32`, `min(127)` and truncating `as i8` (so `+∞` → 127,
+/// `−∞` and NaN → 0), 16-element sums and `d = 1 / iscale`.
+///
+/// # Safety
+/// AVX2, FMA and F16C. Whole blocks of `src` and `dst` are used (as in the portable quantizer).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
+    type B = super::blocks::BlockQ8_K;
+    const QK_K: usize = 256;
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (x, b) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(B::SIZE)) {
+        let xp = x.as_ptr();
+        // `max_ps(a, m)` returns `m` when `a` is NaN: NaN loses, as in the strict `>` scan.
+        let mut m = _mm256_setzero_ps();
+        for i in 0..QK_K / 8 {
+            m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xp.add(8 * i)), abs_mask), m);
+        }
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), m);
+        let amax = lanes.iter().copied().fold(0f32, f32::max);
+        if amax == 0.0 {
+            b.fill(0);
+            continue;
+        }
+        let max = x.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
+        let iscale = -127.0 / max;
+        let scale = _mm256_set1_ps(iscale);
+        let qs = b.as_mut_ptr().add(B::QS);
+        for c in 0..QK_K / 32 {
+            let q: [__m256i; 4] = std::array::from_fn(|k| {
+                let v = _mm256_mul_ps(_mm256_loadu_ps(xp.add(32 * c + 8 * k)), scale);
+                let r = _mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
+                // Non-finite products convert to i32::MIN: +∞ gives 127, the rest 0.
+                let bad = _mm256_cmpeq_epi32(r, _mm256_set1_epi32(i32::MIN));
+                let pinf = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_EQ_OQ>(
+                    v,
+                    _mm256_set1_ps(f32::INFINITY),
+                ));
+                let fixed = _mm256_and_si256(pinf, _mm256_set1_epi32(127));
+                _mm256_blendv_epi8(r, fixed, bad)
+            });
+            // In range now, so the saturating packs are the truncating `as i8`.
+            let bytes = _mm256_packs_epi16(
+                _mm256_packs_epi32(q[0], q[1]),
+                _mm256_packs_epi32(q[2], q[3]),
+            );
+            let bytes = _mm256_permutevar8x32_epi32(bytes, order);
+            _mm256_storeu_si256(qs.add(32 * c).cast(), bytes);
+            for h in 0..2 {
+                let sum = _mm256_add_epi32(q[2 * h], q[2 * h + 1]);
+                let s = _mm_add_epi32(
+                    _mm256_castsi256_si128(sum),
+                    _mm256_extracti128_si256::<1>(sum),
+                );
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+                let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+                let at = B::BSUMS + 2 * (2 * c + h);
+                b[at..at + 2].copy_from_slice(&(_mm_cvtsi128_si32(s) as i16).to_le_bytes());
+            }
+        }
+        b[B::D..B::D + 4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::legacy;
@@ -349,5 +416,44 @@ mod tests {
             legacy::quantize_q8_block(&zeros, &mut b)
         );
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn simd_q8_k_quantizer_equals_the_portable_one() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"))
+        {
+            eprintln!("no AVX2/FMA/F16C: nothing to compare");
+            return;
+        }
+        let mut seed = 0x9e37_79b9u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for case in 0..800 {
+            let x: Vec<f32> = (0..512)
+                .map(|i| match case % 10 {
+                    0 => (i as f32 - 128.0) * 0.5,
+                    1 => 1e-40 * ((next() % 7) as f32 - 3.0),
+                    2 if i == 77 => f32::NAN,
+                    3 if i % 50 == 3 => f32::INFINITY,
+                    4 if i % 64 == 1 => -2.0,
+                    4 if i % 64 == 9 => 2.0,
+                    5 => 0.0,
+                    6 if i % 90 == 5 => f32::NEG_INFINITY,
+                    7 => f32::from_bits(next()),
+                    _ => ((next() % 20001) as f32 - 10000.0) * 1e-3 * (case as f32 + 1.0),
+                })
+                .collect();
+            let (mut a, mut b) = (vec![1u8; 2 * 292], vec![2u8; 2 * 292]);
+            // SAFETY: the features were detected above; whole blocks.
+            unsafe { super::quantize_q8_k(&x, &mut a) };
+            super::super::kquants::quantize_q8_k(&x, &mut b);
+            assert_eq!(a, b, "case {case}");
+        }
     }
 }
