@@ -94,6 +94,23 @@ unsafe fn fold(v: __m512i) -> __m256i {
     _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
 }
 
+/// `acc + Σ pairs a·b` (i16 pairs into i32 lanes) as one `vpdpwssd`. Written as assembly because
+/// LLVM's generic tuning splits the intrinsic into `vpmaddwd` + `vpaddd` (twice the
+/// instructions and more live registers in these register-bound loops).
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    let mut acc = acc;
+    std::arch::asm!(
+        "vpdpwssd {acc}, {a}, {b}",
+        acc = inout(zmm_reg) acc,
+        a = in(zmm_reg) a,
+        b = in(zmm_reg) b,
+        options(pure, nomem, nostack, preserves_flags),
+    );
+    acc
+}
+
 /// The four i32 horizontal sums of `v[0..4]`, in that order, as one SSE vector (exact).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -166,7 +183,7 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
                 let yv = _mm512_loadu_si512(y[t].add(q8k_at(b) + BlockQ8_K::QS + 64 * j).cast());
                 for r in 0..R {
                     let p = _mm512_maddubs_epi16(q[r], yv);
-                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], p, sc[r]);
+                    sumi[r][t] = dpwssd(sumi[r][t], p, sc[r]);
                 }
             }
         }
@@ -243,14 +260,14 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
                     let g = 4 * p as i32;
                     scales[r] = _mm512_shuffle_epi8(sc[r], word_mask4([g, g + 1, g + 2, g + 3]));
                     let pairs = _mm512_maddubs_epi16(ones, q[r]);
-                    excess[r] = _mm512_dpwssd_epi32(excess[r], pairs, scales[r]);
+                    excess[r] = dpwssd(excess[r], pairs, scales[r]);
                 }
                 for t in 0..T {
                     let at = q8k_at(b) + BlockQ8_K::QS + 128 * n + 64 * p;
                     let yu = _mm512_xor_si512(_mm512_loadu_si512(y[t].add(at).cast()), sign);
                     for r in 0..R {
                         let prod = _mm512_maddubs_epi16(yu, q[r]);
-                        sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], prod, scales[r]);
+                        sumi[r][t] = dpwssd(sumi[r][t], prod, scales[r]);
                     }
                 }
             }
