@@ -87,11 +87,34 @@ unsafe fn word_mask4(w: [i32; 4]) -> __m512i {
     _mm512_inserti64x4(lo, word_mask(w[2], w[3]), 1)
 }
 
-/// The eight i32 lanes of the two halves of `v` added (exact).
+/// `acc + d · float(sums)` for two tokens at once: lanes 0..8 belong to one token (its sums
+/// `a`, folded to eight lanes, and scale `d0`), lanes 8..16 to the next (`b`, `d1`); lane by lane
+/// the one-row kernel's conversion and FMA.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn fold(v: __m512i) -> __m256i {
-    _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1))
+unsafe fn fma_pair(acc: __m512, d0: f32, d1: f32, a: __m512i, b: __m512i) -> __m512 {
+    let lo = _mm512_shuffle_i64x2(a, b, 0b01_00_01_00);
+    let hi = _mm512_shuffle_i64x2(a, b, 0b11_10_11_10);
+    let sums = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
+    let d = _mm512_insertf64x4(
+        _mm512_castps_pd(_mm512_set1_ps(d0)),
+        _mm256_castps_pd(_mm256_set1_ps(d1)),
+        1,
+    );
+    _mm512_fmadd_ps(_mm512_castpd_ps(d), sums, acc)
+}
+
+/// The eight accumulator lanes of token `t` in a pair vector of [`fma_pair`] (`t` even: the
+/// low lanes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn pair_half(acc: __m512, t: usize) -> __m256 {
+    let acc = _mm512_castps_pd(acc);
+    _mm256_castpd_ps(if t.is_multiple_of(2) {
+        _mm512_castpd512_pd256(acc)
+    } else {
+        _mm512_extractf64x4_pd(acc, 1)
+    })
 }
 
 /// `acc + Σ pairs a·b` (i16 pairs into i32 lanes) as one `vpdpwssd`. Written as assembly because
@@ -127,7 +150,7 @@ unsafe fn q8k_scales4<const T: usize>(y: &[*const u8; T], t0: usize, b: usize) -
     _mm_set_ps(s(3), s(2), s(1), s(0))
 }
 
-/// Q4_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4 (see the module
+/// Q4_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4 up to 16 (see the module
 /// documentation for why each result equals the one-row kernel's bit for bit).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(super) unsafe fn q4k<const R: usize, const T: usize>(
@@ -139,7 +162,8 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
     let m4 = _mm512_set1_epi8(0x0f);
     // Low nibbles in the low 256 bits, high nibbles in the high 256 bits.
     let nibble_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    // Float accumulators, two tokens per vector (at most 16 tokens).
+    let mut acc = [[_mm512_setzero_ps(); 8]; R];
     // Min corrections, four tokens per vector (at most 16 tokens).
     let mut acc_m = [[_mm_setzero_ps(); 4]; R];
     for b in 0..nb {
@@ -187,12 +211,11 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
                 }
             }
         }
-        for t in 0..T {
-            let yd = q8k_scale(y[t].add(q8k_at(b)));
+        for t in (0..T).step_by(2) {
+            let yd = [t, t + 1].map(|t| q8k_scale(y[t].add(q8k_at(b))));
             for r in 0..R {
-                let d = _mm256_set1_ps(yd * dx[r]);
-                let sumi = _mm256_cvtepi32_ps(fold(sumi[r][t]));
-                acc[r][t] = _mm256_fmadd_ps(d, sumi, acc[r][t]);
+                let (d0, d1) = (yd[0] * dx[r], yd[1] * dx[r]);
+                acc[r][t / 2] = fma_pair(acc[r][t / 2], d0, d1, sumi[r][t], sumi[r][t + 1]);
             }
         }
     }
@@ -201,13 +224,13 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
         for t in 0..T {
             let mut m = [0f32; 4];
             _mm_storeu_ps(m.as_mut_ptr(), acc_m[r][t / 4]);
-            out[r][t] = hsum_ps(acc[r][t]) - m[t % 4];
+            out[r][t] = hsum_ps(pair_half(acc[r][t / 2], t)) - m[t % 4];
         }
     }
     out
 }
 
-/// Q6_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4. The one-row kernel
+/// Q6_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4 up to 16. The one-row kernel
 /// sums `s·(q·y − 32·y)` over the i16 pairs of each lane, with `q` in 0..=63; here the weights
 /// are the signed `q − 32` and the activations the unsigned `y + 128` (a sign flip), so per
 /// (row, token) one `pmaddubsw` and one `vpdpwssd` remain, and the weight-only excess
@@ -220,7 +243,7 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
     y: [*const u8; T],
 ) -> [[f32; T]; R] {
     type W = BlockQ6_K;
-    debug_assert!(T.is_multiple_of(4), "a multiple of 4 tokens");
+    debug_assert!(T.is_multiple_of(4) && T <= 16, "4, 8, 12 or 16 tokens");
     let m4 = _mm512_set1_epi8(0x0f);
     let m30 = _mm512_set1_epi8(0x30);
     let k32 = _mm512_set1_epi8(32);
@@ -231,7 +254,8 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
         _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
         _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1),
     ];
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    // Float accumulators, two tokens per vector (at most 16 tokens).
+    let mut acc = [[_mm512_setzero_ps(); 8]; R];
     for b in 0..nb {
         let mut sumi = [[_mm512_setzero_si512(); T]; R];
         // Σ s·(pair sums of q − 32) per lane, per row.
@@ -279,19 +303,18 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
             }
         }
         let dx: [f32; R] = std::array::from_fn(|r| half(x[r].add(W::SIZE * b + W::D)));
-        for t in 0..T {
-            let yd = q8k_scale(y[t].add(q8k_at(b)));
+        for t in (0..T).step_by(2) {
+            let yd = [t, t + 1].map(|t| q8k_scale(y[t].add(q8k_at(b))));
             for r in 0..R {
-                let d = _mm256_set1_ps(dx[r] * yd);
-                let sumi = _mm256_cvtepi32_ps(fold(sumi[r][t]));
-                acc[r][t] = _mm256_fmadd_ps(d, sumi, acc[r][t]);
+                let (d0, d1) = (dx[r] * yd[0], dx[r] * yd[1]);
+                acc[r][t / 2] = fma_pair(acc[r][t / 2], d0, d1, sumi[r][t], sumi[r][t + 1]);
             }
         }
     }
     let mut out = [[0f32; T]; R];
     for r in 0..R {
         for t in 0..T {
-            out[r][t] = hsum_ps(acc[r][t]);
+            out[r][t] = hsum_ps(pair_half(acc[r][t / 2], t));
         }
     }
     out
