@@ -159,6 +159,13 @@ fn vec_dot_tile_equals_vec_dot_bitwise() {
             any |= check::<2, 4>(&mut rng, ty, n);
             any |= check::<4, 4>(&mut rng, ty, n);
             any |= check::<4, 1>(&mut rng, ty, n);
+            if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+                // The K tiles take any row count and any multiple of 4 tokens up to 16.
+                check::<1, 8>(&mut rng, ty, n);
+                check::<2, 8>(&mut rng, ty, n);
+                check::<3, 12>(&mut rng, ty, n);
+                check::<4, 16>(&mut rng, ty, n);
+            }
             if any && !tiled.contains(&ty) {
                 tiled.push(ty);
             }

@@ -196,6 +196,8 @@ impl Operands<'_> {
         let mut t = 0;
         if let (true, Ok(w4)) = (self.group > 0, <[&[u8]; 4]>::try_from(&w[..])) {
             t = self.run_wide_tiles(w4, r0);
+        } else if R == 2 && quant::tile_tokens(self.ty) == 8 {
+            t = self.run_tiles::<R, 8>(w, r0, t);
         }
         t = self.run_tiles::<R, 4>(w, r0, t);
         self.run_tiles::<R, 1>(w, r0, t);
@@ -278,6 +280,70 @@ impl HostMemory {
         HostMemory {
             total_bytes: field("MemTotal"),
             available_bytes: field("MemAvailable"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random weight rows of `ty` with every block scale a small finite half.
+    fn weights(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<u8> {
+        let mut w: Vec<u8> = (0..rows * ty.row_bytes(cols as u64).unwrap() as usize)
+            .map(|_| {
+                *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (*seed >> 56) as u8
+            })
+            .collect();
+        let half = half::f16::from_f32(0.01).to_bits().to_le_bytes();
+        let scales: &[usize] = match ty {
+            GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+            GgmlType::Q6_K => &[208],
+            _ => &[0],
+        };
+        for block in w.chunks_exact_mut(ty.type_size()) {
+            for &at in scales {
+                block[at..at + 2].copy_from_slice(&half);
+            }
+        }
+        w
+    }
+
+    /// A prompt matmul (row tiles over 8, 4 and 1 tokens, then the rows left over, on two
+    /// threads) gives every (token, row) exactly what the one-row kernel gives.
+    #[test]
+    fn prompt_matmul_equals_the_one_row_kernel_bitwise() {
+        let threads = Threads::new(2).unwrap();
+        let mut seed = 17;
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+        ] {
+            let (rows, cols, n_tokens) = (37, 512, 13);
+            let w = weights(ty, rows, cols, &mut seed);
+            let x: Vec<f32> = (0..cols * n_tokens)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)
+                .collect();
+            let mut out = vec![0f32; rows * n_tokens];
+            let shape = MatmulShape { ty, rows, cols };
+            matmul(shape, &w, &x, n_tokens, &mut out, &threads).unwrap();
+            let act_ty = quant::vec_dot_type(ty);
+            let mut act = vec![0u8; act_ty.row_bytes(cols as u64).unwrap() as usize];
+            let w_row = ty.row_bytes(cols as u64).unwrap() as usize;
+            for t in 0..n_tokens {
+                quant::quantize_row(act_ty, &x[t * cols..(t + 1) * cols], &mut act).unwrap();
+                for r in 0..rows {
+                    let want = quant::vec_dot(ty, cols, &w[r * w_row..(r + 1) * w_row], &act);
+                    assert_eq!(
+                        out[t * rows + r].to_bits(),
+                        want.to_bits(),
+                        "{ty} token {t} row {r}"
+                    );
+                }
+            }
         }
     }
 }

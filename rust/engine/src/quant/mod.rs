@@ -6,9 +6,9 @@
 //! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
 //!
 //! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
-//! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_tile` and
-//! `neon`, `neon_kquants`, `neon_float` are the SIMD kernels; this file alone chooses between
-//! them.
+//! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_ktile`,
+//! `x86_tile` and `neon`, `neon_kquants`, `neon_float` are the SIMD kernels; this file alone
+//! chooses between them.
 
 pub(crate) mod blocks;
 pub(crate) mod float;
@@ -25,6 +25,8 @@ mod types;
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_kquants;
+#[cfg(target_arch = "x86_64")]
+mod x86_ktile;
 #[cfg(target_arch = "x86_64")]
 mod x86_tile;
 #[cfg(target_arch = "x86_64")]
@@ -498,7 +500,8 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
 }
 
 /// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
-/// (x86-64: 4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats; aarch64: 2
+/// (x86-64: 4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats except Q4_K
+/// and Q6_K with AVX-512 VNNI + BW, 2 (× 8 tokens, see `x86_ktile`); aarch64: 2
 /// for the 32-element formats, the row pair of `smmla`, and for the K formats 2 with `smmla`,
 /// else 1), or 0 when `w` has no tile kernel.
 pub fn tile_rows(w: GgmlType) -> usize {
@@ -506,6 +509,9 @@ pub fn tile_rows(w: GgmlType) -> usize {
     if let Some(vnni) = x86_level() {
         if x86_tile::kind(w).is_some() {
             return if vnni { 4 } else { 2 };
+        }
+        if matches!(w, GgmlType::Q4_K | GgmlType::Q6_K) && wide() {
+            return 2;
         }
         if matches!(w, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
             return 1;
@@ -529,12 +535,16 @@ pub fn tile_rows(w: GgmlType) -> usize {
 }
 
 /// How many tokens [`vec_dot_tile`] should take at once for weight type `w` when it takes
-/// [`tile_rows`] rows: 8 with the wide AVX-512 tile (4 rows × 8 tokens, [`vec_dot_tile_wide`]),
-/// else 4.
+/// [`tile_rows`] rows: 8 with the wide AVX-512 tile (4 rows × 8 tokens, [`vec_dot_tile_wide`])
+/// and with the AVX-512 K tile (Q4_K, Q6_K: 2 rows × 8 tokens), else 4.
 pub fn tile_tokens(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
     if wide() && x86_tile::kind(w).is_some() {
         return x86_wide::TOKENS;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if wide() && matches!(w, GgmlType::Q4_K | GgmlType::Q6_K) {
+        return 8;
     }
     let _ = w;
     4
