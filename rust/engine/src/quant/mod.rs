@@ -24,6 +24,8 @@ mod types;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
+mod x86_decode;
+#[cfg(target_arch = "x86_64")]
 mod x86_kquants;
 #[cfg(target_arch = "x86_64")]
 mod x86_ktile;
@@ -454,13 +456,19 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
             let quarter = out.len() / 4;
             for i in 0..quarter {
                 let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-                // SAFETY: the features were detected; every row index is < out.len(), so each
-                // row's nb whole blocks are inside `rows` (checked above), as are act's.
+                // SAFETY: every row index is < out.len(), so each row's nb whole blocks are
+                // inside `rows` (checked above), as are act's; the features were detected
+                // (`wide()`: AVX-512 BW too).
                 let v = unsafe {
-                    x86_tile::tile::<4, 1>(true, kind, nb, r.map(|r| base.add(r * row_len)), a)
+                    let w = r.map(|r| base.add(r * row_len));
+                    if wide() {
+                        x86_decode::rows4_for(kind, nb, w, a[0])
+                    } else {
+                        x86_tile::tile::<4, 1>(true, kind, nb, w, a).map(|v| v[0])
+                    }
                 };
                 for (k, &r) in r.iter().enumerate() {
-                    out[r] = v[k][0];
+                    out[r] = v[k];
                 }
             }
             for (r, o) in out.iter_mut().enumerate().skip(4 * quarter) {

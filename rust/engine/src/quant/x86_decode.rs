@@ -1,0 +1,184 @@
+//! The AVX-512 decoding kernel for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
+//! weight rows × one token, on 512-bit registers that each hold two rows' 8 lanes.
+//!
+//! Per block the token's quants are broadcast to both halves of a register, so one `vpdpbusd`,
+//! one conversion and one FMA serve two rows; the offset correction (`−offset · Σ a` per 4-byte
+//! group) is computed once for all four rows, and the four rows' f16 scales (and Q4_1 minima)
+//! are widened together and multiplied by the token's scale (and Q8_1 sum) in one step.
+//!
+//! Each row keeps the arithmetic of the one-row kernel ([`super::vec_dot`]): 8 f32 lanes, one
+//! FMA per block with `f32(d_w)·f32(d_a)`, exact integer lane sums of bytes `4j..4j+4`, one
+//! horizontal sum in the same order, plus `Σ m·s` (summed block by block) for Q4_1, so every
+//! result is bit-identical.
+
+use std::arch::x86_64::*;
+
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
+use super::x86::{hsum_ps, load};
+use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
+
+/// The first four bytes at `p` as a little-endian u32 (a block's scale, or scale and minimum).
+#[inline]
+unsafe fn word(p: *const u8) -> i32 {
+    i32::from_le(p.cast::<i32>().read_unaligned())
+}
+
+/// The low and high nibbles of the 16 bytes at `p0` (low half) and at `p1` (high half): each
+/// half holds one row's 32 quants in block order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn nibbles2(p0: *const u8, p1: *const u8) -> __m512i {
+    // [row 0's 16 bytes | row 1's 16 bytes] and the same shifted: 128-bit lanes
+    // [r0 low, r1 low, r0 high, r1 high], reordered to [r0 low, r0 high, r1 low, r1 high].
+    let both = _mm256_inserti128_si256::<1>(
+        _mm256_castsi128_si256(_mm_loadu_si128(p0.cast())),
+        _mm_loadu_si128(p1.cast()),
+    );
+    let wide = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(both), _mm256_srli_epi16(both, 4));
+    let ordered = _mm512_shuffle_i64x2::<0b11_01_10_00>(wide, wide);
+    _mm512_and_si512(ordered, _mm512_set1_epi8(0x0f))
+}
+
+/// The upper 8 lanes of `v`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn upper(v: __m512) -> __m256 {
+    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+}
+
+/// The 32 quants of two rows' blocks at `p0` (low half) and `p1` (high half) for weight code
+/// `KIND`, as unsigned bytes (Q8_0 flipped by 128).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn quants<const KIND: u8>(p0: *const u8, p1: *const u8) -> __m512i {
+    match KIND {
+        Q8_0 => {
+            let q = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(load(p0.add(BlockQ8_0::QS))),
+                load(p1.add(BlockQ8_0::QS)),
+            );
+            _mm512_xor_si512(q, _mm512_set1_epi8(-128))
+        }
+        Q4_0 => nibbles2(p0.add(BlockQ4_0::QS), p1.add(BlockQ4_0::QS)),
+        Q5_0 => {
+            let h0 = p0.add(BlockQ5_0::QH).cast::<u32>().read_unaligned();
+            let h1 = p1.add(BlockQ5_0::QH).cast::<u32>().read_unaligned();
+            let k = _cvtu64_mask64(u64::from(u32::from_le(h0)) | u64::from(u32::from_le(h1)) << 32);
+            let low = nibbles2(p0.add(BlockQ5_0::QS), p1.add(BlockQ5_0::QS));
+            _mm512_mask_add_epi8(low, k, low, _mm512_set1_epi8(16))
+        }
+        _ => nibbles2(p0.add(BlockQ4_1::QS), p1.add(BlockQ4_1::QS)),
+    }
+}
+
+/// Rows `w` (four, `nb` blocks each) · the activation row `a` for weight code `KIND`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+    let (wsize, asize, aq) = layout(KIND);
+    let shift = match KIND {
+        Q8_0 => 7,
+        Q4_0 => 3,
+        Q5_0 => 4,
+        _ => 0,
+    };
+    // Lanes 0..8 take product lane 2i (row 2i's `d_w·d_a`), lanes 8..16 lane 2i + 2.
+    let index = |i: i32| {
+        let (x, y) = (4 * i, 4 * i + 2);
+        _mm512_setr_epi32(x, x, x, x, x, x, x, x, y, y, y, y, y, y, y, y)
+    };
+    let (index01, index23) = (index(0), index(1));
+    let mut acc = [_mm512_setzero_ps(); 2];
+    // Lane 2r: unused; lane 2r + 1: row r's Σ m·s (Q4_1).
+    let mut summs = _mm256_setzero_ps();
+    for b in 0..nb {
+        let ap = a.add(asize * b);
+        let aq256 = load(ap.add(aq));
+        let az = _mm512_broadcast_i64x4(aq256);
+        let start = if KIND == Q4_1 {
+            _mm512_setzero_si512()
+        } else {
+            let sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), aq256);
+            let corr = _mm256_sll_epi32(sums, _mm_cvtsi32_si128(shift));
+            let corr = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
+            _mm512_broadcast_i64x4(corr)
+        };
+        // [d_w, m_w] of the four rows (f16 → f32) times [d_a, s_a] of the token.
+        let p: [*const u8; 4] = std::array::from_fn(|r| w[r].add(wsize * b));
+        // Without a minimum the upper half is quants: cleared (no stray subnormals or NaNs).
+        let keep = if KIND == Q4_1 { -1 } else { 0xffff };
+        let halves = _mm_and_si128(
+            _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3])),
+            _mm_set1_epi32(keep),
+        );
+        let dm = _mm256_cvtph_ps(halves);
+        let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(word(ap) & keep));
+        let prod = _mm256_mul_ps(dm, _mm256_broadcast_ps(&_mm_movelh_ps(ds, ds)));
+        let prod = if KIND == Q4_1 {
+            summs = _mm256_add_ps(summs, prod);
+            prod
+        } else {
+            prod
+        };
+        let prod = _mm512_castps256_ps512(prod);
+        for (pair, index) in [index01, index23].into_iter().enumerate() {
+            let q = quants::<KIND>(p[2 * pair], p[2 * pair + 1]);
+            let lanes = _mm512_dpbusd_epi32(start, q, az);
+            let d = _mm512_permutexvar_ps(index, prod);
+            acc[pair] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[pair]);
+        }
+    }
+    let mut mins = [0f32; 8];
+    _mm256_storeu_ps(mins.as_mut_ptr(), summs);
+    let mut out = [
+        hsum_ps(_mm512_castps512_ps256(acc[0])),
+        hsum_ps(upper(acc[0])),
+        hsum_ps(_mm512_castps512_ps256(acc[1])),
+        hsum_ps(upper(acc[1])),
+    ];
+    if KIND == Q4_1 {
+        for (r, o) in out.iter_mut().enumerate() {
+            *o += mins[2 * r + 1];
+        }
+    }
+    out
+}
+
+/// [`rows4`] for weight code `kind`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer and `a` must
+/// have `nb` whole blocks of their formats behind them.
+#[inline]
+pub(super) unsafe fn rows4_for(kind: u8, nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+    match kind {
+        Q8_0 => rows4::<Q8_0>(nb, w, a),
+        Q4_0 => rows4::<Q4_0>(nb, w, a),
+        Q5_0 => rows4::<Q5_0>(nb, w, a),
+        _ => rows4::<Q4_1>(nb, w, a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::x86_tile::tests::check_kernel;
+    use super::*;
+
+    #[test]
+    fn the_decoding_kernel_is_bit_identical_to_the_single_row_kernels() {
+        if !(is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni")
+            && is_x86_feature_detected!("avx512bw"))
+        {
+            return;
+        }
+        check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, |kind, nb, w, a| {
+            // SAFETY: the features were detected; the rows hold nb blocks.
+            let v = unsafe { rows4_for(kind, nb, w, a[0]) };
+            v.map(|x| [x])
+        });
+    }
+}
