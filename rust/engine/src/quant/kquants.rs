@@ -416,3 +416,33 @@ pub(crate) fn dot_q8_k(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     }
     sum
 }
+
+/// Rows of 256 values: random magnitudes, exact ties after scaling, repeated extremes of
+/// both signs, zeros, NaN and infinities, and tiny (subnormal) maxima.
+#[cfg(test)]
+pub(super) fn quantizer_test_rows() -> Vec<Vec<f32>> {
+    let mut seed = 0x9e37_79b9u32;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed
+    };
+    let mut out = Vec::new();
+    for case in 0..400 {
+        let row: Vec<f32> = (0..256)
+            .map(|i| match case % 8 {
+                0 => (i as f32 - 128.0) * 0.5,
+                1 => 1e-40 * ((next() % 7) as f32 - 3.0),
+                2 if i == 77 => f32::NAN,
+                3 if i % 50 == 3 => f32::INFINITY,
+                4 if i % 64 == 1 => -2.0,
+                4 if i % 64 == 9 => 2.0,
+                5 => 0.0,
+                _ => ((next() % 20001) as f32 - 10000.0) * 1e-3 * (case as f32 + 1.0),
+            })
+            .collect();
+        out.push(row);
+    }
+    out
+}

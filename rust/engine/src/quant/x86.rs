@@ -37,6 +37,13 @@ pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
+/// The upper 8 lanes of `v`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn upper(v: __m512) -> __m256 {
+    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+}
+
 /// 32 unaligned bytes at `p`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -427,32 +434,32 @@ mod tests {
             eprintln!("no AVX2/FMA/F16C: nothing to compare");
             return;
         }
-        let mut seed = 0x9e37_79b9u32;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed
-        };
-        for case in 0..800 {
-            let x: Vec<f32> = (0..512)
-                .map(|i| match case % 10 {
-                    0 => (i as f32 - 128.0) * 0.5,
-                    1 => 1e-40 * ((next() % 7) as f32 - 3.0),
-                    2 if i == 77 => f32::NAN,
-                    3 if i % 50 == 3 => f32::INFINITY,
-                    4 if i % 64 == 1 => -2.0,
-                    4 if i % 64 == 9 => 2.0,
-                    5 => 0.0,
-                    6 if i % 90 == 5 => f32::NEG_INFINITY,
-                    7 => f32::from_bits(next()),
-                    _ => ((next() % 20001) as f32 - 10000.0) * 1e-3 * (case as f32 + 1.0),
-                })
-                .collect();
-            let (mut a, mut b) = (vec![1u8; 2 * 292], vec![2u8; 2 * 292]);
+        // The shared awkward rows, then rows with −∞ and with random bit patterns.
+        let mut rows = super::super::kquants::quantizer_test_rows();
+        let mut seed = 0x2545_f491u32;
+        for case in 0..200 {
+            rows.push(
+                (0..256)
+                    .map(|i| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 17;
+                        seed ^= seed << 5;
+                        if case % 2 == 0 && i % 90 == 5 {
+                            f32::NEG_INFINITY
+                        } else if case % 2 == 0 {
+                            (seed % 2001) as f32 - 1000.0
+                        } else {
+                            f32::from_bits(seed)
+                        }
+                    })
+                    .collect(),
+            );
+        }
+        for (case, x) in rows.iter().enumerate() {
+            let (mut a, mut b) = (vec![1u8; 292], vec![2u8; 292]);
             // SAFETY: the features were detected above; whole blocks.
-            unsafe { super::quantize_q8_k(&x, &mut a) };
-            super::super::kquants::quantize_q8_k(&x, &mut b);
+            unsafe { super::quantize_q8_k(x, &mut a) };
+            super::super::kquants::quantize_q8_k(x, &mut b);
             assert_eq!(a, b, "case {case}");
         }
     }

@@ -14,7 +14,7 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{hsum_ps, load};
+use super::x86::{hsum_ps, load, upper};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 
 /// The first four bytes at `p` as a little-endian u32 (a block's scale, or scale and minimum).
@@ -37,13 +37,6 @@ unsafe fn nibbles2(p0: *const u8, p1: *const u8) -> __m512i {
     let wide = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(both), _mm256_srli_epi16(both, 4));
     let ordered = _mm512_shuffle_i64x2::<0b11_01_10_00>(wide, wide);
     _mm512_and_si512(ordered, _mm512_set1_epi8(0x0f))
-}
-
-/// The upper 8 lanes of `v`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn upper(v: __m512) -> __m256 {
-    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
 }
 
 /// The 32 quants of two rows' blocks at `p0` (low half) and `p1` (high half) for weight code
@@ -160,19 +153,12 @@ pub(super) unsafe fn rows4_for(kind: u8, nb: usize, w: [*const u8; 4], a: *const
 
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::check_kernel;
+    use super::super::x86_tile::tests::{check_kernel, wide_features};
     use super::*;
 
     #[test]
     fn the_decoding_kernel_is_bit_identical_to_the_single_row_kernels() {
-        if !(is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni")
-            && is_x86_feature_detected!("avx512bw"))
-        {
+        if !wide_features() {
             return;
         }
         check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, |kind, nb, w, a| {

@@ -282,6 +282,17 @@ pub(super) mod tests {
 
     /// `kernel(kind, nb, weight rows, activation rows)` against the one-row AVX2 kernel, bit
     /// for bit, for every tiled type and several row lengths.
+    /// Whether this CPU runs the AVX-512 wide kernels (VNNI and BW with AVX2/FMA/F16C).
+    pub(in crate::quant) fn wide_features() -> bool {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni")
+            && is_x86_feature_detected!("avx512bw")
+    }
+
     pub(in crate::quant) fn check_kernel<const R: usize, const T: usize>(
         label: &str,
         mut seed: u64,

@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{hsum_ps, load, nibbles};
+use super::x86::{hsum_ps, load, nibbles, upper};
 use super::x86_tile::{halves, layout, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::PackLine;
 
@@ -69,13 +69,6 @@ pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLi
             dst.copy_from_slice(&v.to_le_bytes());
         }
     }
-}
-
-/// The upper 8 lanes of `v`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn upper(v: __m512) -> __m256 {
-    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
 }
 
 /// 4 weight rows × 8 packed tokens for weight code `KIND`.
@@ -172,19 +165,12 @@ pub(super) unsafe fn tile_for(
 
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::check_kernel;
+    use super::super::x86_tile::tests::{check_kernel, wide_features};
     use super::*;
 
     #[test]
     fn the_wide_tile_is_bit_identical_to_the_single_row_kernels() {
-        if !(is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni")
-            && is_x86_feature_detected!("avx512bw"))
-        {
+        if !wide_features() {
             return;
         }
         check_kernel::<4, TOKENS>("wide", 0x1234_5678_9abc_def1, |kind, nb, w, a| {
