@@ -2,12 +2,15 @@
 //! llama.cpp's f16 rounding points (queries and probabilities rounded to f16).
 //!
 //! Work is split by KV head and token range; each task widens the cached keys and values it
-//! needs to f32 once. On x86-64 with AVX2 and F16C, and on aarch64 with NEON, the same code is
-//! compiled a second time for those features (8-lane vectors or two 4-lane ones, hardware f16
-//! rounding), and on x86-64 with AVX-512F a third time with 16-lane kernels (`attention_avx512.rs`:
-//! a 4 queries × 4 keys score tile, lane sums of 16 scores at once); the arithmetic and its
-//! order are the same, so all versions give identical results. Queries are scored `TILE` at a
-//! time (the heads of a KV group, then the next tokens) against the union of their key ranges.
+//! needs to f32 once. Queries are handled `TILE` at a time (the heads of a KV group, then the
+//! next tokens) against the union of their key ranges, so that each key and value row loaded
+//! serves several queries. On x86-64 with AVX2 and F16C (`attention_avx2.rs`: 2 queries × 4
+//! keys score tiles), and on aarch64 with NEON, the same code is compiled a second time for
+//! those features (8-lane vectors or two 4-lane ones, hardware f16 rounding), and on x86-64
+//! with AVX-512F a third time (`attention_avx512.rs`: 4 queries × 4 keys score tiles with two
+//! queries per 16-lane register, 16-lane weighted sums). Lane sums of several scores are
+//! computed together after a transpose, in lane order. The arithmetic and its order are the
+//! same, so all versions give identical results.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +23,14 @@ use crate::backend::{SharedMut, Threads};
 use crate::{fallible, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
+#[path = "attention_avx2.rs"]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 #[path = "attention_avx512.rs"]
 mod avx512;
+
+#[cfg(target_arch = "x86_64")]
+use avx2::Avx2;
 
 /// Shapes and settings of one layer's attention.
 pub(crate) struct AttentionShape {
@@ -122,62 +131,6 @@ impl Kernels for Portable {
     }
 }
 
-/// F16C rounding (round to nearest even, like `half`) and AVX dot products with the lane
-/// layout of [`ops::dot`] (8 partial sums, multiply then add, summed in lane order).
-#[cfg(target_arch = "x86_64")]
-struct Avx2;
-
-#[cfg(target_arch = "x86_64")]
-impl Kernels for Avx2 {
-    type Scratch = ();
-
-    #[inline(always)]
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-        use std::arch::x86_64::*;
-        let n = a.len();
-        assert!(rows.iter().all(|r| r.len() == n));
-        let main = n - n % 8;
-        let mut out = [0f32; 4];
-        // SAFETY: only reached from `run_avx2` (AVX2 present); every load reads 8 elements
-        // below `main <= n` of slices of length `n`.
-        unsafe {
-            let mut acc = [_mm256_setzero_ps(); 4];
-            for i in (0..main).step_by(8) {
-                let x = _mm256_loadu_ps(a.as_ptr().add(i));
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    let y = _mm256_loadu_ps(row.as_ptr().add(i));
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(x, y));
-                }
-            }
-            for (k, row) in rows.iter().enumerate() {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[k]);
-                let tail: f32 = a[main..].iter().zip(&row[main..]).map(|(x, y)| x * y).sum();
-                out[k] = lanes.iter().sum::<f32>() + tail;
-            }
-        }
-        out
-    }
-
-    #[inline(always)]
-    fn round(x: &mut [f32]) {
-        use std::arch::x86_64::*;
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in &mut chunks {
-            // SAFETY: only reached from `run_avx2`, which requires F16C; `c` has 8 elements.
-            unsafe {
-                let v = _mm256_loadu_ps(c.as_ptr());
-                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-                _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
-            }
-        }
-        chunks
-            .into_remainder()
-            .iter_mut()
-            .for_each(|v| *v = ops::round_f16(*v));
-    }
-}
-
 /// NEON: f16 rounding by `fcvtn`/`fcvtl` (round to nearest even, like `half`) and dot products
 /// with the lane layout of [`ops::dot`] (8 partial sums as two 4-lane vectors, multiply then
 /// add, summed in lane order).
@@ -245,6 +198,52 @@ impl Kernels for Neon {
             .into_remainder()
             .iter_mut()
             .for_each(|v| *v = ops::round_f16(*v));
+    }
+}
+
+/// [`Kernels::weighted_sums`] with every value row loaded once for all `TILE` queries when
+/// that is exact: `blocks` computes the outputs from element 0 on, in blocks of its choice,
+/// and returns where it stopped; the rest is summed here. A zero probability adds ±0 to a sum
+/// that starts at +0 (which never becomes -0): no change, unless the row holds an infinity or
+/// NaN; then (and for partial tiles) each query is summed on its own.
+#[inline(always)]
+fn joint_weighted_sums<K: Kernels>(
+    p: &[f32],
+    rows: &[f32],
+    ranges: &[Range<usize>],
+    outs: &mut [&mut [f32]],
+    blocks: impl FnOnce(&mut [&mut [f32]]) -> usize,
+) {
+    let (nq, nk) = (ranges.len(), p.len() / ranges.len());
+    let width = rows.len() / nk;
+    assert!(rows.len() == nk * width && outs.iter().all(|o| o.len() == width));
+    let start = ranges.iter().map(|r| r.start).max().unwrap_or(0);
+    let end = ranges.iter().map(|r| r.end).min().unwrap_or(0);
+    let finite = |j: usize| {
+        rows[j * width..(j + 1) * width]
+            .iter()
+            .all(|v| v.is_finite())
+    };
+    if nq < TILE || !(0..start).chain(end..nk).all(finite) {
+        for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
+            let rows = &rows[r.start * width..r.end * width];
+            K::weighted_sum(&p[i * nk + r.start..i * nk + r.end], rows, out);
+        }
+        return;
+    }
+    let at = blocks(outs);
+    if at == width {
+        return;
+    }
+    for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
+        let dst = &mut out[at..];
+        dst.fill(0.0);
+        for j in r.clone() {
+            let pj = p[i * nk + j];
+            for (a, b) in dst.iter_mut().zip(&rows[j * width + at..(j + 1) * width]) {
+                *a += pj * b;
+            }
+        }
     }
 }
 

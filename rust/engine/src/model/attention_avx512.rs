@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::{ops, Avx2, Job, Kernels, TILE};
+use super::{joint_weighted_sums, ops, Avx2, Job, Kernels, TILE};
 
 /// AVX-512F kernels (F16C rounding and the four-row dot product as in [`Avx2`]).
 pub(super) struct Avx512;
@@ -142,52 +142,23 @@ impl Kernels for Avx512 {
 
     #[inline(always)]
     fn weighted_sums(p: &[f32], rows: &[f32], ranges: &[Range<usize>], outs: &mut [&mut [f32]]) {
-        let (nq, nk) = (ranges.len(), p.len() / ranges.len());
-        let width = rows.len() / nk;
-        assert!(rows.len() == nk * width && outs.iter().all(|o| o.len() == width));
-        // All four sums over all rows at once, each value row loaded once: a zero probability
-        // adds ±0 to a sum that starts at +0 (which never becomes -0), no change, unless the
-        // row holds an infinity or NaN.
-        let start = ranges.iter().map(|r| r.start).max().unwrap_or(0);
-        let end = ranges.iter().map(|r| r.end).min().unwrap_or(0);
-        let finite = |j: usize| {
-            rows[j * width..(j + 1) * width]
-                .iter()
-                .all(|v| v.is_finite())
-        };
-        if nq < TILE || !(0..start).chain(end..nk).all(finite) {
-            for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
-                let rows = &rows[r.start * width..r.end * width];
-                Self::weighted_sum(&p[i * nk + r.start..i * nk + r.end], rows, out);
-            }
-            return;
-        }
-        let mut at = 0;
-        // SAFETY: only reached from `run_avx512` (AVX-512F present); every block ends at
-        // most at `width` (see `joint_block`).
-        unsafe {
-            while width - at >= 64 {
-                joint_block::<4>(p, rows, at, outs);
-                at += 64;
-            }
-            while width - at >= 16 {
-                joint_block::<1>(p, rows, at, outs);
-                at += 16;
-            }
-        }
-        if at == width {
-            return;
-        }
-        for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
-            let dst = &mut out[at..];
-            dst.fill(0.0);
-            for j in r.clone() {
-                let pj = p[i * nk + j];
-                for (a, b) in dst.iter_mut().zip(&rows[j * width + at..(j + 1) * width]) {
-                    *a += pj * b;
+        let width = outs.first().map_or(0, |o| o.len());
+        joint_weighted_sums::<Self>(p, rows, ranges, outs, |outs| {
+            let mut at = 0;
+            // SAFETY: only reached from `run_avx512` (AVX-512F present); every block ends at
+            // most at `width` (see `joint_block`).
+            unsafe {
+                while width - at >= 64 {
+                    joint_block::<4>(p, rows, at, outs);
+                    at += 64;
+                }
+                while width - at >= 16 {
+                    joint_block::<1>(p, rows, at, outs);
+                    at += 16;
                 }
             }
-        }
+            at
+        })
     }
 }
 
