@@ -206,6 +206,7 @@ impl Kernels for Neon {
 /// and returns where it stopped; the rest is summed here. A zero probability adds ±0 to a sum
 /// that starts at +0 (which never becomes -0): no change, unless the row holds an infinity or
 /// NaN; then (and for partial tiles) each query is summed on its own.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn joint_weighted_sums<K: Kernels>(
     p: &[f32],
