@@ -2,9 +2,15 @@
 //! llama.cpp's f16 rounding points (queries and probabilities rounded to f16).
 //!
 //! Work is split by KV head and token range; each task widens the cached keys and values it
-//! needs to f32 once. On x86-64 with AVX2 and F16C, and on aarch64 with NEON, the same code is
-//! compiled a second time for those features (8-lane vectors or two 4-lane ones, hardware f16
-//! rounding); the arithmetic and its order are the same, so all versions give identical results.
+//! needs to f32 once. Queries are handled `TILE` at a time (the heads of a KV group, then the
+//! next tokens) against the union of their key ranges, so that each key and value row loaded
+//! serves several queries. On x86-64 with AVX2 and F16C (`attention_avx2.rs`: 2 queries × 4
+//! keys score tiles), and on aarch64 with NEON, the same code is compiled a second time for
+//! those features (8-lane vectors or two 4-lane ones, hardware f16 rounding), and on x86-64
+//! with AVX-512F a third time (`attention_avx512.rs`: 4 queries × 4 keys score tiles with two
+//! queries per 16-lane register, 16-lane weighted sums). Lane sums of several scores are
+//! computed together after a transpose, in lane order. The arithmetic and its order are the
+//! same, so all versions give identical results.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +21,16 @@ use half::slice::HalfFloatSliceExt;
 use super::ops;
 use crate::backend::{SharedMut, Threads};
 use crate::{fallible, Error, Result};
+
+#[cfg(target_arch = "x86_64")]
+#[path = "attention_avx2.rs"]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[path = "attention_avx512.rs"]
+mod avx512;
+
+#[cfg(target_arch = "x86_64")]
+use avx2::Avx2;
 
 /// Shapes and settings of one layer's attention.
 pub(crate) struct AttentionShape {
@@ -46,18 +62,64 @@ struct Job<'a> {
     out_of_memory: AtomicBool,
 }
 
-/// The two primitives that differ between the portable and the AVX2 build.
+/// Queries scored together against each block of keys (one register tile).
+const TILE: usize = 4;
+
+/// The primitives that differ between the portable and the SIMD builds.
 trait Kernels {
+    /// Scratch memory of [`Kernels::scores`], kept across calls.
+    type Scratch: Default;
+
     /// Round every element of `x` to f16 precision in place.
     fn round(x: &mut [f32]);
     /// [`ops::dot`] of `a` with four rows (bit-identical to four calls).
     fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4];
+
+    /// `out[i * n_keys + j] = ops::dot(query i, key j)` (bit-identical) for the `1..=TILE`
+    /// queries of `q` and the `n_keys` keys of `keys`, both rows of `hd` elements.
+    #[inline(always)]
+    fn scores(q: &[f32], keys: &[f32], hd: usize, out: &mut [f32], _: &mut Self::Scratch) {
+        let n_keys = keys.len() / hd;
+        for (qi, out) in q.chunks_exact(hd).zip(out.chunks_exact_mut(n_keys)) {
+            let key = |j: usize| &keys[j * hd..(j + 1) * hd];
+            let mut j = 0;
+            while j + 4 <= n_keys {
+                let d = Self::dot4(qi, [key(j), key(j + 1), key(j + 2), key(j + 3)]);
+                out[j..j + 4].copy_from_slice(&d);
+                j += 4;
+            }
+            for (j, out) in out.iter_mut().enumerate().skip(j) {
+                *out = ops::dot(qi, key(j));
+            }
+        }
+    }
+
+    /// [`ops::weighted_sum`] (bit-identical).
+    #[inline(always)]
+    fn weighted_sum(p: &[f32], rows: &[f32], out: &mut [f32]) {
+        ops::weighted_sum(p, rows, out)
+    }
+
+    /// For the queries of a tile, `outs[i]` = [`Kernels::weighted_sum`] of `p`'s row `i`
+    /// (`n_keys` probabilities, zero outside `ranges[i]`) and the value `rows` over
+    /// `ranges[i]`.
+    #[inline(always)]
+    fn weighted_sums(p: &[f32], rows: &[f32], ranges: &[Range<usize>], outs: &mut [&mut [f32]]) {
+        let n_keys = p.len() / ranges.len();
+        let width = rows.len() / n_keys;
+        for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
+            let rows = &rows[r.start * width..r.end * width];
+            Self::weighted_sum(&p[i * n_keys + r.start..i * n_keys + r.end], rows, out);
+        }
+    }
 }
 
 /// Portable versions (the `half` crate, [`ops::dot`]).
 struct Portable;
 
 impl Kernels for Portable {
+    type Scratch = ();
+
     #[inline(always)]
     fn round(x: &mut [f32]) {
         x.iter_mut().for_each(|v| *v = ops::round_f16(*v));
@@ -69,60 +131,6 @@ impl Kernels for Portable {
     }
 }
 
-/// F16C rounding (round to nearest even, like `half`) and AVX dot products with the lane
-/// layout of [`ops::dot`] (8 partial sums, multiply then add, summed in lane order).
-#[cfg(target_arch = "x86_64")]
-struct Avx2;
-
-#[cfg(target_arch = "x86_64")]
-impl Kernels for Avx2 {
-    #[inline(always)]
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-        use std::arch::x86_64::*;
-        let n = a.len();
-        assert!(rows.iter().all(|r| r.len() == n));
-        let main = n - n % 8;
-        let mut out = [0f32; 4];
-        // SAFETY: only reached from `run_avx2` (AVX2 present); every load reads 8 elements
-        // below `main <= n` of slices of length `n`.
-        unsafe {
-            let mut acc = [_mm256_setzero_ps(); 4];
-            for i in (0..main).step_by(8) {
-                let x = _mm256_loadu_ps(a.as_ptr().add(i));
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    let y = _mm256_loadu_ps(row.as_ptr().add(i));
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(x, y));
-                }
-            }
-            for (k, row) in rows.iter().enumerate() {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[k]);
-                let tail: f32 = a[main..].iter().zip(&row[main..]).map(|(x, y)| x * y).sum();
-                out[k] = lanes.iter().sum::<f32>() + tail;
-            }
-        }
-        out
-    }
-
-    #[inline(always)]
-    fn round(x: &mut [f32]) {
-        use std::arch::x86_64::*;
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in &mut chunks {
-            // SAFETY: only reached from `run_avx2`, which requires F16C; `c` has 8 elements.
-            unsafe {
-                let v = _mm256_loadu_ps(c.as_ptr());
-                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-                _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(h));
-            }
-        }
-        chunks
-            .into_remainder()
-            .iter_mut()
-            .for_each(|v| *v = ops::round_f16(*v));
-    }
-}
-
 /// NEON: f16 rounding by `fcvtn`/`fcvtl` (round to nearest even, like `half`) and dot products
 /// with the lane layout of [`ops::dot`] (8 partial sums as two 4-lane vectors, multiply then
 /// add, summed in lane order).
@@ -131,6 +139,8 @@ struct Neon;
 
 #[cfg(target_arch = "aarch64")]
 impl Kernels for Neon {
+    type Scratch = ();
+
     #[inline(always)]
     fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
         use std::arch::aarch64::*;
@@ -191,6 +201,53 @@ impl Kernels for Neon {
     }
 }
 
+/// [`Kernels::weighted_sums`] with every value row loaded once for all `TILE` queries when
+/// that is exact: `blocks` computes the outputs from element 0 on, in blocks of its choice,
+/// and returns where it stopped; the rest is summed here. A zero probability adds ±0 to a sum
+/// that starts at +0 (which never becomes -0): no change, unless the row holds an infinity or
+/// NaN; then (and for partial tiles) each query is summed on its own.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn joint_weighted_sums<K: Kernels>(
+    p: &[f32],
+    rows: &[f32],
+    ranges: &[Range<usize>],
+    outs: &mut [&mut [f32]],
+    blocks: impl FnOnce(&mut [&mut [f32]]) -> usize,
+) {
+    let (nq, nk) = (ranges.len(), p.len() / ranges.len());
+    let width = rows.len() / nk;
+    assert!(rows.len() == nk * width && outs.iter().all(|o| o.len() == width));
+    let start = ranges.iter().map(|r| r.start).max().unwrap_or(0);
+    let end = ranges.iter().map(|r| r.end).min().unwrap_or(0);
+    let finite = |j: usize| {
+        rows[j * width..(j + 1) * width]
+            .iter()
+            .all(|v| v.is_finite())
+    };
+    if nq < TILE || !(0..start).chain(end..nk).all(finite) {
+        for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
+            let rows = &rows[r.start * width..r.end * width];
+            K::weighted_sum(&p[i * nk + r.start..i * nk + r.end], rows, out);
+        }
+        return;
+    }
+    let at = blocks(outs);
+    if at == width {
+        return;
+    }
+    for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
+        let dst = &mut out[at..];
+        dst.fill(0.0);
+        for j in r.clone() {
+            let pj = p[i * nk + j];
+            for (a, b) in dst.iter_mut().zip(&rows[j * width + at..(j + 1) * width]) {
+                *a += pj * b;
+            }
+        }
+    }
+}
+
 impl Job<'_> {
     fn window_start(&self, p: usize) -> usize {
         self.s.window.map_or(0, |w| (p + 1).saturating_sub(w))
@@ -211,7 +268,8 @@ impl Job<'_> {
         let mut k32 = Vec::new();
         let mut v32 = Vec::new();
         let mut scores = Vec::new();
-        let mut qh = vec![0.0f32; hd];
+        let mut qt = vec![0.0f32; TILE * hd];
+        let mut scratch = K::Scratch::default();
         for task in range {
             // Later token blocks attend to more keys: hand them out first, for balance.
             let (g, blk) = (
@@ -222,10 +280,9 @@ impl Job<'_> {
             let t1 = ((blk + 1) * self.token_block).min(self.n);
             let (lo, hi) = (self.window_start(self.pos0 + t0), self.pos0 + t1);
             // The window is as long as the context (an option): allocate fallibly.
-            scores.clear();
             let fits = fallible::resize(&mut k32, (hi - lo) * hd, 0.0, "")
                 .and_then(|()| fallible::resize(&mut v32, (hi - lo) * hdv, 0.0, ""))
-                .and_then(|()| fallible::reserve(&mut scores, hi - lo, ""));
+                .and_then(|()| fallible::resize(&mut scores, TILE * (hi - lo), 0.0, ""));
             if fits.is_err() {
                 self.out_of_memory.store(true, Ordering::Relaxed);
                 return;
@@ -236,33 +293,52 @@ impl Job<'_> {
                 let vr = j * vw + g * hdv;
                 self.values[vr..vr + hdv].convert_to_f32_slice(&mut v32[r * hdv..(r + 1) * hdv]);
             }
-            for t in t0..t1 {
-                let p = self.pos0 + t;
-                let first = self.window_start(p);
-                for h in g * group..(g + 1) * group {
+            // The (token, head) queries of the task in order, TILE at a time against the
+            // union of their key ranges (every score is computed as on its own).
+            let total = (t1 - t0) * group;
+            let query = |i: usize| (t0 + i / group, g * group + i % group);
+            for c in (0..total).step_by(TILE) {
+                let nq = TILE.min(total - c);
+                let (mut ulo, mut uhi) = (usize::MAX, 0);
+                for i in 0..nq {
+                    let (t, h) = query(c + i);
+                    let p = self.pos0 + t;
+                    (ulo, uhi) = (ulo.min(self.window_start(p)), uhi.max(p + 1));
+                    let qh = &mut qt[i * hd..(i + 1) * hd];
                     qh.copy_from_slice(&self.q[t * qw + h * hd..t * qw + (h + 1) * hd]);
-                    K::round(&mut qh);
-                    scores.clear();
-                    let key = |j: usize| &k32[(j - lo) * hd..(j - lo + 1) * hd];
-                    let mut j = first;
-                    while j + 4 <= p + 1 {
-                        let d = K::dot4(&qh, [key(j), key(j + 1), key(j + 2), key(j + 3)]);
-                        scores.extend(d.map(|d| d * s.scale));
-                        j += 4;
-                    }
-                    for j in j..=p {
-                        scores.push(ops::dot(&qh, key(j)) * s.scale);
-                    }
-                    ops::softmax(&mut scores);
-                    K::round(&mut scores);
+                    K::round(qh);
+                }
+                let nk = uhi - ulo;
+                let keys = &k32[(ulo - lo) * hd..(uhi - lo) * hd];
+                K::scores(
+                    &qt[..nq * hd],
+                    keys,
+                    hd,
+                    &mut scores[..nq * nk],
+                    &mut scratch,
+                );
+                let mut ranges = [0..0, 0..0, 0..0, 0..0];
+                let mut outs: [&mut [f32]; TILE] = [&mut [], &mut [], &mut [], &mut []];
+                for i in 0..nq {
+                    let (t, h) = query(c + i);
+                    let p = self.pos0 + t;
+                    ranges[i] = self.window_start(p) - ulo..p + 1 - ulo;
+                    let row = &mut scores[i * nk..(i + 1) * nk];
+                    let (before, rest) = row.split_at_mut(ranges[i].start);
+                    let (probs, after) = rest.split_at_mut(ranges[i].len());
+                    probs.iter_mut().for_each(|d| *d *= s.scale);
+                    ops::softmax(probs);
+                    K::round(probs);
+                    before.fill(0.0);
+                    after.fill(0.0);
                     let at = t * ow + h * hdv;
                     assert!(at + hdv <= self.out_len);
                     // SAFETY: in bounds (checked); each (t, h) slice belongs to one task.
-                    let dst =
+                    outs[i] =
                         unsafe { std::slice::from_raw_parts_mut(self.out.get().add(at), hdv) };
-                    let rows = &v32[(first - lo) * hdv..(p + 1 - lo) * hdv];
-                    ops::weighted_sum(&scores, rows, dst);
                 }
+                let rows = &v32[(ulo - lo) * hdv..(uhi - lo) * hdv];
+                K::weighted_sums(&scores[..nq * nk], rows, &ranges[..nq], &mut outs[..nq]);
             }
         }
     }
@@ -292,6 +368,14 @@ impl Job<'_> {
         if std::arch::is_aarch64_feature_detected!("neon") {
             // SAFETY: the feature was just detected.
             return unsafe { self.run_neon(range) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            // SAFETY: the features were just detected.
+            return unsafe { self.run_avx512(range) };
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2")
@@ -351,52 +435,180 @@ pub(crate) fn attention(
 mod tests {
     use super::*;
 
-    /// The AVX2/F16C (or NEON) build of the attention loop equals the portable one bit for bit
-    /// (sliding window, grouped heads, several token blocks).
-    #[test]
-    fn simd_build_equals_portable_build() {
-        let shape = AttentionShape {
-            n_head: 4,
-            n_head_kv: 2,
-            head_dim: 44,
-            head_dim_v: 24,
-            scale: 0.3,
-            window: Some(7),
-        };
-        let (n, pos0) = (9usize, 5usize);
-        let total = pos0 + n;
-        let mut seed = 12345u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
-        };
-        let q: Vec<f32> = (0..n * 4 * 44).map(|_| next()).collect();
-        let keys: Vec<f16> = (0..total * 2 * 44).map(|_| f16::from_f32(next())).collect();
-        let values: Vec<f16> = (0..total * 2 * 24).map(|_| f16::from_f32(next())).collect();
-        let run = |simd: bool| {
-            let mut out = vec![0f32; n * 4 * 24];
-            let job = Job {
-                s: &shape,
-                q: &q,
-                keys: &keys,
-                values: &values,
-                out: SharedMut(out.as_mut_ptr()),
-                out_len: out.len(),
-                n,
-                pos0,
-                token_block: 4,
-                n_blocks: 3,
-                out_of_memory: AtomicBool::new(false),
-            };
-            if simd {
-                job.dispatch(0..6);
-            } else {
-                job.run::<Portable>(0..6);
+    /// Deterministic values in [-2, 2).
+    struct Lcg(u32);
+
+    impl Lcg {
+        fn next(&mut self) -> f32 {
+            self.0 = self.0.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (self.0 >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            ((self.next() + 2.0) / 4.0 * n as f32) as usize % n
+        }
+    }
+
+    /// A build of the attention loop: its name and entry point.
+    type Build = (&'static str, fn(&Job, Range<usize>));
+
+    /// Every build of the attention loop available on this CPU (portable first).
+    fn builds() -> Vec<Build> {
+        let mut b: Vec<Build> = vec![("portable", |j, r| j.run::<Portable>(r))];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            // SAFETY (both): the features were just detected.
+            b.push(("avx2", |j, r| unsafe { j.run_avx2(r) }));
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                b.push(("avx512", |j, r| unsafe { j.run_avx512(r) }));
             }
-            out
+        }
+        #[cfg(target_arch = "aarch64")]
+        if std::arch::is_aarch64_feature_detected!("neon") {
+            // SAFETY: the feature was just detected.
+            b.push(("neon", |j, r| unsafe { j.run_neon(r) }));
+        }
+        b.push(("dispatch", |j, r| j.dispatch(r)));
+        b
+    }
+
+    /// The SIMD builds of the attention loop (AVX2/F16C, AVX-512F, NEON: whichever this CPU
+    /// has) equal the portable one bit for bit, on random shapes: head sizes that are and are
+    /// not multiples of 8 (and 16), GQA groups 1 to 4, sliding windows, new tokens after
+    /// cached ones, several token blocks, partial query tiles and key blocks, infinite values.
+    #[test]
+    fn simd_builds_equal_portable_build() {
+        let mut rng = Lcg(12345);
+        let head_dims = [1, 7, 8, 13, 16, 44, 64, 67, 256];
+        let value_dims = [3, 16, 24, 64, 100, 131, 256, 300];
+        for case in 0..60 {
+            let n_head_kv = 1 + rng.below(3);
+            let group = [1, 2, 3, 4][case % 4];
+            let shape = AttentionShape {
+                n_head: n_head_kv * group,
+                n_head_kv,
+                head_dim: head_dims[rng.below(head_dims.len())],
+                head_dim_v: value_dims[rng.below(value_dims.len())],
+                scale: 0.05 + (rng.next() + 2.0) / 8.0,
+                window: [None, Some(1), Some(5), Some(16)][rng.below(4)],
+            };
+            let n = 1 + rng.below(24);
+            let pos0 = [0, 1, 9, 30][rng.below(4)];
+            let total = pos0 + n;
+            let (hd, hdv) = (shape.head_dim, shape.head_dim_v);
+            let q: Vec<f32> = (0..n * shape.n_head * hd).map(|_| rng.next()).collect();
+            let keys: Vec<f16> = (0..total * n_head_kv * hd)
+                .map(|_| f16::from_f32(rng.next()))
+                .collect();
+            let mut values: Vec<f16> = (0..total * n_head_kv * hdv)
+                .map(|_| f16::from_f32(rng.next()))
+                .collect();
+            // Now and then an infinite value (an overflowed f16): outside a query's window it
+            // must not reach that query's output.
+            if case % 5 == 4 {
+                let at = rng.below(values.len());
+                values[at] = f16::INFINITY;
+            }
+            let token_block = 1 + rng.below(n);
+            let n_blocks = n.div_ceil(token_block);
+            let run = |build: fn(&Job, Range<usize>)| {
+                let mut out = vec![0f32; n * shape.n_head * hdv];
+                let job = Job {
+                    s: &shape,
+                    q: &q,
+                    keys: &keys,
+                    values: &values,
+                    out: SharedMut(out.as_mut_ptr()),
+                    out_len: out.len(),
+                    n,
+                    pos0,
+                    token_block,
+                    n_blocks,
+                    out_of_memory: AtomicBool::new(false),
+                };
+                build(&job, 0..n_head_kv * n_blocks);
+                out
+            };
+            let builds = builds();
+            let reference = run(builds[0].1);
+            assert!(reference.iter().any(|&v| v != 0.0));
+            for &(name, build) in &builds[1..] {
+                let out = run(build);
+                let same = reference
+                    .iter()
+                    .zip(&out)
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || x.is_nan() && y.is_nan());
+                assert!(same, "{name} differs from portable in case {case}");
+            }
+        }
+    }
+
+    /// The portable build follows the module's contract written out naively: per (token,
+    /// head), f16-rounded query, [`ops::dot`] scores times the scale, [`ops::softmax`],
+    /// f16-rounded probabilities, [`ops::weighted_sum`] of the window's values.
+    #[test]
+    fn portable_build_equals_naive_attention() {
+        let shape = AttentionShape {
+            n_head: 6,
+            n_head_kv: 2,
+            head_dim: 20,
+            head_dim_v: 12,
+            scale: 0.3,
+            window: Some(6),
         };
-        let (a, b) = (run(false), run(true));
-        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
-        assert!(a.iter().any(|&v| v != 0.0));
+        let (n, pos0) = (7usize, 4usize);
+        let total = pos0 + n;
+        let mut rng = Lcg(777);
+        let q: Vec<f32> = (0..n * 6 * 20).map(|_| rng.next()).collect();
+        let keys: Vec<f16> = (0..total * 2 * 20)
+            .map(|_| f16::from_f32(rng.next()))
+            .collect();
+        let values: Vec<f16> = (0..total * 2 * 12)
+            .map(|_| f16::from_f32(rng.next()))
+            .collect();
+        let mut out = vec![0f32; n * 6 * 12];
+        let job = Job {
+            s: &shape,
+            q: &q,
+            keys: &keys,
+            values: &values,
+            out: SharedMut(out.as_mut_ptr()),
+            out_len: out.len(),
+            n,
+            pos0,
+            token_block: 3,
+            n_blocks: 3,
+            out_of_memory: AtomicBool::new(false),
+        };
+        job.run::<Portable>(0..6);
+        let widen = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+        for t in 0..n {
+            let p = pos0 + t;
+            let first = (p + 1).saturating_sub(6);
+            for h in 0..6 {
+                let g = h / 3;
+                let qh: Vec<f32> = q[t * 120 + h * 20..][..20]
+                    .iter()
+                    .map(|&v| ops::round_f16(v))
+                    .collect();
+                let mut scores: Vec<f32> = (first..=p)
+                    .map(|j| ops::dot(&qh, &widen(&keys[j * 40 + g * 20..][..20])) * 0.3)
+                    .collect();
+                ops::softmax(&mut scores);
+                scores.iter_mut().for_each(|v| *v = ops::round_f16(*v));
+                let rows: Vec<f32> = (first..=p)
+                    .flat_map(|j| widen(&values[j * 24 + g * 12..][..12]))
+                    .collect();
+                let mut want = vec![0f32; 12];
+                ops::weighted_sum(&scores, &rows, &mut want);
+                let got = &out[t * 72 + h * 12..][..12];
+                assert!(want
+                    .iter()
+                    .zip(got)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()));
+            }
+        }
     }
 }
