@@ -72,8 +72,12 @@ trait Kernels {
 
     /// Round every element of `x` to f16 precision in place.
     fn round(x: &mut [f32]);
-    /// [`ops::dot`] of `a` with four rows (bit-identical to four calls).
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4];
+    /// [`ops::dot`] of `a` with four rows (bit-identical to four calls); used by the default
+    /// [`Kernels::scores`].
+    #[inline(always)]
+    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+        rows.map(|r| ops::dot(a, r))
+    }
 
     /// `out[i * n_keys + j] = ops::dot(query i, key j)` (bit-identical) for the `1..=TILE`
     /// queries of `q` and the `n_keys` keys of `keys`, both rows of `hd` elements.
@@ -123,11 +127,6 @@ impl Kernels for Portable {
     #[inline(always)]
     fn round(x: &mut [f32]) {
         x.iter_mut().for_each(|v| *v = ops::round_f16(*v));
-    }
-
-    #[inline(always)]
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-        rows.map(|r| ops::dot(a, r))
     }
 }
 
@@ -474,6 +473,33 @@ mod tests {
         b
     }
 
+    /// Every task of the attention of `n` tokens at `pos0` (blocks of `token_block` tokens)
+    /// run by `build`; returns the output.
+    fn run_job(
+        shape: &AttentionShape,
+        (q, keys, values): (&[f32], &[f16], &[f16]),
+        (n, pos0, token_block): (usize, usize, usize),
+        build: fn(&Job, Range<usize>),
+    ) -> Vec<f32> {
+        let mut out = vec![0f32; n * shape.n_head * shape.head_dim_v];
+        let n_blocks = n.div_ceil(token_block);
+        let job = Job {
+            s: shape,
+            q,
+            keys,
+            values,
+            out: SharedMut(out.as_mut_ptr()),
+            out_len: out.len(),
+            n,
+            pos0,
+            token_block,
+            n_blocks,
+            out_of_memory: AtomicBool::new(false),
+        };
+        build(&job, 0..shape.n_head_kv * n_blocks);
+        out
+    }
+
     /// The SIMD builds of the attention loop (AVX2/F16C, AVX-512F, NEON: whichever this CPU
     /// has) equal the portable one bit for bit, on random shapes: head sizes that are and are
     /// not multiples of 8 (and 16), GQA groups 1 to 4, sliding windows, new tokens after
@@ -512,24 +538,8 @@ mod tests {
                 values[at] = f16::INFINITY;
             }
             let token_block = 1 + rng.below(n);
-            let n_blocks = n.div_ceil(token_block);
             let run = |build: fn(&Job, Range<usize>)| {
-                let mut out = vec![0f32; n * shape.n_head * hdv];
-                let job = Job {
-                    s: &shape,
-                    q: &q,
-                    keys: &keys,
-                    values: &values,
-                    out: SharedMut(out.as_mut_ptr()),
-                    out_len: out.len(),
-                    n,
-                    pos0,
-                    token_block,
-                    n_blocks,
-                    out_of_memory: AtomicBool::new(false),
-                };
-                build(&job, 0..n_head_kv * n_blocks);
-                out
+                run_job(&shape, (&q, &keys, &values), (n, pos0, token_block), build)
             };
             let builds = builds();
             let reference = run(builds[0].1);
@@ -568,21 +578,9 @@ mod tests {
         let values: Vec<f16> = (0..total * 2 * 12)
             .map(|_| f16::from_f32(rng.next()))
             .collect();
-        let mut out = vec![0f32; n * 6 * 12];
-        let job = Job {
-            s: &shape,
-            q: &q,
-            keys: &keys,
-            values: &values,
-            out: SharedMut(out.as_mut_ptr()),
-            out_len: out.len(),
-            n,
-            pos0,
-            token_block: 3,
-            n_blocks: 3,
-            out_of_memory: AtomicBool::new(false),
-        };
-        job.run::<Portable>(0..6);
+        let out = run_job(&shape, (&q, &keys, &values), (n, pos0, 3), |j, r| {
+            j.run::<Portable>(r)
+        });
         let widen = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
         for t in 0..n {
             let p = pos0 + t;

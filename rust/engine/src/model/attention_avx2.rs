@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use super::{joint_weighted_sums, ops, Kernels, TILE};
 
-/// F16C rounding (round to nearest even, like `half`) and AVX dot products with the lane
-/// layout of [`ops::dot`] (8 partial sums, multiply then add, summed in lane order).
+/// F16C rounding (round to nearest even, like `half`) and AVX score tiles with the lane layout
+/// of [`ops::dot`] (8 partial sums, multiply then add, summed in lane order).
 pub(super) struct Avx2;
 
 impl Kernels for Avx2 {
@@ -111,33 +111,6 @@ impl Kernels for Avx2 {
                 }
             }
         }
-    }
-
-    #[inline(always)]
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-        let n = a.len();
-        assert!(rows.iter().all(|r| r.len() == n));
-        let main = n - n % 8;
-        let mut out = [0f32; 4];
-        // SAFETY: only reached from `run_avx2` (AVX2 present); every load reads 8 elements
-        // below `main <= n` of slices of length `n`.
-        unsafe {
-            let mut acc = [_mm256_setzero_ps(); 4];
-            for i in (0..main).step_by(8) {
-                let x = _mm256_loadu_ps(a.as_ptr().add(i));
-                for (acc, row) in acc.iter_mut().zip(&rows) {
-                    let y = _mm256_loadu_ps(row.as_ptr().add(i));
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(x, y));
-                }
-            }
-            for (k, row) in rows.iter().enumerate() {
-                let mut lanes = [0f32; 8];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[k]);
-                let tail: f32 = a[main..].iter().zip(&row[main..]).map(|(x, y)| x * y).sum();
-                out[k] = lanes.iter().sum::<f32>() + tail;
-            }
-        }
-        out
     }
 
     #[inline(always)]

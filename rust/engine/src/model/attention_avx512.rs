@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use super::{joint_weighted_sums, ops, Avx2, Job, Kernels, TILE};
 
-/// AVX-512F kernels (F16C rounding and the four-row dot product as in [`Avx2`]).
+/// AVX-512F kernels (F16C rounding as in [`Avx2`]).
 pub(super) struct Avx512;
 
 /// Partial-sum lanes of [`ops::dot`].
@@ -27,11 +27,6 @@ impl Kernels for Avx512 {
     #[inline(always)]
     fn round(x: &mut [f32]) {
         Avx2::round(x)
-    }
-
-    #[inline(always)]
-    fn dot4(a: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
-        Avx2::dot4(a, rows)
     }
 
     #[inline(always)]

@@ -106,12 +106,9 @@ unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [
         let dm = _mm256_cvtph_ps(halves);
         let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(word(ap) & keep));
         let prod = _mm256_mul_ps(dm, _mm256_broadcast_ps(&_mm_movelh_ps(ds, ds)));
-        let prod = if KIND == Q4_1 {
+        if KIND == Q4_1 {
             summs = _mm256_add_ps(summs, prod);
-            prod
-        } else {
-            prod
-        };
+        }
         let prod = _mm512_castps256_ps512(prod);
         for (pair, index) in [index01, index23].into_iter().enumerate() {
             let q = quants::<KIND>(p[2 * pair], p[2 * pair + 1]);
