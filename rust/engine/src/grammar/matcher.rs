@@ -22,6 +22,12 @@ type Stack = Vec<Pos>;
 /// rejected rather than spending unbounded memory.
 const MAX_STACKS: usize = 4096;
 
+/// Most stack positions (summed over the stacks visited) one code point may cost. Grammars
+/// that nest ever deeper while staying ambiguous (`root ::= [a-z]+ root`) would otherwise cost
+/// more per character the longer the text; past this budget the remaining continuations are
+/// dropped, as past [`MAX_STACKS`]. Any-JSON nested 100 levels deep costs about 2,500.
+const MAX_CELLS: usize = 1 << 13;
+
 /// The state of matching a grammar: which continuations are possible after the text so far.
 #[derive(Clone, Debug)]
 pub struct Matcher {
@@ -36,6 +42,7 @@ impl Matcher {
     pub fn new(grammar: Arc<Grammar>) -> Matcher {
         let mut stacks = Vec::new();
         let root = grammar.root;
+        let mut cells = MAX_CELLS;
         for (alt, seq) in grammar.rules[root as usize].iter().enumerate() {
             let stack = if seq.is_empty() {
                 Vec::new()
@@ -46,7 +53,7 @@ impl Matcher {
                     idx: 0,
                 }]
             };
-            expand(&grammar, stack, &mut stacks);
+            expand(&grammar, stack, &mut stacks, &mut cells);
         }
         stacks.sort_unstable();
         stacks.dedup();
@@ -85,29 +92,12 @@ impl Matcher {
     }
 
     fn elem(&self, p: Pos) -> &Elem {
-        &self.grammar.rules[p.rule as usize][p.alt as usize][p.idx as usize]
+        elem(&self.grammar, p)
     }
 
     /// Feed one code point; false (and the matcher left dead) when the grammar rejects it.
     pub fn accept_char(&mut self, c: u32) -> bool {
-        let mut next = Vec::new();
-        for stack in &self.stacks {
-            let Some(&top) = stack.last() else { continue };
-            if !self.elem(top).matches(c) {
-                continue;
-            }
-            let mut s = stack.clone();
-            s.pop();
-            push_next(&self.grammar, &mut s, top);
-            expand(&self.grammar, s, &mut next);
-            if next.len() > MAX_STACKS * 4 {
-                break;
-            }
-        }
-        next.sort_unstable();
-        next.dedup();
-        next.truncate(MAX_STACKS);
-        self.stacks = next;
+        self.stacks = advance(&self.grammar, &self.stacks, c);
         !self.stacks.is_empty()
     }
 
@@ -123,22 +113,10 @@ impl Matcher {
                 Utf8::Incomplete => {}
                 Utf8::Invalid => return false,
                 Utf8::Char(c) => {
-                    let mut next = Vec::new();
-                    for stack in &self.stacks {
-                        let Some(&top) = stack.last() else { continue };
-                        if self.elem(top).matches(c) {
-                            let mut s = stack.clone();
-                            s.pop();
-                            push_next(&self.grammar, &mut s, top);
-                            expand(&self.grammar, s, &mut next);
-                        }
-                    }
+                    let next = advance(&self.grammar, &self.stacks, c);
                     if next.is_empty() {
                         return false;
                     }
-                    next.sort_unstable();
-                    next.dedup();
-                    next.truncate(MAX_STACKS);
                     let mut rest = Matcher {
                         grammar: self.grammar.clone(),
                         stacks: next,
@@ -198,6 +176,35 @@ impl Matcher {
     }
 }
 
+/// The stacks that follow `stacks` once `c` is matched (sorted, without duplicates, within
+/// [`MAX_STACKS`] and one code point's [`MAX_CELLS`]).
+fn advance(grammar: &Grammar, stacks: &[Stack], c: u32) -> Vec<Stack> {
+    let mut next = Vec::new();
+    let mut cells = MAX_CELLS;
+    for stack in stacks {
+        let Some(&top) = stack.last() else { continue };
+        if !elem(grammar, top).matches(c) {
+            continue;
+        }
+        let mut s = stack.clone();
+        s.pop();
+        push_next(grammar, &mut s, top);
+        if !expand(grammar, s, &mut next, &mut cells) {
+            break;
+        }
+    }
+    // Shorter stacks first: stacks of different depths then compare in constant time.
+    next.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    next.dedup();
+    next.truncate(MAX_STACKS);
+    next
+}
+
+/// The grammar element at `p`.
+fn elem(grammar: &Grammar, p: Pos) -> &Elem {
+    &grammar.rules[p.rule as usize][p.alt as usize][p.idx as usize]
+}
+
 /// Push the position after `p` when its alternative continues.
 fn push_next(grammar: &Grammar, stack: &mut Stack, p: Pos) {
     let len = grammar.rules[p.rule as usize][p.alt as usize].len() as u32;
@@ -212,27 +219,50 @@ fn push_next(grammar: &Grammar, stack: &mut Stack, p: Pos) {
 /// Expand rule references at the top of `stack` until every resulting stack has a character
 /// element on top (or is empty: complete), adding them to `out`. Terminates because left
 /// recursion that grows the stack is rejected at parse time and repeated states are skipped.
-fn expand(grammar: &Grammar, stack: Stack, out: &mut Vec<Stack>) {
-    // Grammars whose rules can come back to themselves in last position revisit states.
+/// False when the stack count or the `cells` budget ran out (the rest is dropped).
+fn expand(grammar: &Grammar, stack: Stack, out: &mut Vec<Stack>, cells: &mut usize) -> bool {
+    // Every state on the way is a prefix of `stack` (its length) plus what was pushed on it,
+    // so remembering states costs only the pushed part, however deep `stack` is.
     let mut seen = grammar.loops().then(std::collections::HashSet::new);
-    let mut work = vec![stack];
-    while let Some(mut stack) = work.pop() {
+    let mut work = vec![(stack.len(), Vec::new())];
+    while let Some((base, mut pushed)) = work.pop() {
+        let Some(left) = cells.checked_sub(pushed.len() + 1) else {
+            return false;
+        };
+        *cells = left;
         if let Some(seen) = &mut seen {
-            if !seen.insert(stack.clone()) {
+            if !seen.insert((base, pushed.clone())) {
                 continue;
             }
         }
-        let Some(&top) = stack.last() else {
-            out.push(stack);
-            continue;
+        let top = match (pushed.last(), base.checked_sub(1)) {
+            (Some(&p), _) => p,
+            (None, Some(below)) => stack[below],
+            (None, None) => {
+                out.push(Vec::new());
+                continue;
+            }
         };
-        match &grammar.rules[top.rule as usize][top.alt as usize][top.idx as usize] {
-            Elem::Char { .. } => out.push(stack),
+        match elem(grammar, top) {
+            Elem::Char { .. } => {
+                let Some(left) = cells.checked_sub(base + pushed.len()) else {
+                    return false;
+                };
+                *cells = left;
+                let mut full = Vec::with_capacity(base + pushed.len());
+                full.extend_from_slice(&stack[..base]);
+                full.extend_from_slice(&pushed);
+                out.push(full);
+            }
             Elem::Rule(r) => {
-                stack.pop();
-                push_next(grammar, &mut stack, top);
+                let base = if pushed.pop().is_some() {
+                    base
+                } else {
+                    base - 1
+                };
+                push_next(grammar, &mut pushed, top);
                 for (alt, seq) in grammar.rules[*r as usize].iter().enumerate() {
-                    let mut s = stack.clone();
+                    let mut s = pushed.clone();
                     if !seq.is_empty() {
                         s.push(Pos {
                             rule: *r,
@@ -240,14 +270,15 @@ fn expand(grammar: &Grammar, stack: Stack, out: &mut Vec<Stack>) {
                             idx: 0,
                         });
                     }
-                    work.push(s);
+                    work.push((base, s));
                 }
             }
         }
         if out.len() + work.len() > MAX_STACKS * 4 {
-            return;
+            return false;
         }
     }
+    true
 }
 
 enum Utf8 {
@@ -298,4 +329,47 @@ fn prefix_range(prefix: &[u8]) -> (u32, u32) {
     let lo = (value << missing).max(min);
     let hi = ((value << missing) | ((1u32 << missing) - 1)).min(0x10_FFFF);
     (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(m: &Matcher) -> usize {
+        m.stacks.iter().map(Vec::len).sum()
+    }
+
+    #[test]
+    fn ever_deeper_ambiguous_grammars_cost_bounded_work_per_character() {
+        // Each letter may start another `root`, so the n-th letter leaves n stacks up to n deep:
+        // without a budget the text's cost grows with its length cubed (a fuzzing timeout).
+        let grammar = Grammar::parse("root ::= [a-z]+ root ()*", "root").unwrap();
+        let mut m = Matcher::new(Arc::new(grammar));
+        for i in 0..600 {
+            assert!(m.accepts(b"mm"), "letter {i}");
+            assert!(m.accept_char('m' as u32), "letter {i}");
+            assert!(
+                cells(&m) <= MAX_CELLS,
+                "letter {i}: {} positions",
+                cells(&m)
+            );
+        }
+        assert!(!m.accepts(b"1"));
+        assert!(!m.is_complete(), "root never ends");
+    }
+
+    #[test]
+    fn the_budget_leaves_deep_json_alone() {
+        // Any JSON value, 100 objects and arrays deep (serde_json refuses beyond 128).
+        let grammar = Grammar::parse(&crate::grammar::json_object_gbnf(), "root").unwrap();
+        let mut m = Matcher::new(Arc::new(grammar));
+        let text = format!(
+            "{}{{}}{}",
+            r#"{"k": [1, 2.5e3, "x y", "#.repeat(50),
+            "]}".repeat(50)
+        );
+        assert!(m.accept_str(&text));
+        assert!(m.is_complete());
+        assert!(!m.accepts(b"]"));
+    }
 }
