@@ -42,8 +42,10 @@ pub(crate) fn matmul(
             out.len()
         )));
     }
-    // Row tiles only pay off with several tokens; decoding streams one row at a time.
-    let tile = if n_tokens >= 4 {
+    // Row tiles only pay off with several tokens; decoding (one token, or a few from as many
+    // sequences) streams the rows once for all tokens.
+    let few = n_tokens == 1 || (n_tokens < 8 && quant::rows_tokens_kernel(ty));
+    let tile = if n_tokens >= 4 && !few {
         quant::tile_rows(ty)
     } else {
         0
@@ -99,8 +101,8 @@ pub(crate) fn matmul(
                 }
                 r += tile;
             }
-            if m.n_tokens == 1 {
-                m.rows_one_token(r..range.end);
+            if few {
+                m.rows_few_tokens(r..range.end);
             } else {
                 for r in r..range.end {
                     m.one_row(r);
@@ -203,15 +205,47 @@ impl Operands<'_> {
         self.run_tiles::<R, 1>(w, r0, t);
     }
 
-    /// Rows `range` against the only token (decoding).
-    fn rows_one_token(&self, range: std::ops::Range<usize>) {
-        assert!(self.n_tokens == 1 && range.end <= self.rows);
-        // SAFETY: out has n_tokens * rows = rows elements; the range is within it and belongs
-        // to this task only.
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(self.out.get().add(range.start), range.len()) };
+    /// Rows `range` against every token, up to 4 tokens per pass over the rows (decoding).
+    fn rows_few_tokens(&self, range: std::ops::Range<usize>) {
+        assert!(range.end <= self.rows);
         let w = &self.w[range.start * self.w_row..range.end * self.w_row];
-        quant::vec_dot_rows(self.ty, self.cols, w, self.act(0), out);
+        let mut t = 0;
+        while t < self.n_tokens {
+            let n = (self.n_tokens - t).min(4);
+            // SAFETY: out has n_tokens * rows elements; each token's range lies within its
+            // row of `out` (range.end <= rows), the tokens' rows do not overlap, and these
+            // elements belong to this task only.
+            let out = |k: usize| unsafe {
+                let at = (t + k) * self.rows + range.start;
+                std::slice::from_raw_parts_mut(self.out.get().add(at), range.len())
+            };
+            let (ty, cols) = (self.ty, self.cols);
+            match n {
+                1 => quant::vec_dot_rows_tokens(ty, cols, w, [self.act(t)], [out(0)]),
+                2 => quant::vec_dot_rows_tokens(
+                    ty,
+                    cols,
+                    w,
+                    std::array::from_fn::<_, 2, _>(|k| self.act(t + k)),
+                    std::array::from_fn(out),
+                ),
+                3 => quant::vec_dot_rows_tokens(
+                    ty,
+                    cols,
+                    w,
+                    std::array::from_fn::<_, 3, _>(|k| self.act(t + k)),
+                    std::array::from_fn(out),
+                ),
+                _ => quant::vec_dot_rows_tokens(
+                    ty,
+                    cols,
+                    w,
+                    std::array::from_fn::<_, 4, _>(|k| self.act(t + k)),
+                    std::array::from_fn(out),
+                ),
+            }
+            t += n;
+        }
     }
 
     /// Row `r` against every token (four at a time where a tile kernel exists).
@@ -298,7 +332,7 @@ mod tests {
             .collect();
         let half = half::f16::from_f32(0.01).to_bits().to_le_bytes();
         let scales: &[usize] = match ty {
-            GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q4_1 => &[0, 2],
             GgmlType::Q6_K => &[208],
             _ => &[0],
         };
@@ -310,19 +344,26 @@ mod tests {
         w
     }
 
-    /// A prompt matmul (row tiles over 8, 4 and 1 tokens, then the rows left over, on two
-    /// threads) gives every (token, row) exactly what the one-row kernel gives.
+    /// A prompt matmul (row tiles over 8, 4 and 1 tokens, or a few tokens per pass over the
+    /// rows, then the rows left over, on two threads) gives every (token, row) exactly what the
+    /// one-row kernel gives.
     #[test]
     fn prompt_matmul_equals_the_one_row_kernel_bitwise() {
         let threads = Threads::new(2).unwrap();
         let mut seed = 17;
-        for ty in [
-            GgmlType::Q4_K,
-            GgmlType::Q5_K,
-            GgmlType::Q6_K,
-            GgmlType::Q8_0,
-        ] {
-            let (rows, cols, n_tokens) = (37, 512, 13);
+        let cases = [
+            (GgmlType::Q4_K, 13),
+            (GgmlType::Q5_K, 13),
+            (GgmlType::Q6_K, 13),
+            (GgmlType::Q8_0, 13),
+            // A few tokens (one per sequence of a batch) take the decoding kernel.
+            (GgmlType::Q4_1, 2),
+            (GgmlType::Q4_1, 7),
+            (GgmlType::Q8_0, 3),
+            (GgmlType::Q4_K, 5),
+        ];
+        for (ty, n_tokens) in cases {
+            let (rows, cols) = (37, 512);
             let w = weights(ty, rows, cols, &mut seed);
             let x: Vec<f32> = (0..cols * n_tokens)
                 .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)

@@ -440,70 +440,124 @@ unsafe fn neon_tile<const R: usize, const T: usize>(
 /// matrix-vector product). Each result is bit-identical to [`vec_dot`]. Panics when `rows` is
 /// shorter than `out.len()` rows.
 pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f32]) {
+    vec_dot_rows_tokens(w, n, rows, [act], [out]);
+}
+
+/// Whether [`vec_dot_rows_tokens`] has a kernel for weight type `w` that reads each weight
+/// block once for all (up to 4) tokens, which beats the tile kernels for few tokens.
+pub fn rows_tokens_kernel(w: GgmlType) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if wide() && x86_tile::kind(w).is_some() {
+        return true;
+    }
+    let _ = w;
+    false
+}
+
+/// `out[t][i] = rows[i] · acts[t]` for `T` (1 to 4) activation rows: [`vec_dot_rows`] for a
+/// few tokens at once (one token of each of a few sequences), each weight block read once
+/// for all of them. Each result is bit-identical to [`vec_dot`]. Panics when `rows` is
+/// shorter than `out[0].len()` rows or the `out` slices differ in length.
+pub fn vec_dot_rows_tokens<const T: usize>(
+    w: GgmlType,
+    n: usize,
+    rows: &[u8],
+    acts: [&[u8]; T],
+    mut out: [&mut [f32]; T],
+) {
+    let count = out.first().map_or(0, |o| o.len());
     let row_len = w.row_bytes(n as u64).unwrap_or(0) as usize;
     assert!(
-        rows.len() >= row_len * out.len(),
+        rows.len() >= row_len * count && out.iter().all(|o| o.len() == count),
         "vec_dot_rows: too few weight rows"
     );
+    assert!(T <= 4, "vec_dot_rows: at most 4 tokens at once");
     #[cfg(target_arch = "x86_64")]
-    if let (Level::Avx512Vnni, Some(kind)) = (level(), x86_tile::kind(w)) {
-        if let Some(first) = rows.get(..row_len) {
-            let nb = blocks_in_rows(w, n, first, act);
-            let (base, a) = (rows.as_ptr(), [act.as_ptr()]);
-            // Four rows at a time for instruction-level parallelism, taken a quarter of the
-            // range apart: four far-apart sequential streams read at full bandwidth, while
-            // adjacent rows read together do not (see x86_tile).
-            let quarter = out.len() / 4;
-            for i in 0..quarter {
-                let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-                // SAFETY: every row index is < out.len(), so each row's nb whole blocks are
-                // inside `rows` (checked above), as are act's; the features were detected
-                // (`wide()`: AVX-512 BW too).
-                let v = unsafe {
-                    let w = r.map(|r| base.add(r * row_len));
-                    if wide() {
-                        x86_decode::rows4_for(kind, nb, w, a[0])
-                    } else {
-                        x86_tile::tile::<4, 1>(true, kind, nb, w, a).map(|v| v[0])
-                    }
-                };
-                for (k, &r) in r.iter().enumerate() {
-                    out[r] = v[k];
-                }
-            }
-            for (r, o) in out.iter_mut().enumerate().skip(4 * quarter) {
-                // SAFETY: as above.
-                *o = unsafe { x86_tile::tile::<1, 1>(true, kind, nb, [base.add(r * row_len)], a) }
-                    [0][0];
-            }
-            return;
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    if let (Some(isa), Some(first), 1..) = (arm_isa(), rows.get(..row_len), tile_rows(w)) {
-        let nb = blocks_in_rows(w, n, first, act);
-        let (base, a) = (rows.as_ptr(), [act.as_ptr()]);
-        // Four rows a quarter of the range apart, as on x86-64: four far-apart sequential
-        // streams.
-        let quarter = out.len() / 4;
+    if let (Level::Avx512Vnni, Some(kind), Some(first), Some(a0)) = (
+        level(),
+        x86_tile::kind(w),
+        rows.get(..row_len),
+        acts.first(),
+    ) {
+        assert!(
+            acts.iter().all(|a| a.len() == a0.len()),
+            "vec_dot_rows: activation rows of different lengths"
+        );
+        let nb = blocks_in_rows(w, n, first, a0);
+        let (base, a) = (rows.as_ptr(), acts.map(|a| a.as_ptr()));
+        // Four rows at a time for instruction-level parallelism, taken a quarter of the
+        // range apart: four far-apart sequential streams read at full bandwidth, while
+        // adjacent rows read together do not (see x86_tile).
+        let quarter = count / 4;
         for i in 0..quarter {
             let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-            // SAFETY: the features were detected; every row index is < out.len(), so each
-            // row's nb whole blocks are inside `rows` (checked above), as are act's.
-            let v = unsafe { neon_tile::<4, 1>(isa, w, nb, r.map(|r| base.add(r * row_len)), a) }
-                .expect("every type with tile_rows > 0 has a NEON tile");
+            // SAFETY: every row index is < count, so each row's nb whole blocks are inside
+            // `rows` (checked above), as are every activation row's (equal lengths); the
+            // features were detected (`wide()`: AVX-512 BW too).
+            let v = unsafe {
+                let w = r.map(|r| base.add(r * row_len));
+                if wide() {
+                    x86_decode::rows4_for(kind, nb, w, a)
+                } else {
+                    x86_tile::tile::<4, T>(true, kind, nb, w, a)
+                }
+            };
             for (k, &r) in r.iter().enumerate() {
-                out[r] = v[k][0];
+                for (t, o) in out.iter_mut().enumerate() {
+                    o[r] = v[k][t];
+                }
             }
         }
-        let rest = out.iter_mut().zip(rows.chunks_exact(row_len.max(1)));
-        for (o, row) in rest.skip(4 * quarter) {
-            *o = vec_dot(w, n, row, act);
+        for r in 4 * quarter..count {
+            // SAFETY: as above.
+            let v = unsafe { x86_tile::tile::<1, T>(true, kind, nb, [base.add(r * row_len)], a) };
+            for (t, o) in out.iter_mut().enumerate() {
+                o[r] = v[0][t];
+            }
         }
         return;
     }
-    for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_len.max(1))) {
-        *o = vec_dot(w, n, row, act);
+    #[cfg(target_arch = "aarch64")]
+    if let (Some(isa), Some(first), Some(a0), 1..) =
+        (arm_isa(), rows.get(..row_len), acts.first(), tile_rows(w))
+    {
+        assert!(
+            acts.iter().all(|a| a.len() == a0.len()),
+            "vec_dot_rows: activation rows of different lengths"
+        );
+        let nb = blocks_in_rows(w, n, first, a0);
+        let (base, a) = (rows.as_ptr(), acts.map(|a| a.as_ptr()));
+        // Four rows a quarter of the range apart, as on x86-64: four far-apart sequential
+        // streams.
+        let quarter = count / 4;
+        for i in 0..quarter {
+            let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+            // SAFETY: the features were detected; every row index is < count, so each row's
+            // nb whole blocks are inside `rows` (checked above), as are the activations'.
+            let v = unsafe { neon_tile::<4, T>(isa, w, nb, r.map(|r| base.add(r * row_len)), a) }
+                .expect("every type with tile_rows > 0 has a NEON tile");
+            for (k, &r) in r.iter().enumerate() {
+                for (t, o) in out.iter_mut().enumerate() {
+                    o[r] = v[k][t];
+                }
+            }
+        }
+        for (r, row) in rows
+            .chunks_exact(row_len.max(1))
+            .enumerate()
+            .take(count)
+            .skip(4 * quarter)
+        {
+            for (t, o) in out.iter_mut().enumerate() {
+                o[r] = vec_dot(w, n, row, acts[t]);
+            }
+        }
+        return;
+    }
+    for (r, row) in rows.chunks_exact(row_len.max(1)).enumerate().take(count) {
+        for (t, o) in out.iter_mut().enumerate() {
+            o[r] = vec_dot(w, n, row, acts[t]);
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! The AVX-512 decoding kernel for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
-//! weight rows × one token, on 512-bit registers that each hold two rows' 8 lanes.
+//! weight rows × one to four tokens (decoding one token, or one token for each of a few
+//! sequences), on 512-bit registers that each hold two rows' 8 lanes.
 //!
-//! Per block the token's quants are broadcast to both halves of a register, so one `vpdpbusd`,
-//! one conversion and one FMA serve two rows; the offset correction (`−offset · Σ a` per 4-byte
-//! group) is computed once for all four rows, and the four rows' f16 scales (and Q4_1 minima)
-//! are widened together and multiplied by the token's scale (and Q8_1 sum) in one step.
+//! Per block the four rows' quants are unpacked once for all tokens; each token's quants are
+//! broadcast to both halves of a register, so one `vpdpbusd`, one conversion and one FMA serve
+//! two rows; the offset correction (`−offset · Σ a` per 4-byte group) is computed once per
+//! token for all four rows, and the four rows' f16 scales (and Q4_1 minima) are widened
+//! together and multiplied by each token's scale (and Q8_1 sum) in one step.
 //!
 //! Each row keeps the arithmetic of the one-row kernel ([`super::vec_dot`]): 8 f32 lanes, one
 //! FMA per block with `f32(d_w)·f32(d_a)`, exact integer lane sums of bytes `4j..4j+4`, one
@@ -64,9 +66,14 @@ unsafe fn quants<const KIND: u8>(p0: *const u8, p1: *const u8) -> __m512i {
     }
 }
 
-/// Rows `w` (four, `nb` blocks each) · the activation row `a` for weight code `KIND`.
+/// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` for weight code `KIND`:
+/// `out[r][t] = w[r] · a[t]`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+unsafe fn rows4<const KIND: u8, const T: usize>(
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+) -> [[f32; T]; 4] {
     let (wsize, asize, aq) = layout(KIND);
     let shift = match KIND {
         Q8_0 => 7,
@@ -80,54 +87,62 @@ unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [
         _mm512_setr_epi32(x, x, x, x, x, x, x, x, y, y, y, y, y, y, y, y)
     };
     let (index01, index23) = (index(0), index(1));
-    let mut acc = [_mm512_setzero_ps(); 2];
-    // Lane 2r: unused; lane 2r + 1: row r's Σ m·s (Q4_1).
-    let mut summs = _mm256_setzero_ps();
+    let mut acc = [[_mm512_setzero_ps(); 2]; T];
+    // Per token, lane 2r: unused; lane 2r + 1: row r's Σ m·s (Q4_1).
+    let mut summs = [_mm256_setzero_ps(); T];
+    // Without a minimum the upper half is quants: cleared (no stray subnormals or NaNs).
+    let keep = if KIND == Q4_1 { -1 } else { 0xffff };
     for b in 0..nb {
-        let ap = a.add(asize * b);
-        let aq256 = load(ap.add(aq));
-        let az = _mm512_broadcast_i64x4(aq256);
-        let start = if KIND == Q4_1 {
-            _mm512_setzero_si512()
-        } else {
-            let sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), aq256);
-            let corr = _mm256_sll_epi32(sums, _mm_cvtsi32_si128(shift));
-            let corr = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
-            _mm512_broadcast_i64x4(corr)
-        };
-        // [d_w, m_w] of the four rows (f16 → f32) times [d_a, s_a] of the token.
+        // [d_w, m_w] of the four rows (f16 → f32).
         let p: [*const u8; 4] = std::array::from_fn(|r| w[r].add(wsize * b));
-        // Without a minimum the upper half is quants: cleared (no stray subnormals or NaNs).
-        let keep = if KIND == Q4_1 { -1 } else { 0xffff };
         let halves = _mm_and_si128(
             _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3])),
             _mm_set1_epi32(keep),
         );
         let dm = _mm256_cvtph_ps(halves);
-        let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(word(ap) & keep));
-        let prod = _mm256_mul_ps(dm, _mm256_broadcast_ps(&_mm_movelh_ps(ds, ds)));
-        if KIND == Q4_1 {
-            summs = _mm256_add_ps(summs, prod);
-        }
-        let prod = _mm512_castps256_ps512(prod);
-        for (pair, index) in [index01, index23].into_iter().enumerate() {
-            let q = quants::<KIND>(p[2 * pair], p[2 * pair + 1]);
-            let lanes = _mm512_dpbusd_epi32(start, q, az);
-            let d = _mm512_permutexvar_ps(index, prod);
-            acc[pair] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[pair]);
+        let q = [quants::<KIND>(p[0], p[1]), quants::<KIND>(p[2], p[3])];
+        for t in 0..T {
+            let ap = a[t].add(asize * b);
+            let aq256 = load(ap.add(aq));
+            let az = _mm512_broadcast_i64x4(aq256);
+            let start = if KIND == Q4_1 {
+                _mm512_setzero_si512()
+            } else {
+                let sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), aq256);
+                let corr = _mm256_sll_epi32(sums, _mm_cvtsi32_si128(shift));
+                let corr = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
+                _mm512_broadcast_i64x4(corr)
+            };
+            // The rows' [d_w, m_w] times the token's [d_a, s_a].
+            let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(word(ap) & keep));
+            let prod = _mm256_mul_ps(dm, _mm256_broadcast_ps(&_mm_movelh_ps(ds, ds)));
+            if KIND == Q4_1 {
+                summs[t] = _mm256_add_ps(summs[t], prod);
+            }
+            let prod = _mm512_castps256_ps512(prod);
+            for (pair, index) in [index01, index23].into_iter().enumerate() {
+                let lanes = _mm512_dpbusd_epi32(start, q[pair], az);
+                let d = _mm512_permutexvar_ps(index, prod);
+                acc[t][pair] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[t][pair]);
+            }
         }
     }
-    let mut mins = [0f32; 8];
-    _mm256_storeu_ps(mins.as_mut_ptr(), summs);
-    let mut out = [
-        hsum_ps(_mm512_castps512_ps256(acc[0])),
-        hsum_ps(upper(acc[0])),
-        hsum_ps(_mm512_castps512_ps256(acc[1])),
-        hsum_ps(upper(acc[1])),
-    ];
-    if KIND == Q4_1 {
-        for (r, o) in out.iter_mut().enumerate() {
-            *o += mins[2 * r + 1];
+    let mut out = [[0f32; T]; 4];
+    for t in 0..T {
+        let mut mins = [0f32; 8];
+        _mm256_storeu_ps(mins.as_mut_ptr(), summs[t]);
+        let sums = [
+            hsum_ps(_mm512_castps512_ps256(acc[t][0])),
+            hsum_ps(upper(acc[t][0])),
+            hsum_ps(_mm512_castps512_ps256(acc[t][1])),
+            hsum_ps(upper(acc[t][1])),
+        ];
+        for (r, sum) in sums.into_iter().enumerate() {
+            out[r][t] = if KIND == Q4_1 {
+                sum + mins[2 * r + 1]
+            } else {
+                sum
+            };
         }
     }
     out
@@ -136,15 +151,20 @@ unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [
 /// [`rows4`] for weight code `kind`.
 ///
 /// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer and `a` must
-/// have `nb` whole blocks of their formats behind them.
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer and every
+/// activation pointer must have `nb` whole blocks of their formats behind them.
 #[inline]
-pub(super) unsafe fn rows4_for(kind: u8, nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+pub(super) unsafe fn rows4_for<const T: usize>(
+    kind: u8,
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+) -> [[f32; T]; 4] {
     match kind {
-        Q8_0 => rows4::<Q8_0>(nb, w, a),
-        Q4_0 => rows4::<Q4_0>(nb, w, a),
-        Q5_0 => rows4::<Q5_0>(nb, w, a),
-        _ => rows4::<Q4_1>(nb, w, a),
+        Q8_0 => rows4::<Q8_0, T>(nb, w, a),
+        Q4_0 => rows4::<Q4_0, T>(nb, w, a),
+        Q5_0 => rows4::<Q5_0, T>(nb, w, a),
+        _ => rows4::<Q4_1, T>(nb, w, a),
     }
 }
 
@@ -160,8 +180,15 @@ mod tests {
         }
         check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, |kind, nb, w, a| {
             // SAFETY: the features were detected; the rows hold nb blocks.
-            let v = unsafe { rows4_for(kind, nb, w, a[0]) };
-            v.map(|x| [x])
+            unsafe { rows4_for(kind, nb, w, a) }
+        });
+        check_kernel::<4, 3>("decode", 0x0bad_cafe_8765_4321, |kind, nb, w, a| {
+            // SAFETY: as above.
+            unsafe { rows4_for(kind, nb, w, a) }
+        });
+        check_kernel::<4, 4>("decode", 0x0bad_cafe_1357_2468, |kind, nb, w, a| {
+            // SAFETY: as above.
+            unsafe { rows4_for(kind, nb, w, a) }
         });
     }
 }
