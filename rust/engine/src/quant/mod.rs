@@ -489,23 +489,28 @@ pub fn vec_dot_rows_tokens<const T: usize>(
         // range apart: four far-apart sequential streams read at full bandwidth, while
         // adjacent rows read together do not (see x86_tile).
         let quarter = count / 4;
-        for i in 0..quarter {
-            let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-            // SAFETY: every row index is < count, so each row's nb whole blocks are inside
-            // `rows` (checked above), as are every activation row's (equal lengths); the
-            // features were detected (`wide()`: AVX-512 BW too).
-            let v = unsafe {
-                let w = r.map(|r| base.add(r * row_len));
-                if wide() {
-                    x86_decode::rows4_for(kind, nb, w, a)
-                } else {
-                    x86_tile::tile::<4, T>(true, kind, nb, w, a)
-                }
-            };
+        let rows4 = |i: usize| [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+        let mut store = |r: [usize; 4], v: [[f32; T]; 4]| {
             for (k, &r) in r.iter().enumerate() {
                 for (t, o) in out.iter_mut().enumerate() {
                     o[r] = v[k][t];
                 }
+            }
+        };
+        // SAFETY (both branches): every row index is < count, so each row's nb whole blocks
+        // are inside `rows` (checked above), as are every activation row's (equal lengths),
+        // prepared in `prep`; the features were detected (`wide()`: AVX-512 BW too).
+        if wide() {
+            x86_decode::with_prepared(kind, nb, acts, |prep| {
+                for r in (0..quarter).map(rows4) {
+                    let w = r.map(|r| base.wrapping_add(r * row_len));
+                    store(r, unsafe { x86_decode::rows4_for(kind, nb, w, a, prep) });
+                }
+            });
+        } else {
+            for r in (0..quarter).map(rows4) {
+                let w = r.map(|r| base.wrapping_add(r * row_len));
+                store(r, unsafe { x86_tile::tile::<4, T>(true, kind, nb, w, a) });
             }
         }
         for r in 4 * quarter..count {

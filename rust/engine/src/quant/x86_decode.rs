@@ -4,9 +4,10 @@
 //!
 //! Per block the four rows' quants are unpacked once for all tokens; each token's quants are
 //! broadcast to both halves of a register, so one `vpdpbusd`, one conversion and one FMA serve
-//! two rows; the offset correction (`−offset · Σ a` per 4-byte group) is computed once per
-//! token for all four rows, and the four rows' f16 scales (and Q4_1 minima) are widened
-//! together and multiplied by each token's scale (and Q8_1 sum) in one step.
+//! two rows. What depends on the token alone — the offset correction (`−offset · Σ a` per
+//! 4-byte group) and its scale (and Q8_1 sum) as f32 — is prepared once per call for every
+//! group of rows ([`prepare`]); the four rows' f16 scales (and Q4_1 minima) are widened
+//! together and multiplied by each token's scale (and sum) in one step.
 //!
 //! Each row keeps the arithmetic of the one-row kernel ([`super::vec_dot`]): 8 f32 lanes, one
 //! FMA per block with `f32(d_w)·f32(d_a)`, exact integer lane sums of bytes `4j..4j+4`, one
@@ -66,21 +67,69 @@ unsafe fn quants<const KIND: u8>(p0: *const u8, p1: *const u8) -> __m512i {
     }
 }
 
-/// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` for weight code `KIND`:
-/// `out[r][t] = w[r] · a[t]`.
+/// What the kernel needs of one activation block besides its quants: the offset correction
+/// of each 4-byte group (zero for Q4_1) and `[d, s, d, s]` (`s`, Q8_1's sum, zero for the
+/// others), as f32.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Default)]
+pub(super) struct Prepared {
+    corr: [i32; 8],
+    ds: [f32; 4],
+}
+
+/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
+/// written to `out`.
+pub(super) fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
+    let (_, asize, aq) = layout(kind);
+    let shift = match kind {
+        Q8_0 => Some(7),
+        Q4_0 => Some(3),
+        Q5_0 => Some(4),
+        _ => None,
+    };
+    for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
+        for (c, four) in p.corr.iter_mut().zip(block[aq..aq + 32].chunks_exact(4)) {
+            let sum: i32 = four.iter().map(|&v| i32::from(v as i8)).sum();
+            *c = shift.map_or(0, |s| -(sum << s));
+        }
+        let half_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
+        let (d, s) = (half_at(0), if shift.is_none() { half_at(2) } else { 0.0 });
+        p.ds = [d, s, d, s];
+    }
+}
+
+thread_local! {
+    static PREPARED: std::cell::RefCell<Vec<Prepared>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` with the `nb` blocks of each of the activation rows `acts` [`prepare`]d (weight
+/// code `kind`), in a buffer kept per thread.
+pub(super) fn with_prepared<const T: usize>(
+    kind: u8,
+    nb: usize,
+    acts: [&[u8]; T],
+    f: impl FnOnce([*const Prepared; T]),
+) {
+    let mut buf = PREPARED.with_borrow_mut(std::mem::take);
+    buf.clear();
+    buf.resize(nb * T, Prepared::default());
+    for (a, out) in acts.iter().zip(buf.chunks_exact_mut(nb.max(1))) {
+        prepare(kind, nb, a, out);
+    }
+    f(std::array::from_fn(|t| buf[nb * t..].as_ptr()));
+    PREPARED.set(buf);
+}
+
+/// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` (their blocks prepared in
+/// `prep`) for weight code `KIND`: `out[r][t] = w[r] · a[t]`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 unsafe fn rows4<const KIND: u8, const T: usize>(
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
+    prep: [*const Prepared; T],
 ) -> [[f32; T]; 4] {
     let (wsize, asize, aq) = layout(KIND);
-    let shift = match KIND {
-        Q8_0 => 7,
-        Q4_0 => 3,
-        Q5_0 => 4,
-        _ => 0,
-    };
     // Lanes 0..8 take product lane 2i (row 2i's `d_w·d_a`), lanes 8..16 lane 2i + 2.
     let index = |i: i32| {
         let (x, y) = (4 * i, 4 * i + 2);
@@ -102,20 +151,16 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
         let dm = _mm256_cvtph_ps(halves);
         let q = [quants::<KIND>(p[0], p[1]), quants::<KIND>(p[2], p[3])];
         for t in 0..T {
-            let ap = a[t].add(asize * b);
-            let aq256 = load(ap.add(aq));
-            let az = _mm512_broadcast_i64x4(aq256);
+            let az = _mm512_broadcast_i64x4(load(a[t].add(asize * b + aq)));
+            let pb = &*prep[t].add(b);
             let start = if KIND == Q4_1 {
                 _mm512_setzero_si512()
             } else {
-                let sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), aq256);
-                let corr = _mm256_sll_epi32(sums, _mm_cvtsi32_si128(shift));
-                let corr = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
-                _mm512_broadcast_i64x4(corr)
+                _mm512_broadcast_i64x4(_mm256_load_si256(pb.corr.as_ptr().cast()))
             };
             // The rows' [d_w, m_w] times the token's [d_a, s_a].
-            let ds = _mm_cvtph_ps(_mm_cvtsi32_si128(word(ap) & keep));
-            let prod = _mm256_mul_ps(dm, _mm256_broadcast_ps(&_mm_movelh_ps(ds, ds)));
+            let ds = _mm256_broadcast_ps(&*pb.ds.as_ptr().cast::<__m128>());
+            let prod = _mm256_mul_ps(dm, ds);
             if KIND == Q4_1 {
                 summs[t] = _mm256_add_ps(summs[t], prod);
             }
@@ -152,19 +197,21 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
 ///
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer and every
-/// activation pointer must have `nb` whole blocks of their formats behind them.
+/// activation pointer must have `nb` whole blocks of their formats behind them, and every
+/// `prep[t]` `nb` blocks [`prepare`]d from `a[t]`.
 #[inline]
 pub(super) unsafe fn rows4_for<const T: usize>(
     kind: u8,
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
+    prep: [*const Prepared; T],
 ) -> [[f32; T]; 4] {
     match kind {
-        Q8_0 => rows4::<Q8_0, T>(nb, w, a),
-        Q4_0 => rows4::<Q4_0, T>(nb, w, a),
-        Q5_0 => rows4::<Q5_0, T>(nb, w, a),
-        _ => rows4::<Q4_1, T>(nb, w, a),
+        Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
+        Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
+        Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
+        _ => rows4::<Q4_1, T>(nb, w, a, prep),
     }
 }
 
@@ -178,17 +225,33 @@ mod tests {
         if !wide_features() {
             return;
         }
-        check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, |kind, nb, w, a| {
-            // SAFETY: the features were detected; the rows hold nb blocks.
-            unsafe { rows4_for(kind, nb, w, a) }
-        });
-        check_kernel::<4, 3>("decode", 0x0bad_cafe_8765_4321, |kind, nb, w, a| {
-            // SAFETY: as above.
-            unsafe { rows4_for(kind, nb, w, a) }
-        });
-        check_kernel::<4, 4>("decode", 0x0bad_cafe_1357_2468, |kind, nb, w, a| {
-            // SAFETY: as above.
-            unsafe { rows4_for(kind, nb, w, a) }
-        });
+        check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, run::<1>);
+        check_kernel::<4, 3>("decode", 0x0bad_cafe_8765_4321, run::<3>);
+        check_kernel::<4, 4>("decode", 0x0bad_cafe_1357_2468, run::<4>);
+    }
+
+    fn run<const T: usize>(
+        kind: u8,
+        nb: usize,
+        w: [*const u8; 4],
+        a: [*const u8; T],
+    ) -> [[f32; T]; 4] {
+        let asize = layout(kind).1;
+        let prep: Vec<Vec<Prepared>> = a
+            .iter()
+            .map(|&a| {
+                let mut p = vec![Prepared::default(); nb];
+                // SAFETY: the test's activation rows hold nb blocks.
+                prepare(
+                    kind,
+                    nb,
+                    unsafe { std::slice::from_raw_parts(a, nb * asize) },
+                    &mut p,
+                );
+                p
+            })
+            .collect();
+        // SAFETY: the features were detected; the rows hold nb blocks, prepared above.
+        unsafe { rows4_for(kind, nb, w, a, std::array::from_fn(|t| prep[t].as_ptr())) }
     }
 }
