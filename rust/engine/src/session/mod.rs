@@ -616,6 +616,7 @@ impl Context {
             &mut |_, _| {},
             cancel,
         );
+        let evaluated = evaluated.and_then(|l| self.prefill_draft(&prompt, cancel).map(|()| l));
         let mut timings = Timings {
             prompt_tokens: prompt.len() - common,
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,
