@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use local_llm_engine::session::{
-    Context, ContextOptions, FinishReason, GenerateRequest, Generation, LoadedModel, Prompt,
+    Context, ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadedModel,
+    Prompt,
 };
 use local_llm_engine::Error;
 
@@ -81,6 +82,46 @@ fn gemma3_batch_of_four_equals_solo_outputs_across_the_sliding_window() {
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(70);
     requests[2] = common::greedy_chat(&format!("{long}\nHow many times did the fox jump?"), 16);
     batch_equals_solo("gemma3", &requests);
+}
+
+#[test]
+fn a_batched_sequence_shifts_its_own_context_like_a_solo_run() {
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+    let shifting = |text: &str, n_keep| {
+        let mut r = common::greedy_chat(text, 48);
+        r.context_shift = Some(ContextShift { n_keep });
+        r
+    };
+    // Two requests generate past the 64 positions with a shift each (the whole prompt kept,
+    // or 4 tokens), one without a shift ends at the full context, one ends early.
+    let requests = vec![
+        shifting("Tell me a long story about a dragon and a knight.", None),
+        common::greedy_chat("Describe a walk in the forest in detail.", 48),
+        shifting("Write a long poem about the sea.", Some(4)),
+        common::greedy_chat("Name a fruit.", 8),
+    ];
+    let alone: Vec<Generation> = requests
+        .iter()
+        .map(|r| {
+            common::context(&model, 64, 2, 1)
+                .generate(r, &mut |_| {}, None)
+                .expect("solo generation")
+        })
+        .collect();
+    for i in [0, 2] {
+        let g = &alone[i];
+        assert!(
+            g.prompt_tokens + g.tokens.len() > 64,
+            "request {i} never shifted: {g:?}"
+        );
+    }
+    assert_eq!(alone[1].finish_reason, FinishReason::ContextFull);
+    let batch = common::context(&model, 64, 2, 4)
+        .generate_batch(&requests, None)
+        .expect("batch");
+    assert_same(&batch, &alone);
 }
 
 #[test]

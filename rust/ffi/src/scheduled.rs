@@ -1,6 +1,6 @@
 //! Concurrent generations on one context. On a context with `max_sequences` above 1, `generate`
 //! and `stream` requests that can share the batched step (see
-//! `GenerateRequest::shares_steps`: no tool calls, no context shift) go to the context's
+//! `GenerateRequest::shares_steps`: no tool calls) go to the context's
 //! `Scheduler`: they wait in order for a free sequence, and one loop on a worker thread
 //! advances all running ones together, one forward pass per token (streams: see
 //! `TokenStream::start_scheduled`). Other requests, and every request on a context with one
@@ -17,7 +17,7 @@ use crate::records::{GenerateParams, GenerationResult};
 use crate::shared::Shared;
 
 /// The request `params` make if it goes to the scheduler: `None` when it runs exclusively
-/// (one sequence, tools, context shift, or invalid params, whose error the exclusive path
+/// (one sequence, tools, or invalid params, whose error the exclusive path
 /// reports as before).
 pub(crate) fn scheduled_request(
     shared: &Shared,

@@ -5,9 +5,9 @@
 //! to its own [`JobSink`]. A sink that is not ready (a stream whose reader has not asked for
 //! more) keeps its sequence without holding up the others.
 //!
-//! Requests share the step unless they parse tool calls or shift the context
-//! ([`GenerateRequest::shares_steps`]); those run alone with [`Context::generate`] while no
-//! loop runs. Grammars, JSON schemas, stop strings and log-probabilities work per sequence.
+//! Requests share the step unless they parse tool calls ([`GenerateRequest::shares_steps`]);
+//! those run alone with [`Context::generate`] while no loop runs. Grammars, JSON schemas, stop
+//! strings, log-probabilities and context shifts work per sequence.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,10 +23,10 @@ use crate::{Error, Result};
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
 impl GenerateRequest {
-    /// Whether this request can share a batched step with others ([`Scheduler`]): it neither
-    /// parses tool calls nor shifts the context when full.
+    /// Whether this request can share a batched step with others ([`Scheduler`]): it does not
+    /// parse tool calls (a context shift is per sequence, see [`Context::step_sequences`]).
     pub fn shares_steps(&self) -> bool {
-        !self.parses_tools() && self.context_shift.is_none()
+        !self.parses_tools()
     }
 }
 
