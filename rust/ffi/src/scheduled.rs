@@ -4,7 +4,9 @@
 //! `Scheduler`: they wait in order for a free sequence, and one loop on a worker thread
 //! advances all running ones together, one forward pass per token (streams: see
 //! `TokenStream::start_scheduled`). Other requests, and every request on a context with one
-//! sequence, run exclusively as before (after the loop has finished the scheduled ones).
+//! sequence, run exclusively as before (after the loop has finished the scheduled ones); an
+//! exclusive call takes its turn in the arrival order (`Shared::with_engine`), so scheduled
+//! requests that arrive after it wait until it has run and a busy loop cannot starve it.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -43,24 +45,37 @@ pub(crate) fn submit(
     if shared.is_disposed() {
         return Err(LlmError::disposed("context"));
     }
-    let rt = crate::runtime().ok_or_else(|| LlmError::worker_failed(stage))?;
+    if crate::runtime().is_none() {
+        return Err(LlmError::worker_failed(stage));
+    }
     shared.track(cancel);
     if shared
         .scheduler
         .submit(Job::new(request, cancel.clone(), sink))
     {
-        let shared = shared.clone();
-        rt.spawn_blocking(move || {
-            let ran = shared.with_engine(|ctx| {
-                shared.scheduler.run(ctx);
-                Ok(())
-            });
-            if ran.is_err() {
-                shared.scheduler.abandon();
-            }
-        });
+        start_loop(shared);
     }
     Ok(())
+}
+
+/// Run the scheduler's loop on a worker thread (after `Scheduler::submit` or
+/// `Scheduler::leave_exclusive` asked for it); without a runtime or a context, the waiting
+/// requests end as cancelled.
+pub(crate) fn start_loop(shared: &Arc<Shared>) {
+    let Some(rt) = crate::runtime() else {
+        shared.scheduler.abandon();
+        return;
+    };
+    let shared = shared.clone();
+    rt.spawn_blocking(move || {
+        let ran = shared.lock_engine(|ctx| {
+            shared.scheduler.run(ctx);
+            Ok(())
+        });
+        if ran.is_err() {
+            shared.scheduler.abandon();
+        }
+    });
 }
 
 /// Sends a whole generation's end to the awaiting `generate`.

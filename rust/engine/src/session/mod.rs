@@ -28,7 +28,7 @@ mod state;
 
 use decode::{Decoding, Next};
 pub use overflow::ContextShift;
-pub use schedule::{Job, JobSink, Scheduler};
+pub use schedule::{ExclusiveTurn, Job, JobSink, Scheduler};
 pub use speculative::{check_same_vocabulary, SpeculativeOptions, MAX_DRAFT, MAX_LOOKUP_NGRAM};
 
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};

@@ -6,7 +6,11 @@
 //! more) keeps its sequence without holding up the others.
 //!
 //! Requests share the step unless they parse tool calls ([`GenerateRequest::shares_steps`]);
-//! those run alone with [`Context::generate`] while no loop runs. Grammars, JSON schemas, stop
+//! those run alone with [`Context::generate`] while no loop runs. So that such exclusive work
+//! is not starved by a stream of new requests, it takes a turn in the arrival order
+//! ([`Scheduler::enter_exclusive`]): from then on the loop admits only requests that arrived
+//! before it, and stops when they are done; requests that arrived later wait until the
+//! exclusive work has run ([`Scheduler::leave_exclusive`]). Grammars, JSON schemas, stop
 //! strings, log-probabilities and context shifts work per sequence.
 
 use std::collections::VecDeque;
@@ -49,6 +53,8 @@ pub trait JobSink: Send {
 
 /// A request for the [`Scheduler`].
 pub struct Job {
+    /// Its place in the arrival order (set by [`Scheduler::submit`]).
+    arrival: u64,
     request: GenerateRequest,
     cancel: Arc<AtomicBool>,
     sink: Box<dyn JobSink>,
@@ -59,6 +65,7 @@ impl Job {
     /// `Cancelled`, or with [`Error::Cancelled`] if it was still waiting), reporting to `sink`.
     pub fn new(request: GenerateRequest, cancel: Arc<AtomicBool>, sink: Box<dyn JobSink>) -> Self {
         Job {
+            arrival: 0,
             request,
             cancel,
             sink,
@@ -78,7 +85,16 @@ struct State {
     wakes: u64,
     /// The most requests one step has served.
     peak: usize,
+    /// Arrival numbers handed out so far (jobs and exclusive turns share them).
+    arrivals: u64,
+    /// The arrival numbers of exclusive work waiting for (or holding) the context.
+    exclusive: Vec<u64>,
 }
+
+/// A place in the arrival order taken by exclusive work (see [`Scheduler::enter_exclusive`]).
+#[derive(Debug)]
+#[must_use = "leave the turn with Scheduler::leave_exclusive"]
+pub struct ExclusiveTurn(u64);
 
 /// A first-in-first-out queue of requests and the loop that runs them on a context's
 /// sequences (see the module documentation).
@@ -117,20 +133,53 @@ impl Scheduler {
                 driving: false,
                 wakes: 0,
                 peak: 0,
+                arrivals: 0,
+                exclusive: Vec::new(),
             }),
             woken: Condvar::new(),
         }
     }
 
-    /// Queue `job` behind the waiting ones. Returns true when no loop runs: the caller must
-    /// then call [`Scheduler::run`] with the context (or [`Scheduler::abandon`] if it has
-    /// none); otherwise the running loop takes the job.
-    pub fn submit(&self, job: Job) -> bool {
+    /// Queue `job` behind the waiting ones. Returns true when no loop runs (and no exclusive
+    /// work waits): the caller must then call [`Scheduler::run`] with the context (or
+    /// [`Scheduler::abandon`] if it has none); otherwise the running loop takes the job, or
+    /// the end of the exclusive turn starts one.
+    pub fn submit(&self, mut job: Job) -> bool {
         let mut st = lock(&self.state);
+        job.arrival = st.arrivals;
+        st.arrivals += 1;
         st.waiting.push_back(job);
         st.wakes += 1;
         self.woken.notify_all();
-        !std::mem::replace(&mut st.driving, true)
+        // Behind exclusive work the job waits for the end of its turn, which starts the loop.
+        let start = !st.driving && st.exclusive.is_empty();
+        st.driving |= start;
+        start
+    }
+
+    /// Take a turn for exclusive work on the context (work that runs alone, outside the loop)
+    /// arriving now: the loop admits no request that arrives after this and ends once the
+    /// requests before it are done, so the exclusive work gets the context. Call
+    /// [`Scheduler::leave_exclusive`] when the work is done (also when it failed).
+    pub fn enter_exclusive(&self) -> ExclusiveTurn {
+        let mut st = lock(&self.state);
+        let turn = st.arrivals;
+        st.arrivals += 1;
+        st.exclusive.push(turn);
+        st.wakes += 1;
+        self.woken.notify_all();
+        ExclusiveTurn(turn)
+    }
+
+    /// End an exclusive turn. Returns true when requests wait and no loop runs: the caller
+    /// must then call [`Scheduler::run`] (or [`Scheduler::abandon`]), as after
+    /// [`Scheduler::submit`].
+    pub fn leave_exclusive(&self, turn: ExclusiveTurn) -> bool {
+        let mut st = lock(&self.state);
+        st.exclusive.retain(|&t| t != turn.0);
+        let start = !st.driving && !st.waiting.is_empty();
+        st.driving |= start;
+        start
     }
 
     /// Wake the loop: a sink became ready or a cancellation flag was set.
@@ -159,7 +208,8 @@ impl Scheduler {
 
     /// Run the queued jobs on `ctx` until none runs or waits: admit waiting jobs in order
     /// while sequences are free, then decode one token for every ready one in one forward
-    /// pass, and again. A job whose request cannot start ends with its error; a failing
+    /// pass, and again. Jobs that arrived after waiting exclusive work are not admitted: the
+    /// loop ends when the others are done (see [`Scheduler::enter_exclusive`]). A job whose request cannot start ends with its error; a failing
     /// forward pass ends every running job with it.
     pub fn run(&self, ctx: &mut Context) {
         let _guard = Unwinding(self);
@@ -170,10 +220,13 @@ impl Scheduler {
                 let (dropped, kept): (Vec<Job>, Vec<Job>) =
                     st.waiting.drain(..).partition(Job::cancelled);
                 st.waiting.extend(kept);
-                let n = ctx.free_sequences().min(st.waiting.len());
+                let barrier = st.exclusive.iter().min().copied().unwrap_or(u64::MAX);
+                let admissible = st.waiting.iter().take_while(|j| j.arrival < barrier);
+                let n = ctx.free_sequences().min(admissible.count());
                 let admit: Vec<Job> = st.waiting.drain(..n).collect();
-                // Nothing left to run: the loop stops (under the lock, so a later submit
-                // starts a new one).
+                // Nothing left to run (or only jobs behind exclusive work): the loop stops
+                // (under the lock, so a later submit or the exclusive turn's end starts a
+                // new one).
                 let idle = admit.is_empty() && slots.iter().all(Option::is_none);
                 if idle {
                     st.driving = false;
