@@ -91,6 +91,23 @@ struct State {
     exclusive: Vec<u64>,
 }
 
+impl State {
+    /// The arrival number of the earliest exclusive work waiting: jobs that arrived after it
+    /// are not admitted.
+    fn barrier(&self) -> u64 {
+        self.exclusive.iter().min().copied().unwrap_or(u64::MAX)
+    }
+
+    /// Whether a loop must be started: none runs and the first waiting job may start. Marks
+    /// the loop as running if so.
+    fn claim_loop(&mut self) -> bool {
+        let barrier = self.barrier();
+        let start = !self.driving && self.waiting.front().is_some_and(|j| j.arrival < barrier);
+        self.driving |= start;
+        start
+    }
+}
+
 /// A place in the arrival order taken by exclusive work (see [`Scheduler::enter_exclusive`]).
 #[derive(Debug)]
 #[must_use = "leave the turn with Scheduler::leave_exclusive"]
@@ -152,9 +169,7 @@ impl Scheduler {
         st.wakes += 1;
         self.woken.notify_all();
         // Behind exclusive work the job waits for the end of its turn, which starts the loop.
-        let start = !st.driving && st.exclusive.is_empty();
-        st.driving |= start;
-        start
+        st.claim_loop()
     }
 
     /// Take a turn for exclusive work on the context (work that runs alone, outside the loop)
@@ -171,15 +186,13 @@ impl Scheduler {
         ExclusiveTurn(turn)
     }
 
-    /// End an exclusive turn. Returns true when requests wait and no loop runs: the caller
-    /// must then call [`Scheduler::run`] (or [`Scheduler::abandon`]), as after
-    /// [`Scheduler::submit`].
+    /// End an exclusive turn. Returns true when requests may start (none waits behind another
+    /// exclusive turn) and no loop runs: the caller must then call [`Scheduler::run`] (or
+    /// [`Scheduler::abandon`]), as after [`Scheduler::submit`].
     pub fn leave_exclusive(&self, turn: ExclusiveTurn) -> bool {
         let mut st = lock(&self.state);
         st.exclusive.retain(|&t| t != turn.0);
-        let start = !st.driving && !st.waiting.is_empty();
-        st.driving |= start;
-        start
+        st.claim_loop()
     }
 
     /// Wake the loop: a sink became ready or a cancellation flag was set.
@@ -220,7 +233,7 @@ impl Scheduler {
                 let (dropped, kept): (Vec<Job>, Vec<Job>) =
                     st.waiting.drain(..).partition(Job::cancelled);
                 st.waiting.extend(kept);
-                let barrier = st.exclusive.iter().min().copied().unwrap_or(u64::MAX);
+                let barrier = st.barrier();
                 let admissible = st.waiting.iter().take_while(|j| j.arrival < barrier);
                 let n = ctx.free_sequences().min(admissible.count());
                 let admit: Vec<Job> = st.waiting.drain(..n).collect();
