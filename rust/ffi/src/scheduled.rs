@@ -53,29 +53,9 @@ pub(crate) fn submit(
         .scheduler
         .submit(Job::new(request, cancel.clone(), sink))
     {
-        start_loop(shared);
+        shared.start_loop();
     }
     Ok(())
-}
-
-/// Run the scheduler's loop on a worker thread (after `Scheduler::submit` or
-/// `Scheduler::leave_exclusive` asked for it); without a runtime or a context, the waiting
-/// requests end as cancelled.
-pub(crate) fn start_loop(shared: &Arc<Shared>) {
-    let Some(rt) = crate::runtime() else {
-        shared.scheduler.abandon();
-        return;
-    };
-    let shared = shared.clone();
-    rt.spawn_blocking(move || {
-        let ran = shared.lock_engine(|ctx| {
-            shared.scheduler.run(ctx);
-            Ok(())
-        });
-        if ran.is_err() {
-            shared.scheduler.abandon();
-        }
-    });
 }
 
 /// Sends a whole generation's end to the awaiting `generate`.

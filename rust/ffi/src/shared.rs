@@ -96,8 +96,28 @@ impl Shared {
         self.lock_engine(work)
     }
 
+    /// Run the scheduler's loop on a worker thread (after `Scheduler::submit` or
+    /// `Scheduler::leave_exclusive` asked for it); without a runtime or a context, the waiting
+    /// requests end as cancelled.
+    pub(crate) fn start_loop(self: &Arc<Self>) {
+        let Some(rt) = crate::runtime() else {
+            self.scheduler.abandon();
+            return;
+        };
+        let shared = self.clone();
+        rt.spawn_blocking(move || {
+            let ran = shared.lock_engine(|ctx| {
+                shared.scheduler.run(ctx);
+                Ok(())
+            });
+            if ran.is_err() {
+                shared.scheduler.abandon();
+            }
+        });
+    }
+
     /// [`Shared::with_engine`] without a turn (the scheduler's loop itself).
-    pub(crate) fn lock_engine<T>(
+    fn lock_engine<T>(
         &self,
         work: impl FnOnce(&mut Context) -> Result<T, LlmError>,
     ) -> Result<T, LlmError> {
@@ -187,7 +207,7 @@ impl Drop for Turn<'_> {
         let shared = self.0;
         if shared.scheduler.leave_exclusive(turn) {
             match shared.me.upgrade() {
-                Some(me) => crate::scheduled::start_loop(&me),
+                Some(me) => me.start_loop(),
                 None => shared.scheduler.abandon(),
             }
         }
