@@ -299,3 +299,55 @@ fn requests_after_an_exclusive_turn_wait_for_its_end() {
     scheduler.run(&mut ctx);
     assert_eq!(ended(&rx), [2]);
 }
+
+#[test]
+fn behind_an_exclusive_turn_a_new_request_still_starts_while_only_paused_ones_run() {
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+
+    /// Not ready until `go` is set (a stream whose reader waits for the next request first).
+    struct Gated(mpsc::Sender<Report>, Arc<AtomicBool>);
+    impl JobSink for Gated {
+        fn ready(&mut self) -> bool {
+            self.1.load(Ordering::Relaxed)
+        }
+        fn event(&mut self, _: GenerateEvent) {}
+        fn done(self: Box<Self>, result: Result<Generation>) {
+            let _ = self.0.send((0, String::new(), result));
+        }
+    }
+
+    let scheduler = Arc::new(Scheduler::new());
+    let (tx, rx) = mpsc::channel();
+    let go = Arc::new(AtomicBool::new(false));
+    let gated = Gated(tx.clone(), go.clone());
+    let request = common::greedy_chat("Name a colour.", 4);
+    assert!(scheduler.submit(Job::new(request.clone(), Arc::default(), Box::new(gated))));
+    // Exclusive work arrives, then the request the paused one's reader waits for: the
+    // exclusive work cannot run before the paused request ends, so the new one must start.
+    let turn = scheduler.enter_exclusive();
+    let sink = Collect {
+        n: 1,
+        text: String::new(),
+        out: tx,
+        cancel_after: None,
+    };
+    assert!(!scheduler.submit(Job::new(request, Arc::default(), Box::new(sink))));
+    let runner = {
+        let scheduler = scheduler.clone();
+        thread::spawn(move || scheduler.run(&mut common::context(&model, 256, 2, 2)))
+    };
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the new request ends while the paused one waits");
+    assert_eq!((n, result.is_ok()), (1, true));
+    go.store(true, Ordering::Relaxed);
+    scheduler.wake();
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the paused request ends once ready");
+    assert_eq!((n, result.is_ok()), (0, true));
+    runner.join().expect("the loop ends");
+    assert!(!scheduler.leave_exclusive(turn), "nothing waits");
+}

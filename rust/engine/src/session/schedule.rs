@@ -221,19 +221,25 @@ impl Scheduler {
 
     /// Run the queued jobs on `ctx` until none runs or waits: admit waiting jobs in order
     /// while sequences are free, then decode one token for every ready one in one forward
-    /// pass, and again. Jobs that arrived after waiting exclusive work are not admitted: the
+    /// pass, and again. Jobs that arrived after waiting exclusive work are not admitted (unless
+    /// every running job is not ready, which the exclusive work would wait for anyway): the
     /// loop ends when the others are done (see [`Scheduler::enter_exclusive`]). A job whose request cannot start ends with its error; a failing
     /// forward pass ends every running job with it.
     pub fn run(&self, ctx: &mut Context) {
         let _guard = Unwinding(self);
         let mut slots: Vec<Option<Job>> = (0..ctx.max_sequences()).map(|_| None).collect();
+        // Whether the last round found every running job not ready (paused streams).
+        let mut stalled = false;
         loop {
             let (admit, dropped, seen, idle) = {
                 let mut st = lock(&self.state);
                 let (dropped, kept): (Vec<Job>, Vec<Job>) =
                     st.waiting.drain(..).partition(Job::cancelled);
                 st.waiting.extend(kept);
-                let barrier = st.barrier();
+                // While only paused jobs run, the exclusive work cannot have the context before
+                // they end, and their readers may be waiting for a later request (a stream
+                // read inside another's loop): the later requests start, so nothing deadlocks.
+                let barrier = if stalled { u64::MAX } else { st.barrier() };
                 let admissible = st.waiting.iter().take_while(|j| j.arrival < barrier);
                 let n = ctx.free_sequences().min(admissible.count());
                 let admit: Vec<Job> = st.waiting.drain(..n).collect();
@@ -263,6 +269,7 @@ impl Scheduler {
                 .map(|s| s.as_mut().is_some_and(|j| j.cancelled() || j.sink.ready()))
                 .collect();
             let n_ready = ready.iter().filter(|r| **r).count();
+            stalled = n_ready == 0;
             if n_ready == 0 {
                 let st = lock(&self.state);
                 if st.wakes == seen && slots.iter().any(Option::is_some) {
