@@ -1,7 +1,8 @@
 //! Several sequences on one context: each sequence's greedy output in a batch equals its
 //! output alone, token for token, on the real SmolLM2 and Gemma 3 models (Gemma with a prompt
 //! longer than its 512-position sliding window, so a sequence's local layers slide while the
-//! others' do not); a sequence cancelled mid-batch leaves the others as they were; bad
+//! others' do not); a sequence with a context shift shifts its own cache past `n_ctx` as it
+//! does alone; a sequence cancelled mid-batch leaves the others as they were; bad
 //! settings and misuse are typed errors.
 
 mod common;
@@ -90,7 +91,7 @@ fn a_batched_sequence_shifts_its_own_context_like_a_solo_run() {
         return;
     };
     let shifting = |text: &str, n_keep| {
-        let mut r = common::greedy_chat(text, 48);
+        let mut r = common::greedy_chat(text, 40);
         r.context_shift = Some(ContextShift { n_keep });
         r
     };
@@ -98,7 +99,7 @@ fn a_batched_sequence_shifts_its_own_context_like_a_solo_run() {
     // or 4 tokens), one without a shift ends at the full context, one ends early.
     let requests = vec![
         shifting("Tell me a long story about a dragon and a knight.", None),
-        common::greedy_chat("Describe a walk in the forest in detail.", 48),
+        common::greedy_chat("Describe a walk in the forest in detail.", 40),
         shifting("Write a long poem about the sea.", Some(4)),
         common::greedy_chat("Name a fruit.", 8),
     ];
