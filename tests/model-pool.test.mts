@@ -157,3 +157,32 @@ test('switchModel moves a LocalLLM to a pooled model; the pool keeps ownership',
   assert.ok(LocalLLM.pool.release('second'));
   assert.equal(pooled.disposed, true);
 });
+
+test('switchModel keeps speculative decoding; a draft of another vocabulary is refused and the old model stays', async (t) => {
+  if (!existsSync(GEMMA)) {
+    t.skip(`${GEMMA} is not there`);
+    return;
+  }
+  // SmolLM2 drafting for itself (same vocabulary); Gemma 3's vocabulary differs.
+  const ai = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, warmup: false, draftModel: MODEL, draftNMax: 4 });
+  const ask = { messages: [{ role: 'user' as const, content: 'Count from 1 to 10.' }], max_tokens: 12, temperature: 0 };
+  try {
+    const first = await ai.chat.completions.create(ask);
+    assert.ok((first._timing?.draftTokens ?? 0) > 0, JSON.stringify(first._timing));
+    await LocalLLM.pool.load('gemma-spec', GEMMA);
+    await assert.rejects(ai.switchModel('gemma-spec'), isCode(LocalLLMErrorCode.INVALID_OPTION));
+    const still = await ai.chat.completions.create(ask);
+    assert.notEqual(still.model, 'gemma-spec');
+    assert.equal(still.choices[0].message.content, first.choices[0].message.content, 'the old model still answers');
+    await LocalLLM.pool.load('smol-spec', MODEL);
+    await ai.switchModel('smol-spec');
+    const switched = await ai.chat.completions.create(ask);
+    assert.equal(switched.model, 'smol-spec');
+    assert.ok((switched._timing?.draftTokens ?? 0) > 0, `the draft model was dropped: ${JSON.stringify(switched._timing)}`);
+    assert.equal(switched.choices[0].message.content, first.choices[0].message.content);
+  } finally {
+    ai.dispose();
+    LocalLLM.pool.release('gemma-spec');
+    LocalLLM.pool.release('smol-spec');
+  }
+});

@@ -14,6 +14,7 @@ import {
   LocalLLMError,
   LocalLLMErrorCode,
   type ChatMessage,
+  type ChatCompletionResponse,
   type ContextOverflowEvent,
 } from '../src/api/index.ts';
 import { code } from './helpers.mts';
@@ -171,6 +172,53 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
     assert.equal(r.choices[0].finish_reason, 'length');
   } finally {
     plain.dispose();
+  }
+});
+
+test('createBatch fits each request by its strategy and shifts its own sequence, as create does alone', async () => {
+  const events: ContextOverflowEvent[] = [];
+  const ai = await LocalLLM.create({
+    model: MODEL,
+    contextSize: 96,
+    threads: 2,
+    warmup: false,
+    maxSequences: 3,
+    contextOverflow: { strategy: 'sliding_window', onOverflow: (e) => void events.push(e) },
+  });
+  try {
+    const requests = [
+      // Overflows: the newest messages that fit ('sliding_window'), then a short answer.
+      { messages: longChat(8), max_tokens: 12, temperature: 0 },
+      // Fits, but the answer outgrows the 96 positions: the sequence shifts and goes on.
+      { messages: [{ role: 'user' as const, content: 'List the numbers from 1 to 300, separated by commas.' }], max_tokens: 80, temperature: 0 },
+      // Overflows under a per-request strategy.
+      { messages: longChat(8), max_tokens: 12, temperature: 0, context_overflow: 'truncate_oldest' as const },
+    ];
+    const alone: ChatCompletionResponse[] = [];
+    for (const r of requests) {
+      alone.push(await ai.chat.completions.create(r));
+    }
+    assert.equal(events.length, 2);
+    assert.ok(alone[1].usage.total_tokens > 96, `${alone[1].usage.total_tokens} tokens`);
+    assert.equal(alone[1].usage.completion_tokens, 80);
+    const batch = await ai.chat.completions.createBatch(requests);
+    assert.equal(events.length, 4);
+    assert.deepEqual(events.slice(2), events.slice(0, 2));
+    batch.forEach((b, i) => {
+      assert.equal(b.choices[0].message.content, alone[i].choices[0].message.content, `request ${i}`);
+      assert.equal(b.choices[0].finish_reason, alone[i].choices[0].finish_reason, `request ${i}`);
+      assert.deepEqual(b.usage, alone[i].usage, `request ${i}`);
+      assert.deepEqual(b._context, alone[i]._context, `request ${i}`);
+    });
+    assert.equal(batch[0]._context?.strategyUsed, 'sliding_window');
+    assert.equal(batch[2]._context?.strategyUsed, 'truncate_oldest');
+    // A request that cannot fit rejects the batch before anything runs.
+    await assert.rejects(
+      ai.chat.completions.createBatch([requests[1], { ...requests[2], context_overflow: 'error' }]),
+      code(LocalLLMErrorCode.CONTEXT_EXHAUSTED),
+    );
+  } finally {
+    ai.dispose();
   }
 });
 

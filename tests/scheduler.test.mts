@@ -229,3 +229,49 @@ test('dispose during 3 running requests settles each with NOT_INITIALIZED', asyn
     local.dispose();
   }
 });
+
+test('a request that runs alone (tools) is not starved by new requests arriving all the time', async () => {
+  const two = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, maxSequences: 2 });
+  const tools = [
+    {
+      type: 'function' as const,
+      function: {
+        name: 'get_weather',
+        description: 'Current weather in a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    },
+  ];
+  let stop = false;
+  const log: { issued: number; done: number }[] = [];
+  // Three lanes on two sequences, each making a new request as soon as its last one ends: a
+  // request always waits for a sequence, so the scheduler's loop never runs out of work.
+  const lane = async (id: number) => {
+    for (let n = 0; !stop; n += 1) {
+      const issued = performance.now();
+      await two.chat.completions.create(request(`Count from ${id * 100 + n} upwards, separated by commas.`, 12));
+      log.push({ issued, done: performance.now() });
+    }
+  };
+  const lanes = [0, 1, 2].map(lane);
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    const issued = performance.now();
+    const alone = two.chat.completions.create({ ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' as const });
+    const res = await within(alone, 20_000, 'the request with tools while others keep arriving');
+    const done = performance.now();
+    assert.equal(res.choices[0].finish_reason, 'tool_calls');
+    stop = true;
+    await within(Promise.all(lanes), 30_000, 'the other requests');
+    // Requests made after it (with a margin for the time the calls take to reach the engine)
+    // wait until it has run.
+    const later = log.filter((r) => r.issued > issued + 50);
+    assert.ok(later.length > 0, 'requests kept arriving');
+    const overtook = later.filter((r) => r.done < done);
+    assert.equal(overtook.length, 0, `${overtook.length} of ${later.length} later requests finished before it`);
+  } finally {
+    stop = true;
+    await Promise.allSettled(lanes);
+    two.dispose();
+  }
+});

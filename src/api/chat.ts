@@ -152,8 +152,12 @@ export class ChatCompletions {
   /**
    * Answer every request together on the context's sequences (up to its `maxSequences` at a
    * time, one forward pass per token for all of them; local-llm-js-core's `createBatch`). Each
-   * response equals what {@link create} gives its request alone (greedy: token for token).
-   * Requests may not stream or offer tools (INVALID_OPTION).
+   * response equals what {@link create} gives its request alone (greedy: token for token),
+   * context overflow included: each request's messages are fitted by its strategy (`onOverflow`
+   * is called per request, in order; a request that cannot fit rejects the whole batch with
+   * CONTEXT_EXHAUSTED before any generation), its response carries its `_context`, and under
+   * 'sliding_window' its own sequence shifts while generating. Requests may not stream or offer
+   * tools (INVALID_OPTION).
    */
   async createBatch(paramsList: ChatCompletionRequest[]): Promise<ChatCompletionResponse[]> {
     if (!Array.isArray(paramsList)) {
@@ -169,11 +173,18 @@ export class ChatCompletions {
       }
       return { options: this.options(params), model: params.model ?? this.modelName };
     });
+    const fitted: (Fitted | undefined)[] = [];
+    for (const [i, params] of paramsList.entries()) {
+      fitted.push(await this.fit(params, list[i].options, context));
+    }
     const results = await context.generateBatchResults(
-      paramsList.map((params) => this.prompt(params, undefined)),
+      paramsList.map((params, i) => this.prompt(params, fitted[i])),
       list.map((l) => l.options),
     );
-    return results.map((result, i) => response(result, list[i].options, list[i].model));
+    return results.map((result, i) => {
+      const meta = fitted[i]?.meta;
+      return { ...response(result, list[i].options, list[i].model), ...(meta !== undefined ? { _context: meta } : {}) };
+    });
   }
 
   private async *createStream(

@@ -156,10 +156,11 @@ function jsonSchema(format: ResponseFormat | undefined): string | undefined {
  * previous prompt so a follow-up sharing its prefix skips re-evaluating it.
  *
  * With `maxSequences` above 1, concurrent `generate` / `stream` calls (and chat completions)
- * without tools or `contextShift` are scheduled instead: each takes a free sequence (or waits
- * for one, first come first served) and all running ones advance together, one forward pass
- * per token; each answer equals the one it gets alone (greedy: token for token). Requests with
- * tools or `contextShift`, and the other calls, run alone once the scheduled ones are done.
+ * without tools are scheduled instead: each takes a free sequence (or waits for one, first
+ * come first served) and all running ones advance together, one forward pass per token (a
+ * `contextShift` shifts the request's own sequence); each answer equals the one it gets alone
+ * (greedy: token for token). Requests with tools, and the other calls, run alone once the
+ * scheduled ones are done.
  *
  * A stream holds the context (a scheduled stream: its sequence) only while it is read. A
  * request made on the context (generate, stream, clear, embed, warmup, benchmark) while a

@@ -63,23 +63,7 @@ export class LocalLLM {
     this._model = model;
     this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
     try {
-      const draft =
-        o.draftModel === undefined
-          ? undefined
-          : await Model.load(localPath(o.draftModel), { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
-      try {
-        this._context = model.createContext({
-          contextSize: o.contextSize,
-          batchSize: o.batchSize,
-          threads: o.threads,
-          maxSequences: o.maxSequences,
-          draftModel: draft,
-          draftNMax: o.draftNMax,
-          promptLookup: o.promptLookup,
-        });
-      } finally {
-        draft?.dispose(); // the context keeps the draft's weights
-      }
+      this._context = await this.createContext(model);
       this._chat = { completions: this.completions(model, this._modelName) };
       if (o.embeddings) {
         const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;
@@ -107,6 +91,31 @@ export class LocalLLM {
       throw e;
     }
     o.onProgress?.(100);
+  }
+
+  /**
+   * A context on `model` with this instance's options, speculative decoding included (the draft
+   * model is loaded for it; one with another vocabulary is INVALID_OPTION).
+   */
+  private async createContext(model: Model): Promise<InferenceContext> {
+    const o = this.options;
+    const draft =
+      o.draftModel === undefined
+        ? undefined
+        : await Model.load(localPath(o.draftModel), { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+    try {
+      return model.createContext({
+        contextSize: o.contextSize,
+        batchSize: o.batchSize,
+        threads: o.threads,
+        maxSequences: o.maxSequences,
+        draftModel: draft,
+        draftNMax: o.draftNMax,
+        promptLookup: o.promptLookup,
+      });
+    } finally {
+      draft?.dispose(); // the context keeps the draft's weights
+    }
   }
 
   private disposedDuringInit(): LocalLLMError {
@@ -185,7 +194,9 @@ export class LocalLLM {
    * Continue on the model `LocalLLM.pool` holds as `alias` (load it there first): the context is
    * replaced by a new one on that model (running generations on the old one are cancelled) and
    * `chat.completions` answers with it. The model this instance loaded itself is disposed.
-   * An alias not in the pool rejects with INVALID_OPTION.
+   * Speculative decoding carries over (`draftModel` is loaded again for the new context,
+   * `draftNMax`, `promptLookup`). An alias not in the pool, or a draft model whose vocabulary
+   * differs from the new model's, rejects with INVALID_OPTION and the old model stays in use.
    */
   async switchModel(alias: string): Promise<void> {
     const model = LocalLLM.pool.get(alias);
@@ -198,13 +209,11 @@ export class LocalLLM {
         `Model "${alias}" not found in pool. Load it first with LocalLLM.pool.load().`,
       );
     }
-    const o = this.options;
-    const context = model.createContext({
-      contextSize: o.contextSize,
-      batchSize: o.batchSize,
-      threads: o.threads,
-      maxSequences: o.maxSequences,
-    });
+    const context = await this.createContext(model);
+    if (this.disposed) {
+      context.dispose();
+      throw this.notInitialized();
+    }
     this._context?.dispose();
     if (!this.pooledModel && this._model !== model) {
       this._model.dispose();

@@ -4558,7 +4558,7 @@ export interface LlmContextLike {
     isDisposed(): boolean;
 /**
  * Whether `generate` and `stream` with `params` share the context's sequences with
- * concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+ * concurrent requests (`max_sequences` above 1, no tools; see
  * `scheduled.rs`) rather than run alone after the others.
  */
     isScheduled(params: GenerateParams): boolean;
@@ -4887,7 +4887,7 @@ private constructor(pointer: UniffiHandle) {
     
 /**
  * Whether `generate` and `stream` with `params` share the context's sequences with
- * concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+ * concurrent requests (`max_sequences` above 1, no tools; see
  * `scheduled.rs`) rather than run alone after the others.
  */
     isScheduled(params: GenerateParams): boolean {
@@ -5633,7 +5633,7 @@ function uniffiEnsureInitialized() {
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
     }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 46664) {
+    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 7949) {
         throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled");
     }
     if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {

@@ -1,7 +1,8 @@
 //! Several sequences on one context: each sequence's greedy output in a batch equals its
 //! output alone, token for token, on the real SmolLM2 and Gemma 3 models (Gemma with a prompt
 //! longer than its 512-position sliding window, so a sequence's local layers slide while the
-//! others' do not); a sequence cancelled mid-batch leaves the others as they were; bad
+//! others' do not); a sequence with a context shift shifts its own cache past `n_ctx` as it
+//! does alone; a sequence cancelled mid-batch leaves the others as they were; bad
 //! settings and misuse are typed errors.
 
 mod common;
@@ -10,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use local_llm_engine::session::{
-    Context, ContextOptions, FinishReason, GenerateRequest, Generation, LoadedModel, Prompt,
+    Context, ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadedModel,
+    Prompt,
 };
 use local_llm_engine::Error;
 
@@ -81,6 +83,46 @@ fn gemma3_batch_of_four_equals_solo_outputs_across_the_sliding_window() {
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(70);
     requests[2] = common::greedy_chat(&format!("{long}\nHow many times did the fox jump?"), 16);
     batch_equals_solo("gemma3", &requests);
+}
+
+#[test]
+fn a_batched_sequence_shifts_its_own_context_like_a_solo_run() {
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+    let shifting = |text: &str, n_keep| {
+        let mut r = common::greedy_chat(text, 40);
+        r.context_shift = Some(ContextShift { n_keep });
+        r
+    };
+    // Two requests generate past the 64 positions with a shift each (the whole prompt kept,
+    // or 4 tokens), one without a shift ends at the full context, one ends early.
+    let requests = vec![
+        shifting("Tell me a long story about a dragon and a knight.", None),
+        common::greedy_chat("Describe a walk in the forest in detail.", 40),
+        shifting("Write a long poem about the sea.", Some(4)),
+        common::greedy_chat("Name a fruit.", 8),
+    ];
+    let alone: Vec<Generation> = requests
+        .iter()
+        .map(|r| {
+            common::context(&model, 64, 2, 1)
+                .generate(r, &mut |_| {}, None)
+                .expect("solo generation")
+        })
+        .collect();
+    for i in [0, 2] {
+        let g = &alone[i];
+        assert!(
+            g.prompt_tokens + g.tokens.len() > 64,
+            "request {i} never shifted: {g:?}"
+        );
+    }
+    assert_eq!(alone[1].finish_reason, FinishReason::ContextFull);
+    let batch = common::context(&model, 64, 2, 4)
+        .generate_batch(&requests, None)
+        .expect("batch");
+    assert_same(&batch, &alone);
 }
 
 #[test]

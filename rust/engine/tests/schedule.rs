@@ -2,7 +2,8 @@
 //! forward pass per token for all of them), each with the greedy output it has alone on a
 //! fresh context; beyond `max_sequences` they wait and start in order; a cancelled request
 //! (waiting or running) ends without disturbing the others; a request that cannot start
-//! ends with its typed error; and every job ends exactly once. Real SmolLM2.
+//! ends with its typed error; requests that arrive after exclusive work wait for its turn to
+//! end; and every job ends exactly once. Real SmolLM2.
 
 mod common;
 
@@ -250,4 +251,103 @@ fn a_request_that_is_not_ready_does_not_hold_up_the_others() {
         FinishReason::Cancelled
     );
     runner.join().expect("the loop ends when no job is left");
+}
+
+/// The jobs that ended since the last call, in order (each must have succeeded).
+fn ended(rx: &mpsc::Receiver<Report>) -> Vec<usize> {
+    rx.try_iter()
+        .map(|(n, _, r)| r.map(|_| n).expect("generation"))
+        .collect()
+}
+
+#[test]
+fn requests_after_an_exclusive_turn_wait_for_its_end() {
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+    let mut ctx = common::context(&model, 256, 2, 2);
+    let scheduler = Scheduler::new();
+    let (tx, rx) = mpsc::channel();
+    let job = |n: usize, tx: &mpsc::Sender<Report>| {
+        let sink = Collect {
+            n,
+            text: String::new(),
+            out: tx.clone(),
+            cancel_after: None,
+        };
+        let request = common::greedy_chat("Name a colour.", 4);
+        Job::new(request, Arc::default(), Box::new(sink))
+    };
+    // Job 0 arrives before the exclusive work, job 1 after it: the loop runs job 0 only and
+    // ends, though a sequence is free for job 1.
+    assert!(scheduler.submit(job(0, &tx)));
+    let turn = scheduler.enter_exclusive();
+    assert!(
+        !scheduler.submit(job(1, &tx)),
+        "a loop is already asked for"
+    );
+    scheduler.run(&mut ctx);
+    assert_eq!(ended(&rx), [0]);
+    // A second turn after job 1, then job 2: ending the first turn starts a loop for job 1
+    // only; job 2 waits for the end of the second turn.
+    let second = scheduler.enter_exclusive();
+    assert!(!scheduler.submit(job(2, &tx)));
+    assert!(scheduler.leave_exclusive(turn));
+    scheduler.run(&mut ctx);
+    assert_eq!(ended(&rx), [1]);
+    assert!(scheduler.leave_exclusive(second));
+    scheduler.run(&mut ctx);
+    assert_eq!(ended(&rx), [2]);
+}
+
+#[test]
+fn behind_an_exclusive_turn_a_new_request_still_starts_while_only_paused_ones_run() {
+    let Some(model) = common::load_real_model("smollm2") else {
+        return;
+    };
+
+    /// Not ready until `go` is set (a stream whose reader waits for the next request first).
+    struct Gated(mpsc::Sender<Report>, Arc<AtomicBool>);
+    impl JobSink for Gated {
+        fn ready(&mut self) -> bool {
+            self.1.load(Ordering::Relaxed)
+        }
+        fn event(&mut self, _: GenerateEvent) {}
+        fn done(self: Box<Self>, result: Result<Generation>) {
+            let _ = self.0.send((0, String::new(), result));
+        }
+    }
+
+    let scheduler = Arc::new(Scheduler::new());
+    let (tx, rx) = mpsc::channel();
+    let go = Arc::new(AtomicBool::new(false));
+    let gated = Gated(tx.clone(), go.clone());
+    let request = common::greedy_chat("Name a colour.", 4);
+    assert!(scheduler.submit(Job::new(request.clone(), Arc::default(), Box::new(gated))));
+    // Exclusive work arrives, then the request the paused one's reader waits for: the
+    // exclusive work cannot run before the paused request ends, so the new one must start.
+    let turn = scheduler.enter_exclusive();
+    let sink = Collect {
+        n: 1,
+        text: String::new(),
+        out: tx,
+        cancel_after: None,
+    };
+    assert!(!scheduler.submit(Job::new(request, Arc::default(), Box::new(sink))));
+    let runner = {
+        let scheduler = scheduler.clone();
+        thread::spawn(move || scheduler.run(&mut common::context(&model, 256, 2, 2)))
+    };
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the new request ends while the paused one waits");
+    assert_eq!((n, result.is_ok()), (1, true));
+    go.store(true, Ordering::Relaxed);
+    scheduler.wake();
+    let (n, _, result) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the paused request ends once ready");
+    assert_eq!((n, result.is_ok()), (0, true));
+    runner.join().expect("the loop ends");
+    assert!(!scheduler.leave_exclusive(turn), "nothing waits");
 }

@@ -234,3 +234,29 @@ fn a_draft_model_with_another_vocabulary_is_refused() {
         Err(Error::InvalidOption(_))
     ));
 }
+
+#[test]
+fn the_draft_models_prompt_processing_counts_as_prompt_time() {
+    let (Some(model), Some(draft)) = (
+        common::load_real_model("smollm2"),
+        common::load_real_model("smollm2"),
+    ) else {
+        return;
+    };
+    // A long prompt and a short answer: the identical draft model reads the prompt once more
+    // (about the target's own prompt time), while 8 tokens decode in a fraction of that.
+    let text = format!("Repeat this text:\n\n{PARAGRAPH} {PARAGRAPH} {PARAGRAPH}");
+    let spec = SpeculativeOptions {
+        draft_n_max: 4,
+        ..SpeculativeOptions::default()
+    };
+    let mut ctx = common::context(&model, 512, 2, 1);
+    ctx.set_speculative(&spec, Some(draft))
+        .expect("speculation");
+    let t = generate(&mut ctx, &common::greedy_chat(&text, 8)).timings;
+    assert!(t.draft_tokens > 0 && t.prompt_tokens > 150, "{t:?}");
+    assert!(
+        t.generation_ms < t.prompt_ms / 2.0,
+        "the draft's prompt was counted as generation time: {t:?}"
+    );
+}

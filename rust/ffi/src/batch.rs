@@ -42,7 +42,7 @@ impl LlmContext {
     }
 
     /// Whether `generate` and `stream` with `params` share the context's sequences with
-    /// concurrent requests (`max_sequences` above 1, no tools, no context shift; see
+    /// concurrent requests (`max_sequences` above 1, no tools; see
     /// `scheduled.rs`) rather than run alone after the others.
     pub fn is_scheduled(&self, params: GenerateParams) -> bool {
         self.check()

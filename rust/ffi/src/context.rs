@@ -106,7 +106,7 @@ impl LlmContext {
         Ok(Arc::new(LlmContext {
             n_ctx: to_u32(ctx.n_ctx()),
             max_sequences: to_u32(ctx.max_sequences()),
-            shared: Arc::new(Shared::new(ctx)),
+            shared: Shared::new(ctx),
         }))
     }
 

@@ -1,10 +1,12 @@
 //! Concurrent generations on one context. On a context with `max_sequences` above 1, `generate`
 //! and `stream` requests that can share the batched step (see
-//! `GenerateRequest::shares_steps`: no tool calls, no context shift) go to the context's
+//! `GenerateRequest::shares_steps`: no tool calls) go to the context's
 //! `Scheduler`: they wait in order for a free sequence, and one loop on a worker thread
 //! advances all running ones together, one forward pass per token (streams: see
 //! `TokenStream::start_scheduled`). Other requests, and every request on a context with one
-//! sequence, run exclusively as before (after the loop has finished the scheduled ones).
+//! sequence, run exclusively as before (after the loop has finished the scheduled ones); an
+//! exclusive call takes its turn in the arrival order (`Shared::with_engine`), so scheduled
+//! requests that arrive after it wait until it has run and a busy loop cannot starve it.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use crate::records::{GenerateParams, GenerationResult};
 use crate::shared::Shared;
 
 /// The request `params` make if it goes to the scheduler: `None` when it runs exclusively
-/// (one sequence, tools, context shift, or invalid params, whose error the exclusive path
+/// (one sequence, tools, or invalid params, whose error the exclusive path
 /// reports as before).
 pub(crate) fn scheduled_request(
     shared: &Shared,
@@ -43,22 +45,15 @@ pub(crate) fn submit(
     if shared.is_disposed() {
         return Err(LlmError::disposed("context"));
     }
-    let rt = crate::runtime().ok_or_else(|| LlmError::worker_failed(stage))?;
+    if crate::runtime().is_none() {
+        return Err(LlmError::worker_failed(stage));
+    }
     shared.track(cancel);
     if shared
         .scheduler
         .submit(Job::new(request, cancel.clone(), sink))
     {
-        let shared = shared.clone();
-        rt.spawn_blocking(move || {
-            let ran = shared.with_engine(|ctx| {
-                shared.scheduler.run(ctx);
-                Ok(())
-            });
-            if ran.is_err() {
-                shared.scheduler.abandon();
-            }
-        });
+        shared.start_loop();
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use local_llm_engine::session::{
-    Context, FinishReason, GenerateEvent, GenerateRequest, Generation, Scheduler,
+    Context, ExclusiveTurn, FinishReason, GenerateEvent, GenerateRequest, Generation, Scheduler,
 };
 
 use crate::error::{LlmError, Stage};
@@ -22,6 +22,8 @@ pub(crate) struct Shared {
     disposed: AtomicBool,
     perf: Mutex<Option<Perf>>,
     active: Mutex<Vec<Weak<AtomicBool>>>,
+    /// This state itself, for the scheduler's loop an exclusive turn's end starts.
+    me: Weak<Shared>,
 }
 
 /// Lock `m`, taking over the data of a poisoned lock.
@@ -31,15 +33,16 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     /// Shared state around a new engine context.
-    pub(crate) fn new(ctx: Context) -> Self {
-        Shared {
+    pub(crate) fn new(ctx: Context) -> Arc<Self> {
+        Arc::new_cyclic(|me| Shared {
             max_sequences: ctx.max_sequences(),
             scheduler: Scheduler::new(),
             engine: Mutex::new(Some(ctx)),
             disposed: AtomicBool::new(false),
             perf: Mutex::new(None),
             active: Mutex::new(Vec::new()),
-        }
+            me: me.clone(),
+        })
     }
 
     /// Whether the context was disposed.
@@ -79,8 +82,42 @@ impl Shared {
         }
     }
 
-    /// Run `work` with the engine context (waiting for other generations to finish).
+    /// Run `work` with the engine context (waiting for other generations to finish). On a
+    /// context with several sequences it takes its turn in the scheduler's arrival order:
+    /// scheduled requests that arrive meanwhile wait until it is done (see `scheduled.rs`).
     pub(crate) fn with_engine<T>(
+        &self,
+        work: impl FnOnce(&mut Context) -> Result<T, LlmError>,
+    ) -> Result<T, LlmError> {
+        if self.max_sequences < 2 {
+            return self.lock_engine(work);
+        }
+        let _turn = Turn(self, Some(self.scheduler.enter_exclusive()));
+        self.lock_engine(work)
+    }
+
+    /// Run the scheduler's loop on a worker thread (after `Scheduler::submit` or
+    /// `Scheduler::leave_exclusive` asked for it); without a runtime or a context, the waiting
+    /// requests end as cancelled.
+    pub(crate) fn start_loop(self: &Arc<Self>) {
+        let Some(rt) = crate::runtime() else {
+            self.scheduler.abandon();
+            return;
+        };
+        let shared = self.clone();
+        rt.spawn_blocking(move || {
+            let ran = shared.lock_engine(|ctx| {
+                shared.scheduler.run(ctx);
+                Ok(())
+            });
+            if ran.is_err() {
+                shared.scheduler.abandon();
+            }
+        });
+    }
+
+    /// [`Shared::with_engine`] without a turn (the scheduler's loop itself).
+    fn lock_engine<T>(
         &self,
         work: impl FnOnce(&mut Context) -> Result<T, LlmError>,
     ) -> Result<T, LlmError> {
@@ -157,5 +194,22 @@ impl Shared {
             return Err(LlmError::disposed("context"));
         }
         Ok(results.into_iter().map(GenerationResult::from).collect())
+    }
+}
+
+/// Ends an exclusive turn when dropped (also when the work panicked), starting the scheduler's
+/// loop for the requests that waited behind it.
+struct Turn<'a>(&'a Shared, Option<ExclusiveTurn>);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let Some(turn) = self.1.take() else { return };
+        let shared = self.0;
+        if shared.scheduler.leave_exclusive(turn) {
+            match shared.me.upgrade() {
+                Some(me) => me.start_loop(),
+                None => shared.scheduler.abandon(),
+            }
+        }
     }
 }

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::decode::{Decoding, Next};
+use super::overflow::shift_sequence;
 use super::request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Timings};
-use super::{check_prompt, common_prefix, Context, ContextOptions, Runner, SeqState};
+use super::{check_prompt, common_prefix, Context, ContextOptions, ContextShift, Runner, SeqState};
 use crate::model::{KvCache, Model, Output, SeqTokens};
 use crate::{Error, Result};
 
@@ -24,6 +25,8 @@ pub const MAX_SEQUENCES: u32 = 64;
 struct Sequence {
     cache: KvCache,
     cached: Vec<u32>,
+    /// How many cached positions a prompt may reuse (see the context's own).
+    reusable: usize,
 }
 
 /// A generation running on a sequence.
@@ -32,6 +35,8 @@ struct Running {
     /// Logits its next token is sampled from.
     logits: Vec<f32>,
     prompt_tokens: usize,
+    /// How it shifts its sequence's cache when full (none: it ends there).
+    shift: Option<ContextShift>,
     timings: Timings,
     cancel: Option<Arc<AtomicBool>>,
     /// Set when it ended before its first step (cancelled during the prompt).
@@ -64,6 +69,7 @@ impl Sequences {
                 Ok(Sequence {
                     cache: model.new_cache(n_ctx)?,
                     cached: Vec::new(),
+                    reusable: usize::MAX,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -90,6 +96,7 @@ impl Sequences {
         for s in &mut self.extra {
             s.cache.truncate(0);
             s.cached.clear();
+            s.reusable = usize::MAX;
         }
     }
 }
@@ -147,17 +154,16 @@ impl Context {
         let prompt = self.request_tokens(request)?;
         check_prompt(&prompt, self.n_ctx())?;
         let mut decoding = Decoding::new(&self.model, request)?;
-        // After a context shift, sequence 0 may reuse only the kept start of its cache.
-        let reusable = self.reusable;
+        // After a context shift, a sequence may reuse only the kept start of its cache.
+        let reusable: Vec<usize> = std::iter::once(self.reusable)
+            .chain(self.sequences.extra.iter().map(|s| s.reusable))
+            .collect();
         let (seqs, running, runner) = self.parts();
         let Some((id, common)) = seqs
             .iter()
             .enumerate()
             .filter(|(i, _)| running[*i].is_none())
-            .map(|(i, s)| {
-                let limit = if i == 0 { reusable } else { usize::MAX };
-                (i, common_prefix(s.cached, &prompt).min(limit))
-            })
+            .map(|(i, s)| (i, common_prefix(s.cached, &prompt).min(reusable[i])))
             .max_by_key(|&(i, common)| (common, std::cmp::Reverse(i)))
         else {
             return Err(Error::InvalidOption(
@@ -194,23 +200,57 @@ impl Context {
             decoding,
             logits,
             prompt_tokens: prompt.len(),
+            shift: request.context_shift,
             timings,
             cancel,
             ended,
         });
+        // What stays in the cache is the kept start and this prompt: all reusable again.
+        *self.reusable_mut(id) = usize::MAX;
         Ok(id)
+    }
+
+    /// How many of sequence `id`'s cached positions a prompt may reuse.
+    fn reusable_mut(&mut self, id: usize) -> &mut usize {
+        match id {
+            0 => &mut self.reusable,
+            _ => &mut self.sequences.extra[id - 1].reusable,
+        }
     }
 
     /// Decode one token for every running sequence `ready` accepts, in one forward pass.
     /// Events go to `on_event` with the sequence's index; generations that ended are
-    /// returned (their sequences are free again). A failing forward pass ends every running
-    /// generation with its error.
+    /// returned (their sequences are free again). A sequence whose cache is full shifts it
+    /// first if its request asks for a context shift (as [`Context::generate`] does), else it
+    /// ends with [`FinishReason::ContextFull`]. A failing forward pass (or shift) ends every
+    /// running generation with its error.
     pub fn step_sequences(
         &mut self,
         ready: &dyn Fn(usize) -> bool,
         on_event: &mut dyn FnMut(usize, GenerateEvent),
     ) -> Result<Vec<(usize, Generation)>> {
-        let (seqs, running, runner) = self.parts();
+        let mut shifted = Vec::new();
+        let stepped = self.step_inner(ready, on_event, &mut shifted);
+        // The moved positions were computed with the dropped tokens in view.
+        for (id, n_keep) in shifted {
+            let reusable = self.reusable_mut(id);
+            *reusable = (*reusable).min(n_keep);
+        }
+        if stepped.is_err() {
+            self.sequences.running.iter_mut().for_each(|r| *r = None);
+        }
+        stepped
+    }
+
+    /// [`Context::step_sequences`], noting each shifted sequence and what it kept in `shifted`.
+    fn step_inner(
+        &mut self,
+        ready: &dyn Fn(usize) -> bool,
+        on_event: &mut dyn FnMut(usize, GenerateEvent),
+        shifted: &mut Vec<(usize, usize)>,
+    ) -> Result<Vec<(usize, Generation)>> {
+        let bos = self.model.tokenizer.bos();
+        let (mut seqs, running, runner) = self.parts();
         let mut finished = Vec::new();
         let mut feed = Vec::new();
         for (id, slot) in running.iter_mut().enumerate() {
@@ -225,13 +265,30 @@ impl Context {
             let next = match run.ended {
                 Some(reason) => Next::Done(reason),
                 None => {
-                    let seq = &seqs[id];
+                    let seq = &mut seqs[id];
                     let next = run
                         .decoding
                         .step(&run.logits, seq.cached, cancelled, &mut |e| on_event(id, e));
                     match next {
-                        Next::Token(_) if seq.cache.len() >= seq.cache.capacity() => {
-                            Next::Done(FinishReason::ContextFull)
+                        Next::Token(t) if seq.cache.len() >= seq.cache.capacity() => {
+                            let kept = match &run.shift {
+                                Some(shift) => shift_sequence(
+                                    runner.model,
+                                    bos,
+                                    seq.cache,
+                                    seq.cached,
+                                    shift,
+                                    run.prompt_tokens,
+                                )?,
+                                None => None,
+                            };
+                            match kept {
+                                Some(n_keep) => {
+                                    shifted.push((id, n_keep));
+                                    Next::Token(t)
+                                }
+                                None => Next::Done(FinishReason::ContextFull),
+                            }
                         }
                         next => next,
                     }
@@ -266,17 +323,9 @@ impl Context {
                 });
             }
         }
-        let logits =
-            match runner
-                .model
-                .forward_batch(&mut batch, runner.threads, Output::LastLogits)
-            {
-                Ok(l) => l,
-                Err(e) => {
-                    running.iter_mut().for_each(|r| *r = None);
-                    return Err(e);
-                }
-            };
+        let logits = runner
+            .model
+            .forward_batch(&mut batch, runner.threads, Output::LastLogits)?;
         let n_vocab = logits.len() / feed.len();
         for (((id, token), cached), row) in
             feed.iter().zip(histories).zip(logits.chunks_exact(n_vocab))

@@ -28,7 +28,7 @@ mod state;
 
 use decode::{Decoding, Next};
 pub use overflow::ContextShift;
-pub use schedule::{Job, JobSink, Scheduler};
+pub use schedule::{ExclusiveTurn, Job, JobSink, Scheduler};
 pub use speculative::{check_same_vocabulary, SpeculativeOptions, MAX_DRAFT, MAX_LOOKUP_NGRAM};
 
 pub use request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Prompt, Timings};
@@ -616,6 +616,7 @@ impl Context {
             &mut |_, _| {},
             cancel,
         );
+        let evaluated = evaluated.and_then(|l| self.prefill_draft(&prompt, cancel).map(|()| l));
         let mut timings = Timings {
             prompt_tokens: prompt.len() - common,
             prompt_ms: start.elapsed().as_secs_f64() * 1e3,

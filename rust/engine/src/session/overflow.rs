@@ -3,6 +3,7 @@
 //! [`Model::shift_cache`](crate::model::Model::shift_cache)).
 
 use super::Context;
+use crate::model::{KvCache, Model};
 use crate::Result;
 
 /// How a generation continues when the context fills up (none in a request: it ends with
@@ -31,26 +32,45 @@ impl ContextShift {
     }
 }
 
+/// Shift the full `cache` (holding `cached`) of one sequence as `shift` plans it for a prompt of
+/// `n_prompt` tokens: the number of positions kept at the start (later prompts may reuse only
+/// those), or `None` when nothing can be dropped (the generation then ends as without a
+/// shift). Single generations and batched sequences shift alike.
+pub(super) fn shift_sequence(
+    model: &Model,
+    bos: Option<u32>,
+    cache: &mut KvCache,
+    cached: &mut Vec<u32>,
+    shift: &ContextShift,
+    n_prompt: usize,
+) -> Result<Option<usize>> {
+    let bos = bos.is_some_and(|b| cached.first() == Some(&b));
+    let Some((n_keep, n_discard)) = shift.plan(n_prompt, bos, cache.len()) else {
+        return Ok(None);
+    };
+    model.shift_cache(cache, n_keep, n_discard)?;
+    cached.drain(n_keep..n_keep + n_discard);
+    Ok(Some(n_keep))
+}
+
 impl Context {
     /// Shift the full cache as `shift` plans it for a prompt of `n_prompt` tokens; `false`
     /// when nothing can be dropped (the generation then ends as without a shift).
     pub(super) fn shift(&mut self, shift: &ContextShift, n_prompt: usize) -> Result<bool> {
-        let bos = self
-            .model
-            .tokenizer
-            .bos()
-            .is_some_and(|b| self.cached.first() == Some(&b));
-        let Some((n_keep, n_discard)) = shift.plan(n_prompt, bos, self.cache.len()) else {
-            return Ok(false);
-        };
-        self.model
-            .model
-            .shift_cache(&mut self.cache, n_keep, n_discard)?;
-        self.cached.drain(n_keep..n_keep + n_discard);
+        let kept = shift_sequence(
+            &self.model.model,
+            self.model.tokenizer.bos(),
+            &mut self.cache,
+            &mut self.cached,
+            shift,
+            n_prompt,
+        )?;
         // The moved positions were computed with the dropped tokens in view: a later prompt
         // may reuse only the kept start, not them.
-        self.reusable = self.reusable.min(n_keep);
-        Ok(true)
+        if let Some(n_keep) = kept {
+            self.reusable = self.reusable.min(n_keep);
+        }
+        Ok(kept.is_some())
     }
 }
 

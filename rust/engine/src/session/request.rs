@@ -160,7 +160,7 @@ impl FinishReason {
 pub struct Timings {
     /// Prompt tokens evaluated (excluding tokens reused from the cache).
     pub prompt_tokens: usize,
-    /// Milliseconds spent on the prompt.
+    /// Milliseconds spent on the prompt (with a draft model, its reading of the prompt too).
     pub prompt_ms: f64,
     /// Tokens generated.
     pub generated_tokens: usize,

@@ -5,9 +5,13 @@
 //! to its own [`JobSink`]. A sink that is not ready (a stream whose reader has not asked for
 //! more) keeps its sequence without holding up the others.
 //!
-//! Requests share the step unless they parse tool calls or shift the context
-//! ([`GenerateRequest::shares_steps`]); those run alone with [`Context::generate`] while no
-//! loop runs. Grammars, JSON schemas, stop strings and log-probabilities work per sequence.
+//! Requests share the step unless they parse tool calls ([`GenerateRequest::shares_steps`]);
+//! those run alone with [`Context::generate`] while no loop runs. So that such exclusive work
+//! is not starved by a stream of new requests, it takes a turn in the arrival order
+//! ([`Scheduler::enter_exclusive`]): from then on the loop admits only requests that arrived
+//! before it, and stops when they are done; requests that arrived later wait until the
+//! exclusive work has run ([`Scheduler::leave_exclusive`]). Grammars, JSON schemas, stop
+//! strings, log-probabilities and context shifts work per sequence.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,10 +27,10 @@ use crate::{Error, Result};
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
 impl GenerateRequest {
-    /// Whether this request can share a batched step with others ([`Scheduler`]): it neither
-    /// parses tool calls nor shifts the context when full.
+    /// Whether this request can share a batched step with others ([`Scheduler`]): it does not
+    /// parse tool calls (a context shift is per sequence, see [`Context::step_sequences`]).
     pub fn shares_steps(&self) -> bool {
-        !self.parses_tools() && self.context_shift.is_none()
+        !self.parses_tools()
     }
 }
 
@@ -49,6 +53,8 @@ pub trait JobSink: Send {
 
 /// A request for the [`Scheduler`].
 pub struct Job {
+    /// Its place in the arrival order (set by [`Scheduler::submit`]).
+    arrival: u64,
     request: GenerateRequest,
     cancel: Arc<AtomicBool>,
     sink: Box<dyn JobSink>,
@@ -59,6 +65,7 @@ impl Job {
     /// `Cancelled`, or with [`Error::Cancelled`] if it was still waiting), reporting to `sink`.
     pub fn new(request: GenerateRequest, cancel: Arc<AtomicBool>, sink: Box<dyn JobSink>) -> Self {
         Job {
+            arrival: 0,
             request,
             cancel,
             sink,
@@ -78,7 +85,33 @@ struct State {
     wakes: u64,
     /// The most requests one step has served.
     peak: usize,
+    /// Arrival numbers handed out so far (jobs and exclusive turns share them).
+    arrivals: u64,
+    /// The arrival numbers of exclusive work waiting for (or holding) the context.
+    exclusive: Vec<u64>,
 }
+
+impl State {
+    /// The arrival number of the earliest exclusive work waiting: jobs that arrived after it
+    /// are not admitted.
+    fn barrier(&self) -> u64 {
+        self.exclusive.iter().min().copied().unwrap_or(u64::MAX)
+    }
+
+    /// Whether a loop must be started: none runs and the first waiting job may start. Marks
+    /// the loop as running if so.
+    fn claim_loop(&mut self) -> bool {
+        let barrier = self.barrier();
+        let start = !self.driving && self.waiting.front().is_some_and(|j| j.arrival < barrier);
+        self.driving |= start;
+        start
+    }
+}
+
+/// A place in the arrival order taken by exclusive work (see [`Scheduler::enter_exclusive`]).
+#[derive(Debug)]
+#[must_use = "leave the turn with Scheduler::leave_exclusive"]
+pub struct ExclusiveTurn(u64);
 
 /// A first-in-first-out queue of requests and the loop that runs them on a context's
 /// sequences (see the module documentation).
@@ -117,20 +150,49 @@ impl Scheduler {
                 driving: false,
                 wakes: 0,
                 peak: 0,
+                arrivals: 0,
+                exclusive: Vec::new(),
             }),
             woken: Condvar::new(),
         }
     }
 
-    /// Queue `job` behind the waiting ones. Returns true when no loop runs: the caller must
-    /// then call [`Scheduler::run`] with the context (or [`Scheduler::abandon`] if it has
-    /// none); otherwise the running loop takes the job.
-    pub fn submit(&self, job: Job) -> bool {
+    /// Queue `job` behind the waiting ones. Returns true when no loop runs (and no exclusive
+    /// work waits): the caller must then call [`Scheduler::run`] with the context (or
+    /// [`Scheduler::abandon`] if it has none); otherwise the running loop takes the job, or
+    /// the end of the exclusive turn starts one.
+    pub fn submit(&self, mut job: Job) -> bool {
         let mut st = lock(&self.state);
+        job.arrival = st.arrivals;
+        st.arrivals += 1;
         st.waiting.push_back(job);
         st.wakes += 1;
         self.woken.notify_all();
-        !std::mem::replace(&mut st.driving, true)
+        // Behind exclusive work the job waits for the end of its turn, which starts the loop.
+        st.claim_loop()
+    }
+
+    /// Take a turn for exclusive work on the context (work that runs alone, outside the loop)
+    /// arriving now: the loop admits no request that arrives after this and ends once the
+    /// requests before it are done, so the exclusive work gets the context. Call
+    /// [`Scheduler::leave_exclusive`] when the work is done (also when it failed).
+    pub fn enter_exclusive(&self) -> ExclusiveTurn {
+        let mut st = lock(&self.state);
+        let turn = st.arrivals;
+        st.arrivals += 1;
+        st.exclusive.push(turn);
+        st.wakes += 1;
+        self.woken.notify_all();
+        ExclusiveTurn(turn)
+    }
+
+    /// End an exclusive turn. Returns true when requests may start (none waits behind another
+    /// exclusive turn) and no loop runs: the caller must then call [`Scheduler::run`] (or
+    /// [`Scheduler::abandon`]), as after [`Scheduler::submit`].
+    pub fn leave_exclusive(&self, turn: ExclusiveTurn) -> bool {
+        let mut st = lock(&self.state);
+        st.exclusive.retain(|&t| t != turn.0);
+        st.claim_loop()
     }
 
     /// Wake the loop: a sink became ready or a cancellation flag was set.
@@ -159,21 +221,31 @@ impl Scheduler {
 
     /// Run the queued jobs on `ctx` until none runs or waits: admit waiting jobs in order
     /// while sequences are free, then decode one token for every ready one in one forward
-    /// pass, and again. A job whose request cannot start ends with its error; a failing
+    /// pass, and again. Jobs that arrived after waiting exclusive work are not admitted (unless
+    /// every running job is not ready, which the exclusive work would wait for anyway): the
+    /// loop ends when the others are done (see [`Scheduler::enter_exclusive`]). A job whose request cannot start ends with its error; a failing
     /// forward pass ends every running job with it.
     pub fn run(&self, ctx: &mut Context) {
         let _guard = Unwinding(self);
         let mut slots: Vec<Option<Job>> = (0..ctx.max_sequences()).map(|_| None).collect();
+        // Whether the last round found every running job not ready (paused streams).
+        let mut stalled = false;
         loop {
             let (admit, dropped, seen, idle) = {
                 let mut st = lock(&self.state);
                 let (dropped, kept): (Vec<Job>, Vec<Job>) =
                     st.waiting.drain(..).partition(Job::cancelled);
                 st.waiting.extend(kept);
-                let n = ctx.free_sequences().min(st.waiting.len());
+                // While only paused jobs run, the exclusive work cannot have the context before
+                // they end, and their readers may be waiting for a later request (a stream
+                // read inside another's loop): the later requests start, so nothing deadlocks.
+                let barrier = if stalled { u64::MAX } else { st.barrier() };
+                let admissible = st.waiting.iter().take_while(|j| j.arrival < barrier);
+                let n = ctx.free_sequences().min(admissible.count());
                 let admit: Vec<Job> = st.waiting.drain(..n).collect();
-                // Nothing left to run: the loop stops (under the lock, so a later submit
-                // starts a new one).
+                // Nothing left to run (or only jobs behind exclusive work): the loop stops
+                // (under the lock, so a later submit or the exclusive turn's end starts a
+                // new one).
                 let idle = admit.is_empty() && slots.iter().all(Option::is_none);
                 if idle {
                     st.driving = false;
@@ -197,6 +269,7 @@ impl Scheduler {
                 .map(|s| s.as_mut().is_some_and(|j| j.cancelled() || j.sink.ready()))
                 .collect();
             let n_ready = ready.iter().filter(|r| **r).count();
+            stalled = n_ready == 0;
             if n_ready == 0 {
                 let st = lock(&self.state);
                 if st.wakes == seen && slots.iter().any(Option::is_some) {

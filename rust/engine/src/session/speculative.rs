@@ -150,6 +150,36 @@ fn lookup(history: &[u32], ngram_max: usize, n_max: usize) -> Vec<u32> {
 }
 
 impl DraftModel {
+    /// Evaluate what of `history` the draft's cache does not hold yet (reusing the common
+    /// prefix) and return the logits after it.
+    fn catch_up(
+        &mut self,
+        history: &[u32],
+        threads: &Threads,
+        n_batch: usize,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<f32>> {
+        let common = super::common_prefix(&self.cached, history);
+        self.cache.truncate(common);
+        self.cached.truncate(common);
+        let run = Runner {
+            model: self.model.model(),
+            threads,
+            n_batch,
+        };
+        let seq = SeqState {
+            cache: &mut self.cache,
+            cached: &mut self.cached,
+        };
+        run.eval(
+            seq,
+            &history[common..],
+            Output::LastLogits,
+            &mut |_, _| {},
+            cancel,
+        )
+    }
+
     /// Up to `n_max` tokens the draft model chooses greedily after `history`, stopping after
     /// an end-of-generation token.
     fn propose(
@@ -165,25 +195,7 @@ impl DraftModel {
         if n_max == 0 {
             return Ok(Vec::new());
         }
-        let common = super::common_prefix(&self.cached, history);
-        self.cache.truncate(common);
-        self.cached.truncate(common);
-        let run = Runner {
-            model: self.model.model(),
-            threads,
-            n_batch,
-        };
-        let seq = SeqState {
-            cache: &mut self.cache,
-            cached: &mut self.cached,
-        };
-        let mut logits = run.eval(
-            seq,
-            &history[common..],
-            Output::LastLogits,
-            &mut |_, _| {},
-            None,
-        )?;
+        let mut logits = self.catch_up(history, threads, n_batch, None)?;
         let mut drafts = Vec::new();
         loop {
             let token = argmax(&logits);
@@ -289,6 +301,22 @@ impl Context {
             .as_ref()
             .and_then(|s| s.draft.as_ref())
             .map(|d| &d.model)
+    }
+
+    /// Let the draft model (if any) read `prompt` now, so that its prompt processing counts as
+    /// prompt time and not as generation time (its first draft then evaluates only the new
+    /// tokens). [`Error::Cancelled`] when `cancel` is set meanwhile.
+    pub(super) fn prefill_draft(
+        &mut self,
+        prompt: &[u32],
+        cancel: Option<&AtomicBool>,
+    ) -> Result<()> {
+        let Some(draft) = self.speculation.as_mut().and_then(|s| s.draft.as_mut()) else {
+            return Ok(());
+        };
+        draft
+            .catch_up(prompt, &self.threads, self.n_batch, cancel)
+            .map(drop)
     }
 
     /// Forget cached positions from `len` on.
