@@ -72,6 +72,12 @@ trait Kernels {
 
     /// Round every element of `x` to f16 precision in place.
     fn round(x: &mut [f32]);
+
+    /// Widen the cached f16 values `src` into `dst` (same length; exact).
+    #[inline(always)]
+    fn widen(src: &[f16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst)
+    }
     /// [`ops::dot`] of `a` with four rows (bit-identical to four calls); used by the default
     /// [`Kernels::scores`].
     #[inline(always)]
@@ -288,9 +294,9 @@ impl Job<'_> {
             }
             for j in lo..hi {
                 let (r, kr) = (j - lo, j * kw + g * hd);
-                self.keys[kr..kr + hd].convert_to_f32_slice(&mut k32[r * hd..(r + 1) * hd]);
+                K::widen(&self.keys[kr..kr + hd], &mut k32[r * hd..(r + 1) * hd]);
                 let vr = j * vw + g * hdv;
-                self.values[vr..vr + hdv].convert_to_f32_slice(&mut v32[r * hdv..(r + 1) * hdv]);
+                K::widen(&self.values[vr..vr + hdv], &mut v32[r * hdv..(r + 1) * hdv]);
             }
             // The (token, head) queries of the task in order, TILE at a time against the
             // union of their key ranges (every score is computed as on its own).
@@ -387,44 +393,70 @@ impl Job<'_> {
     }
 }
 
-/// Attention of `n` new tokens at positions `pos0..pos0 + n`: `q` holds their (rotated,
-/// scaled) queries, `keys`/`values` the layer's cache including them, `out` receives
-/// `n × n_head × head_dim_v` values. [`Error::InsufficientMemory`] when the per-task buffers
-/// (as long as the attended window) cannot be allocated.
-#[allow(clippy::too_many_arguments)]
+/// One sequence's part of [`attention`]: `n` new tokens at positions `pos0..pos0 + n`; `q`
+/// holds their (rotated, scaled) queries, `keys`/`values` the layer's cache including them,
+/// `out` receives `n × n_head × head_dim_v` values.
+pub(crate) struct SeqAttention<'a> {
+    pub q: &'a [f32],
+    pub keys: &'a [f16],
+    pub values: &'a [f16],
+    pub n: usize,
+    pub pos0: usize,
+    pub out: &'a mut [f32],
+}
+
+/// Attention of every sequence in `seqs` (each against its own cache), in one dispatch over
+/// the threads so that a batch of single tokens still gives every thread work.
+/// [`Error::InsufficientMemory`] when the per-task buffers (as long as the attended window)
+/// cannot be allocated.
 pub(crate) fn attention(
     shape: &AttentionShape,
-    q: &[f32],
-    keys: &[f16],
-    values: &[f16],
-    n: usize,
-    pos0: usize,
-    out: &mut [f32],
+    seqs: &mut [SeqAttention<'_>],
     threads: &Threads,
 ) -> Result<()> {
-    // Split tokens into blocks so that every KV head gets several tasks.
-    let token_block = n
-        .div_ceil((threads.count() * 4).div_ceil(shape.n_head_kv))
-        .max(1);
-    let n_blocks = n.div_ceil(token_block);
-    let job = Job {
-        s: shape,
-        q,
-        keys,
-        values,
-        out: SharedMut(out.as_mut_ptr()),
-        out_len: out.len(),
-        n,
-        pos0,
-        token_block,
-        n_blocks,
-        out_of_memory: AtomicBool::new(false),
-    };
-    threads.for_each_chunk(shape.n_head_kv * n_blocks, 1, |range| job.dispatch(range));
-    if job.out_of_memory.into_inner() {
+    let jobs: Vec<Job> = seqs
+        .iter_mut()
+        .map(|seq| {
+            let n = seq.n;
+            // Split tokens into blocks so that every KV head gets several tasks.
+            let token_block = n
+                .div_ceil((threads.count() * 4).div_ceil(shape.n_head_kv))
+                .max(1);
+            Job {
+                s: shape,
+                q: seq.q,
+                keys: seq.keys,
+                values: seq.values,
+                out: SharedMut(seq.out.as_mut_ptr()),
+                out_len: seq.out.len(),
+                n,
+                pos0: seq.pos0,
+                token_block,
+                n_blocks: n.div_ceil(token_block),
+                out_of_memory: AtomicBool::new(false),
+            }
+        })
+        .collect();
+    // Task i of the whole batch: the jobs' tasks one after the other.
+    let tasks: Vec<usize> = jobs.iter().map(|j| shape.n_head_kv * j.n_blocks).collect();
+    let total = tasks.iter().sum();
+    threads.for_each_chunk(total, 1, |range| {
+        let mut first = 0;
+        for (job, &count) in jobs.iter().zip(&tasks) {
+            let (lo, hi) = (range.start.max(first), range.end.min(first + count));
+            if lo < hi {
+                job.dispatch(lo - first..hi - first);
+            }
+            first += count;
+        }
+    });
+    if let Some(job) = jobs
+        .iter()
+        .find(|j| j.out_of_memory.load(Ordering::Relaxed))
+    {
         return Err(Error::InsufficientMemory(format!(
             "cannot allocate the attention buffers for {} positions",
-            pos0 + n
+            job.pos0 + job.n
         )));
     }
     Ok(())

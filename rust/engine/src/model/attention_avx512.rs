@@ -11,6 +11,9 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
 use super::{joint_weighted_sums, ops, Avx2, Job, Kernels, TILE};
 
 /// AVX-512F kernels (F16C rounding as in [`Avx2`]).
@@ -27,6 +30,21 @@ impl Kernels for Avx512 {
     #[inline(always)]
     fn round(x: &mut [f32]) {
         Avx2::round(x)
+    }
+
+    #[inline(always)]
+    fn widen(src: &[f16], dst: &mut [f32]) {
+        assert_eq!(src.len(), dst.len());
+        let main = src.len() - src.len() % 16;
+        for (s, d) in src[..main].chunks_exact(16).zip(dst.chunks_exact_mut(16)) {
+            // SAFETY: 16 f16 (32 bytes) are read and 16 f32 written, inside the chunks;
+            // this build runs only where AVX-512F was detected (`Job::dispatch`).
+            unsafe {
+                let h = _mm256_loadu_si256(s.as_ptr().cast());
+                _mm512_storeu_ps(d.as_mut_ptr(), _mm512_cvtph_ps(h));
+            }
+        }
+        src[main..].convert_to_f32_slice(&mut dst[main..]);
     }
 
     #[inline(always)]

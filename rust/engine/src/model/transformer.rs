@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use super::attention::{attention, AttentionShape};
+use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::embedding::Embedding;
 use super::ops::{self, Rope};
@@ -245,11 +245,26 @@ impl Transformer {
                     q.iter_mut().for_each(|v| *v *= s);
                 }
                 seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw]);
-                let (keys, values) = (seq.cache.keys(il), seq.cache.values(il));
-                let out = &mut attn[t0 * ow..t1 * ow];
-                attention(&shape, q, keys, values, ns, pos0, out, threads)?;
                 t0 = t1;
             }
+            // Every sequence's attention in one dispatch.
+            let (mut t0, mut rest) = (0, &mut attn[..]);
+            let mut parts = Vec::with_capacity(seqs.len());
+            for seq in seqs.iter() {
+                let (ns, t1) = (seq.tokens.len(), t0 + seq.tokens.len());
+                let (out, tail) = std::mem::take(&mut rest).split_at_mut(ns * ow);
+                rest = tail;
+                parts.push(SeqAttention {
+                    q: &q[t0 * qw..t1 * qw],
+                    keys: seq.cache.keys(il),
+                    values: seq.cache.values(il),
+                    n: ns,
+                    pos0: seq.cache.len(),
+                    out,
+                });
+                t0 = t1;
+            }
+            attention(&shape, &mut parts, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
             if let Some(w) = &layer.post_attn_norm {
                 norm_rows(proj, w, c.rms_eps);
