@@ -65,17 +65,31 @@ pub(crate) fn matmul(
         let line = quant::PackLine([0; 64]);
         let lines = group * (n_tokens / 8);
         crate::fallible::resize(&mut packed, lines, line, "the packed activations")?;
-        for (xt, at) in x.chunks_exact(cols).zip(act.chunks_exact_mut(act_row)) {
-            quant::quantize_row(act_ty, xt, at)?;
+        let failed = std::sync::Mutex::new(None);
+        threads.for_each_rows(&mut act, act_row, |t0, act| {
+            let x = &x[t0 * cols..];
+            for (xt, at) in x.chunks_exact(cols).zip(act.chunks_exact_mut(act_row)) {
+                if let Err(e) = quant::quantize_row(act_ty, xt, at) {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                    return;
+                }
+            }
+        });
+        if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
         }
         if group > 0 {
-            for (acts, out) in act
-                .chunks_exact(8 * act_row)
-                .zip(packed.chunks_exact_mut(group))
-            {
-                let rows = std::array::from_fn(|k| &acts[k * act_row..(k + 1) * act_row]);
-                quant::wide_pack(ty, cols, rows, out);
-            }
+            let act = &act;
+            threads.for_each_rows(&mut packed, group, |g0, packed| {
+                let acts = &act[g0 * 8 * act_row..];
+                for (acts, out) in acts
+                    .chunks_exact(8 * act_row)
+                    .zip(packed.chunks_exact_mut(group))
+                {
+                    let rows = std::array::from_fn(|k| &acts[k * act_row..(k + 1) * act_row]);
+                    quant::wide_pack(ty, cols, rows, out);
+                }
+            });
         }
         let out = SharedMut(out.as_mut_ptr());
         let m = Operands {

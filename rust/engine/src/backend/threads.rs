@@ -295,6 +295,63 @@ impl Threads {
     }
 }
 
+impl Threads {
+    /// Run `f(first_row, a_rows, b_rows)` over two buffers cut into the same number of rows
+    /// (`a` rows of `a_width` values, `b` rows of `b_width`), several rows per call. Element-
+    /// wise work this small (`a` under 128 KiB) runs inline on the
+    /// caller: a hand-off to the workers would cost more than it saves.
+    pub fn for_each_rows2<A: Send, B: Send>(
+        &self,
+        a: &mut [A],
+        a_width: usize,
+        b: &mut [B],
+        b_width: usize,
+        f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+    ) {
+        let n = a.len().checked_div(a_width).unwrap_or(0);
+        assert!(
+            a.len() == n * a_width && b.len() == n * b_width,
+            "row counts differ"
+        );
+        if std::mem::size_of_val(a) < ROWS_PARALLEL_MIN || self.count == 1 {
+            f(0, a, b);
+            return;
+        }
+        let (pa, pb) = (SharedMut(a.as_mut_ptr()), SharedMut(b.as_mut_ptr()));
+        self.for_each_chunk(n, 1, |r| {
+            // SAFETY: the chunks of `0..n` are disjoint, so are these rows of `a` and `b`
+            // (inside them: r.end <= n and both hold n rows), and they outlive the job.
+            let (ra, rb) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(
+                        pa.get().add(r.start * a_width),
+                        r.len() * a_width,
+                    ),
+                    std::slice::from_raw_parts_mut(
+                        pb.get().add(r.start * b_width),
+                        r.len() * b_width,
+                    ),
+                )
+            };
+            f(r.start, ra, rb);
+        });
+    }
+
+    /// [`Threads::for_each_rows2`] over one buffer of rows of `width` values.
+    pub fn for_each_rows<A: Send>(
+        &self,
+        a: &mut [A],
+        width: usize,
+        f: impl Fn(usize, &mut [A]) + Sync,
+    ) {
+        self.for_each_rows2(a, width, &mut [] as &mut [u8], 0, |r, a, _| f(r, a));
+    }
+}
+
+/// The fewest bytes [`Threads::for_each_rows2`] hands to the workers (a prompt's activations;
+/// one token's, or a few sequences', stay on the caller).
+const ROWS_PARALLEL_MIN: usize = 1 << 17;
+
 /// A raw pointer that may be shared across the pool's threads; users write disjoint elements.
 #[derive(Clone, Copy)]
 pub struct SharedMut<T>(pub *mut T);
@@ -378,6 +435,27 @@ mod tests {
             sum.fetch_add(r.sum::<usize>(), Ordering::Relaxed);
         });
         assert_eq!(sum.load(Ordering::Relaxed), 4950);
+    }
+
+    #[test]
+    fn row_jobs_see_every_row_once_with_its_index() {
+        let threads = Threads::new(2).unwrap();
+        for rows in [0usize, 1, 3, 4096, 5000] {
+            let (wa, wb) = (16, 3);
+            let mut a = vec![0usize; rows * wa];
+            let mut b = vec![0u32; rows * wb];
+            threads.for_each_rows2(&mut a, wa, &mut b, wb, |r0, a, b| {
+                assert_eq!(a.len() / wa, b.len() / wb);
+                for (i, row) in a.chunks_exact_mut(wa).enumerate() {
+                    row.iter_mut().for_each(|v| *v += r0 + i + 1);
+                }
+                b.iter_mut().for_each(|v| *v += 1);
+            });
+            for (i, row) in a.chunks_exact(wa).enumerate() {
+                assert!(row.iter().all(|&v| v == i + 1), "row {i} of {rows}");
+            }
+            assert!(b.iter().all(|&v| v == 1));
+        }
     }
 
     #[test]

@@ -128,10 +128,38 @@ fn norm_rows(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
-fn add_into(x: &mut [f32], y: &[f32]) {
-    for (a, b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
+/// [`norm_rows`] with the rows shared out among the threads.
+fn norm_rows_par(x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
+    threads.for_each_rows(x, weight.len(), |_, rows| norm_rows(rows, weight, eps));
+}
+
+/// `h = rms_norm(x) * weight`, row by row.
+fn norm_into(h: &mut [f32], x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
+    let d = weight.len();
+    threads.for_each_rows2(h, d, x, d, |_, h, x| {
+        h.copy_from_slice(x);
+        norm_rows(h, weight, eps);
+    });
+}
+
+/// The residual step on rows of `d` values: `x += rms_norm(proj) * norm` (`x += proj`
+/// without a norm).
+fn add_residual(
+    x: &mut [f32],
+    proj: &mut [f32],
+    d: usize,
+    norm: Option<&[f32]>,
+    eps: f32,
+    threads: &Threads,
+) {
+    threads.for_each_rows2(x, d, proj, d, |_, x, proj| {
+        if let Some(w) = norm {
+            norm_rows(proj, w, eps);
+        }
+        for (a, b) in x.iter_mut().zip(proj.iter()) {
+            *a += b;
+        }
+    });
 }
 
 impl Transformer {
@@ -199,10 +227,8 @@ impl Transformer {
         if let Some(s) = self.embed_scale {
             x.iter_mut().for_each(|v| *v *= s);
         }
-        let mut table = Vec::new();
         for (il, layer) in self.layers.iter().enumerate() {
-            h.copy_from_slice(x);
-            norm_rows(h, &layer.attn_norm, c.rms_eps);
+            norm_into(h, x, &layer.attn_norm, c.rms_eps, threads);
             layer.wq.matmul(h, n, q, threads)?;
             layer.wk.matmul(h, n, k, threads)?;
             layer.wv.matmul(h, n, v, threads)?;
@@ -210,10 +236,10 @@ impl Transformer {
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
             if let Some(w) = &layer.q_norm {
-                norm_rows(q, w, c.rms_eps);
+                norm_rows_par(q, w, c.rms_eps, threads);
             }
             if let Some(w) = &layer.k_norm {
-                norm_rows(k, w, c.rms_eps);
+                norm_rows_par(k, w, c.rms_eps, threads);
             }
             let shape = AttentionShape {
                 n_head: c.n_head,
@@ -229,22 +255,26 @@ impl Transformer {
             };
             let mut t0 = 0;
             for seq in seqs.iter_mut() {
-                let (pos0, ns, t1) = (seq.cache.len(), seq.tokens.len(), t0 + seq.tokens.len());
+                let (pos0, t1) = (seq.cache.len(), t0 + seq.tokens.len());
                 let q = &mut q[t0 * qw..t1 * qw];
                 let k = &mut k[t0 * kw..t1 * kw];
-                for t in 0..ns {
-                    layer.rope.angles(pos0 + t, &mut table);
-                    for head in q[t * qw..(t + 1) * qw].chunks_exact_mut(c.head_dim) {
-                        layer.rope.apply(head, &table);
+                threads.for_each_rows2(q, qw, k, kw, |first, q, k| {
+                    let mut table = Vec::new();
+                    let rows = q.chunks_exact_mut(qw).zip(k.chunks_exact_mut(kw));
+                    for (t, (q, k)) in rows.enumerate() {
+                        layer.rope.angles(pos0 + first + t, &mut table);
+                        for head in q.chunks_exact_mut(c.head_dim) {
+                            layer.rope.apply(head, &table);
+                        }
+                        for head in k.chunks_exact_mut(c.head_dim) {
+                            layer.rope.apply(head, &table);
+                        }
+                        if let Some(s) = self.query_scale {
+                            q.iter_mut().for_each(|v| *v *= s);
+                        }
                     }
-                    for head in k[t * kw..(t + 1) * kw].chunks_exact_mut(c.head_dim) {
-                        layer.rope.apply(head, &table);
-                    }
-                }
-                if let Some(s) = self.query_scale {
-                    q.iter_mut().for_each(|v| *v *= s);
-                }
-                seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw]);
+                });
+                seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw], threads);
                 t0 = t1;
             }
             // Every sequence's attention in one dispatch.
@@ -266,24 +296,19 @@ impl Transformer {
             }
             attention(&shape, &mut parts, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
-            if let Some(w) = &layer.post_attn_norm {
-                norm_rows(proj, w, c.rms_eps);
-            }
-            add_into(x, proj);
+            let norm = layer.post_attn_norm.as_deref();
+            add_residual(x, proj, d, norm, c.rms_eps, threads);
 
-            h.copy_from_slice(x);
-            norm_rows(h, &layer.ffn_norm, c.rms_eps);
+            norm_into(h, x, &layer.ffn_norm, c.rms_eps, threads);
             layer.w_gate.matmul(h, n, gate, threads)?;
             layer.w_up.matmul(h, n, up, threads)?;
-            match self.activation {
-                FfnActivation::Silu => ops::silu_mul(gate, up),
-                FfnActivation::GeluTanh => ops::gelu_mul(gate, up),
-            }
+            threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
+                FfnActivation::Silu => ops::silu_mul(g, u),
+                FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+            });
             layer.w_down.matmul(gate, n, proj, threads)?;
-            if let Some(w) = &layer.post_ffn_norm {
-                norm_rows(proj, w, c.rms_eps);
-            }
-            add_into(x, proj);
+            let norm = layer.post_ffn_norm.as_deref();
+            add_residual(x, proj, d, norm, c.rms_eps, threads);
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();
