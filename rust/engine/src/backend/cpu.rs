@@ -11,6 +11,16 @@ thread_local! {
     static PACKED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
 }
 
+/// One weight matrix of a [`matmul_shared_input`] call and where its products go.
+pub(crate) struct Part<'a> {
+    /// The weight rows in GGUF block layout.
+    pub(crate) w: &'a [u8],
+    /// Rows of the weight.
+    pub(crate) rows: usize,
+    /// `n_tokens × rows` results.
+    pub(crate) out: &'a mut [f32],
+}
+
 /// `out[t*rows + r] = w[r] · x[t]` on the CPU for a weight in any supported type.
 pub(crate) fn matmul(
     shape: MatmulShape,
@@ -20,7 +30,25 @@ pub(crate) fn matmul(
     out: &mut [f32],
     threads: &Threads,
 ) -> Result<()> {
-    let MatmulShape { ty, rows, cols } = shape;
+    let part = Part {
+        w,
+        rows: shape.rows,
+        out,
+    };
+    matmul_shared_input(shape.ty, shape.cols, &mut [part], x, n_tokens, threads)
+}
+
+/// [`matmul`] for several weights of one type and width applied to the same input (a layer's
+/// query, key and value projections): the input is quantized once and every weight's rows are
+/// shared out among the threads in one dispatch.
+pub(crate) fn matmul_shared_input(
+    ty: GgmlType,
+    cols: usize,
+    parts: &mut [Part<'_>],
+    x: &[f32],
+    n_tokens: usize,
+    threads: &Threads,
+) -> Result<()> {
     let w_row = ty.row_bytes(cols as u64).ok_or_else(|| {
         Error::Backend(format!(
             "{cols} columns is not a whole number of {ty} blocks"
@@ -32,15 +60,19 @@ pub(crate) fn matmul(
             "{cols} columns is not a whole number of {act_ty} blocks"
         ))
     })? as usize;
-    if w.len() != w_row * rows || x.len() != cols * n_tokens || out.len() != rows * n_tokens {
-        return Err(Error::Backend(format!(
-            "matmul size mismatch: weight {}x{} {ty} ({} bytes), input {} values, output {} values, {n_tokens} tokens",
-            rows,
-            cols,
-            w.len(),
-            x.len(),
-            out.len()
-        )));
+    for p in parts.iter() {
+        if p.w.len() != w_row * p.rows
+            || x.len() != cols * n_tokens
+            || p.out.len() != p.rows * n_tokens
+        {
+            return Err(Error::Backend(format!(
+                "matmul size mismatch: weight {}x{cols} {ty} ({} bytes), input {} values, output {} values, {n_tokens} tokens",
+                p.rows,
+                p.w.len(),
+                x.len(),
+                p.out.len()
+            )));
+        }
     }
     // Row tiles only pay off with several tokens; decoding (one token, or a few from as many
     // sequences) streams the rows once for all tokens.
@@ -91,36 +123,32 @@ pub(crate) fn matmul(
                 }
             });
         }
-        let out = SharedMut(out.as_mut_ptr());
-        let m = Operands {
-            ty,
-            cols,
-            rows,
-            n_tokens,
-            w,
-            w_row,
-            act: &act,
-            act_row,
-            packed: &packed,
-            group,
-            out,
-        };
-        threads.for_each_chunk(rows, 16, |range| {
-            let mut r = range.start;
-            while tile > 0 && r + tile <= range.end {
-                match tile {
-                    4 => m.tile_rows::<4>(r),
-                    2 => m.tile_rows::<2>(r),
-                    _ => m.tile_rows::<1>(r),
+        let ops: Vec<Operands> = parts
+            .iter_mut()
+            .map(|p| Operands {
+                ty,
+                cols,
+                rows: p.rows,
+                n_tokens,
+                w: p.w,
+                w_row,
+                act: &act,
+                act_row,
+                packed: &packed,
+                group,
+                out: SharedMut(p.out.as_mut_ptr()),
+            })
+            .collect();
+        let total = ops.iter().map(|m| m.rows).sum();
+        threads.for_each_chunk(total, 16, |range| {
+            // The part of `range` that falls in each weight's rows.
+            let mut first = 0;
+            for m in &ops {
+                let (start, end) = (range.start.max(first), range.end.min(first + m.rows));
+                if start < end {
+                    m.run(start - first..end - first, tile, few);
                 }
-                r += tile;
-            }
-            if few {
-                m.rows_few_tokens(r..range.end);
-            } else {
-                for r in r..range.end {
-                    m.one_row(r);
-                }
+                first += m.rows;
             }
         });
         Ok(())
@@ -162,6 +190,27 @@ impl Operands<'_> {
         // SAFETY: t < n_tokens and r < rows, so the index is inside `out` (checked in matmul),
         // and no other task writes this element.
         unsafe { *self.out.get().add(t * self.rows + r) = v };
+    }
+
+    /// Rows `range` against every token: row tiles of `tile` rows (0: none), then the rows
+    /// left over, a few tokens per pass (`few`) or one row at a time.
+    fn run(&self, range: std::ops::Range<usize>, tile: usize, few: bool) {
+        let mut r = range.start;
+        while tile > 0 && r + tile <= range.end {
+            match tile {
+                4 => self.tile_rows::<4>(r),
+                2 => self.tile_rows::<2>(r),
+                _ => self.tile_rows::<1>(r),
+            }
+            r += tile;
+        }
+        if few {
+            self.rows_few_tokens(r..range.end);
+        } else {
+            for r in r..range.end {
+                self.one_row(r);
+            }
+        }
     }
 
     /// Rows `r0..r0 + 4` against every whole group of 8 tokens with the wide tile; returns

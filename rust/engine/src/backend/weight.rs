@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{cpu, DeviceWeight, MatmulShape, TensorBytes, Threads};
-use crate::Result;
+use crate::{Error, Result};
 
 /// A 2-D weight (`rows` × `cols`) and where it runs. The CPU copy (often just the memory-mapped
 /// bytes) is always kept so that a failing accelerator falls back to the CPU.
@@ -70,5 +70,57 @@ impl Weight {
             }
         }
         cpu::matmul(self.shape, self.data.as_slice(), x, n_tokens, out, threads)
+    }
+
+    /// `outs[i] = weights[i] · x` (see [`Weight::matmul`]) for weights applied to the same
+    /// input. The CPU weights of one type and width among them share one quantization of `x`
+    /// and one dispatch to the threads; weights on a device run one by one.
+    pub fn matmul_shared_input(
+        weights: &[&Weight],
+        x: &[f32],
+        n_tokens: usize,
+        outs: &mut [&mut [f32]],
+        threads: &Threads,
+    ) -> Result<()> {
+        if weights.len() != outs.len() {
+            return Err(Error::Backend(format!(
+                "{} weights for {} outputs",
+                weights.len(),
+                outs.len()
+            )));
+        }
+        let mut done = vec![false; weights.len()];
+        for i in 0..weights.len() {
+            if done[i] {
+                continue;
+            }
+            let lead = weights[i];
+            if lead.placed.is_some() {
+                lead.matmul(x, n_tokens, outs[i], threads)?;
+                done[i] = true;
+                continue;
+            }
+            let MatmulShape { ty, cols, .. } = lead.shape;
+            let joins = |j: usize| {
+                let w = weights[j];
+                !done[j] && w.placed.is_none() && w.shape.ty == ty && w.shape.cols == cols
+            };
+            let members: Vec<usize> = (i..weights.len()).filter(|&j| joins(j)).collect();
+            let mut parts: Vec<cpu::Part> = outs
+                .iter_mut()
+                .enumerate()
+                .filter(|(j, _)| members.contains(j))
+                .map(|(j, out)| cpu::Part {
+                    w: weights[j].bytes(),
+                    rows: weights[j].shape.rows,
+                    out: &mut **out,
+                })
+                .collect();
+            cpu::matmul_shared_input(ty, cols, &mut parts, x, n_tokens, threads)?;
+            for j in members {
+                done[j] = true;
+            }
+        }
+        Ok(())
     }
 }

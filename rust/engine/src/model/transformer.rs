@@ -229,9 +229,9 @@ impl Transformer {
         }
         for (il, layer) in self.layers.iter().enumerate() {
             norm_into(h, x, &layer.attn_norm, c.rms_eps, threads);
-            layer.wq.matmul(h, n, q, threads)?;
-            layer.wk.matmul(h, n, k, threads)?;
-            layer.wv.matmul(h, n, v, threads)?;
+            let qkv = [&layer.wq, &layer.wk, &layer.wv];
+            let outs: &mut [&mut [f32]] = &mut [q, k, v];
+            Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
             add_bias(q, &layer.bq);
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
@@ -300,8 +300,8 @@ impl Transformer {
             add_residual(x, proj, d, norm, c.rms_eps, threads);
 
             norm_into(h, x, &layer.ffn_norm, c.rms_eps, threads);
-            layer.w_gate.matmul(h, n, gate, threads)?;
-            layer.w_up.matmul(h, n, up, threads)?;
+            let outs: &mut [&mut [f32]] = &mut [gate, up];
+            Weight::matmul_shared_input(&[&layer.w_gate, &layer.w_up], h, n, outs, threads)?;
             threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
                 FfnActivation::Silu => ops::silu_mul(g, u),
                 FfnActivation::GeluTanh => ops::gelu_mul(g, u),
