@@ -11,6 +11,9 @@ thread_local! {
     static PACKED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Chunks per thread of a decoding matmul (see [`matmul_shared_input`]).
+const DECODE_CHUNKS_PER_THREAD: usize = 2;
+
 /// One weight matrix of a [`matmul_shared_input`] call and where its products go.
 pub(crate) struct Part<'a> {
     /// The weight rows in GGUF block layout.
@@ -139,8 +142,16 @@ pub(crate) fn matmul_shared_input(
                 out: SharedMut(p.out.as_mut_ptr()),
             })
             .collect();
-        let total = ops.iter().map(|m| m.rows).sum();
-        threads.for_each_chunk(total, 16, |range| {
+        let total: usize = ops.iter().map(|m| m.rows).sum();
+        // Decoding streams each row once and prepares the activations once per chunk: a few
+        // large chunks (`DECODE_CHUNKS_PER_THREAD` per thread) beat many small ones there.
+        let granularity = if few {
+            let chunks = threads.count() * DECODE_CHUNKS_PER_THREAD;
+            total.div_ceil(chunks).next_multiple_of(16)
+        } else {
+            16
+        };
+        threads.for_each_chunk(total, granularity, |range| {
             // The part of `range` that falls in each weight's rows.
             let mut first = 0;
             for m in &ops {
