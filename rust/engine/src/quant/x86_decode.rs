@@ -20,6 +20,11 @@ use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{hsum_ps, load, upper};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 
+/// How far ahead of the block being read each row is prefetched, in bytes. Measured on the
+/// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
+/// 0-25%, 1024 loses 5%, and 512 loses 15% (a cliff: do not raise it without measuring).
+const PREFETCH: usize = 384;
+
 /// The first four bytes at `p` as a little-endian u32 (a block's scale, or scale and minimum).
 #[inline]
 unsafe fn word(p: *const u8) -> i32 {
@@ -149,6 +154,9 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             _mm_set1_epi32(keep),
         );
         let dm = _mm256_cvtph_ps(halves);
+        for &p in &p {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
+        }
         let q = [quants::<KIND>(p[0], p[1]), quants::<KIND>(p[2], p[3])];
         for t in 0..T {
             let az = _mm512_broadcast_i64x4(load(a[t].add(asize * b + aq)));
