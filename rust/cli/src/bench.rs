@@ -1,5 +1,6 @@
 //! `local-llm bench`: prompt-processing (pp) and text-generation (tg) throughput, like llama-bench;
-//! `--parallel N` measures the total generation throughput of N sequences decoding together.
+//! `--parallel N` measures the total generation throughput of N sequences decoding together, `-d D`
+//! starts each test after D tokens of context (attention over a long context).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,6 +57,16 @@ pub struct BenchArgs {
         value_delimiter = ','
     )]
     parallel: Vec<usize>,
+    /// Tokens already in the context when each test starts (comma-separated, llama-bench's
+    /// `-d`): evaluated before the clock starts, so that pp and tg measure attention over a
+    /// long context.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        default_value = "0",
+        value_delimiter = ','
+    )]
+    n_depth: Vec<usize>,
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     repetitions: usize,
@@ -108,15 +119,24 @@ fn tokens(n: usize, n_vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-fn time_pp(ctx: &mut Context, prompt: &[u32]) -> Result<f64> {
+/// Clear the context and evaluate `depth` (the tokens a test starts after).
+fn start_at(ctx: &mut Context, depth: &[u32]) -> Result<()> {
     ctx.clear();
+    if !depth.is_empty() {
+        ctx.eval(depth, Output::LastLogits, &mut |_, _| {}, None)?;
+    }
+    Ok(())
+}
+
+fn time_pp(ctx: &mut Context, depth: &[u32], prompt: &[u32]) -> Result<f64> {
+    start_at(ctx, depth)?;
     let start = Instant::now();
     ctx.eval(prompt, Output::LastLogits, &mut |_, _| {}, None)?;
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn time_tg(ctx: &mut Context, gen: &[u32]) -> Result<f64> {
-    ctx.clear();
+fn time_tg(ctx: &mut Context, depth: &[u32], gen: &[u32]) -> Result<f64> {
+    start_at(ctx, depth)?;
     let start = Instant::now();
     for &t in gen {
         ctx.eval(&[t], Output::LastLogits, &mut |_, _| {}, None)?;
@@ -125,11 +145,13 @@ fn time_tg(ctx: &mut Context, gen: &[u32]) -> Result<f64> {
 }
 
 /// `gen.len()` tokens on each of `seqs` sequences decoded together (each sequence starts from
-/// a different one-token prompt, evaluated before the clock starts); total seconds.
-fn time_tg_parallel(ctx: &mut Context, gen: &[u32], seqs: usize) -> Result<f64> {
+/// `depth` and a different last token, evaluated before the clock starts); total seconds.
+fn time_tg_parallel(ctx: &mut Context, depth: &[u32], gen: &[u32], seqs: usize) -> Result<f64> {
     ctx.clear();
     for s in 0..seqs {
-        let mut request = GenerateRequest::new(Prompt::Tokens(vec![gen[s % gen.len()]]));
+        let mut prompt = depth.to_vec();
+        prompt.push(gen[s % gen.len()]);
+        let mut request = GenerateRequest::new(Prompt::Tokens(prompt));
         request.sampling = SamplingParams::greedy();
         request.max_tokens = gen.len();
         request.stop_at_eog = false;
@@ -194,7 +216,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             .chain(&args.n_gen)
             .copied()
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .saturating_add(args.n_depth.iter().copied().max().unwrap_or(0))
+            .saturating_add(1);
         let mut ctx = Context::new(
             model.clone(),
             &ContextOptions {
@@ -218,12 +242,18 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                     .filter(|&&n| n > 0)
                     .flat_map(|&n| args.parallel.iter().map(move |&seqs| ("tg", n, seqs))),
             );
-        for (kind, n, seqs) in tests {
+        let tests: Vec<_> = tests.collect();
+        let tests = args
+            .n_depth
+            .iter()
+            .flat_map(|&d| tests.iter().map(move |&(kind, n, seqs)| (kind, n, seqs, d)));
+        for (kind, n, seqs, d) in tests {
             let toks = tokens(n, n_vocab, n as u64);
+            let depth = tokens(d, n_vocab, d as u64 ^ 0xdee9);
             let run = |ctx: &mut Context| match (kind, seqs) {
-                ("pp", _) => time_pp(ctx, &toks),
-                (_, 1) => time_tg(ctx, &toks),
-                _ => time_tg_parallel(ctx, &toks, seqs),
+                ("pp", _) => time_pp(ctx, &depth, &toks),
+                (_, 1) => time_tg(ctx, &depth, &toks),
+                _ => time_tg_parallel(ctx, &depth, &toks, seqs),
             };
             run(&mut ctx)?; // warm-up
                             // Grown as measured: `-r` is an option, not an allocation size.
@@ -234,13 +264,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             let (median, mean, std) = stats(&mut rates);
             if args.json {
                 println!(
-                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"{kind}{n}\",\"sequences\":{seqs},\"median_tps\":{median:.3},\"mean_tps\":{mean:.3},\"std_tps\":{std:.3}}}"
+                    "{{\"model\":\"{name}\",\"threads\":{threads},\"test\":\"{kind}{n}\",\"depth\":{d},\"sequences\":{seqs},\"median_tps\":{median:.3},\"mean_tps\":{mean:.3},\"std_tps\":{std:.3}}}"
                 );
             } else {
-                let test = match seqs {
+                let mut test = match seqs {
                     1 => format!("{kind}{n}"),
                     _ => format!("{kind}{n}×{seqs}"),
                 };
+                if d > 0 {
+                    test.push_str(&format!(" @ d{d}"));
+                }
                 println!("| {threads:7} | {test:<5} | {median:10.2} | {mean:8.2} ± {std:5.2} |");
             }
         }

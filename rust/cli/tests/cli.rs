@@ -95,7 +95,8 @@ fn devices_lists_the_cpu() {
     );
 }
 
-/// `bench --json --bandwidth`: one line per test and thread count, and a bandwidth line whose
+/// `bench --json --bandwidth -d 0,3`: one line per test, depth and thread count, and a
+/// bandwidth line whose
 /// weight bytes per token are the sizes (from the GGUF header) of every matrix a token meets:
 /// the seven per layer and the output head (SmolLM2 ties it to the token embedding).
 #[test]
@@ -143,6 +144,8 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
         "4",
         "-t",
         "1,2",
+        "-d",
+        "0,3",
         "-r",
         "1",
         "--bandwidth",
@@ -158,7 +161,7 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert_eq!(lines.len(), 10, "{lines:?}");
     for threads in [1, 2] {
         // Counts above the cores are capped, and bench reports the count that ran.
         let threads = threads.min(local_llm_engine::backend::max_threads());
@@ -168,8 +171,13 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
                 .find(|l| l["threads"] == threads && l["test"] == test)
                 .unwrap_or_else(|| panic!("no {test} line for {threads} threads: {lines:?}"))
         };
-        assert!(of("pp8")["median_tps"].as_f64().unwrap() > 0.0);
-        assert!(of("tg4")["median_tps"].as_f64().unwrap() > 0.0);
+        for (test, depth) in [("pp8", 0), ("tg4", 0), ("pp8", 3), ("tg4", 3)] {
+            let line = lines
+                .iter()
+                .find(|l| l["threads"] == threads && l["test"] == test && l["depth"] == depth)
+                .unwrap_or_else(|| panic!("no {test} at depth {depth}: {lines:?}"));
+            assert!(line["median_tps"].as_f64().unwrap() > 0.0);
+        }
         let bw = of("bandwidth");
         assert_eq!(bw["weight_bytes_per_token"].as_u64(), Some(expected));
         let gbs = bw["read_gbs"].as_f64().unwrap();
