@@ -12,6 +12,7 @@
 //! computed together after a transpose, in lane order. The arithmetic and its order are the
 //! same, so all versions give identical results.
 
+use std::cell::Cell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -60,6 +61,12 @@ struct Job<'a> {
     n_blocks: usize,
     /// Set by a task that could not allocate its buffers (it then does nothing).
     out_of_memory: AtomicBool,
+}
+
+thread_local! {
+    /// Each thread's widened keys, widened values and scores, kept between calls: allocated
+    /// per call, a long context's buffers were fresh zeroed pages for every layer and token.
+    static BUFFERS: Cell<[Vec<f32>; 3]> = const { Cell::new([Vec::new(), Vec::new(), Vec::new()]) };
 }
 
 /// Queries scored together against each block of keys (one register tile).
@@ -270,9 +277,7 @@ impl Job<'_> {
             s.n_head * hdv,
         );
         let group = s.n_head / s.n_head_kv;
-        let mut k32 = Vec::new();
-        let mut v32 = Vec::new();
-        let mut scores = Vec::new();
+        let [mut k32, mut v32, mut scores] = BUFFERS.take();
         let mut qt = vec![0.0f32; TILE * hd];
         let mut scratch = K::Scratch::default();
         for task in range {
@@ -346,6 +351,7 @@ impl Job<'_> {
                 K::weighted_sums(&scores[..nq * nk], rows, &ranges[..nq], &mut outs[..nq]);
             }
         }
+        BUFFERS.set([k32, v32, scores]);
     }
 
     /// [`Job::run`] compiled for AVX2 and F16C.
