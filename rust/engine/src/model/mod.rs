@@ -91,8 +91,15 @@ impl Model {
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
-        let out = self.net.forward(seqs, threads, output)?;
-        match out.iter().find(|x| !x.is_finite()) {
+        let mut out = self.net.forward(seqs, threads, output)?;
+        // Scanned on every thread: a batch's logits are large, and this runs every step.
+        let bad = std::sync::Mutex::new(None);
+        threads.for_each_rows(&mut out, 1, |_, rows| {
+            if let Some(&x) = rows.iter().find(|x| !x.is_finite()) {
+                *bad.lock().unwrap_or_else(|e| e.into_inner()) = Some(x);
+            }
+        });
+        match bad.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(x) => Err(Error::InvalidModel(format!(
                 "the model computed a non-finite value ({x}): its tensor data is corrupt"
             ))),
