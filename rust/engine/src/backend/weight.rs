@@ -113,7 +113,7 @@ impl Weight {
                 .map(|(j, out)| cpu::Part {
                     w: weights[j].bytes(),
                     rows: weights[j].shape.rows,
-                    out: &mut **out,
+                    out,
                 })
                 .collect();
             cpu::matmul_shared_input(ty, cols, &mut parts, x, n_tokens, threads)?;
