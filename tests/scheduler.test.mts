@@ -213,13 +213,24 @@ test('tools (run alone) and a JSON schema (scheduled) mixed with plain requests:
 test('dispose during 3 running requests settles each with NOT_INITIALIZED', async () => {
   const local = await LocalLLM.create({ model: MODEL, contextSize: 512, threads: 2, maxSequences: 4 });
   try {
-    const creates = [0, 2].map((i) => local.chat.completions.create(request(QUESTIONS[i], 300)));
+    // Stories run long; the context is disposed as soon as the stream has its first chunk,
+    // when every request is running (a fixed delay let fast machines finish them first).
+    const story = (what: string) => request(`Write a long story about ${what}.`, 300);
+    const creates = ['a dragon', 'a lighthouse'].map((w) => local.chat.completions.create(story(w)));
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
     const stream = (async () => {
-      const s = await local.chat.completions.create({ ...request(QUESTIONS[1], 300), stream: true });
-      return collect(s);
+      const s = await local.chat.completions.create({ ...story('a sailor'), stream: true });
+      let text = '';
+      for await (const chunk of s) {
+        text += chunk.choices[0].delta.content ?? '';
+        started();
+      }
+      return text;
     })();
     const all = [...creates, stream];
-    setTimeout(() => local.context.dispose(), 500);
+    void running.then(() => local.context.dispose());
+    stream.catch(() => started());
     const settled = await within(Promise.allSettled(all), 30_000, 'requests on a disposed context');
     for (const [i, s] of settled.entries()) {
       assert.equal(s.status, 'rejected', `request ${i} must not end as if it had finished`);

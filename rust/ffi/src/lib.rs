@@ -50,6 +50,9 @@ fn runtime() -> Option<&'static tokio::runtime::Runtime> {
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("local-llm-worker")
+                // Idle blocking threads (one per call that ran at once) end after half a
+                // second instead of tokio's 10 s.
+                .thread_keep_alive(std::time::Duration::from_millis(500))
                 .build()
                 .ok()
         })
