@@ -133,7 +133,7 @@ fn norm_rows_par(x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
     threads.for_each_rows(x, weight.len(), |_, rows| norm_rows(rows, weight, eps));
 }
 
-/// `h = rms_norm(x) * weight`, row by row.
+/// `h = rms_norm(x) * weight`, row by row (`x` is only read).
 fn norm_into(h: &mut [f32], x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
     let d = weight.len();
     threads.for_each_rows2(h, d, x, d, |_, h, x| {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use policy::FileType;
 
-use crate::backend::{SharedMut, Threads};
+use crate::backend::Threads;
 use crate::gguf::{GgufFile, TensorInfo, Value};
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
@@ -294,25 +294,10 @@ fn write_tensor(
             .get(row * in_row..(row + rows) * in_row)
             .ok_or_else(|| Error::Quantize(format!("tensor '{}' is truncated", t.name)))?;
         let (xs, ys) = (&mut floats[..rows * row_len], &mut bytes[..rows * out_row]);
-        let out = SharedMut(ys.as_mut_ptr());
-        let xs_in = SharedMut(xs.as_mut_ptr());
         let failed = AtomicBool::new(false);
-        threads.for_each_chunk(rows, 1, |r| {
-            // SAFETY: chunks are disjoint row ranges inside both buffers, which outlive the
-            // call; each thread touches only the rows of its range.
-            let (x, y) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(
-                        xs_in.get().add(r.start * row_len),
-                        r.len() * row_len,
-                    ),
-                    std::slice::from_raw_parts_mut(
-                        out.get().add(r.start * out_row),
-                        r.len() * out_row,
-                    ),
-                )
-            };
-            let s = &src[r.start * in_row..r.end * in_row];
+        threads.for_each_rows2(xs, row_len, ys, out_row, |r0, x, y| {
+            let n = x.len() / row_len;
+            let s = &src[r0 * in_row..(r0 + n) * in_row];
             if quant::dequantize(t.ty, s, x).is_err() || quantize_rows(ty, x, y).is_err() {
                 failed.store(true, Ordering::Relaxed);
             }
