@@ -64,10 +64,15 @@ struct Job<'a> {
 }
 
 thread_local! {
-    /// Each thread's widened keys, widened values and scores, kept between calls: allocated
-    /// per call, a long context's buffers were fresh zeroed pages for every layer and token.
+    /// Each thread's widened keys, widened values and scores, kept between calls (up to
+    /// [`KEPT_BYTES`]): allocated per call, they were fresh zeroed pages every layer and token.
     static BUFFERS: Cell<[Vec<f32>; 3]> = const { Cell::new([Vec::new(), Vec::new(), Vec::new()]) };
 }
+
+/// The most buffer memory a thread keeps between attention calls (a window of about 4,000
+/// positions of 256-wide keys and values): longer windows allocate per call, so that many
+/// threads do not each hold a long context's buffers after it is done.
+const KEPT_BYTES: usize = 8 << 20;
 
 /// Queries scored together against each block of keys (one register tile).
 const TILE: usize = 4;
@@ -351,7 +356,10 @@ impl Job<'_> {
                 K::weighted_sums(&scores[..nq * nk], rows, &ranges[..nq], &mut outs[..nq]);
             }
         }
-        BUFFERS.set([k32, v32, scores]);
+        let held = k32.capacity() + v32.capacity() + scores.capacity();
+        if held * std::mem::size_of::<f32>() <= KEPT_BYTES {
+            BUFFERS.set([k32, v32, scores]);
+        }
     }
 
     /// [`Job::run`] compiled for AVX2 and F16C.
