@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 
-use super::{DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
+use super::{split_range, DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
@@ -152,15 +152,9 @@ pub(crate) fn matmul_shared_input(
             16
         };
         threads.for_each_chunk(total, granularity, |range| {
-            // The part of `range` that falls in each weight's rows.
-            let mut first = 0;
-            for m in &ops {
-                let (start, end) = (range.start.max(first), range.end.min(first + m.rows));
-                if start < end {
-                    m.run(start - first..end - first, tile, few);
-                }
-                first += m.rows;
-            }
+            split_range(range, ops.iter().map(|m| m.rows), |i, rows| {
+                ops[i].run(rows, tile, few)
+            });
         });
         Ok(())
     })();

@@ -17,6 +17,7 @@ mod weight;
 pub use buffer::TensorBytes;
 pub use cpu::HostMemory;
 pub use registry::Registry;
+pub(crate) use threads::split_range;
 pub use threads::{max_threads, SharedMut, Threads};
 pub use weight::Weight;
 

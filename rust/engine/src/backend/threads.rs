@@ -293,13 +293,11 @@ impl Threads {
             _ => {}
         }
     }
-}
 
-impl Threads {
     /// Run `f(first_row, a_rows, b_rows)` over two buffers cut into the same number of rows
     /// (`a` rows of `a_width` values, `b` rows of `b_width`), several rows per call. Element-
-    /// wise work this small (`a` under 128 KiB) runs inline on the
-    /// caller: a hand-off to the workers would cost more than it saves.
+    /// wise work this small (`a` under 128 KiB) runs inline on the caller: a hand-off to the
+    /// workers would cost more than it saves.
     pub fn for_each_rows2<A: Send, B: Send>(
         &self,
         a: &mut [A],
@@ -345,6 +343,24 @@ impl Threads {
         f: impl Fn(usize, &mut [A]) + Sync,
     ) {
         self.for_each_rows2(a, width, &mut [] as &mut [u8], 0, |r, a, _| f(r, a));
+    }
+}
+
+/// For a chunk `range` of indices into consecutive segments of lengths `lens` (one job over
+/// several matrices or sequences), call `f(segment, range within it)` for every segment the
+/// chunk overlaps.
+pub(crate) fn split_range(
+    range: Range<usize>,
+    lens: impl IntoIterator<Item = usize>,
+    mut f: impl FnMut(usize, Range<usize>),
+) {
+    let mut first = 0;
+    for (i, len) in lens.into_iter().enumerate() {
+        let (lo, hi) = (range.start.max(first), range.end.min(first + len));
+        if lo < hi {
+            f(i, lo - first..hi - first);
+        }
+        first += len;
     }
 }
 
@@ -456,6 +472,16 @@ mod tests {
             }
             assert!(b.iter().all(|&v| v == 1));
         }
+    }
+
+    #[test]
+    fn a_range_over_segments_splits_at_their_boundaries() {
+        let mut seen = Vec::new();
+        split_range(3..12, [4, 0, 5, 10], |i, r| seen.push((i, r)));
+        assert_eq!(seen, vec![(0, 3..4), (2, 0..5), (3, 0..3)]);
+        seen.clear();
+        split_range(0..2, [4, 5], |i, r| seen.push((i, r)));
+        assert_eq!(seen, vec![(0, 0..2)]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::ops;
-use crate::backend::{SharedMut, Threads};
+use crate::backend::{split_range, SharedMut, Threads};
 use crate::{fallible, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -455,14 +455,9 @@ pub(crate) fn attention(
     let tasks: Vec<usize> = jobs.iter().map(|j| shape.n_head_kv * j.n_blocks).collect();
     let total = tasks.iter().sum();
     threads.for_each_chunk(total, 1, |range| {
-        let mut first = 0;
-        for (job, &count) in jobs.iter().zip(&tasks) {
-            let (lo, hi) = (range.start.max(first), range.end.min(first + count));
-            if lo < hi {
-                job.dispatch(lo - first..hi - first);
-            }
-            first += count;
-        }
+        split_range(range, tasks.iter().copied(), |i, part| {
+            jobs[i].dispatch(part)
+        });
     });
     if let Some(job) = jobs
         .iter()

@@ -4,7 +4,6 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::backend::Threads;
-
 use crate::{Error, Result};
 
 /// Keys and values for `capacity` positions of every layer, in f16.

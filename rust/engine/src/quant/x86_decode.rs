@@ -20,7 +20,7 @@ use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{hsum_ps, load, upper};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 
-/// How far ahead of the block being read each row is prefetched, in bytes. Measured on the
+/// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
 /// 0-25%, 1024 loses 5%, and 512 loses 15% (a cliff: do not raise it without measuring).
 const PREFETCH: usize = 384;
