@@ -95,8 +95,9 @@ fn devices_lists_the_cpu() {
     );
 }
 
-/// `bench --json --bandwidth -d 0,3`: one line per test, depth and thread count, and a
-/// bandwidth line whose
+/// `bench --json --bandwidth -d 0,3 --parallel 1,2,4`: one line per test, depth, sequence count
+/// and thread count (two sequences decode at most a few times faster than one: with room for
+/// four, two once stopped before the first step and reported 10^9 t/s), and a bandwidth line whose
 /// weight bytes per token are the sizes (from the GGUF header) of every matrix a token meets:
 /// the seven per layer and the output head (SmolLM2 ties it to the token embedding).
 #[test]
@@ -146,6 +147,8 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
         "1,2",
         "-d",
         "0,3",
+        "--parallel",
+        "1,2,4",
         "-r",
         "1",
         "--bandwidth",
@@ -161,7 +164,7 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    assert_eq!(lines.len(), 10, "{lines:?}");
+    assert_eq!(lines.len(), 18, "{lines:?}");
     for threads in [1, 2] {
         // Counts above the cores are capped, and bench reports the count that ran.
         let threads = threads.min(local_llm_engine::backend::max_threads());
@@ -171,12 +174,24 @@ fn bench_reports_speed_and_the_bandwidth_ceiling() {
                 .find(|l| l["threads"] == threads && l["test"] == test)
                 .unwrap_or_else(|| panic!("no {test} line for {threads} threads: {lines:?}"))
         };
-        for (test, depth) in [("pp8", 0), ("tg4", 0), ("pp8", 3), ("tg4", 3)] {
-            let line = lines
+        let rate = |test: &str, depth: u32, seqs: u32| {
+            lines
                 .iter()
-                .find(|l| l["threads"] == threads && l["test"] == test && l["depth"] == depth)
-                .unwrap_or_else(|| panic!("no {test} at depth {depth}: {lines:?}"));
-            assert!(line["median_tps"].as_f64().unwrap() > 0.0);
+                .find(|l| {
+                    l["threads"] == threads
+                        && l["test"] == test
+                        && l["depth"] == depth
+                        && l["sequences"] == seqs
+                })
+                .unwrap_or_else(|| panic!("no {test}×{seqs} at depth {depth}: {lines:?}"))
+                ["median_tps"]
+                .as_f64()
+                .unwrap()
+        };
+        for depth in [0, 3] {
+            assert!(rate("pp8", depth, 1) > 0.0);
+            let (one, two) = (rate("tg4", depth, 1), rate("tg4", depth, 2));
+            assert!(one > 0.0 && two > 0.0 && two < 10.0 * one, "{one} vs {two}");
         }
         let bw = of("bandwidth");
         assert_eq!(bw["weight_bytes_per_token"].as_u64(), Some(expected));
