@@ -16,10 +16,58 @@ pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
+/// `e^x` in f32 to within 2 ulp (below `-87.3`, where `e^x` is subnormal or less, 0), written
+/// so that the compiler vectorizes loops over it: no branches, no calls, and only adds and
+/// multiplies rounded one at a time, so every build and architecture computes the same bits
+/// (ggml computes SiLU and softmax with a vector exponential of its own, too).
+///
+/// `x = n·ln 2 + r` with `n` the nearest integer to `x·log2 e` (`|r| ≤ ln 2 / 2`, ln 2 split in
+/// two so that `n·ln 2` is exact), `e^r` by its Taylor series to `r^7/7!` (the next term is
+/// under 2^-27), times `2^n` as two powers of two (either alone may leave the f32 range).
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    /// Adding and then subtracting 1.5·2^23 rounds an f32 below 2^22 to an integer.
+    const ROUND: f32 = 12_582_912.0;
+    /// ln 2 = `LN2_HI + LN2_LO`; `LN2_HI` has 16 significant bits, so `n·LN2_HI` is exact.
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const LOW: f32 = -87.3;
+    const HIGH: f32 = 88.75;
+    let xc = x.clamp(LOW, HIGH);
+    let shifted = xc * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let mut p = 1.0 / 5040.0;
+    for c in [
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ] {
+        p = p * r + c;
+    }
+    // `n` is an integer in [-126, 128] (the low bits of `shifted`): two halves, each a normal
+    // power of two.
+    let k = shifted.to_bits() as i32 - ROUND.to_bits() as i32;
+    let half = k >> 1;
+    let pow2 = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
+    let y = p * pow2(half) * pow2(k - half);
+    if x < LOW {
+        0.0
+    } else if x > HIGH {
+        f32::INFINITY
+    } else {
+        y
+    }
+}
+
 /// `x = x * sigmoid(x) * up` (SwiGLU).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+        *g = *g / (1.0 + exp(-*g)) * u;
     }
 }
 
@@ -107,11 +155,10 @@ pub fn weighted_sum(p: &[f32], rows: &[f32], out: &mut [f32]) {
 /// Softmax in place, with the exponential sum accumulated in f64.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0f64;
     for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v as f64;
+        *v = exp(*v - max);
     }
+    let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
         *v *= inv;
@@ -187,6 +234,32 @@ impl Rope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exp_is_within_two_ulp_and_keeps_the_special_values() {
+        let ulp = |v: f32| f32::from_bits(v.to_bits() + 1) - v;
+        let mut x = -87.29f32;
+        while x < 88.72 {
+            let (got, want) = (exp(x), f64::from(x).exp());
+            let err = (f64::from(got) - want).abs() / f64::from(ulp(want as f32));
+            assert!(err <= 2.0, "exp({x}) = {got}, want {want} ({err} ulp)");
+            x += 0.000_37 + x.abs() * 1e-4;
+        }
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(-0.0), 1.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(-100.0), 0.0);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(88.8), f32::INFINITY);
+        assert!(exp(88.72).is_finite() && exp(88.72) > 3.3e38);
+        assert!(exp(f32::NAN).is_nan());
+        // Silu of large magnitudes: the identity on one side, zero on the other.
+        let mut g = [100.0f32, -100.0, f32::MAX, -f32::MAX];
+        silu_mul(&mut g, &[1.0; 4]);
+        assert_eq!(g[..2], [100.0, -0.0]);
+        assert_eq!(g[2], f32::MAX);
+        assert_eq!(g[3], -0.0);
+    }
 
     #[test]
     fn rms_norm_gives_unit_rms() {
