@@ -64,11 +64,43 @@ pub fn exp(x: f32) -> f32 {
     }
 }
 
+/// Run `f` compiled for the widest vector registers this x86 CPU has (AVX-512F, AVX2, or the
+/// baseline): for loops of plain f32 arithmetic that the compiler vectorizes, which compute the
+/// same bits at every width.
+#[inline(always)]
+fn widest(f: impl FnOnce()) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512(f: impl FnOnce()) {
+            f()
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(f: impl FnOnce()) {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was detected.
+            return unsafe { avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 was detected.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
+
 /// `x = x * sigmoid(x) * up` (SwiGLU).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + exp(-*g)) * u;
-    }
+    widest(
+        #[inline(always)]
+        || {
+            for (g, u) in gate.iter_mut().zip(up) {
+                *g = *g / (1.0 + exp(-*g)) * u;
+            }
+        },
+    )
 }
 
 /// GELU with the tanh approximation, in f32.
@@ -155,9 +187,14 @@ pub fn weighted_sum(p: &[f32], rows: &[f32], out: &mut [f32]) {
 /// Softmax in place, with the exponential sum accumulated in f64.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    for v in x.iter_mut() {
-        *v = exp(*v - max);
-    }
+    widest(
+        #[inline(always)]
+        || {
+            for v in x.iter_mut() {
+                *v = exp(*v - max);
+            }
+        },
+    );
     let sum: f64 = x.iter().map(|&v| f64::from(v)).sum();
     let inv = (1.0 / sum) as f32;
     for v in x.iter_mut() {
