@@ -116,8 +116,10 @@ pub(super) fn with_prepared<const T: usize>(
     f: impl FnOnce([*const Prepared; T]),
 ) {
     let mut buf = PREPARED.with_borrow_mut(std::mem::take);
-    buf.clear();
-    buf.resize(nb * T, Prepared::default());
+    // Every block used is written by `prepare`: the buffer only grows, never cleared.
+    if buf.len() < nb * T {
+        buf.resize(nb * T, Prepared::default());
+    }
     for (a, out) in acts.iter().zip(buf.chunks_exact_mut(nb.max(1))) {
         prepare(kind, nb, a, out);
     }
