@@ -17,7 +17,9 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{hsum_ps, load, upper};
+#[cfg(doc)]
+use super::x86::hsum_ps;
+use super::x86::load;
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
@@ -184,23 +186,39 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
     }
     let mut out = [[0f32; T]; 4];
     for t in 0..T {
-        let mut mins = [0f32; 8];
-        _mm256_storeu_ps(mins.as_mut_ptr(), summs[t]);
-        let sums = [
-            hsum_ps(_mm512_castps512_ps256(acc[t][0])),
-            hsum_ps(upper(acc[t][0])),
-            hsum_ps(_mm512_castps512_ps256(acc[t][1])),
-            hsum_ps(upper(acc[t][1])),
-        ];
-        for (r, sum) in sums.into_iter().enumerate() {
-            out[r][t] = if KIND == Q4_1 {
-                sum + mins[2 * r + 1]
-            } else {
-                sum
-            };
+        let sums = lane_sums(acc[t]);
+        let sums = if KIND == Q4_1 {
+            // Row r's Σ m·s (lane 2r + 1 of `summs`) added to its sum (lane 4r).
+            let at = _mm512_setr_epi32(1, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 7, 0, 0, 0);
+            _mm512_add_ps(
+                sums,
+                _mm512_permutexvar_ps(at, _mm512_castps256_ps512(summs[t])),
+            )
+        } else {
+            sums
+        };
+        let mut lanes = [0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), sums);
+        for (r, row) in out.iter_mut().enumerate() {
+            row[t] = lanes[4 * r];
         }
     }
     out
+}
+
+/// The four rows' sums of one token's accumulators `acc` (rows 0, 1 in `acc[0]`'s low and
+/// high 8 lanes, rows 2, 3 in `acc[1]`'s), row r's in lane 4r: each is [`hsum_ps`] of its 8
+/// lanes, `(s0 + s2) + (s1 + s3)` with `s_i = v_i + v_{i+4}`, all four rows at once.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn lane_sums(acc: [__m512; 2]) -> __m512 {
+    // s_i in the 128-bit block of each row's first four lanes (blocks 0 and 2).
+    let s = acc.map(|v| _mm512_add_ps(v, _mm512_shuffle_f32x4::<0b10_11_00_01>(v, v)));
+    // [row 0's s, row 1's, row 2's, row 3's].
+    let s = _mm512_shuffle_f32x4::<0b10_00_10_00>(s[0], s[1]);
+    // Per block: [s0 + s2, s1 + s3, ..], then lane 0 = (s0 + s2) + (s1 + s3).
+    let u = _mm512_add_ps(s, _mm512_permute_ps::<0b01_00_11_10>(s));
+    _mm512_add_ps(u, _mm512_permute_ps::<0b10_11_00_01>(u))
 }
 
 /// [`rows4`] for weight code `kind`.
