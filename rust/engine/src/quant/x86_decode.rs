@@ -158,6 +158,12 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             _mm_set1_epi32(keep),
         );
         let dm = _mm256_cvtph_ps(halves);
+        // Without a minimum, [d_w of rows 0, 1 (8 lanes each)] and of rows 2, 3 for every token.
+        let dw = if KIND == Q4_1 {
+            [_mm512_setzero_ps(); 2]
+        } else {
+            [index01, index23].map(|i| _mm512_permutexvar_ps(i, _mm512_castps256_ps512(dm)))
+        };
         for &p in &p {
             _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
         }
@@ -170,16 +176,19 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             } else {
                 _mm512_broadcast_i64x4(_mm256_load_si256(pb.corr.as_ptr().cast()))
             };
-            // The rows' [d_w, m_w] times the token's [d_a, s_a].
-            let ds = _mm256_broadcast_ps(&*pb.ds.as_ptr().cast::<__m128>());
-            let prod = _mm256_mul_ps(dm, ds);
-            if KIND == Q4_1 {
+            // Each pair's [d_w·d_a of its first row (8 lanes), of its second]: with a minimum,
+            // the rows' [d_w, m_w] times the token's [d_a, s_a] spread out (the products with
+            // s_a are summed too), without one the shared [d_w] times d_a (the same products).
+            let d: [__m512; 2] = if KIND == Q4_1 {
+                let ds = _mm256_broadcast_ps(&*pb.ds.as_ptr().cast::<__m128>());
+                let prod = _mm256_mul_ps(dm, ds);
                 summs[t] = _mm256_add_ps(summs[t], prod);
-            }
-            let prod = _mm512_castps256_ps512(prod);
-            for (pair, index) in [index01, index23].into_iter().enumerate() {
+                [index01, index23].map(|i| _mm512_permutexvar_ps(i, _mm512_castps256_ps512(prod)))
+            } else {
+                dw.map(|dw| _mm512_mul_ps(dw, _mm512_set1_ps(pb.ds[0])))
+            };
+            for (pair, d) in d.into_iter().enumerate() {
                 let lanes = _mm512_dpbusd_epi32(start, q[pair], az);
-                let d = _mm512_permutexvar_ps(index, prod);
                 acc[t][pair] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[t][pair]);
             }
         }
