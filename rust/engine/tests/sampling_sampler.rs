@@ -158,6 +158,28 @@ fn greedy_picks_argmax_with_lowest_id_on_ties() {
     }
     assert_eq!(s.sample(&[1.0, 3.0, 3.0, 2.0, 3.0], &[]), 1);
     assert_eq!(s.sample(&[f32::NAN, 0.5, f32::NAN], &[]), 1);
+    // A vocabulary's worth, scanned in blocks: the best anywhere (first, last, at and around
+    // block edges), ties in other blocks, NaNs and infinities around it.
+    let n = 49_152;
+    for at in [0, 1, 63, 64, 65, 4_000, n - 65, n - 64, n - 1] {
+        let mut logits = rng.logits(n);
+        for i in (3..n).step_by(97) {
+            logits[i] = f32::NAN;
+        }
+        logits[at] = 11.0;
+        assert_eq!(s.sample(&logits, &[]), at as u32, "best at {at}");
+        logits[(at + 64 * 7) % n] = 11.0;
+        let tie = at.min((at + 64 * 7) % n);
+        assert_eq!(s.sample(&logits, &[]), tie as u32, "tie at {at}");
+        logits.iter_mut().for_each(|l| *l = f32::NEG_INFINITY);
+        logits[at] = f32::NAN;
+        logits[n - 1 - at] = -1e30;
+        assert_eq!(
+            s.sample(&logits, &[]),
+            (n - 1 - at) as u32,
+            "lone finite at {at}"
+        );
+    }
 }
 
 #[test]
