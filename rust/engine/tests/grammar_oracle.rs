@@ -211,6 +211,32 @@ fn pattern_repetition_beyond_the_grammar_limit_falls_back_to_any_string() {
     assert!(!full_match(&g, "\"bx\""));
 }
 
+/// Fuzz regression (json_schema target): a declared property name with a `^` and
+/// additionalProperties put `\^` in the class of characters that leave the declared keys, an
+/// escape GBNF (ours and llama.cpp's) does not have, so the GBNF did not parse. A `^` in a
+/// pattern's class took the same path. Both now parse and constrain as asked.
+#[test]
+fn a_caret_in_a_key_or_a_pattern_class_makes_gbnf_that_parses() {
+    let schema = r#"{"type": "object", "properties": {"a^b": {"type": "integer"}},
+        "additionalProperties": {"type": "boolean"}}"#;
+    let gbnf = schema_to_gbnf(schema).unwrap();
+    let g = Arc::new(Grammar::parse(&gbnf, "root").unwrap_or_else(|e| panic!("{e}\n{gbnf}")));
+    for ok in [
+        r#"{"a^b": 1}"#,
+        r#"{"a^c": true}"#,
+        r#"{"a^": false}"#,
+        r#"{"a^b": 2, "^": true}"#,
+    ] {
+        assert!(full_match(&g, ok), "{ok}");
+    }
+    // The declared key takes its own type, not the additional properties'.
+    assert!(!full_match(&g, r#"{"a^b": true}"#));
+    let gbnf = schema_to_gbnf(r#"{"type": "string", "pattern": "^[a\\^]+$"}"#).unwrap();
+    let g = Arc::new(Grammar::parse(&gbnf, "root").unwrap_or_else(|e| panic!("{e}\n{gbnf}")));
+    assert!(full_match(&g, r#""a^a^""#));
+    assert!(!full_match(&g, r#""ab""#));
+}
+
 #[test]
 fn integer_bounds_beyond_the_supported_range_are_a_typed_error() {
     // Found by the json_schema fuzz target: a minimum of 5.5e82 overflowed the range arithmetic.

@@ -70,10 +70,12 @@ fn literal_char(c: char) -> String {
     }
 }
 
-/// A character for use inside a GBNF class `[...]`.
+/// A character for use inside a GBNF class `[...]`. GBNF has no `\^` escape: a `^` (a
+/// negation only first in a class) is written as a hex escape wherever it stands.
 pub(crate) fn class_char(c: char) -> String {
     match c {
-        ']' | '[' | '-' | '\\' | '^' | '"' => format!("\\{c}"),
+        ']' | '[' | '-' | '\\' | '"' => format!("\\{c}"),
+        '^' => "\\x5E".into(),
         '\n' => "\\n".into(),
         '\r' => "\\r".into(),
         '\t' => "\\t".into(),
