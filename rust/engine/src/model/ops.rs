@@ -42,7 +42,7 @@ pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
 /// two so that `n·ln 2` is exact), `e^r` by its Taylor series to `r^7/7!` (the next term is
 /// under 2^-27), times `2^n` as two powers of two (either alone may leave the f32 range).
 #[inline(always)]
-pub fn exp(x: f32) -> f32 {
+pub(crate) fn exp(x: f32) -> f32 {
     /// Adding and then subtracting 1.5·2^23 rounds an f32 below 2^22 to an integer.
     const ROUND: f32 = 12_582_912.0;
     /// ln 2 = `LN2_HI + LN2_LO`; `LN2_HI` has 16 significant bits, so `n·LN2_HI` is exact.

@@ -17,8 +17,6 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-#[cfg(doc)]
-use super::x86::hsum_ps;
 use super::x86::load;
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 
@@ -216,8 +214,9 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
 }
 
 /// The four rows' sums of one token's accumulators `acc` (rows 0, 1 in `acc[0]`'s low and
-/// high 8 lanes, rows 2, 3 in `acc[1]`'s), row r's in lane 4r: each is [`hsum_ps`] of its 8
-/// lanes, `(s0 + s2) + (s1 + s3)` with `s_i = v_i + v_{i+4}`, all four rows at once.
+/// high 8 lanes, rows 2, 3 in `acc[1]`'s), row r's in lane 4r: each is
+/// [`super::x86::hsum_ps`] of its 8 lanes, `(s0 + s2) + (s1 + s3)` with `s_i = v_i + v_{i+4}`,
+/// all four rows at once.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 unsafe fn lane_sums(acc: [__m512; 2]) -> __m512 {

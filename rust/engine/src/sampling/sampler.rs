@@ -287,11 +287,23 @@ impl TopK {
     }
 }
 
+/// Logits per block of [`select_top`]'s fast rejection.
+const SKIP: usize = 64;
+
+/// The largest of `xs`, ignoring NaNs, in eight lanes (so that it vectorizes).
+fn block_max(xs: &[f32; SKIP]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    for c in xs.chunks_exact(8) {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = m.max(v);
+        }
+    }
+    lanes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
 /// The `k` best candidates (logit descending, ties to lower ids) in one pass with a bounded
 /// heap: O(V) comparisons plus O(log k) per heap update; the result is sorted best first.
 fn select_top(logits: &[f32], penalized: &[(u32, f32)], k: usize, out: &mut Vec<Candidate>) {
-    /// Logits per block of the fast rejection.
-    const SKIP: usize = 64;
     let mut top = TopK {
         heap: std::collections::BinaryHeap::with_capacity(k + 1),
         k,
@@ -302,33 +314,23 @@ fn select_top(logits: &[f32], penalized: &[(u32, f32)], k: usize, out: &mut Vec<
     for &(pid, plogit) in penalized.iter().chain(std::iter::once(&end_marker)) {
         let end = (pid as usize).min(logits.len());
         let run = &logits[next.min(end)..end];
-        let mut i = 0;
-        while i < run.len() {
-            // Once full, a block whose largest logit does not beat the worst kept one is
-            // skipped whole (NaNs never win; a vectorized max, the same decisions).
-            if top.heap.len() == k && i + SKIP <= run.len() {
-                let mut lanes = [f32::NEG_INFINITY; 8];
-                for c in run[i..i + SKIP].chunks_exact(8) {
-                    for (m, &v) in lanes.iter_mut().zip(c) {
-                        *m = m.max(v);
-                    }
-                }
-                let max = lanes.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-                if max.partial_cmp(&top.worst) != Some(Ordering::Greater) {
-                    i += SKIP;
-                    continue;
+        for (b, block) in run.chunks(SKIP).enumerate() {
+            // Once full, a whole block whose largest logit does not beat the worst kept one
+            // is skipped; then only a logit above it enters (NaN fails `>`; ids only grow, so
+            // an equal logit never wins the tie).
+            if top.heap.len() == k
+                && <&[f32; SKIP]>::try_from(block).is_ok_and(|b| block_max(b) <= top.worst)
+            {
+                continue;
+            }
+            for (j, &raw) in block.iter().enumerate() {
+                if top.heap.len() < k || raw > top.worst {
+                    top.offer(Candidate {
+                        id: (next + b * SKIP + j) as u32,
+                        logit: raw,
+                    });
                 }
             }
-            let raw = run[i];
-            // Fast rejection once full (NaN also fails `>`): ids only grow, so a logit equal
-            // to the worst kept one never wins the tie.
-            if !(top.heap.len() == k && raw.partial_cmp(&top.worst) != Some(Ordering::Greater)) {
-                top.offer(Candidate {
-                    id: (next + i) as u32,
-                    logit: raw,
-                });
-            }
-            i += 1;
         }
         if end < logits.len() {
             top.offer(Candidate {
