@@ -1,6 +1,9 @@
 //! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
-//! K formats live in `x86_kquants`. Every block's integer products are exact; block scales are
-//! applied with one FMA per block into 8 f32 lanes, like ggml's AVX2 kernels.
+//! K formats live in `x86_kquants`. Every block's integer products are exact. For the 32-element
+//! block formats, lane `j` of a block sums the products of bytes `4j..4j+4` and `16+4j..16+4j+4`
+//! (exact, as integers) and the block scale is applied with one FMA per block into 4 f32 lanes;
+//! [`hsum4`] then sums them. Every x86 kernel of these formats (tiles, decoding) keeps exactly
+//! this arithmetic, so each gives the same bits.
 //!
 //! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
 //! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `vec_dot`).
@@ -37,11 +40,19 @@ pub(super) unsafe fn hsum_ps(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// The upper 8 lanes of `v`.
+/// Horizontal sum of 4 f32 lanes: `(v0 + v2) + (v1 + v3)`.
 #[inline]
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn upper(v: __m512) -> __m256 {
-    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn hsum4(v: __m128) -> f32 {
+    let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+/// The 8 i32 lanes of `v` folded to 4: lane `j` + lane `j + 4` (exact integer sums).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn fold(v: __m256i) -> __m128i {
+    _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
 }
 
 /// 32 unaligned bytes at `p`.
@@ -98,87 +109,87 @@ pub(super) unsafe fn fifth_bits(p: *const u8) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q8_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = _mm_setzero_ps();
     for b in 0..nb {
         type B = BlockQ8_0;
         let (xb, yb) = (xp.add(B::SIZE * b), yp.add(B::SIZE * b));
-        let d = _mm256_set1_ps(half_product(xb.add(B::D), yb.add(B::D)));
+        let d = _mm_set1_ps(half_product(xb.add(B::D), yb.add(B::D)));
         let p = dot_ss(load(xb.add(B::QS)), load(yb.add(B::QS)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(p)), acc);
     }
-    hsum_ps(acc)
+    hsum4(acc)
 }
 
 /// Q4_0 × Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q4_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = _mm_setzero_ps();
     for b in 0..nb {
         type W = BlockQ4_0;
         type A = BlockQ8_0;
         let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
-        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let d = _mm_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
         let q = _mm256_sub_epi8(nibbles(xb.add(W::QS)), _mm256_set1_epi8(8));
         let p = dot_ss(q, load(yb.add(A::QS)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(p)), acc);
     }
-    hsum_ps(acc)
+    hsum4(acc)
 }
 
 /// Q5_0 × Q8_0.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q5_0(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = _mm_setzero_ps();
     for b in 0..nb {
         type W = BlockQ5_0;
         type A = BlockQ8_0;
         let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
-        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let d = _mm_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
         let q = _mm256_or_si256(nibbles(xb.add(W::QS)), fifth_bits(xb.add(W::QH)));
         let q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
         let p = dot_ss(q, load(yb.add(A::QS)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(p)), acc);
     }
-    hsum_ps(acc)
+    hsum4(acc)
 }
 
-/// Q4_1 × Q8_1: `Σ (dx·dy)·Σqx·qy` in 8 lanes plus the scalar `Σ mx·sy`.
+/// Q4_1 × Q8_1: `Σ (dx·dy)·Σqx·qy` in 4 lanes plus the scalar `Σ mx·sy`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q4_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = _mm_setzero_ps();
     let mut summs = 0f32;
     for b in 0..nb {
         type W = BlockQ4_1;
         type A = BlockQ8_1;
         let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
         summs += half_product(xb.add(W::M), yb.add(A::S));
-        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let d = _mm_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
         let p = dot_us(nibbles(xb.add(W::QS)), load(yb.add(A::QS)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(p)), acc);
     }
-    hsum_ps(acc) + summs
+    hsum4(acc) + summs
 }
 
 /// Q5_1 × Q8_1.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q5_1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
     let (xp, yp) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
+    let mut acc = _mm_setzero_ps();
     let mut summs = 0f32;
     for b in 0..nb {
         type W = BlockQ5_1;
         type A = BlockQ8_1;
         let (xb, yb) = (xp.add(W::SIZE * b), yp.add(A::SIZE * b));
         summs += half_product(xb.add(W::M), yb.add(A::S));
-        let d = _mm256_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
+        let d = _mm_set1_ps(half_product(xb.add(W::D), yb.add(A::D)));
         let q = _mm256_or_si256(nibbles(xb.add(W::QS)), fifth_bits(xb.add(W::QH)));
         let p = dot_us(q, load(yb.add(A::QS)));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        acc = _mm_fmadd_ps(d, _mm_cvtepi32_ps(fold(p)), acc);
     }
-    hsum_ps(acc) + summs
+    hsum4(acc) + summs
 }
 
 /// Float dot product body: 4 × 8 f32 FMA lanes over steps of 32 elements (ggml's layout), the

@@ -6,10 +6,12 @@
 //! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
 //! test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
 //!
-//! Each (row, token) pair keeps ggml's own accumulation: 8 f32 lanes, one FMA per block with
-//! the scale product `f32(d_w)·f32(d_a)`, lane `j` summing the products of bytes `4j..4j+4`,
-//! then one horizontal sum (plus `Σ m·s` for Q4_1). The integer lane sums are exact whichever
-//! instruction computes them, so every result is bit-identical to [`super::vec_dot`].
+//! Each (row, token) pair keeps the accumulation of the one-row kernels (`super::x86`): 4 f32
+//! lanes, one FMA per block with the scale product `f32(d_w)·f32(d_a)`, lane `j` summing the
+//! products of bytes `4j..4j+4` and `16+4j..16+4j+4`, then [`hsum4`] (plus `Σ m·s` for Q4_1).
+//! The integer lane sums are exact whichever instruction computes them, so every result is
+//! bit-identical to [`super::vec_dot`]. With more than one token, two tokens share a register
+//! (4 lanes each), so one conversion and one FMA serve both.
 //!
 //! Two instruction sets: AVX2 (`maddubs` + `madd`) and AVX-512 VNNI (`vpdpbusd` on 256-bit
 //! registers, with the 16 extra registers AVX-512VL brings). Unsigned weight codes multiply the
@@ -22,7 +24,7 @@ use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
 use super::types::GgmlType;
-use super::x86::{fifth_bits, hsum_ps, load, nibbles};
+use super::x86::{fifth_bits, fold, hsum4, load, nibbles};
 
 /// Block format codes of the tile kernels.
 pub(super) const Q8_0: u8 = 0;
@@ -53,7 +55,8 @@ const _: () = assert!(
 );
 
 /// The results of a tile: the horizontal sum of each (row, token) accumulator, plus lane `t`
-/// of row `r`'s `Σ m·s` when `with_mins` (Q4_1).
+/// of row `r`'s `Σ m·s` when `with_mins` (Q4_1). `acc[r][k]` holds tokens `2k` (low 4 lanes)
+/// and `2k + 1` (high 4 lanes, unused for the last of an odd number).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn finish<const R: usize, const T: usize>(
@@ -64,7 +67,12 @@ unsafe fn finish<const R: usize, const T: usize>(
     let mut out = [[0f32; T]; R];
     for r in 0..R {
         for t in 0..T {
-            out[r][t] = hsum_ps(acc[r][t]);
+            let v = acc[r][t / 2];
+            out[r][t] = hsum4(if t % 2 == 0 {
+                _mm256_castps256_ps128(v)
+            } else {
+                _mm256_extractf128_ps::<1>(v)
+            });
             if with_mins {
                 out[r][t] += mins[r][t];
             }
@@ -93,11 +101,15 @@ pub(super) unsafe fn halves(p: *const u8) -> __m128 {
     _mm_cvtph_ps(_mm_cvtsi32_si128(u32::from_le(bits) as i32))
 }
 
-/// Lane `t` of `v` in all 8 lanes.
+/// Lane `2k` of `v` in lanes 0..4 and lane `2k + 1` in lanes 4..8.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn splat(v: __m128, t: usize) -> __m256 {
-    _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(t as i32))
+unsafe fn splat_pair(v: __m128, k: usize) -> __m256 {
+    let (x, y) = (2 * k as i32, 2 * k as i32 + 1);
+    _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(v),
+        _mm256_setr_epi32(x, x, x, x, y, y, y, y),
+    )
 }
 
 /// Σ of 4 adjacent products of unsigned `u` and signed `s` bytes per i32 lane, plus `acc`.
@@ -175,15 +187,33 @@ macro_rules! tile_kernel {
                         let m = _mm_mul_ps(_mm_permute_ps::<0b01_01_01_01>(dm), asum);
                         summs[r] = _mm_add_ps(summs[r], m);
                     }
-                    for t in 0..T {
-                        let lanes = if KIND == Q8_0 && !$vnni {
+                    let lanes: [__m256i; T] = std::array::from_fn(|t| {
+                        if KIND == Q8_0 && !$vnni {
                             let ux = _mm256_sign_epi8(q, q);
                             $dot(zero, ux, _mm256_sign_epi8(av[t], q))
                         } else {
                             $dot(corr[t], q, av[t])
-                        };
-                        acc[r][t] =
-                            _mm256_fmadd_ps(splat(d, t), _mm256_cvtepi32_ps(lanes), acc[r][t]);
+                        }
+                    });
+                    if T % 2 == 1 {
+                        // The last of an odd number of tokens alone, in the low 4 lanes.
+                        let (t, k) = (T - 1, T / 2);
+                        let sum = _mm_fmadd_ps(
+                            _mm_permutevar_ps(d, _mm_set1_epi32(t as i32)),
+                            _mm_cvtepi32_ps(fold(lanes[t])),
+                            _mm256_castps256_ps128(acc[r][k]),
+                        );
+                        acc[r][k] = _mm256_zextps128_ps256(sum);
+                    }
+                    for k in 0..T / 2 {
+                        // [token 2k's folded lanes, token 2k + 1's].
+                        let (x, y) = (lanes[2 * k], lanes[2 * k + 1]);
+                        let sum = _mm256_add_epi32(
+                            _mm256_permute2x128_si256::<0x20>(x, y),
+                            _mm256_permute2x128_si256::<0x31>(x, y),
+                        );
+                        acc[r][k] =
+                            _mm256_fmadd_ps(splat_pair(d, k), _mm256_cvtepi32_ps(sum), acc[r][k]);
                     }
                 }
             }
@@ -358,6 +388,8 @@ pub(super) mod tests {
             check::<1, 1>(vnni);
             check::<2, 1>(vnni);
             check::<4, 1>(vnni);
+            check::<1, 2>(vnni);
+            check::<4, 3>(vnni);
             check::<1, 4>(vnni);
             check::<2, 4>(vnni);
             check::<4, 4>(vnni);

@@ -1,37 +1,38 @@
 //! The AVX-512 prompt-processing tile for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1):
-//! 4 weight rows × 8 tokens per call, on 512-bit registers that each hold two tokens' 8 lanes.
+//! 4 weight rows × 8 tokens per call, on 512-bit registers that each hold four tokens' 4 lanes.
 //!
 //! A matmul first packs its quantized activations ([`pack`]), 8 tokens at a time: per block,
-//! the quants of each token pair side by side (one 64-byte line, so one `vpdpbusd` serves two
-//! tokens against the weight block broadcast to both halves), each pair's offset corrections
-//! (`−offset · Σ` of each 4-byte group: the weight codes are used unsigned, so every product
-//! carries `offset · a` too much; computed once per matmul instead of once per group of rows)
-//! and the 8 tokens' scales (and Q8_1 sums). The inner (row, pair) step is then one `vpdpbusd`
-//! starting from the loaded corrections, one conversion, one multiply for the scale products
-//! and one FMA.
+//! the first 16 quants of each group of four tokens side by side in one 64-byte line and the
+//! last 16 in another (so two `vpdpbusd`s serve four tokens against the weight block's halves
+//! broadcast to all four 128-bit lanes), each group's offset corrections (`−offset · Σ` of each
+//! pair of 4-byte groups `4j..4j+4` and `16+4j..16+4j+4`: the weight codes are used unsigned,
+//! so every product carries `offset · a` too much; computed once per matmul instead of once per
+//! group of rows) and the 8 tokens' scales (and Q8_1 sums). The inner (row, group) step is then
+//! two `vpdpbusd`s starting from the loaded corrections, one conversion, one multiply for the
+//! scale products and one FMA.
 //!
-//! Each (row, token) keeps the arithmetic of the one-row kernel ([`super::vec_dot`]): 8 f32
-//! lanes, one FMA per block with `f32(d_w)·f32(d_a)`, the integer lane sums of bytes
-//! `4j..4j+4` (exact), one horizontal sum in the same order, plus `Σ m·s` for Q4_1 — so every
-//! result is bit-identical.
+//! Each (row, token) keeps the arithmetic of the one-row kernel ([`super::vec_dot`], see
+//! `super::x86`): 4 f32 lanes, one FMA per block with `f32(d_w)·f32(d_a)`, lane `j` the exact
+//! integer sum of the products of bytes `4j..4j+4` and `16+4j..16+4j+4`, one horizontal sum in
+//! the same order, plus `Σ m·s` for Q4_1 — so every result is bit-identical.
 
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{hsum_ps, load, nibbles, upper};
 use super::x86_tile::{halves, layout, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::PackLine;
 
 /// Tokens per wide tile.
 pub(super) const TOKENS: usize = 8;
 
-/// Packed lines per block of 8 tokens: 4 pairs' quants, 4 pairs' corrections, the scales.
-pub(super) const LINES: usize = 9;
+/// Packed lines per block of 8 tokens: 2 groups' quants (2 lines each), 2 groups'
+/// corrections, the scales.
+pub(super) const LINES: usize = 7;
 
 /// The weight offset of weight code `kind` as a shift (`offset = 1 << shift`), or `None` for
 /// Q4_1 (no offset: its minimum is applied through `Σ m·s`). Q8_0's codes are flipped to
 /// unsigned (`+128`).
-const fn shift(kind: u8) -> Option<u32> {
+pub(super) const fn shift(kind: u8) -> Option<u32> {
     match kind {
         Q8_0 => Some(7),
         Q4_0 => Some(3),
@@ -40,10 +41,24 @@ const fn shift(kind: u8) -> Option<u32> {
     }
 }
 
+/// The 4 correction lanes of the 32 activation quants `q` for weight code `kind`: lane `j` is
+/// `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero for Q4_1).
+pub(super) fn corrections(kind: u8, q: &[u8]) -> [i32; 4] {
+    std::array::from_fn(|j| {
+        let sum: i32 = q[4 * j..4 * j + 4]
+            .iter()
+            .chain(&q[16 + 4 * j..16 + 4 * j + 4])
+            .map(|&v| i32::from(v as i8))
+            .sum();
+        shift(kind).map_or(0, |s| -(sum << s))
+    })
+}
+
 /// Pack 8 quantized activation rows of `nb` blocks (in the activation type of weight code
-/// `kind`) into `out` (`LINES × nb` lines): per block, lines `0..4` the quants of tokens
-/// `2p` (low half) and `2p + 1` (high half), lines `4..8` their corrections as i32 lanes (zero
-/// for Q4_1), line 8 the tokens' `d` (f32 lanes 0..8) and Q8_1 `s` (lanes 8..16).
+/// `kind`) into `out` (`LINES × nb` lines): per block, line `2g` the first 16 quants of tokens
+/// `4g..4g + 4` (one 16-byte lane each), line `2g + 1` their last 16, line `4 + g` their
+/// [`corrections`] as i32 lanes, line 6 the tokens' `d` (f32 lanes 0..8) and Q8_1 `s` (lanes
+/// 8..16).
 pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLine]) {
     let (_, asize, aq) = layout(kind);
     for (b, lines) in out.chunks_exact_mut(LINES).take(nb).enumerate() {
@@ -51,13 +66,12 @@ pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLi
         for (t, act) in acts.iter().enumerate() {
             let block = &act[asize * b..asize * (b + 1)];
             let q = &block[aq..aq + 32];
-            let (pair, half) = (t / 2, 32 * (t % 2));
-            lines[pair].0[half..half + 32].copy_from_slice(q);
-            let corr = &mut lines[4 + pair].0[half..half + 32];
-            for (lane, four) in corr.chunks_exact_mut(4).zip(q.chunks_exact(4)) {
-                let sum: i32 = four.iter().map(|&v| i32::from(v as i8)).sum();
-                let c = shift(kind).map_or(0, |s| -(sum << s));
-                lane.copy_from_slice(&c.to_le_bytes());
+            let (group, lane) = (t / 4, 16 * (t % 4));
+            lines[2 * group].0[lane..lane + 16].copy_from_slice(&q[..16]);
+            lines[2 * group + 1].0[lane..lane + 16].copy_from_slice(&q[16..]);
+            let corr = &mut lines[4 + group].0[lane..lane + 16];
+            for (dst, c) in corr.chunks_exact_mut(4).zip(corrections(kind, q)) {
+                dst.copy_from_slice(&c.to_le_bytes());
             }
             let half_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
             scales[t] = half_at(0);
@@ -65,10 +79,60 @@ pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLi
                 scales[8 + t] = half_at(2);
             }
         }
-        for (dst, v) in lines[8].0.chunks_exact_mut(4).zip(scales) {
+        for (dst, v) in lines[6].0.chunks_exact_mut(4).zip(scales) {
             dst.copy_from_slice(&v.to_le_bytes());
         }
     }
+}
+
+/// The 16 bytes at `p` in all four 128-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn broadcast16(p: *const u8) -> __m512i {
+    _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()))
+}
+
+/// The block at `p`'s first and last 16 quants for weight code `KIND` as unsigned bytes (Q8_0
+/// flipped by 128), each in all four 128-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn quants<const KIND: u8>(p: *const u8) -> [__m512i; 2] {
+    let low = _mm512_set1_epi8(0x0f);
+    let nibbles = |x: __m512i| {
+        [
+            _mm512_and_si512(x, low),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(x), low),
+        ]
+    };
+    match KIND {
+        Q8_0 => {
+            let flip = _mm512_set1_epi8(-128);
+            let qs = p.add(BlockQ8_0::QS);
+            [qs, qs.add(16)].map(|q| _mm512_xor_si512(broadcast16(q), flip))
+        }
+        Q4_0 => nibbles(broadcast16(p.add(BlockQ4_0::QS))),
+        Q5_0 => {
+            let h = u64::from(u32::from_le(
+                p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned(),
+            ));
+            let every = 0x0001_0001_0001_0001u64;
+            let [lo, hi] = nibbles(broadcast16(p.add(BlockQ5_0::QS)));
+            let sixteen = _mm512_set1_epi8(16);
+            [
+                _mm512_mask_add_epi8(lo, _cvtu64_mask64((h & 0xffff) * every), lo, sixteen),
+                _mm512_mask_add_epi8(hi, _cvtu64_mask64((h >> 16) * every), hi, sixteen),
+            ]
+        }
+        _ => nibbles(broadcast16(p.add(BlockQ4_1::QS))),
+    }
+}
+
+/// Each 128-bit lane's [`super::x86::hsum4`] (`(v0 + v2) + (v1 + v3)`) in its first lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn hsum4x4(v: __m512) -> __m512 {
+    let u = _mm512_add_ps(v, _mm512_permute_ps::<0b01_00_11_10>(v));
+    _mm512_add_ps(u, _mm512_permute_ps::<0b10_11_00_01>(u))
 }
 
 /// 4 weight rows × 8 packed tokens for weight code `KIND`.
@@ -79,63 +143,57 @@ unsafe fn tile<const KIND: u8>(
     packed: *const PackLine,
 ) -> [[f32; TOKENS]; 4] {
     let (wsize, _, _) = layout(KIND);
-    // Lanes 0..8 take token 2p's scale, lanes 8..16 token 2p + 1's.
-    let index: [__m512i; 4] = std::array::from_fn(|p| {
-        let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
-        _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+    // Lane group i (4 lanes) takes token 4g + i's scale.
+    let index: [__m512i; 2] = std::array::from_fn(|g| {
+        let t = |i: i32| 4 * g as i32 + i;
+        let (a, b, c, d) = (t(0), t(1), t(2), t(3));
+        _mm512_setr_epi32(a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d)
     });
-    let mut acc = [[_mm512_setzero_ps(); 4]; 4];
+    let mut acc = [[_mm512_setzero_ps(); 2]; 4];
     let mut summs = [_mm256_setzero_ps(); 4];
     for b in 0..nb {
         let lines = packed.add(LINES * b);
-        let scales = lines.add(8).cast::<f32>();
+        let scales = lines.add(6).cast::<f32>();
         let ad8 = _mm512_castps256_ps512(_mm256_load_ps(scales));
         let asum = _mm256_load_ps(scales.add(8));
-        let ad: [__m512; 4] = std::array::from_fn(|p| _mm512_permutexvar_ps(index[p], ad8));
+        let ad: [__m512; 2] = index.map(|i| _mm512_permutexvar_ps(i, ad8));
         for r in 0..4 {
             let p = w[r].add(wsize * b);
-            let q = match KIND {
-                Q8_0 => _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128)),
-                Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
-                Q5_0 => {
-                    let high = p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned();
-                    let k = _cvtu32_mask32(u32::from_le(high));
-                    let low = nibbles(p.add(BlockQ5_0::QS));
-                    _mm256_mask_add_epi8(low, k, low, _mm256_set1_epi8(16))
-                }
-                _ => nibbles(p.add(BlockQ4_1::QS)),
-            };
-            let q = _mm512_broadcast_i64x4(q);
+            let [lo, hi] = quants::<KIND>(p);
             let dm = halves(p);
             let dw = _mm512_broadcastss_ps(dm);
             if KIND == Q4_1 {
                 let m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
                 summs[r] = _mm256_add_ps(summs[r], _mm256_mul_ps(m, asum));
             }
-            for (pair, adp) in ad.iter().enumerate() {
+            for (g, adg) in ad.iter().enumerate() {
                 let start = if KIND == Q4_1 {
                     _mm512_setzero_si512()
                 } else {
-                    _mm512_load_si512(lines.add(4 + pair).cast())
+                    _mm512_load_si512(lines.add(4 + g).cast())
                 };
+                let first =
+                    _mm512_dpbusd_epi32(start, lo, _mm512_load_si512(lines.add(2 * g).cast()));
                 let lanes =
-                    _mm512_dpbusd_epi32(start, q, _mm512_load_si512(lines.add(pair).cast()));
-                let d = _mm512_mul_ps(dw, *adp);
-                acc[r][pair] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][pair]);
+                    _mm512_dpbusd_epi32(first, hi, _mm512_load_si512(lines.add(2 * g + 1).cast()));
+                let d = _mm512_mul_ps(dw, *adg);
+                acc[r][g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[r][g]);
             }
         }
     }
     let mut out = [[0f32; TOKENS]; 4];
-    for (r, pairs) in acc.iter().enumerate() {
+    for (r, groups) in acc.iter().enumerate() {
         let mut mins = [0f32; 8];
         _mm256_storeu_ps(mins.as_mut_ptr(), summs[r]);
-        for (pair, &v) in pairs.iter().enumerate() {
-            let (t0, t1) = (2 * pair, 2 * pair + 1);
-            out[r][t0] = hsum_ps(_mm512_castps512_ps256(v));
-            out[r][t1] = hsum_ps(upper(v));
-            if KIND == Q4_1 {
-                out[r][t0] += mins[t0];
-                out[r][t1] += mins[t1];
+        for (g, &v) in groups.iter().enumerate() {
+            let mut lanes = [0f32; 16];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), hsum4x4(v));
+            for i in 0..4 {
+                let t = 4 * g + i;
+                out[r][t] = lanes[4 * i];
+                if KIND == Q4_1 {
+                    out[r][t] += mins[t];
+                }
             }
         }
     }
