@@ -501,12 +501,13 @@ pub fn vec_dot_rows_tokens<const T: usize>(
         // are inside `rows` (checked above), as are every activation row's (equal lengths),
         // prepared in `prep`; the features were detected (`wide()`: AVX-512 BW too).
         if wide() {
-            x86_decode::with_prepared(kind, nb, acts, |prep| {
+            let rows = |prep| {
                 for r in (0..quarter).map(rows4) {
                     let w = r.map(|r| base.wrapping_add(r * row_len));
                     store(r, unsafe { x86_decode::rows4_for(kind, nb, w, a, prep) });
                 }
-            });
+            };
+            unsafe { x86_decode::with_prepared(kind, nb, acts, rows) };
         } else {
             for r in (0..quarter).map(rows4) {
                 let w = r.map(|r| base.wrapping_add(r * row_len));

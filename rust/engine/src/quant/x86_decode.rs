@@ -17,9 +17,9 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::load;
+use super::x86::{fold, load};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
-use super::x86_wide::{broadcast16, corrections, hsum4x4};
+use super::x86_wide::{broadcast16, hsum4x4, shift};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
@@ -104,14 +104,30 @@ pub(super) struct Prepared {
 }
 
 /// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
-/// written to `out`.
-pub(super) fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
+/// written to `out`: the same values as [`corrections`] and the f16 widenings, computed with
+/// one `vpdpbusd` and one `vcvtph2ps` per block.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
     let (_, asize, aq) = layout(kind);
+    let shift = _mm_cvtsi32_si128(shift(kind).unwrap_or(0) as i32);
+    // Q8_1 keeps its sum in the second half; the others have quants there.
+    let keep = if kind == Q4_1 { -1 } else { 0xffff };
     for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
-        p.corr = corrections(kind, &block[aq..aq + 32]);
-        let half_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
-        let (d, s) = (half_at(0), if kind == Q4_1 { half_at(2) } else { 0.0 });
-        p.ds = [d, s, d, s];
+        let q = block.as_ptr().add(aq);
+        if kind != Q4_1 {
+            let sums = fold(_mm256_dpbusd_epi32(
+                _mm256_setzero_si256(),
+                _mm256_set1_epi8(1),
+                load(q),
+            ));
+            let c = _mm_sub_epi32(_mm_setzero_si128(), _mm_sll_epi32(sums, shift));
+            _mm_store_si128(p.corr.as_mut_ptr().cast(), c);
+        }
+        let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
+        _mm_store_ps(p.ds.as_mut_ptr(), ds);
     }
 }
 
@@ -121,7 +137,10 @@ thread_local! {
 
 /// Run `f` with the `nb` blocks of each of the activation rows `acts` [`prepare`]d (weight
 /// code `kind`), in a buffer kept per thread.
-pub(super) fn with_prepared<const T: usize>(
+///
+/// # Safety
+/// As [`prepare`]: AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
+pub(super) unsafe fn with_prepared<const T: usize>(
     kind: u8,
     nb: usize,
     acts: [&[u8]; T],
@@ -133,7 +152,8 @@ pub(super) fn with_prepared<const T: usize>(
         buf.resize(nb * T, Prepared::default());
     }
     for (a, out) in acts.iter().zip(buf.chunks_exact_mut(nb.max(1))) {
-        prepare(kind, nb, a, out);
+        // SAFETY: the caller checked the features.
+        unsafe { prepare(kind, nb, a, out) };
     }
     f(std::array::from_fn(|t| buf[nb * t..].as_ptr()));
     PREPARED.set(buf);
@@ -258,13 +278,9 @@ mod tests {
             .iter()
             .map(|&a| {
                 let mut p = vec![Prepared::default(); nb];
-                // SAFETY: the test's activation rows hold nb blocks.
-                prepare(
-                    kind,
-                    nb,
-                    unsafe { std::slice::from_raw_parts(a, nb * asize) },
-                    &mut p,
-                );
+                // SAFETY: the features were detected; the test's activation rows hold nb
+                // blocks.
+                unsafe { prepare(kind, nb, std::slice::from_raw_parts(a, nb * asize), &mut p) };
                 p
             })
             .collect();

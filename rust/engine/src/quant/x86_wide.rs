@@ -44,14 +44,14 @@ pub(super) const fn shift(kind: u8) -> Option<u32> {
 /// The 4 correction lanes of the 32 activation quants `q` for weight code `kind`: lane `j` is
 /// `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero for Q4_1).
 pub(super) fn corrections(kind: u8, q: &[u8]) -> [i32; 4] {
-    std::array::from_fn(|j| {
-        let sum: i32 = q[4 * j..4 * j + 4]
-            .iter()
-            .chain(&q[16 + 4 * j..16 + 4 * j + 4])
-            .map(|&v| i32::from(v as i8))
-            .sum();
-        shift(kind).map_or(0, |s| -(sum << s))
-    })
+    let mut c = [0i32; 4];
+    if let (Some(s), Some(q)) = (shift(kind), q.get(..32)) {
+        for (i, &v) in q.iter().enumerate() {
+            c[i / 4 % 4] += i32::from(v as i8);
+        }
+        c = c.map(|sum| -(sum << s));
+    }
+    c
 }
 
 /// Pack 8 quantized activation rows of `nb` blocks (in the activation type of weight code
