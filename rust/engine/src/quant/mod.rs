@@ -501,11 +501,9 @@ pub fn vec_dot_rows_tokens<const T: usize>(
         // are inside `rows` (checked above), as are every activation row's (equal lengths),
         // prepared in `prep`; the features were detected (`wide()`: AVX-512 BW too).
         if wide() {
-            let rows = |prep| {
-                for r in (0..quarter).map(rows4) {
-                    let w = r.map(|r| base.wrapping_add(r * row_len));
-                    store(r, unsafe { x86_decode::rows4_for(kind, nb, w, a, prep) });
-                }
+            let out = out.each_mut().map(|o| o.as_mut_ptr());
+            let rows = |prep| unsafe {
+                x86_decode::rows_for(kind, nb, (base, row_len, quarter), a, prep, out)
             };
             unsafe { x86_decode::with_prepared(kind, nb, acts, rows) };
         } else {

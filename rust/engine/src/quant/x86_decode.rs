@@ -161,6 +161,7 @@ pub(super) unsafe fn with_prepared<const T: usize>(
 
 /// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` (their blocks prepared in
 /// `prep`) for weight code `KIND`: `out[r][t] = w[r] · a[t]`.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 unsafe fn rows4<const KIND: u8, const T: usize>(
     nb: usize,
@@ -209,6 +210,8 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
         }
     }
     let mut out = [[0f32; T]; 4];
+    // Lanes 0, 4, 8, 12 (the four rows' sums) to lanes 0..4.
+    let gather = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     for t in 0..T {
         let sums = hsum4x4(acc[t]);
         let sums = if KIND == Q4_1 {
@@ -221,34 +224,58 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
         } else {
             sums
         };
-        let mut lanes = [0f32; 16];
-        _mm512_storeu_ps(lanes.as_mut_ptr(), sums);
-        for (r, row) in out.iter_mut().enumerate() {
-            row[t] = lanes[4 * r];
-        }
+        let four = _mm512_castps512_ps128(_mm512_permutexvar_ps(gather, sums));
+        out[0][t] = _mm_cvtss_f32(four);
+        out[1][t] = _mm_cvtss_f32(_mm_movehdup_ps(four));
+        out[2][t] = _mm_cvtss_f32(_mm_movehl_ps(four, four));
+        out[3][t] = _mm_cvtss_f32(_mm_permute_ps::<0b11_11_11_11>(four));
     }
     out
 }
 
-/// [`rows4`] for weight code `kind`.
-///
-/// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer and every
-/// activation pointer must have `nb` whole blocks of their formats behind them, and every
-/// `prep[t]` `nb` blocks [`prepare`]d from `a[t]`.
-#[inline]
-pub(super) unsafe fn rows4_for<const T: usize>(
-    kind: u8,
+/// [`rows4`] over a matrix whose rows (`row_len` bytes each) start at `base`: rows
+/// `i`, `i + quarter`, `i + 2·quarter`, `i + 3·quarter` together for every `i < quarter`, each
+/// result written to `out[t][row]`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+unsafe fn quarters<const KIND: u8, const T: usize>(
     nb: usize,
-    w: [*const u8; 4],
+    (base, row_len, quarter): (*const u8, usize, usize),
     a: [*const u8; T],
     prep: [*const Prepared; T],
-) -> [[f32; T]; 4] {
+    out: [*mut f32; T],
+) {
+    for i in 0..quarter {
+        let rows = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+        let v = rows4::<KIND, T>(nb, rows.map(|r| base.add(r * row_len)), a, prep);
+        for (row, v) in rows.iter().zip(v) {
+            for (out, v) in out.iter().zip(v) {
+                *out.add(*row) = v;
+            }
+        }
+    }
+}
+
+/// The decoding kernel for weight code `kind` over the first `4 · quarter` rows of the matrix
+/// at `base` (rows of `row_len` bytes) and the `T` activation rows `a`: `out[t][r] = row r ·
+/// a[t]`, four rows a quarter of the range apart at a time.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row and every activation
+/// row must have `nb` whole blocks of their formats behind them, every `prep[t]` `nb` blocks
+/// [`prepare`]d from `a[t]`, and every `out[t]` room for `4 · quarter` results.
+pub(super) unsafe fn rows_for<const T: usize>(
+    kind: u8,
+    nb: usize,
+    matrix: (*const u8, usize, usize),
+    a: [*const u8; T],
+    prep: [*const Prepared; T],
+    out: [*mut f32; T],
+) {
     match kind {
-        Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
-        Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
-        Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
-        _ => rows4::<Q4_1, T>(nb, w, a, prep),
+        Q8_0 => quarters::<Q8_0, T>(nb, matrix, a, prep, out),
+        Q4_0 => quarters::<Q4_0, T>(nb, matrix, a, prep, out),
+        Q5_0 => quarters::<Q5_0, T>(nb, matrix, a, prep, out),
+        _ => quarters::<Q4_1, T>(nb, matrix, a, prep, out),
     }
 }
 
@@ -284,7 +311,15 @@ mod tests {
                 p
             })
             .collect();
+        let prep = std::array::from_fn(|t| prep[t].as_ptr());
         // SAFETY: the features were detected; the rows hold nb blocks, prepared above.
-        unsafe { rows4_for(kind, nb, w, a, std::array::from_fn(|t| prep[t].as_ptr())) }
+        unsafe {
+            match kind {
+                Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
+                Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
+                Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
+                _ => rows4::<Q4_1, T>(nb, w, a, prep),
+            }
+        }
     }
 }
