@@ -26,6 +26,11 @@ const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
 assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
 
 const CONTEXT = 256;
+// A request whose greedy answer counts on well past the context. Its top-2 log-probability gap
+// is over 1.1 nats at every one of the first 300 tokens (SmolLM2), so rounding differences
+// between kernels cannot change the answer ("List the numbers from 1 to 300, separated by
+// commas." had a 0.02-0.1 nat tie at its second token between ", " and ". ").
+const COUNT = 'Write the numbers from 1 to 300, separated by commas, like this: 1, 2, 3, 4';
 const dir = mkdtempSync(join(tmpdir(), 'local-llm-overflow-'));
 let model: Model;
 
@@ -141,7 +146,7 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
 
     // Generation level: an answer longer than the context goes on (the engine shifts the context)
     // instead of stopping at 'length' when the context is full.
-    const count: ChatMessage[] = [{ role: 'user', content: 'List the numbers from 1 to 300, separated by commas.' }];
+    const count: ChatMessage[] = [{ role: 'user', content: COUNT }];
     const long = await ai.chat.completions.create({ messages: count, max_tokens: 300, temperature: 0 });
     assert.equal(long.usage.completion_tokens, 300);
     assert.ok(long.usage.total_tokens > CONTEXT, `${long.usage.total_tokens} tokens`);
@@ -163,7 +168,7 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
   const plain = await instance();
   try {
     const r = await plain.chat.completions.create({
-      messages: [{ role: 'user', content: 'List the numbers from 1 to 300, separated by commas.' }],
+      messages: [{ role: 'user', content: COUNT }],
       max_tokens: 300,
       temperature: 0,
     });
@@ -190,7 +195,7 @@ test('createBatch fits each request by its strategy and shifts its own sequence,
       // Overflows: the newest messages that fit ('sliding_window'), then a short answer.
       { messages: longChat(8), max_tokens: 12, temperature: 0 },
       // Fits, but the answer outgrows the 96 positions: the sequence shifts and goes on.
-      { messages: [{ role: 'user' as const, content: 'List the numbers from 1 to 300, separated by commas.' }], max_tokens: 80, temperature: 0 },
+      { messages: [{ role: 'user' as const, content: COUNT }], max_tokens: 80, temperature: 0 },
       // Overflows under a per-request strategy.
       { messages: longChat(8), max_tokens: 12, temperature: 0, context_overflow: 'truncate_oldest' as const },
     ];

@@ -19,7 +19,7 @@ use std::arch::x86_64::*;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{fold, load};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
-use super::x86_wide::{broadcast16, hsum4x4, shift};
+use super::x86_wide::{broadcast16, fifth_bits, hsum4x4, nibbles, shift};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
@@ -50,13 +50,6 @@ unsafe fn gather16(p: [*const u8; 4]) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
-    let low = _mm512_set1_epi8(0x0f);
-    let nibbles = |x: __m512i| {
-        [
-            _mm512_and_si512(x, low),
-            _mm512_and_si512(_mm512_srli_epi16::<4>(x), low),
-        ]
-    };
     match KIND {
         Q8_0 => {
             // [row 0's 32 | row 1's 32] and [row 2's | row 3's], their 16-byte halves sorted.
@@ -82,12 +75,8 @@ unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
                 ))
             });
             let spread = |f: fn(u64) -> u64| (0..4).fold(0, |k, r| k | f(h[r]) << (16 * r));
-            let [lo, hi] = nibbles(gather16(p.map(|p| p.add(BlockQ5_0::QS))));
-            let sixteen = _mm512_set1_epi8(16);
-            [
-                _mm512_mask_add_epi8(lo, _cvtu64_mask64(spread(|h| h & 0xffff)), lo, sixteen),
-                _mm512_mask_add_epi8(hi, _cvtu64_mask64(spread(|h| h >> 16)), hi, sixteen),
-            ]
+            let halves = nibbles(gather16(p.map(|p| p.add(BlockQ5_0::QS))));
+            fifth_bits(halves, spread(|h| h & 0xffff), spread(|h| h >> 16))
         }
         _ => nibbles(gather16(p.map(|p| p.add(BlockQ4_1::QS)))),
     }

@@ -92,18 +92,36 @@ pub(super) unsafe fn broadcast16(p: *const u8) -> __m512i {
     _mm512_broadcast_i32x4(_mm_loadu_si128(p.cast()))
 }
 
+/// The low and the high nibbles of the bytes of `x` (the first and the last 16 quants of the
+/// 4-bit formats' blocks in each 128-bit lane).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn nibbles(x: __m512i) -> [__m512i; 2] {
+    let low = _mm512_set1_epi8(0x0f);
+    [
+        _mm512_and_si512(x, low),
+        _mm512_and_si512(_mm512_srli_epi16::<4>(x), low),
+    ]
+}
+
+/// Q5_0's fifth bits: 16 added to the bytes of `halves[0]` whose bit is set in `first` and to
+/// those of `halves[1]` set in `last`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn fifth_bits(halves: [__m512i; 2], first: u64, last: u64) -> [__m512i; 2] {
+    let sixteen = _mm512_set1_epi8(16);
+    let [lo, hi] = halves;
+    [
+        _mm512_mask_add_epi8(lo, _cvtu64_mask64(first), lo, sixteen),
+        _mm512_mask_add_epi8(hi, _cvtu64_mask64(last), hi, sixteen),
+    ]
+}
+
 /// The block at `p`'s first and last 16 quants for weight code `KIND` as unsigned bytes (Q8_0
 /// flipped by 128), each in all four 128-bit lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 unsafe fn quants<const KIND: u8>(p: *const u8) -> [__m512i; 2] {
-    let low = _mm512_set1_epi8(0x0f);
-    let nibbles = |x: __m512i| {
-        [
-            _mm512_and_si512(x, low),
-            _mm512_and_si512(_mm512_srli_epi16::<4>(x), low),
-        ]
-    };
     match KIND {
         Q8_0 => {
             let flip = _mm512_set1_epi8(-128);
@@ -115,13 +133,10 @@ unsafe fn quants<const KIND: u8>(p: *const u8) -> [__m512i; 2] {
             let h = u64::from(u32::from_le(
                 p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned(),
             ));
+            // Each row's 16 bits in all four lanes.
             let every = 0x0001_0001_0001_0001u64;
-            let [lo, hi] = nibbles(broadcast16(p.add(BlockQ5_0::QS)));
-            let sixteen = _mm512_set1_epi8(16);
-            [
-                _mm512_mask_add_epi8(lo, _cvtu64_mask64((h & 0xffff) * every), lo, sixteen),
-                _mm512_mask_add_epi8(hi, _cvtu64_mask64((h >> 16) * every), hi, sixteen),
-            ]
+            let halves = nibbles(broadcast16(p.add(BlockQ5_0::QS)));
+            fifth_bits(halves, (h & 0xffff) * every, (h >> 16) * every)
         }
         _ => nibbles(broadcast16(p.add(BlockQ4_1::QS))),
     }
