@@ -692,14 +692,15 @@ pub(crate) fn wide_pack_lines(w: GgmlType, n: usize) -> usize {
 /// same pack.
 pub(crate) fn wide_pack(w: GgmlType, n: usize, acts: [&[u8]; 8], out: &mut [PackLine]) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(kind) = x86_tile::kind(w) {
+    if let (true, Some(kind)) = (wide(), x86_tile::kind(w)) {
         let a = vec_dot_type(w);
         let nb = acts
             .iter()
             .map(|r| r.len() / a.type_size())
             .fold(n / 32, usize::min)
             .min(out.len() / x86_wide::LINES);
-        return x86_wide::pack(kind, nb, acts, out);
+        // SAFETY: `wide()` detected AVX-512 F/VL/VNNI/BW (and AVX2/FMA/F16C).
+        return unsafe { x86_wide::pack(kind, nb, acts, out) };
     }
     let _ = (w, n, acts, out);
 }

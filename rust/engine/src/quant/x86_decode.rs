@@ -17,9 +17,9 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{fold, load};
+use super::x86::load;
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
-use super::x86_wide::{broadcast16, fifth_bits, hsum4x4, nibbles, shift};
+use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
@@ -93,28 +93,18 @@ pub(super) struct Prepared {
 }
 
 /// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
-/// written to `out`: the same values as [`corrections`] and the f16 widenings, computed with
-/// one `vpdpbusd` and one `vcvtph2ps` per block.
+/// written to `out`.
 ///
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
     let (_, asize, aq) = layout(kind);
-    let shift = _mm_cvtsi32_si128(shift(kind).unwrap_or(0) as i32);
     // Q8_1 keeps its sum in the second half; the others have quants there.
     let keep = if kind == Q4_1 { -1 } else { 0xffff };
     for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
-        let q = block.as_ptr().add(aq);
-        if kind != Q4_1 {
-            let sums = fold(_mm256_dpbusd_epi32(
-                _mm256_setzero_si256(),
-                _mm256_set1_epi8(1),
-                load(q),
-            ));
-            let c = _mm_sub_epi32(_mm_setzero_si128(), _mm_sll_epi32(sums, shift));
-            _mm_store_si128(p.corr.as_mut_ptr().cast(), c);
-        }
+        let corr = corrections(kind, block.as_ptr().add(aq));
+        _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
         let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
         _mm_store_ps(p.ds.as_mut_ptr(), ds);
     }

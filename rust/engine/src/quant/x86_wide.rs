@@ -19,6 +19,7 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
+use super::x86::{fold, load};
 use super::x86_tile::{halves, layout, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::PackLine;
 
@@ -41,17 +42,23 @@ pub(super) const fn shift(kind: u8) -> Option<u32> {
     }
 }
 
-/// The 4 correction lanes of the 32 activation quants `q` for weight code `kind`: lane `j` is
-/// `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero for Q4_1).
-pub(super) fn corrections(kind: u8, q: &[u8]) -> [i32; 4] {
-    let mut c = [0i32; 4];
-    if let (Some(s), Some(q)) = (shift(kind), q.get(..32)) {
-        for (i, &v) in q.iter().enumerate() {
-            c[i / 4 % 4] += i32::from(v as i8);
-        }
-        c = c.map(|sum| -(sum << s));
-    }
-    c
+/// The 4 correction lanes of the 32 activation quants at `q` for weight code `kind`: lane `j`
+/// is `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero for Q4_1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn corrections(kind: u8, q: *const u8) -> __m128i {
+    let Some(s) = shift(kind) else {
+        return _mm_setzero_si128();
+    };
+    let sums = fold(_mm256_dpbusd_epi32(
+        _mm256_setzero_si256(),
+        _mm256_set1_epi8(1),
+        load(q),
+    ));
+    _mm_sub_epi32(
+        _mm_setzero_si128(),
+        _mm_sll_epi32(sums, _mm_cvtsi32_si128(s as i32)),
+    )
 }
 
 /// Pack 8 quantized activation rows of `nb` blocks (in the activation type of weight code
@@ -59,7 +66,11 @@ pub(super) fn corrections(kind: u8, q: &[u8]) -> [i32; 4] {
 /// `4g..4g + 4` (one 16-byte lane each), line `2g + 1` their last 16, line `4 + g` their
 /// [`corrections`] as i32 lanes, line 6 the tokens' `d` (f32 lanes 0..8) and Q8_1 `s` (lanes
 /// 8..16).
-pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLine]) {
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
+pub(super) unsafe fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLine]) {
     let (_, asize, aq) = layout(kind);
     for (b, lines) in out.chunks_exact_mut(LINES).take(nb).enumerate() {
         let mut scales = [0f32; 16];
@@ -69,10 +80,8 @@ pub(super) fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLi
             let (group, lane) = (t / 4, 16 * (t % 4));
             lines[2 * group].0[lane..lane + 16].copy_from_slice(&q[..16]);
             lines[2 * group + 1].0[lane..lane + 16].copy_from_slice(&q[16..]);
-            let corr = &mut lines[4 + group].0[lane..lane + 16];
-            for (dst, c) in corr.chunks_exact_mut(4).zip(corrections(kind, q)) {
-                dst.copy_from_slice(&c.to_le_bytes());
-            }
+            let corr = lines[4 + group].0[lane..lane + 16].as_mut_ptr();
+            _mm_storeu_si128(corr.cast(), corrections(kind, q.as_ptr()));
             let half_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
             scales[t] = half_at(0);
             if kind == Q4_1 {
@@ -251,9 +260,11 @@ mod tests {
             // SAFETY: the activation rows hold nb blocks.
             let acts = a.map(|p| unsafe { std::slice::from_raw_parts(p, asize * nb) });
             let mut packed = vec![PackLine([0; 64]); LINES * nb];
-            pack(kind, nb, acts, &mut packed);
             // SAFETY: the features were detected; the rows hold nb blocks, `packed` their pack.
-            unsafe { tile_for(kind, nb, w, packed.as_ptr()) }
+            unsafe {
+                pack(kind, nb, acts, &mut packed);
+                tile_for(kind, nb, w, packed.as_ptr())
+            }
         });
     }
 }
