@@ -235,7 +235,7 @@ pub enum RopeStyle {
 }
 
 /// Rotary position embedding parameters for one layer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Rope {
     /// Pairing style.
     pub style: RopeStyle,

@@ -82,6 +82,9 @@ struct Scratch {
     proj: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
+    /// RoPE tables: for each distinct rotation among the layers, one row of `n_dims / 2`
+    /// (cos, sin) pairs per token.
+    rope: Vec<(f32, f32)>,
 }
 
 impl Scratch {
@@ -103,6 +106,25 @@ impl Scratch {
         ] {
             let len = n.saturating_mul(width);
             fallible::resize(buf, len, 0.0, "the forward pass's activations")?;
+        }
+        Ok(())
+    }
+
+    /// Fill `self.rope` with the tables of `ropes` (one block of `n` rows each) for the tokens
+    /// of `seqs`, at the positions following each sequence's cache.
+    fn rope_tables(&mut self, ropes: &[&Rope], seqs: &[SeqTokens<'_>], n: usize) -> Result<()> {
+        self.rope.clear();
+        let entries: usize = ropes.iter().map(|r| r.n_dims / 2).sum();
+        fallible::reserve(&mut self.rope, n.saturating_mul(entries), "the RoPE tables")?;
+        let mut row = Vec::new();
+        for rope in ropes {
+            for seq in seqs {
+                let pos0 = seq.cache.len();
+                for t in 0..seq.tokens.len() {
+                    rope.angles(pos0 + t, &mut row);
+                    self.rope.extend_from_slice(&row);
+                }
+            }
         }
         Ok(())
     }
@@ -209,6 +231,21 @@ impl Transformer {
         let d = c.n_embd;
         let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
         let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
+        // Each layer's RoPE table block (layers with the same rotation share one).
+        let mut ropes: Vec<&Rope> = Vec::new();
+        let mut rope_of = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let i = match ropes.iter().position(|r| **r == layer.rope) {
+                Some(i) => i,
+                None => {
+                    ropes.push(&layer.rope);
+                    ropes.len() - 1
+                }
+            };
+            let start: usize = ropes[..i].iter().map(|r| n * (r.n_dims / 2)).sum();
+            rope_of.push((start, layer.rope.n_dims / 2));
+        }
+        buffers.rope_tables(&ropes, seqs, n)?;
         let Scratch {
             x,
             h,
@@ -219,6 +256,7 @@ impl Transformer {
             proj,
             gate,
             up,
+            rope,
         } = buffers;
         let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
@@ -253,28 +291,28 @@ impl Transformer {
                 },
                 window: layer.window,
             };
+            let (start, half) = rope_of[il];
+            let tables = &rope[start..start + n * half];
+            threads.for_each_rows2(q, qw, k, kw, |first, q, k| {
+                let rows = q.chunks_exact_mut(qw).zip(k.chunks_exact_mut(kw));
+                for (t, (q, k)) in rows.enumerate() {
+                    let table = &tables[(first + t) * half..(first + t + 1) * half];
+                    for head in q.chunks_exact_mut(c.head_dim) {
+                        layer.rope.apply(head, table);
+                    }
+                    for head in k.chunks_exact_mut(c.head_dim) {
+                        layer.rope.apply(head, table);
+                    }
+                    if let Some(s) = self.query_scale {
+                        q.iter_mut().for_each(|v| *v *= s);
+                    }
+                }
+            });
             let mut t0 = 0;
             for seq in seqs.iter_mut() {
                 let (pos0, t1) = (seq.cache.len(), t0 + seq.tokens.len());
-                let q = &mut q[t0 * qw..t1 * qw];
-                let k = &mut k[t0 * kw..t1 * kw];
-                threads.for_each_rows2(q, qw, k, kw, |first, q, k| {
-                    let mut table = Vec::new();
-                    let rows = q.chunks_exact_mut(qw).zip(k.chunks_exact_mut(kw));
-                    for (t, (q, k)) in rows.enumerate() {
-                        layer.rope.angles(pos0 + first + t, &mut table);
-                        for head in q.chunks_exact_mut(c.head_dim) {
-                            layer.rope.apply(head, &table);
-                        }
-                        for head in k.chunks_exact_mut(c.head_dim) {
-                            layer.rope.apply(head, &table);
-                        }
-                        if let Some(s) = self.query_scale {
-                            q.iter_mut().for_each(|v| *v *= s);
-                        }
-                    }
-                });
-                seq.cache.store(il, pos0, k, &v[t0 * vw..t1 * vw], threads);
+                let (k, v) = (&k[t0 * kw..t1 * kw], &v[t0 * vw..t1 * vw]);
+                seq.cache.store(il, pos0, k, v, threads);
                 t0 = t1;
             }
             // Every sequence's attention in one dispatch.
