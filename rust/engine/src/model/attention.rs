@@ -256,7 +256,8 @@ impl Kernels for Neon {
 /// that is exact: `blocks` computes the outputs from element 0 on, in blocks of its choice,
 /// and returns where it stopped; the rest is summed here. A zero probability adds ±0 to a sum
 /// that starts at +0 (which never becomes -0): no change, unless the row holds an infinity or
-/// NaN; then (and for partial tiles) each query is summed on its own.
+/// NaN; then (and for a single query) each query is summed on its own. `blocks` gets one
+/// slice of `outs` per query, 2 to `TILE` of them.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn joint_weighted_sums<K: Kernels>(
@@ -276,7 +277,7 @@ fn joint_weighted_sums<K: Kernels>(
             .iter()
             .all(|v| v.is_finite())
     };
-    if nq < TILE || !(0..start).chain(end..nk).all(finite) {
+    if nq < 2 || !(0..start).chain(end..nk).all(finite) {
         for (i, (r, out)) in ranges.iter().zip(outs.iter_mut()).enumerate() {
             let rows = &rows[r.start * width..r.end * width];
             K::weighted_sum(&p[i * nk + r.start..i * nk + r.end], rows, out);

@@ -17,20 +17,15 @@ impl Kernels for Avx2 {
     fn weighted_sums(p: &[f32], rows: &[f32], ranges: &[Range<usize>], outs: &mut [&mut [f32]]) {
         let width = outs.first().map_or(0, |o| o.len());
         joint_weighted_sums::<Self>(p, rows, ranges, outs, |outs| {
-            let mut at = 0;
-            // SAFETY: only reached from `run_avx2`/`run_avx512` (AVX2 present); every block
-            // ends at most at `width` (see `joint_block_avx2`).
+            // SAFETY: only reached from `run_avx2`/`run_avx512` (AVX2 present); `outs` holds 2
+            // to `TILE` slices of `width` elements, one per row of `p` (`joint_weighted_sums`).
             unsafe {
-                while width - at >= 16 {
-                    joint_block_avx2::<2>(p, rows, at, outs);
-                    at += 16;
-                }
-                if width - at >= 8 {
-                    joint_block_avx2::<1>(p, rows, at, outs);
-                    at += 8;
+                match outs.len() {
+                    4 => joint_blocks_avx2::<4>(p, rows, width, outs),
+                    3 => joint_blocks_avx2::<3>(p, rows, width, outs),
+                    _ => joint_blocks_avx2::<2>(p, rows, width, outs),
                 }
             }
-            at
         })
     }
 
@@ -131,23 +126,47 @@ impl Kernels for Avx2 {
     }
 }
 
-/// `outs[i][at..at + 8 N]` of the weighted sums of a full tile: row `i` of `p` (zero outside
-/// its range) times all `rows`, in `TILE × N` 8-lane accumulators.
+/// The blocks of [`joint_weighted_sums`] for `Q` queries: `outs[i][..at]` in 16- and 8-lane
+/// blocks (see [`joint_block_avx2`]); returns `at`.
 ///
 /// # Safety
-/// AVX2 must be present; `outs` has `TILE` slices of `width` elements, `at + 8 N <= width`,
-/// `rows.len() == n_keys * width` and `p.len() == TILE * n_keys`.
+/// As [`joint_block_avx2`], with `outs` of `width` elements.
 #[inline(always)]
-unsafe fn joint_block_avx2<const N: usize>(
+unsafe fn joint_blocks_avx2<const Q: usize>(
+    p: &[f32],
+    rows: &[f32],
+    width: usize,
+    outs: &mut [&mut [f32]],
+) -> usize {
+    let mut at = 0;
+    while width - at >= 16 {
+        joint_block_avx2::<Q, 2>(p, rows, at, outs);
+        at += 16;
+    }
+    if width - at >= 8 {
+        joint_block_avx2::<Q, 1>(p, rows, at, outs);
+        at += 8;
+    }
+    at
+}
+
+/// `outs[i][at..at + 8 N]` of the weighted sums of `Q` queries: row `i` of `p` (zero outside
+/// its range) times all `rows`, in `Q × N` 8-lane accumulators (each value row loaded once).
+///
+/// # Safety
+/// AVX2 must be present; `outs` has `Q` slices of `width` elements, `at + 8 N <= width`,
+/// `rows.len() == n_keys * width` and `p.len() == Q * n_keys`.
+#[inline(always)]
+unsafe fn joint_block_avx2<const Q: usize, const N: usize>(
     p: &[f32],
     rows: &[f32],
     at: usize,
     outs: &mut [&mut [f32]],
 ) {
-    let nk = p.len() / TILE;
+    let nk = p.len() / Q;
     let width = rows.len() / nk;
-    debug_assert!(outs.len() == TILE && at + 8 * N <= width && outs[0].len() == width);
-    let mut acc = [[_mm256_setzero_ps(); N]; TILE];
+    debug_assert!(outs.len() == Q && at + 8 * N <= width && outs[0].len() == width);
+    let mut acc = [[_mm256_setzero_ps(); N]; Q];
     for j in 0..nk {
         let v = rows.as_ptr().add(j * width + at);
         let vs: [__m256; N] = std::array::from_fn(|k| _mm256_loadu_ps(v.add(8 * k)));

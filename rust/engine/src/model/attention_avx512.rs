@@ -157,36 +157,60 @@ impl Kernels for Avx512 {
     fn weighted_sums(p: &[f32], rows: &[f32], ranges: &[Range<usize>], outs: &mut [&mut [f32]]) {
         let width = outs.first().map_or(0, |o| o.len());
         joint_weighted_sums::<Self>(p, rows, ranges, outs, |outs| {
-            let mut at = 0;
-            // SAFETY: only reached from `run_avx512` (AVX-512F present); every block ends at
-            // most at `width` (see `joint_block`).
+            // SAFETY: only reached from `run_avx512` (AVX-512F present); `outs` holds 2 to
+            // `TILE` slices of `width` elements, one per row of `p` (`joint_weighted_sums`).
             unsafe {
-                while width - at >= 64 {
-                    joint_block::<4>(p, rows, at, outs);
-                    at += 64;
-                }
-                while width - at >= 16 {
-                    joint_block::<1>(p, rows, at, outs);
-                    at += 16;
+                match outs.len() {
+                    4 => joint_blocks::<4>(p, rows, width, outs),
+                    3 => joint_blocks::<3>(p, rows, width, outs),
+                    _ => joint_blocks::<2>(p, rows, width, outs),
                 }
             }
-            at
         })
     }
 }
 
-/// `outs[i][at..at + 16 N]` of the weighted sums of a full tile: row `i` of `p` (zero outside
-/// its range) times all `rows`, in `TILE × N` 16-lane accumulators.
+/// The blocks of [`joint_weighted_sums`] for `Q` queries: `outs[i][..at]` in 64- and 16-lane
+/// blocks (see [`joint_block`]); returns `at`.
 ///
 /// # Safety
-/// AVX-512F must be present; `outs` has `TILE` slices of `width` elements, `at + 16 N <=
-/// width`, `rows.len() == n_keys * width` and `p.len() == TILE * n_keys`.
+/// As [`joint_block`], with `outs` of `width` elements.
 #[inline(always)]
-unsafe fn joint_block<const N: usize>(p: &[f32], rows: &[f32], at: usize, outs: &mut [&mut [f32]]) {
-    let nk = p.len() / TILE;
+unsafe fn joint_blocks<const Q: usize>(
+    p: &[f32],
+    rows: &[f32],
+    width: usize,
+    outs: &mut [&mut [f32]],
+) -> usize {
+    let mut at = 0;
+    while width - at >= 64 {
+        joint_block::<Q, 4>(p, rows, at, outs);
+        at += 64;
+    }
+    while width - at >= 16 {
+        joint_block::<Q, 1>(p, rows, at, outs);
+        at += 16;
+    }
+    at
+}
+
+/// `outs[i][at..at + 16 N]` of the weighted sums of `Q` queries: row `i` of `p` (zero outside
+/// its range) times all `rows`, in `Q × N` 16-lane accumulators (each value row loaded once).
+///
+/// # Safety
+/// AVX-512F must be present; `outs` has `Q` slices of `width` elements, `at + 16 N <= width`,
+/// `rows.len() == n_keys * width` and `p.len() == Q * n_keys`.
+#[inline(always)]
+unsafe fn joint_block<const Q: usize, const N: usize>(
+    p: &[f32],
+    rows: &[f32],
+    at: usize,
+    outs: &mut [&mut [f32]],
+) {
+    let nk = p.len() / Q;
     let width = rows.len() / nk;
-    debug_assert!(outs.len() == TILE && at + 16 * N <= width && outs[0].len() == width);
-    let mut acc = [[_mm512_setzero_ps(); N]; TILE];
+    debug_assert!(outs.len() == Q && at + 16 * N <= width && outs[0].len() == width);
+    let mut acc = [[_mm512_setzero_ps(); N]; Q];
     for j in 0..nk {
         let v = rows.as_ptr().add(j * width + at);
         let vs: [__m512; N] = std::array::from_fn(|k| _mm512_loadu_ps(v.add(16 * k)));
