@@ -44,7 +44,9 @@ impl Kernels for Avx512 {
                 _mm512_storeu_ps(d.as_mut_ptr(), _mm512_cvtph_ps(h));
             }
         }
-        src[main..].convert_to_f32_slice(&mut dst[main..]);
+        if main < src.len() {
+            src[main..].convert_to_f32_slice(&mut dst[main..]);
+        }
     }
 
     #[inline(always)]
