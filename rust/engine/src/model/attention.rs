@@ -47,12 +47,63 @@ pub(crate) struct AttentionShape {
     pub window: Option<usize>,
 }
 
+/// Rotates one new token's queries and key in place before attention uses them: `(sequence,
+/// token within it, the queries of one KV head's group, that head's key)`.
+pub(crate) type Rotate<'r> = &'r (dyn Fn(usize, usize, &mut [f32], &mut [f32]) + Sync);
+
+/// A buffer the tasks share, each reading and writing only its own heads' parts of it (the
+/// slices handed out never overlap a part another task writes).
+struct Parts<'a, T> {
+    ptr: SharedMut<T>,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T> Parts<'a, T> {
+    fn new(buf: &'a mut [T]) -> Self {
+        Parts {
+            ptr: SharedMut(buf.as_mut_ptr()),
+            len: buf.len(),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// Elements `at..at + len`, read-only.
+    ///
+    /// # Safety
+    /// No task writes them while the slice lives.
+    #[inline(always)]
+    unsafe fn get(&self, at: usize, len: usize) -> &[T] {
+        assert!(at + len <= self.len);
+        std::slice::from_raw_parts(self.ptr.get().add(at), len)
+    }
+
+    /// Elements `at..at + len`, writable.
+    ///
+    /// # Safety
+    /// No other slice of them lives meanwhile (on any thread).
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get_mut(&self, at: usize, len: usize) -> &mut [T] {
+        assert!(at + len <= self.len);
+        std::slice::from_raw_parts_mut(self.ptr.get().add(at), len)
+    }
+}
+
 /// One attention call's operands, shared by the tasks.
 struct Job<'a> {
     s: &'a AttentionShape,
-    q: &'a [f32],
-    keys: &'a [f16],
-    values: &'a [f16],
+    /// This sequence's index for `rotate`.
+    seq: usize,
+    rotate: Rotate<'a>,
+    q: Parts<'a, f32>,
+    k: Parts<'a, f32>,
+    v: &'a [f32],
+    keys: Parts<'a, f16>,
+    values: Parts<'a, f16>,
+    /// Whether each task prepares its own head's new tokens ([`Job::prepare`]); otherwise
+    /// that is done for every head before the tasks run.
+    prepare_in_task: bool,
     out: SharedMut<f32>,
     out_len: usize,
     n: usize,
@@ -305,13 +356,56 @@ impl Job<'_> {
         self.s.window.map_or(0, |w| (p + 1).saturating_sub(w))
     }
 
-    /// [`prefetch_row`] for cache row `j`'s key and value of KV head `g`.
+    /// Cache row `j`'s key and value of KV head `g`.
+    ///
+    /// # Safety
+    /// No task writes them meanwhile: rows before `pos0` are never written, and a new row's
+    /// head `g` only by [`Job::prepare`] for `g`, before any task reads it.
     #[inline(always)]
-    fn prefetch(&self, j: usize, g: usize) {
+    unsafe fn cached(&self, j: usize, g: usize) -> (&[f16], &[f16]) {
         let s = self.s;
         let (kw, vw) = (s.n_head_kv * s.head_dim, s.n_head_kv * s.head_dim_v);
-        prefetch_row(&self.keys[j * kw + g * s.head_dim..][..s.head_dim]);
-        prefetch_row(&self.values[j * vw + g * s.head_dim_v..][..s.head_dim_v]);
+        (
+            self.keys.get(j * kw + g * s.head_dim, s.head_dim),
+            self.values.get(j * vw + g * s.head_dim_v, s.head_dim_v),
+        )
+    }
+
+    /// Make new token `t` ready for KV head `g`: rotate its queries of `g`'s group and its key
+    /// of head `g` ([`Job::rotate`]), and store that key and value in the cache (f16).
+    ///
+    /// # Safety
+    /// Called once for each `(t, g)` of the job, before any task reads token `t`'s queries of
+    /// `g`'s group or cache row `pos0 + t`'s head `g`, and never for the same `(t, g)` on two
+    /// threads.
+    unsafe fn prepare(&self, t: usize, g: usize) {
+        let s = self.s;
+        let (hd, hdv, group) = (s.head_dim, s.head_dim_v, s.n_head / s.n_head_kv);
+        let (kw, vw) = (s.n_head_kv * hd, s.n_head_kv * hdv);
+        let q = self
+            .q
+            .get_mut(t * s.n_head * hd + g * group * hd, group * hd);
+        let k = self.k.get_mut(t * kw + g * hd, hd);
+        (self.rotate)(self.seq, t, q, k);
+        let p = self.pos0 + t;
+        self.keys
+            .get_mut(p * kw + g * hd, hd)
+            .convert_from_f32_slice(k);
+        let v = &self.v[t * vw + g * hdv..][..hdv];
+        self.values
+            .get_mut(p * vw + g * hdv, hdv)
+            .convert_from_f32_slice(v);
+    }
+
+    /// [`prefetch_row`] for cache row `j`'s key and value of KV head `g`.
+    ///
+    /// # Safety
+    /// As [`Job::cached`].
+    #[inline(always)]
+    unsafe fn prefetch(&self, j: usize, g: usize) {
+        let (key, value) = self.cached(j, g);
+        prefetch_row(key);
+        prefetch_row(value);
     }
 
     /// Run tasks `range` (each one KV head × one block of tokens).
@@ -319,12 +413,7 @@ impl Job<'_> {
     fn run<K: Kernels>(&self, range: Range<usize>) {
         let s = self.s;
         let (hd, hdv) = (s.head_dim, s.head_dim_v);
-        let (qw, kw, vw, ow) = (
-            s.n_head * hd,
-            s.n_head_kv * hd,
-            s.n_head_kv * hdv,
-            s.n_head * hdv,
-        );
+        let (qw, ow) = (s.n_head * hd, s.n_head * hdv);
         let group = s.n_head / s.n_head_kv;
         let [mut k32, mut v32, mut scores] = BUFFERS.take();
         let mut qt = vec![0.0f32; TILE * hd];
@@ -346,16 +435,23 @@ impl Job<'_> {
                 self.out_of_memory.store(true, Ordering::Relaxed);
                 return;
             }
-            let prefetch = |j: usize| self.prefetch(j, g);
+            if self.prepare_in_task {
+                // SAFETY: with `prepare_in_task` each head has one task (one token block),
+                // this one, which prepares its tokens before reading them.
+                (t0..t1).for_each(|t| unsafe { self.prepare(t, g) });
+            }
+            // SAFETY (`cached`, `prefetch`): the new rows' head `g` was prepared, by this task
+            // or before the tasks ran, and no task writes it any more.
+            let prefetch = |j: usize| unsafe { self.prefetch(j, g) };
             (lo..hi.min(lo + PREFETCH_ROWS)).for_each(prefetch);
             for j in lo..hi {
                 if j + PREFETCH_ROWS < hi {
                     prefetch(j + PREFETCH_ROWS);
                 }
-                let (r, kr) = (j - lo, j * kw + g * hd);
-                K::widen(&self.keys[kr..kr + hd], &mut k32[r * hd..(r + 1) * hd]);
-                let vr = j * vw + g * hdv;
-                K::widen(&self.values[vr..vr + hdv], &mut v32[r * hdv..(r + 1) * hdv]);
+                let r = j - lo;
+                let (key, value) = unsafe { self.cached(j, g) };
+                K::widen(key, &mut k32[r * hd..(r + 1) * hd]);
+                K::widen(value, &mut v32[r * hdv..(r + 1) * hdv]);
             }
             // The (token, head) queries of the task in order, TILE at a time against the
             // union of their key ranges (every score is computed as on its own).
@@ -369,7 +465,9 @@ impl Job<'_> {
                     let p = self.pos0 + t;
                     (ulo, uhi) = (ulo.min(self.window_start(p)), uhi.max(p + 1));
                     let qh = &mut qt[i * hd..(i + 1) * hd];
-                    qh.copy_from_slice(&self.q[t * qw + h * hd..t * qw + (h + 1) * hd]);
+                    // SAFETY: token `t`'s queries of this head's group were prepared and
+                    // only this task uses them now.
+                    qh.copy_from_slice(unsafe { self.q.get(t * qw + h * hd, hd) });
                     K::round(qh);
                 }
                 let nk = uhi - ulo;
@@ -456,50 +554,93 @@ impl Job<'_> {
     }
 }
 
-/// One sequence's part of [`attention`]: `n` new tokens at positions `pos0..pos0 + n`; `q`
-/// holds their (rotated, scaled) queries, `keys`/`values` the layer's cache including them,
-/// `out` receives `n × n_head × head_dim_v` values.
+/// One sequence's part of [`attention`]: `n` new tokens at positions `pos0..pos0 + n`.
 pub(crate) struct SeqAttention<'a> {
-    pub q: &'a [f32],
-    pub keys: &'a [f16],
-    pub values: &'a [f16],
+    /// The new tokens' queries (`n × n_head × head_dim`), not yet rotated.
+    pub q: &'a mut [f32],
+    /// Their keys (`n × n_head_kv × head_dim`), not yet rotated, and values.
+    pub k: &'a mut [f32],
+    pub v: &'a [f32],
+    /// The layer's cache: rows `pos0..pos0 + n` receive the new keys and values.
+    pub keys: &'a mut [f16],
+    pub values: &'a mut [f16],
     pub n: usize,
     pub pos0: usize,
+    /// Receives `n × n_head × head_dim_v` values.
     pub out: &'a mut [f32],
 }
 
 /// Attention of every sequence in `seqs` (each against its own cache), in one dispatch over
-/// the threads so that a batch of single tokens still gives every thread work.
-/// [`Error::InsufficientMemory`] when the per-task buffers (as long as the attended window)
-/// cannot be allocated.
+/// the threads so that a batch of single tokens still gives every thread work. The new
+/// tokens' queries and keys are first rotated by `rotate`, and their keys and values stored in
+/// the caches: by each KV head's task when it has all of its sequence's tokens (decoding),
+/// otherwise for all heads before. [`Error::InsufficientMemory`] when the per-task buffers
+/// (as long as the attended window) cannot be allocated.
 pub(crate) fn attention(
     shape: &AttentionShape,
     seqs: &mut [SeqAttention<'_>],
+    rotate: Rotate<'_>,
     threads: &Threads,
 ) -> Result<()> {
-    let jobs: Vec<Job> = seqs
-        .iter_mut()
-        .map(|seq| {
-            let n = seq.n;
-            // Split tokens into blocks so that every KV head gets several tasks.
-            let token_block = n
-                .div_ceil((threads.count() * 4).div_ceil(shape.n_head_kv))
-                .max(1);
-            Job {
-                s: shape,
-                q: seq.q,
-                keys: seq.keys,
-                values: seq.values,
-                out: SharedMut(seq.out.as_mut_ptr()),
-                out_len: seq.out.len(),
-                n,
-                pos0: seq.pos0,
-                token_block,
-                n_blocks: n.div_ceil(token_block),
-                out_of_memory: AtomicBool::new(false),
-            }
-        })
-        .collect();
+    let (qw, kw, vw) = (
+        shape.n_head * shape.head_dim,
+        shape.n_head_kv * shape.head_dim,
+        shape.n_head_kv * shape.head_dim_v,
+    );
+    let mut jobs: Vec<Job> = Vec::with_capacity(seqs.len());
+    for (i, seq) in seqs.iter_mut().enumerate() {
+        let n = seq.n;
+        let end = seq.pos0 + n;
+        if seq.q.len() != n * qw
+            || seq.k.len() != n * kw
+            || seq.v.len() != n * vw
+            || seq.keys.len() < end * kw
+            || seq.values.len() < end * vw
+        {
+            return Err(Error::Backend(format!(
+                "attention operands do not fit {n} tokens at position {}",
+                seq.pos0
+            )));
+        }
+        // Split tokens into blocks so that every KV head gets several tasks.
+        let token_block = n
+            .div_ceil((threads.count() * 4).div_ceil(shape.n_head_kv))
+            .max(1);
+        jobs.push(Job {
+            s: shape,
+            seq: i,
+            rotate,
+            q: Parts::new(seq.q),
+            k: Parts::new(seq.k),
+            v: seq.v,
+            keys: Parts::new(seq.keys),
+            values: Parts::new(seq.values),
+            prepare_in_task: false,
+            out: SharedMut(seq.out.as_mut_ptr()),
+            out_len: seq.out.len(),
+            n,
+            pos0: seq.pos0,
+            token_block,
+            n_blocks: n.div_ceil(token_block),
+            out_of_memory: AtomicBool::new(false),
+        });
+    }
+    if jobs.iter().all(|j| j.n_blocks == 1) {
+        jobs.iter_mut().for_each(|j| j.prepare_in_task = true);
+    } else {
+        let tokens: Vec<usize> = jobs.iter().map(|j| j.n).collect();
+        let total = tokens.iter().sum();
+        threads.for_each_chunk(total, 1, |range| {
+            split_range(range, tokens.iter().copied(), |i, ts| {
+                for t in ts {
+                    for g in 0..shape.n_head_kv {
+                        // SAFETY: each token of each job is in one chunk; no task runs yet.
+                        unsafe { jobs[i].prepare(t, g) };
+                    }
+                }
+            });
+        });
+    }
     // Task i of the whole batch: the jobs' tasks one after the other.
     let tasks: Vec<usize> = jobs.iter().map(|j| shape.n_head_kv * j.n_blocks).collect();
     let total = tasks.iter().sum();
@@ -571,13 +712,30 @@ mod tests {
         (n, pos0, token_block): (usize, usize, usize),
         build: fn(&Job, Range<usize>),
     ) -> Vec<f32> {
+        let (kw, vw) = (
+            shape.n_head_kv * shape.head_dim,
+            shape.n_head_kv * shape.head_dim_v,
+        );
+        let widen = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+        let mut k = widen(&keys[pos0 * kw..(pos0 + n) * kw]);
+        let v = widen(&values[pos0 * vw..(pos0 + n) * vw]);
+        // The new rows are stored by `Job::prepare`: cleared here, so that a row it misses
+        // shows in the output.
+        let (mut keys, mut values, mut q) = (keys.to_vec(), values.to_vec(), q.to_vec());
+        keys[pos0 * kw..].fill(f16::ZERO);
+        values[pos0 * vw..].fill(f16::ZERO);
         let mut out = vec![0f32; n * shape.n_head * shape.head_dim_v];
         let n_blocks = n.div_ceil(token_block);
         let job = Job {
             s: shape,
-            q,
-            keys,
-            values,
+            seq: 0,
+            rotate: &|_, _, _, _| {},
+            q: Parts::new(&mut q),
+            k: Parts::new(&mut k),
+            v: &v,
+            keys: Parts::new(&mut keys),
+            values: Parts::new(&mut values),
+            prepare_in_task: n_blocks == 1,
             out: SharedMut(out.as_mut_ptr()),
             out_len: out.len(),
             n,
@@ -586,6 +744,14 @@ mod tests {
             n_blocks,
             out_of_memory: AtomicBool::new(false),
         };
+        if n_blocks > 1 {
+            for t in 0..n {
+                for g in 0..shape.n_head_kv {
+                    // SAFETY: once per (t, g), before the tasks, on this thread only.
+                    unsafe { job.prepare(t, g) };
+                }
+            }
+        }
         build(&job, 0..shape.n_head_kv * n_blocks);
         out
     }

@@ -1,9 +1,7 @@
 //! The key/value cache: per layer, keys and values of every cached position, stored as f16.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
-use crate::backend::Threads;
 use crate::{Error, Result};
 
 /// Keys and values for `capacity` positions of every layer, in f16.
@@ -83,24 +81,6 @@ impl KvCache {
 
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity);
-    }
-
-    /// Store keys and values (`n` positions from `pos0`) for `layer`, rounding to f16.
-    pub(crate) fn store(
-        &mut self,
-        layer: usize,
-        pos0: usize,
-        k: &[f32],
-        v: &[f32],
-        threads: &Threads,
-    ) {
-        let (kw, vw) = (self.k_width, self.v_width);
-        let kd = &mut self.keys[layer][pos0 * kw..pos0 * kw + k.len()];
-        let vd = &mut self.values[layer][pos0 * vw..pos0 * vw + v.len()];
-        threads.for_each_rows2(kd, kw, vd, vw, |t0, kd, vd| {
-            kd.convert_from_f32_slice(&k[t0 * kw..t0 * kw + kd.len()]);
-            vd.convert_from_f32_slice(&v[t0 * vw..t0 * vw + vd.len()]);
-        });
     }
 
     /// Cached keys of `layer` (`capacity × k_width`).

@@ -265,23 +265,26 @@ impl Rope {
 
     /// Rotate one head vector in place using a table from [`Rope::angles`].
     pub fn apply(&self, head: &mut [f32], table: &[(f32, f32)]) {
-        match self.style {
-            RopeStyle::Normal => {
-                for (i, &(c, s)) in table.iter().enumerate() {
-                    let (a, b) = (head[2 * i], head[2 * i + 1]);
-                    head[2 * i] = a * c - b * s;
-                    head[2 * i + 1] = a * s + b * c;
+        widest(
+            #[inline(always)]
+            || match self.style {
+                RopeStyle::Normal => {
+                    for (i, &(c, s)) in table.iter().enumerate() {
+                        let (a, b) = (head[2 * i], head[2 * i + 1]);
+                        head[2 * i] = a * c - b * s;
+                        head[2 * i + 1] = a * s + b * c;
+                    }
                 }
-            }
-            RopeStyle::Neox => {
-                let half = self.n_dims / 2;
-                for (i, &(c, s)) in table.iter().enumerate() {
-                    let (a, b) = (head[i], head[i + half]);
-                    head[i] = a * c - b * s;
-                    head[i + half] = a * s + b * c;
+                RopeStyle::Neox => {
+                    let half = self.n_dims / 2;
+                    for (i, &(c, s)) in table.iter().enumerate() {
+                        let (a, b) = (head[i], head[i + half]);
+                        head[i] = a * c - b * s;
+                        head[i + half] = a * s + b * c;
+                    }
                 }
-            }
-        }
+            },
+        )
     }
 }
 

@@ -246,6 +246,15 @@ impl Transformer {
             rope_of.push((start, layer.rope.n_dims / 2));
         }
         buffers.rope_tables(&ropes, seqs, n)?;
+        // Each sequence's first row in the batch.
+        let first_token: Vec<usize> = seqs
+            .iter()
+            .scan(0, |next, seq| {
+                let first = *next;
+                *next += seq.tokens.len();
+                Some(first)
+            })
+            .collect();
         let Scratch {
             x,
             h,
@@ -293,46 +302,45 @@ impl Transformer {
             };
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];
-            threads.for_each_rows2(q, qw, k, kw, |first, q, k| {
-                let rows = q.chunks_exact_mut(qw).zip(k.chunks_exact_mut(kw));
-                for (t, (q, k)) in rows.enumerate() {
-                    let table = &tables[(first + t) * half..(first + t + 1) * half];
-                    for head in q.chunks_exact_mut(c.head_dim) {
-                        layer.rope.apply(head, table);
-                    }
-                    for head in k.chunks_exact_mut(c.head_dim) {
-                        layer.rope.apply(head, table);
-                    }
-                    if let Some(s) = self.query_scale {
-                        q.iter_mut().for_each(|v| *v *= s);
-                    }
+            let rotate = |i: usize, t: usize, q: &mut [f32], k: &mut [f32]| {
+                let row = first_token[i] + t;
+                let table = &tables[row * half..(row + 1) * half];
+                for head in q.chunks_exact_mut(c.head_dim) {
+                    layer.rope.apply(head, table);
                 }
-            });
-            let mut t0 = 0;
-            for seq in seqs.iter_mut() {
-                let (pos0, t1) = (seq.cache.len(), t0 + seq.tokens.len());
-                let (k, v) = (&k[t0 * kw..t1 * kw], &v[t0 * vw..t1 * vw]);
-                seq.cache.store(il, pos0, k, v, threads);
-                t0 = t1;
-            }
-            // Every sequence's attention in one dispatch.
-            let (mut t0, mut rest) = (0, &mut attn[..]);
+                layer.rope.apply(k, table);
+                if let Some(s) = self.query_scale {
+                    q.iter_mut().for_each(|v| *v *= s);
+                }
+            };
+            // Every sequence's attention in one dispatch (which also rotates and caches).
+            let (mut qs, mut ks, mut vs, mut outs) =
+                (&mut q[..], &mut k[..], &v[..], &mut attn[..]);
             let mut parts = Vec::with_capacity(seqs.len());
-            for seq in seqs.iter() {
-                let (ns, t1) = (seq.tokens.len(), t0 + seq.tokens.len());
-                let (out, tail) = std::mem::take(&mut rest).split_at_mut(ns * ow);
-                rest = tail;
+            for seq in seqs.iter_mut() {
+                let ns = seq.tokens.len();
+                let (sq, rest) = std::mem::take(&mut qs).split_at_mut(ns * qw);
+                qs = rest;
+                let (sk, rest) = std::mem::take(&mut ks).split_at_mut(ns * kw);
+                ks = rest;
+                let (sv, rest) = vs.split_at(ns * vw);
+                vs = rest;
+                let (out, rest) = std::mem::take(&mut outs).split_at_mut(ns * ow);
+                outs = rest;
+                let pos0 = seq.cache.len();
+                let (keys, values) = seq.cache.layer_mut(il);
                 parts.push(SeqAttention {
-                    q: &q[t0 * qw..t1 * qw],
-                    keys: seq.cache.keys(il),
-                    values: seq.cache.values(il),
+                    q: sq,
+                    k: sk,
+                    v: sv,
+                    keys,
+                    values,
                     n: ns,
-                    pos0: seq.cache.len(),
+                    pos0,
                     out,
                 });
-                t0 = t1;
             }
-            attention(&shape, &mut parts, threads)?;
+            attention(&shape, &mut parts, &rotate, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
             let norm = layer.post_attn_norm.as_deref();
             add_residual(x, proj, d, norm, c.rms_eps, threads);
