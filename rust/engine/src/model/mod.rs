@@ -78,23 +78,29 @@ impl Model {
         threads: &Threads,
         output: Output,
     ) -> Result<Vec<f32>> {
-        self.forward_batch(&mut [SeqTokens { tokens, cache }], threads, output)
+        let mut out = Vec::new();
+        let seq = SeqTokens { tokens, cache };
+        self.forward_batch(&mut [seq], threads, output, &mut out)?;
+        Ok(out)
     }
 
     /// Run several sequences in one pass, each after its own cache's contents; the result
     /// holds what `output` asks for, sequence after sequence ([`Output::LastLogits`]: one row
     /// of `n_vocab` logits per sequence). Every sequence's result equals what
-    /// [`Model::forward`] gives it alone, bit for bit. Checked like [`Model::forward`].
+    /// [`Model::forward`] gives it alone, bit for bit. Checked like [`Model::forward`]. The
+    /// result replaces the contents of `out`, whose memory is reused (a decoding loop passes
+    /// the same buffer every step).
     pub fn forward_batch(
         &self,
         seqs: &mut [SeqTokens<'_>],
         threads: &Threads,
         output: Output,
-    ) -> Result<Vec<f32>> {
-        let mut out = self.net.forward(seqs, threads, output)?;
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.net.forward(seqs, threads, output, out)?;
         // Scanned on every thread: a batch's logits are large, and this runs every step.
         let bad = std::sync::Mutex::new(None);
-        threads.for_each_rows(&mut out, 1, |_, rows| {
+        threads.for_each_rows(out, 1, |_, rows| {
             if let Some(&x) = rows.iter().find(|x| !x.is_finite()) {
                 *bad.lock().unwrap_or_else(|e| e.into_inner()) = Some(x);
             }
@@ -103,7 +109,7 @@ impl Model {
             Some(x) => Err(Error::InvalidModel(format!(
                 "the model computed a non-finite value ({x}): its tensor data is corrupt"
             ))),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 

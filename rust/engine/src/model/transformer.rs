@@ -195,7 +195,8 @@ impl Transformer {
         seqs: &mut [SeqTokens<'_>],
         threads: &Threads,
         output: Output,
-    ) -> Result<Vec<f32>> {
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let c = &self.config;
         if seqs.is_empty() || seqs.iter().any(|s| s.tokens.is_empty()) {
             return Err(Error::InvalidOption("forward pass with no tokens".into()));
@@ -213,7 +214,7 @@ impl Transformer {
         let mut buffers = SCRATCH.take();
         let result = buffers
             .size_for(n, c)
-            .and_then(|()| self.forward_with(seqs, n, threads, output, &mut buffers));
+            .and_then(|()| self.forward_with(seqs, n, threads, output, &mut buffers, out));
         SCRATCH.set(buffers);
         result
     }
@@ -226,7 +227,8 @@ impl Transformer {
         threads: &Threads,
         output: Output,
         buffers: &mut Scratch,
-    ) -> Result<Vec<f32>> {
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let c = &self.config;
         let d = c.n_embd;
         let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
@@ -382,12 +384,13 @@ impl Transformer {
         };
         norm_rows(&mut rows, &self.output_norm, c.rms_eps);
         if output == Output::Hidden {
-            return Ok(rows);
+            *out = rows;
+            return Ok(());
         }
         let n_out = rows.len() / d;
         let n_logits = n_out.saturating_mul(c.n_vocab);
-        let mut logits = fallible::vec(n_logits, 0.0f32, "the logits")?;
-        self.output.matmul(&rows, n_out, &mut logits, threads)?;
-        Ok(logits)
+        // Every element is written by the product: a reused buffer is not cleared.
+        fallible::resize(out, n_logits, 0.0f32, "the logits")?;
+        self.output.matmul(&rows, n_out, out, threads)
     }
 }

@@ -48,6 +48,8 @@ pub(super) struct Sequences {
     extra: Vec<Sequence>,
     /// One slot per sequence (index 0: the context's own cache).
     running: Vec<Option<Running>>,
+    /// The last step's logits, kept so that each step reuses their memory.
+    logits: Vec<f32>,
 }
 
 impl Sequences {
@@ -76,6 +78,7 @@ impl Sequences {
         Ok(Sequences {
             extra,
             running: (0..n_seq).map(|_| None).collect(),
+            logits: Vec::new(),
         })
     }
 
@@ -116,8 +119,17 @@ impl Context {
             .count()
     }
 
-    /// Every sequence's cache and tokens (sequence 0 first), with the running slots.
-    fn parts(&mut self) -> (Vec<SeqState<'_>>, &mut [Option<Running>], Runner<'_>) {
+    /// Every sequence's cache and tokens (sequence 0 first), with the running slots and the
+    /// steps' logits buffer.
+    #[allow(clippy::type_complexity)]
+    fn parts(
+        &mut self,
+    ) -> (
+        Vec<SeqState<'_>>,
+        &mut [Option<Running>],
+        Runner<'_>,
+        &mut Vec<f32>,
+    ) {
         let mut seqs = vec![SeqState {
             cache: &mut self.cache,
             cached: &mut self.cached,
@@ -131,7 +143,12 @@ impl Context {
             threads: &self.threads,
             n_batch: self.n_batch,
         };
-        (seqs, &mut self.sequences.running, runner)
+        (
+            seqs,
+            &mut self.sequences.running,
+            runner,
+            &mut self.sequences.logits,
+        )
     }
 
     /// Start `request` on a free sequence (the one whose cache shares the longest prefix with
@@ -158,7 +175,7 @@ impl Context {
         let reusable: Vec<usize> = std::iter::once(self.reusable)
             .chain(self.sequences.extra.iter().map(|s| s.reusable))
             .collect();
-        let (seqs, running, runner) = self.parts();
+        let (seqs, running, runner, _) = self.parts();
         let Some((id, common)) = seqs
             .iter()
             .enumerate()
@@ -250,7 +267,7 @@ impl Context {
         shifted: &mut Vec<(usize, usize)>,
     ) -> Result<Vec<(usize, Generation)>> {
         let bos = self.model.tokenizer.bos();
-        let (mut seqs, running, runner) = self.parts();
+        let (mut seqs, running, runner, logits) = self.parts();
         let mut finished = Vec::new();
         let mut feed = Vec::new();
         for (id, slot) in running.iter_mut().enumerate() {
@@ -323,9 +340,9 @@ impl Context {
                 });
             }
         }
-        let logits = runner
+        runner
             .model
-            .forward_batch(&mut batch, runner.threads, Output::LastLogits)?;
+            .forward_batch(&mut batch, runner.threads, Output::LastLogits, logits)?;
         let n_vocab = logits.len() / feed.len();
         for (((id, token), cached), row) in
             feed.iter().zip(histories).zip(logits.chunks_exact(n_vocab))
