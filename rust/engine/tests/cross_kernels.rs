@@ -159,7 +159,7 @@ fn extreme_scales(rng: &mut Rng, w: GgmlType, row: &mut [u8]) {
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn neon_kernels_equal_the_portable_ones_bitwise() {
-    use local_llm_engine::quant::{vec_dot_rows, vec_dot_tile};
+    use local_llm_engine::quant::{vec_dot_rows, vec_dot_rows_tokens, vec_dot_tile};
 
     fn tile<const R: usize, const T: usize>(
         w: GgmlType,
@@ -179,6 +179,25 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
                         "{w} {R}x{T} tile ({r}, {t}), n={n}"
                     );
                 }
+            }
+        }
+    }
+
+    /// Each of the nine rows against `T` tokens in one pass (decoding several sequences).
+    fn rows_tokens<const T: usize>(w: GgmlType, n: usize, ws: &[Vec<u8>], acts: &[Vec<u8>]) {
+        let mut out = vec![vec![0f32; ws.len()]; T];
+        let mut rows = out.iter_mut();
+        let slices: [&mut [f32]; T] =
+            std::array::from_fn(|_| &mut rows.next().expect("T rows")[..]);
+        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
+        vec_dot_rows_tokens(w, n, &ws.concat(), a_rows, slices);
+        for (t, row) in out.iter().enumerate() {
+            for (i, (o, wr)) in row.iter().zip(ws).enumerate() {
+                assert_eq!(
+                    o.to_bits(),
+                    vec_dot_scalar(w, n, wr, &acts[t]).to_bits(),
+                    "{w} vec_dot_rows_tokens::<{T}> row {i} token {t}, n={n}"
+                );
             }
         }
     }
@@ -228,6 +247,8 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
                         "{w} vec_dot_rows row {i}, n={n}"
                     );
                 }
+                rows_tokens::<3>(w, n, &ws, &acts);
+                rows_tokens::<4>(w, n, &ws, &acts);
                 tile::<1, 1>(w, n, &ws, &acts);
                 tile::<1, 4>(w, n, &ws, &acts);
                 tile::<2, 1>(w, n, &ws, &acts);

@@ -5,7 +5,7 @@ mod quant_support;
 
 use half::f16;
 use local_llm_engine::quant::{
-    simd_level, vec_dot, vec_dot_scalar, vec_dot_tile, vec_dot_type, GgmlType,
+    simd_level, vec_dot, vec_dot_rows_tokens, vec_dot_scalar, vec_dot_tile, vec_dot_type, GgmlType,
 };
 use quant_support::{make_case, Rng};
 
@@ -181,5 +181,46 @@ fn vec_dot_tile_equals_vec_dot_bitwise() {
             7,
             "Q8_0 Q4_0 Q5_0 Q4_1 Q4_K Q5_K Q6_K have tile kernels on x86-64"
         );
+    }
+}
+
+/// Decoding several sequences: each weight row against 1 to 4 tokens in one pass (four rows a
+/// quarter of the matrix apart, then the rows left over) gives, bit for bit, the single-row
+/// kernel's result for every (row, token).
+#[test]
+fn vec_dot_rows_tokens_equals_vec_dot_bitwise() {
+    fn check<const T: usize>(rng: &mut Rng, ty: GgmlType, n: usize) {
+        // Nine rows: two quarters of four, then one.
+        let w: Vec<Vec<u8>> = (0..9)
+            .map(|_| quant_support::random_row(rng, ty, n))
+            .collect();
+        let acts: Vec<Vec<u8>> = (0..T)
+            .map(|_| quant_support::random_row(rng, vec_dot_type(ty), n))
+            .collect();
+        let mut out = vec![vec![0f32; w.len()]; T];
+        let mut slices = out.iter_mut();
+        let outs: [&mut [f32]; T] =
+            std::array::from_fn(|_| &mut slices.next().expect("T rows")[..]);
+        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
+        vec_dot_rows_tokens(ty, n, &w.concat(), a_rows, outs);
+        for (t, row) in out.iter().enumerate() {
+            for (r, got) in row.iter().enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    vec_dot(ty, n, &w[r], &acts[t]).to_bits(),
+                    "{ty} n={n} {T} tokens, row {r} token {t} ({})",
+                    simd_level()
+                );
+            }
+        }
+    }
+    let mut rng = Rng::new(11);
+    for ty in WEIGHT_TYPES {
+        for n in lengths(ty) {
+            check::<1>(&mut rng, ty, n);
+            check::<2>(&mut rng, ty, n);
+            check::<3>(&mut rng, ty, n);
+            check::<4>(&mut rng, ty, n);
+        }
     }
 }

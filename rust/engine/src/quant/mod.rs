@@ -447,7 +447,7 @@ pub fn vec_dot_rows(w: GgmlType, n: usize, rows: &[u8], act: &[u8], out: &mut [f
 /// block once for all (up to 4) tokens, which beats the tile kernels for few tokens.
 pub fn rows_tokens_kernel(w: GgmlType) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if wide() && x86_tile::kind(w).is_some() {
+    if x86_level().is_some() && x86_tile::kind(w).is_some() {
         return true;
     }
     let _ = w;
@@ -473,8 +473,8 @@ pub fn vec_dot_rows_tokens<const T: usize>(
     );
     assert!(T <= 4, "vec_dot_rows: at most 4 tokens at once");
     #[cfg(target_arch = "x86_64")]
-    if let (Level::Avx512Vnni, Some(kind), Some(first), Some(a0)) = (
-        level(),
+    if let (Some(vnni), Some(kind), Some(first), Some(a0)) = (
+        x86_level(),
         x86_tile::kind(w),
         rows.get(..row_len),
         acts.first(),
@@ -509,12 +509,12 @@ pub fn vec_dot_rows_tokens<const T: usize>(
         } else {
             for r in (0..quarter).map(rows4) {
                 let w = r.map(|r| base.wrapping_add(r * row_len));
-                store(r, unsafe { x86_tile::tile::<4, T>(true, kind, nb, w, a) });
+                store(r, unsafe { x86_tile::tile::<4, T>(vnni, kind, nb, w, a) });
             }
         }
         for r in 4 * quarter..count {
             // SAFETY: as above.
-            let v = unsafe { x86_tile::tile::<1, T>(true, kind, nb, [base.add(r * row_len)], a) };
+            let v = unsafe { x86_tile::tile::<1, T>(vnni, kind, nb, [base.add(r * row_len)], a) };
             for (t, o) in out.iter_mut().enumerate() {
                 o[r] = v[0][t];
             }
