@@ -127,10 +127,59 @@ unsafe fn dot_vnni(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(acc, u, s)
 }
 
-/// Generates one tile kernel for an instruction set: `$dot` computes the lane sums, `$vnni`
-/// says whether Q8_0 codes are flipped to unsigned (otherwise the sign trick is used).
+/// `acc` plus lane `i`'s Σ of the 4 adjacent products of bytes `4i..4i+4` in both `u0 · s0`
+/// and `u1 · s1` (unsigned `u`, signed `s`). The two `maddubs` results are added as i16,
+/// which is exact while every byte of `u` is at most 31 (and for `u` = 1).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot2_avx2(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m256i) -> __m256i {
+    let pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+    _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// As [`dot2_avx2`] with two `vpdpbusd` (any unsigned bytes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn dot2_vnni(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, u0, s0), u1, s1)
+}
+
+/// The 32 codes of the weight block at `p` for weight code `KIND` as unsigned bytes (signed
+/// for Q8_0 without `VNNI`), in element order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn codes<const KIND: u8, const VNNI: bool>(p: *const u8) -> __m256i {
+    match KIND {
+        Q8_0 if VNNI => _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128)),
+        Q8_0 => load(p.add(BlockQ8_0::QS)),
+        Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
+        Q5_0 => _mm256_or_si256(
+            nibbles(p.add(BlockQ5_0::QS)),
+            fifth_bits(p.add(BlockQ5_0::QH)),
+        ),
+        _ => nibbles(p.add(BlockQ4_1::QS)),
+    }
+}
+
+/// The 16 bytes at `p` in both 128-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_both(p: *const u8) -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast()))
+}
+
+/// Generates one tile kernel for an instruction set: `$dot` computes the lane sums of one
+/// register, `$dot2` of two (see [`dot2_avx2`]); `$vnni` says whether Q8_0 codes are flipped
+/// to unsigned (otherwise the sign trick is used).
+///
+/// Tokens go in pairs: a pair's activations are rearranged once per block into [token 2k's
+/// first 16 | token 2k + 1's first 16] and the same for the last 16, and a weight block's
+/// first and last 16 codes are each loaded into both 128-bit lanes. The two products then
+/// leave lane `j` of each token's half holding the sum over bytes `4j..4j+4` and
+/// `16+4j..16+4j+4`, the same exact integer the one-row kernel folds to. The last of an odd
+/// number of tokens is multiplied alone and folded.
 macro_rules! tile_kernel {
-    ($name:ident, $features:literal, $dot:ident, $vnni:expr) => {
+    ($name:ident, $features:literal, $dot:ident, $dot2:ident, $vnni:expr) => {
         #[target_feature(enable = $features)]
         pub(super) unsafe fn $name<const KIND: u8, const R: usize, const T: usize>(
             nb: usize,
@@ -144,12 +193,16 @@ macro_rules! tile_kernel {
                 Q5_0 => 16,
                 _ => 0,
             };
+            let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
             let zero = _mm256_setzero_si256();
             let ones = _mm256_set1_epi8(1);
+            let signed = KIND == Q8_0 && !$vnni;
             let mut acc = [[_mm256_setzero_ps(); T]; R];
             let mut summs = [_mm_setzero_ps(); R];
             for b in 0..nb {
                 let mut av = [zero; T];
+                // Pair k's [first halves] and [last halves], and its offset correction.
+                let mut pair = [[zero; 2]; T];
                 let mut corr = [zero; T];
                 // [d_t, s_t, ..] of each activation block (s: Q8_1 only).
                 let mut h = [_mm_setzero_ps(); 4];
@@ -157,11 +210,21 @@ macro_rules! tile_kernel {
                     let p = a[t].add(asize * b);
                     av[t] = load(p.add(aq));
                     h[t] = halves(p);
+                }
+                for k in 0..T / 2 {
+                    let (x, y) = (av[2 * k], av[2 * k + 1]);
+                    pair[k] = [
+                        _mm256_permute2x128_si256::<0x20>(x, y),
+                        _mm256_permute2x128_si256::<0x31>(x, y),
+                    ];
                     if offset != 0 {
-                        let lanes = $dot(zero, ones, av[t]);
-                        let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
-                        corr[t] = _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift));
+                        let lanes = $dot2(zero, ones, pair[k][0], ones, pair[k][1]);
+                        corr[k] = _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift));
                     }
+                }
+                if T % 2 == 1 && offset != 0 {
+                    let lanes = $dot(zero, ones, av[T - 1]);
+                    corr[T / 2] = _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift));
                 }
                 let lo = _mm_unpacklo_ps(h[0], h[1]);
                 let hi = _mm_unpacklo_ps(h[2], h[3]);
@@ -169,17 +232,48 @@ macro_rules! tile_kernel {
                 let asum = _mm_movehl_ps(hi, lo);
                 for r in 0..R {
                     let p = w[r].add(wsize * b);
-                    let q = match KIND {
-                        Q8_0 if $vnni => {
-                            _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128))
+                    // The first and the last 16 codes, each in both 128-bit lanes.
+                    let both = match KIND {
+                        _ if T == 1 => [zero; 2],
+                        Q8_0 => {
+                            let q = [
+                                load_both(p.add(BlockQ8_0::QS)),
+                                load_both(p.add(BlockQ8_0::QS + 16)),
+                            ];
+                            if $vnni {
+                                q.map(|q| _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
+                            } else {
+                                q
+                            }
                         }
-                        Q8_0 => load(p.add(BlockQ8_0::QS)),
-                        Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
-                        Q5_0 => _mm256_or_si256(
-                            nibbles(p.add(BlockQ5_0::QS)),
-                            fifth_bits(p.add(BlockQ5_0::QH)),
-                        ),
-                        _ => nibbles(p.add(BlockQ4_1::QS)),
+                        Q4_0 | Q4_1 => {
+                            let qs = if KIND == Q4_0 {
+                                BlockQ4_0::QS
+                            } else {
+                                BlockQ4_1::QS
+                            };
+                            let x = load_both(p.add(qs));
+                            let low = _mm256_set1_epi8(0x0f);
+                            [
+                                _mm256_and_si256(x, low),
+                                _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
+                            ]
+                        }
+                        _ => {
+                            let x = load_both(p.add(BlockQ5_0::QS));
+                            let low = _mm256_set1_epi8(0x0f);
+                            let fifth = fifth_bits(p.add(BlockQ5_0::QH));
+                            [
+                                _mm256_or_si256(
+                                    _mm256_and_si256(x, low),
+                                    _mm256_permute2x128_si256::<0x00>(fifth, fifth),
+                                ),
+                                _mm256_or_si256(
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
+                                    _mm256_permute2x128_si256::<0x11>(fifth, fifth),
+                                ),
+                            ]
+                        }
                     };
                     let dm = halves(p);
                     let d = _mm_mul_ps(_mm_permute_ps::<0>(dm), ad);
@@ -187,33 +281,39 @@ macro_rules! tile_kernel {
                         let m = _mm_mul_ps(_mm_permute_ps::<0b01_01_01_01>(dm), asum);
                         summs[r] = _mm_add_ps(summs[r], m);
                     }
-                    let lanes: [__m256i; T] = std::array::from_fn(|t| {
-                        if KIND == Q8_0 && !$vnni {
-                            let ux = _mm256_sign_epi8(q, q);
-                            $dot(zero, ux, _mm256_sign_epi8(av[t], q))
+                    for k in 0..T / 2 {
+                        let [s0, s1] = pair[k];
+                        // [token 2k's 4 lanes, token 2k + 1's].
+                        let sum = if signed {
+                            let [u0, u1] = both.map(|q| _mm256_sign_epi8(q, q));
+                            let first = $dot(zero, u0, _mm256_sign_epi8(s0, both[0]));
+                            $dot(first, u1, _mm256_sign_epi8(s1, both[1]))
                         } else {
-                            $dot(corr[t], q, av[t])
-                        }
-                    });
+                            $dot2(corr[k], both[0], s0, both[1], s1)
+                        };
+                        acc[r][k] =
+                            _mm256_fmadd_ps(splat_pair(d, k), _mm256_cvtepi32_ps(sum), acc[r][k]);
+                    }
                     if T % 2 == 1 {
                         // The last of an odd number of tokens alone, in the low 4 lanes.
                         let (t, k) = (T - 1, T / 2);
+                        let q = if T == 1 {
+                            codes::<KIND, $vnni>(p)
+                        } else {
+                            _mm256_blend_epi32::<0xf0>(both[0], both[1])
+                        };
+                        let lanes = if signed {
+                            let ux = _mm256_sign_epi8(q, q);
+                            $dot(zero, ux, _mm256_sign_epi8(av[t], q))
+                        } else {
+                            $dot(corr[k], q, av[t])
+                        };
                         let sum = _mm_fmadd_ps(
                             _mm_permutevar_ps(d, _mm_set1_epi32(t as i32)),
-                            _mm_cvtepi32_ps(fold(lanes[t])),
+                            _mm_cvtepi32_ps(fold(lanes)),
                             _mm256_castps256_ps128(acc[r][k]),
                         );
                         acc[r][k] = _mm256_zextps128_ps256(sum);
-                    }
-                    for k in 0..T / 2 {
-                        // [token 2k's folded lanes, token 2k + 1's].
-                        let (x, y) = (lanes[2 * k], lanes[2 * k + 1]);
-                        let sum = _mm256_add_epi32(
-                            _mm256_permute2x128_si256::<0x20>(x, y),
-                            _mm256_permute2x128_si256::<0x31>(x, y),
-                        );
-                        acc[r][k] =
-                            _mm256_fmadd_ps(splat_pair(d, k), _mm256_cvtepi32_ps(sum), acc[r][k]);
                     }
                 }
             }
@@ -226,11 +326,12 @@ macro_rules! tile_kernel {
     };
 }
 
-tile_kernel!(tile_avx2, "avx2,fma,f16c", dot_avx2, false);
+tile_kernel!(tile_avx2, "avx2,fma,f16c", dot_avx2, dot2_avx2, false);
 tile_kernel!(
     tile_vnni,
     "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
     dot_vnni,
+    dot2_vnni,
     true
 );
 
