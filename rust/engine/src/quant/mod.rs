@@ -7,8 +7,8 @@
 //!
 //! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
 //! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_ktile`,
-//! `x86_tile` and `neon`, `neon_kquants`, `neon_float` are the SIMD kernels; this file alone
-//! chooses between them.
+//! `x86_tile`, `x86_wide`, `x86_decode` (AVX-512), `x86_decode_avx2` and `neon`,
+//! `neon_kquants`, `neon_float` are the SIMD kernels; this file alone chooses between them.
 
 pub(crate) mod blocks;
 pub(crate) mod float;
@@ -25,6 +25,8 @@ mod types;
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_decode;
+#[cfg(target_arch = "x86_64")]
+mod x86_decode_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_kquants;
 #[cfg(target_arch = "x86_64")]
@@ -497,15 +499,22 @@ pub fn vec_dot_rows_tokens<const T: usize>(
                 }
             }
         };
-        // SAFETY (both branches): every row index is < count, so each row's nb whole blocks
+        // SAFETY (every branch): every row index is < count, so each row's nb whole blocks
         // are inside `rows` (checked above), as are every activation row's (equal lengths),
-        // prepared in `prep`; the features were detected (`wide()`: AVX-512 BW too).
+        // prepared in `prep`; the features were detected (`wide()`: AVX-512 BW too). One
+        // token without VNNI takes the AVX2 kernel that holds two rows per register.
         if wide() {
             let out = out.each_mut().map(|o| o.as_mut_ptr());
             let rows = |prep| unsafe {
                 x86_decode::rows_for(kind, nb, (base, row_len, quarter), a, prep, out)
             };
             unsafe { x86_decode::with_prepared(kind, nb, acts, rows) };
+        } else if T == 1 && !vnni {
+            for r in (0..quarter).map(rows4) {
+                let w = r.map(|r| base.wrapping_add(r * row_len));
+                let v = unsafe { x86_decode_avx2::rows4_for(kind, nb, w, a[0]) };
+                store(r, v.map(|v| [v; T]));
+            }
         } else {
             for r in (0..quarter).map(rows4) {
                 let w = r.map(|r| base.wrapping_add(r * row_len));

@@ -115,7 +115,7 @@ unsafe fn splat_pair(v: __m128, k: usize) -> __m256 {
 /// Σ of 4 adjacent products of unsigned `u` and signed `s` bytes per i32 lane, plus `acc`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_avx2(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+pub(super) unsafe fn dot_avx2(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
     _mm256_add_epi32(acc, p)
 }
@@ -132,7 +132,13 @@ unsafe fn dot_vnni(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
 /// which is exact while every byte of `u` is at most 31 (and for `u` = 1).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot2_avx2(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m256i) -> __m256i {
+pub(super) unsafe fn dot2_avx2(
+    acc: __m256i,
+    u0: __m256i,
+    s0: __m256i,
+    u1: __m256i,
+    s1: __m256i,
+) -> __m256i {
     let pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
     _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
 }
@@ -164,7 +170,7 @@ unsafe fn codes<const KIND: u8, const VNNI: bool>(p: *const u8) -> __m256i {
 /// The 16 bytes at `p` in both 128-bit lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_both(p: *const u8) -> __m256i {
+pub(super) unsafe fn load_both(p: *const u8) -> __m256i {
     _mm256_broadcastsi128_si256(_mm_loadu_si128(p.cast()))
 }
 

@@ -1,0 +1,158 @@
+//! The AVX2 decoding kernel for one token and the 32-element block formats (Q8_0, Q4_0, Q5_0,
+//! Q4_1): four weight rows, two per 256-bit register (one row per 128-bit lane).
+//!
+//! Per block, a row pair's first 16 codes go into one register and their last 16 into
+//! another, and the token's first and last 16 quants are each loaded into both lanes; two
+//! `maddubs` (added as i16, exact for 4- and 5-bit codes) and one `madd` then leave each row's
+//! 4 lanes holding the exact integers the one-row kernel folds to (lane `j`: bytes `4j..4j+4`
+//! and `16+4j..16+4j+4`). The four rows' f16 scales (and Q4_1 minima) are widened with one
+//! conversion, and one FMA applies two rows' `f32(d_w)·f32(d_a)`. Each row keeps the one-row
+//! kernel's arithmetic (see `super::x86`), so every result is bit-identical to
+//! [`super::vec_dot`].
+//!
+//! Safety: the dispatcher checks AVX2, FMA and F16C; `nb` whole blocks are present in every
+//! row.
+
+use std::arch::x86_64::*;
+
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
+use super::x86::{fifth_bits, hsum4};
+use super::x86_tile::{dot2_avx2, dot_avx2, halves, layout, load_both, Q4_0, Q4_1, Q5_0, Q8_0};
+
+/// The first four bytes at `p` as a little-endian u32 (a block's scale, and Q4_1's minimum).
+#[inline]
+unsafe fn word(p: *const u8) -> i32 {
+    i32::from_le(p.cast::<i32>().read_unaligned())
+}
+
+/// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_two(lo: *const u8, hi: *const u8) -> __m256i {
+    _mm256_inserti128_si256::<1>(
+        _mm256_castsi128_si256(_mm_loadu_si128(lo.cast())),
+        _mm_loadu_si128(hi.cast()),
+    )
+}
+
+/// The first and the last 16 codes of the blocks at `p0` (low lane) and `p1` (high lane) for
+/// weight code `KIND`, as unsigned bytes (Q8_0: signed).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
+    let low = _mm256_set1_epi8(0x0f);
+    let nibbles = |qs: usize| {
+        let x = load_two(p0.add(qs), p1.add(qs));
+        [
+            _mm256_and_si256(x, low),
+            _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
+        ]
+    };
+    match KIND {
+        Q8_0 => {
+            let qs = BlockQ8_0::QS;
+            [
+                load_two(p0.add(qs), p1.add(qs)),
+                load_two(p0.add(qs + 16), p1.add(qs + 16)),
+            ]
+        }
+        Q4_0 => nibbles(BlockQ4_0::QS),
+        Q5_0 => {
+            let [lo, hi] = nibbles(BlockQ5_0::QS);
+            let (f0, f1) = (
+                fifth_bits(p0.add(BlockQ5_0::QH)),
+                fifth_bits(p1.add(BlockQ5_0::QH)),
+            );
+            [
+                _mm256_or_si256(lo, _mm256_permute2x128_si256::<0x20>(f0, f1)),
+                _mm256_or_si256(hi, _mm256_permute2x128_si256::<0x31>(f0, f1)),
+            ]
+        }
+        _ => nibbles(BlockQ4_1::QS),
+    }
+}
+
+/// `[rows[r] · a]` for four weight rows and one activation row (weight code `KIND`).
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present; each row pointer and `a` must have `nb` whole blocks of
+/// their formats behind them.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+    let (wsize, asize, aq) = layout(KIND);
+    let offset = match KIND {
+        Q4_0 => 8u32,
+        Q5_0 => 16,
+        _ => 0,
+    };
+    let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
+    let zero = _mm256_setzero_si256();
+    let ones = _mm256_set1_epi8(1);
+    // The scale lanes of row pair k in `dm` ([d0, m0, d1, m1, d2, m2, d3, m3]).
+    let d_lanes = [
+        _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2),
+        _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6),
+    ];
+    let m_lanes = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut summs = _mm_setzero_ps();
+    for b in 0..nb {
+        let pa = a.add(asize * b);
+        let (alo, ahi) = (load_both(pa.add(aq)), load_both(pa.add(aq + 16)));
+        // [d_a, s_a (Q8_1 only), 0, 0].
+        let ha = halves(pa);
+        let da = _mm256_broadcastss_ps(ha);
+        let corr = if offset != 0 {
+            let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
+            _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift))
+        } else {
+            zero
+        };
+        let p = w.map(|w| w.add(wsize * b));
+        let words = _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3]));
+        let dm = _mm256_cvtph_ps(words);
+        for k in 0..2 {
+            let [lo, hi] = codes::<KIND>(p[2 * k], p[2 * k + 1]);
+            let sum = if KIND == Q8_0 {
+                let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+                let first = dot_avx2(zero, ulo, _mm256_sign_epi8(alo, lo));
+                dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
+            } else {
+                dot2_avx2(corr, lo, alo, hi, ahi)
+            };
+            let d = _mm256_mul_ps(_mm256_permutevar8x32_ps(dm, d_lanes[k]), da);
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);
+        }
+        if KIND == Q4_1 {
+            let m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(dm, m_lanes));
+            let s = _mm_permute_ps::<0b01_01_01_01>(ha);
+            summs = _mm_add_ps(summs, _mm_mul_ps(m, s));
+        }
+    }
+    let mut mins = [0f32; 4];
+    _mm_storeu_ps(mins.as_mut_ptr(), summs);
+    let mut out = [0f32; 4];
+    for (k, v) in acc.iter().enumerate() {
+        out[2 * k] = hsum4(_mm256_castps256_ps128(*v));
+        out[2 * k + 1] = hsum4(_mm256_extractf128_ps::<1>(*v));
+    }
+    if KIND == Q4_1 {
+        for (o, m) in out.iter_mut().zip(mins) {
+            *o += m;
+        }
+    }
+    out
+}
+
+/// [`rows4`] for weight code `kind`.
+///
+/// # Safety
+/// As [`rows4`].
+pub(super) unsafe fn rows4_for(kind: u8, nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+    match kind {
+        Q8_0 => rows4::<Q8_0>(nb, w, a),
+        Q4_0 => rows4::<Q4_0>(nb, w, a),
+        Q5_0 => rows4::<Q5_0>(nb, w, a),
+        _ => rows4::<Q4_1>(nb, w, a),
+    }
+}
