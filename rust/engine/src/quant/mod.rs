@@ -509,11 +509,10 @@ pub fn vec_dot_rows_tokens<const T: usize>(
                 x86_decode::rows_for(kind, nb, (base, row_len, quarter), a, prep, out)
             };
             unsafe { x86_decode::with_prepared(kind, nb, acts, rows) };
-        } else if T == 1 && !vnni {
+        } else if !vnni {
             for r in (0..quarter).map(rows4) {
                 let w = r.map(|r| base.wrapping_add(r * row_len));
-                let v = unsafe { x86_decode_avx2::rows4_for(kind, nb, w, a[0]) };
-                store(r, v.map(|v| [v; T]));
+                store(r, unsafe { x86_decode_avx2::rows4_for(kind, nb, w, a) });
             }
         } else {
             for r in (0..quarter).map(rows4) {
@@ -575,15 +574,15 @@ pub fn vec_dot_rows_tokens<const T: usize>(
 }
 
 /// How many weight rows [`vec_dot_tile`] should take at once for weight type `w` on this CPU
-/// (x86-64: 4 with AVX-512's 32 registers, 2 with AVX2's 16, 1 for the K formats except Q4_K
+/// (x86-64: 4 for the 32-element formats (with AVX2 alone, two rows per register), 1 for the K formats except Q4_K
 /// and Q6_K with AVX-512 VNNI + BW, 2 (× 8 tokens, see `x86_ktile`); aarch64: 2
 /// for the 32-element formats, the row pair of `smmla`, and for the K formats 2 with `smmla`,
 /// else 1), or 0 when `w` has no tile kernel.
 pub fn tile_rows(w: GgmlType) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if let Some(vnni) = x86_level() {
+    if x86_level().is_some() {
         if x86_tile::kind(w).is_some() {
-            return if vnni { 4 } else { 2 };
+            return 4;
         }
         if matches!(w, GgmlType::Q4_K | GgmlType::Q6_K) && wide() {
             return 2;
@@ -649,6 +648,12 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
         // have equal lengths).
         return unsafe {
             match x86_tile::kind(w) {
+                // Without VNNI, four rows take the kernel that holds two rows per register.
+                Some(kind) if !vnni && R == 4 && T <= 4 => {
+                    let v =
+                        x86_decode_avx2::rows4_for(kind, nb, std::array::from_fn(|i| wp[i]), ap);
+                    Some(std::array::from_fn(|r| v[r]))
+                }
                 Some(kind) => Some(x86_tile::tile::<R, T>(vnni, kind, nb, wp, ap)),
                 None => x86_kquants::tile::<R, T>(vnni, w, nb, wp, ap),
             }

@@ -72,13 +72,18 @@ unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
     }
 }
 
-/// `[rows[r] · a]` for four weight rows and one activation row (weight code `KIND`).
+/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weight code
+/// `KIND`).
 ///
 /// # Safety
-/// AVX2, FMA and F16C must be present; each row pointer and `a` must have `nb` whole blocks of
-/// their formats behind them.
+/// AVX2, FMA and F16C must be present; each row pointer and each of `a` must have `nb` whole
+/// blocks of their formats behind them.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+unsafe fn rows4<const KIND: u8, const T: usize>(
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+) -> [[f32; T]; 4] {
     let (wsize, asize, aq) = layout(KIND);
     let offset = match KIND {
         Q4_0 => 8u32,
@@ -94,51 +99,67 @@ unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [
         _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6),
     ];
     let m_lanes = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
-    let mut acc = [_mm256_setzero_ps(); 2];
-    let mut summs = _mm_setzero_ps();
+    // acc[k][t]: row pair k (rows 2k and 2k + 1) and token t.
+    let mut acc = [[_mm256_setzero_ps(); T]; 2];
+    // summs[t]: the four rows' Σ m·s for token t.
+    let mut summs = [_mm_setzero_ps(); T];
     for b in 0..nb {
-        let pa = a.add(asize * b);
-        let (alo, ahi) = (load_both(pa.add(aq)), load_both(pa.add(aq + 16)));
-        // [d_a, s_a (Q8_1 only), 0, 0].
-        let ha = halves(pa);
-        let da = _mm256_broadcastss_ps(ha);
-        let corr = if offset != 0 {
-            let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
-            _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift))
-        } else {
-            zero
-        };
+        // Each token's halves (in both lanes), [d_a, s_a (Q8_1 only), 0, 0] and correction.
+        let mut act = [[zero; 3]; T];
+        let mut ha = [_mm_setzero_ps(); T];
+        for t in 0..T {
+            let pa = a[t].add(asize * b);
+            let (alo, ahi) = (load_both(pa.add(aq)), load_both(pa.add(aq + 16)));
+            ha[t] = halves(pa);
+            let corr = if offset != 0 {
+                let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
+                _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift))
+            } else {
+                zero
+            };
+            act[t] = [alo, ahi, corr];
+        }
         let p = w.map(|w| w.add(wsize * b));
         let words = _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3]));
         let dm = _mm256_cvtph_ps(words);
-        for k in 0..2 {
+        for (k, acc) in acc.iter_mut().enumerate() {
             let [lo, hi] = codes::<KIND>(p[2 * k], p[2 * k + 1]);
-            let sum = if KIND == Q8_0 {
-                let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
-                let first = dot_avx2(zero, ulo, _mm256_sign_epi8(alo, lo));
-                dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
-            } else {
-                dot2_avx2(corr, lo, alo, hi, ahi)
-            };
-            let d = _mm256_mul_ps(_mm256_permutevar8x32_ps(dm, d_lanes[k]), da);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc[k]);
+            let dw = _mm256_permutevar8x32_ps(dm, d_lanes[k]);
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let [alo, ahi, corr] = act[t];
+                let sum = if KIND == Q8_0 {
+                    let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+                    let first = dot_avx2(zero, ulo, _mm256_sign_epi8(alo, lo));
+                    dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
+                } else {
+                    dot2_avx2(corr, lo, alo, hi, ahi)
+                };
+                let d = _mm256_mul_ps(dw, _mm256_broadcastss_ps(ha[t]));
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), *acc);
+            }
         }
         if KIND == Q4_1 {
             let m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(dm, m_lanes));
-            let s = _mm_permute_ps::<0b01_01_01_01>(ha);
-            summs = _mm_add_ps(summs, _mm_mul_ps(m, s));
+            for (summs, ha) in summs.iter_mut().zip(ha) {
+                let s = _mm_permute_ps::<0b01_01_01_01>(ha);
+                *summs = _mm_add_ps(*summs, _mm_mul_ps(m, s));
+            }
         }
     }
-    let mut mins = [0f32; 4];
-    _mm_storeu_ps(mins.as_mut_ptr(), summs);
-    let mut out = [0f32; 4];
-    for (k, v) in acc.iter().enumerate() {
-        out[2 * k] = hsum4(_mm256_castps256_ps128(*v));
-        out[2 * k + 1] = hsum4(_mm256_extractf128_ps::<1>(*v));
+    let mut out = [[0f32; T]; 4];
+    for (k, acc) in acc.iter().enumerate() {
+        for (t, v) in acc.iter().enumerate() {
+            out[2 * k][t] = hsum4(_mm256_castps256_ps128(*v));
+            out[2 * k + 1][t] = hsum4(_mm256_extractf128_ps::<1>(*v));
+        }
     }
     if KIND == Q4_1 {
-        for (o, m) in out.iter_mut().zip(mins) {
-            *o += m;
+        for (t, s) in summs.iter().enumerate() {
+            let mut mins = [0f32; 4];
+            _mm_storeu_ps(mins.as_mut_ptr(), *s);
+            for (row, m) in out.iter_mut().zip(mins) {
+                row[t] += m;
+            }
         }
     }
     out
@@ -148,11 +169,16 @@ unsafe fn rows4<const KIND: u8>(nb: usize, w: [*const u8; 4], a: *const u8) -> [
 ///
 /// # Safety
 /// As [`rows4`].
-pub(super) unsafe fn rows4_for(kind: u8, nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+pub(super) unsafe fn rows4_for<const T: usize>(
+    kind: u8,
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+) -> [[f32; T]; 4] {
     match kind {
-        Q8_0 => rows4::<Q8_0>(nb, w, a),
-        Q4_0 => rows4::<Q4_0>(nb, w, a),
-        Q5_0 => rows4::<Q5_0>(nb, w, a),
-        _ => rows4::<Q4_1>(nb, w, a),
+        Q8_0 => rows4::<Q8_0, T>(nb, w, a),
+        Q4_0 => rows4::<Q4_0, T>(nb, w, a),
+        Q5_0 => rows4::<Q5_0, T>(nb, w, a),
+        _ => rows4::<Q4_1, T>(nb, w, a),
     }
 }

@@ -1,6 +1,7 @@
 //! Tiled x86 kernels for the 32-element block formats: `R` weight rows × `T` activation rows per
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
-//! once for `R` rows. Prompt processing uses `R × 4` tiles (with AVX-512 BW the wide tile of `x86_wide` takes over). Decoding
+//! once for `R` rows. Prompt processing uses `R × 4` tiles (with AVX-512 BW the wide tile of
+//! `x86_wide` takes over; with AVX2 alone the 4-row kernel of `x86_decode_avx2`). Decoding
 //! (`vec_dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
 //! far-apart sequential streams keep full bandwidth, while adjacent rows read together
 //! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
