@@ -1,8 +1,10 @@
-//! The AVX2 decoding kernel for one token and the 32-element block formats (Q8_0, Q4_0, Q5_0,
-//! Q4_1): four weight rows, two per 256-bit register (one row per 128-bit lane).
+//! The AVX2 4-row kernel for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
+//! weight rows, two per 256-bit register (one row per 128-bit lane), against one to four
+//! tokens (decoding one sequence, one token of each of a few, or a prompt's 4 × 4 tiles).
 //!
 //! Per block, a row pair's first 16 codes go into one register and their last 16 into
-//! another, and the token's first and last 16 quants are each loaded into both lanes; two
+//! another, once for all tokens, and each token's first and last 16 quants are each loaded
+//! into both lanes; two
 //! `maddubs` (added as i16, exact for 4- and 5-bit codes) and one `madd` then leave each row's
 //! 4 lanes holding the exact integers the one-row kernel folds to (lane `j`: bytes `4j..4j+4`
 //! and `16+4j..16+4j+4`). The four rows' f16 scales (and Q4_1 minima) are widened with one
