@@ -3,7 +3,8 @@
 //! text of `scripts/fetch-eval-text.sh`, for both real models:
 //! - both tools save their logits (`--kl-divergence-base`): the files' headers and token
 //!   sections must be byte-identical (same tokenization, chunking and format);
-//! - our perplexity must match llama-perplexity's within [`PPL_REL_BOUND`];
+//! - our perplexity must match llama-perplexity's within [`PPL_REL_BOUND`], or within twice
+//!   the standard error llama-perplexity gives for the ratio of the two when that is larger;
 //! - llama-perplexity scores our file and we score its file (`--kl-divergence`): the file
 //!   format is verified both ways (each side's "PPL(base)" is the other's perplexity), and the
 //!   mean KL divergence must stay under [`MAX_MEAN_KLD`].
@@ -18,8 +19,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Largest relative difference of the two perplexities. Measured: see the README's
-/// perplexity section; llama.cpp's own AVX-512 and AVX2 builds differ by up to 0.1% here.
+/// Largest relative difference of the two perplexities (unless twice the ratio's standard
+/// error is larger). Measured: see the README's perplexity section; llama.cpp's own AVX-512 and
+/// AVX2 builds differ by up to 0.1% here on a Zen 4 CPU, while on an AVX2-only Zen 2 CPU its
+/// native build gives Gemma 3 1.29% more than ours (standard error of the ratio 0.85%, mean
+/// KLD 0.0076): 252 scored positions cannot pin a perplexity down to 1%.
 const PPL_REL_BOUND: f64 = 0.01;
 /// Largest mean KL divergence (nats) between the engines' distributions.
 const MAX_MEAN_KLD: f64 = 0.01;
@@ -130,11 +134,6 @@ fn compare(model_name: &str) {
         header_and_tokens(&ours_base) == header_and_tokens(&theirs_base),
         "the logits files differ in their header or tokens"
     );
-    assert!(
-        (ppl_ours / ppl_theirs - 1.0).abs() < PPL_REL_BOUND,
-        "{model_name}: PPL {ppl_ours} vs llama.cpp's {ppl_theirs}"
-    );
-
     // llama-perplexity scores our logits against its own base, and we score its logits.
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
@@ -168,6 +167,16 @@ fn compare(model_name: &str) {
         );
         assert!(kld < MAX_MEAN_KLD, "{who}: mean KLD {kld}\n{report}");
     }
+    // llama-perplexity's ratio of its perplexity to ours, with its standard error.
+    let label = "Mean PPL(Q)/PPL(base)         :";
+    let ratio = number_after(&theirs_kld, label);
+    let at = theirs_kld.find(label).expect("ratio line") + label.len();
+    let error = number_after(&theirs_kld[at..], "±");
+    let bound = PPL_REL_BOUND.max(2.0 * error).min(3.0 * PPL_REL_BOUND);
+    assert!(
+        (ppl_ours / ppl_theirs - 1.0).abs() < bound && (ratio - 1.0).abs() < bound,
+        "{model_name}: PPL {ppl_ours} vs llama.cpp's {ppl_theirs} (ratio {ratio} ± {error})"
+    );
     std::fs::remove_dir_all(&dir).expect("remove temp dir");
 }
 
