@@ -18,6 +18,12 @@ pub(super) unsafe fn half(p: *const u8) -> f32 {
     super::float::f16_le([*p, *p.add(1)])
 }
 
+/// The first four bytes at `p` as a little-endian i32 (a block's scale, or scale and minimum).
+#[inline]
+pub(super) unsafe fn word(p: *const u8) -> i32 {
+    i32::from_le(p.cast::<i32>().read_unaligned())
+}
+
 /// The product of the IEEE halves at `px` and `py` (f32 multiply of the exact widenings). Both
 /// are converted with one `vcvtph2ps` from a zero-extended register, which avoids the false
 /// dependency a single-lane insert would create on the accumulator.

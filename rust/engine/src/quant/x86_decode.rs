@@ -17,7 +17,7 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::load;
+use super::x86::{load, word};
 use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 
@@ -25,12 +25,6 @@ use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
 /// 0-25%, 1024 loses 5%, and 512 loses 15% (a cliff: do not raise it without measuring).
 const PREFETCH: usize = 384;
-
-/// The first four bytes at `p` as a little-endian u32 (a block's scale, or scale and minimum).
-#[inline]
-unsafe fn word(p: *const u8) -> i32 {
-    i32::from_le(p.cast::<i32>().read_unaligned())
-}
 
 /// The 16 bytes at each of `p`, row r's in 128-bit lane r.
 #[inline]

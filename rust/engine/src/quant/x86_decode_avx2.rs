@@ -18,14 +18,8 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{fifth_bits, hsum4};
+use super::x86::{fifth_bits, hsum4, word};
 use super::x86_tile::{dot2_avx2, dot_avx2, halves, layout, load_both, Q4_0, Q4_1, Q5_0, Q8_0};
-
-/// The first four bytes at `p` as a little-endian u32 (a block's scale, and Q4_1's minimum).
-#[inline]
-unsafe fn word(p: *const u8) -> i32 {
-    i32::from_le(p.cast::<i32>().read_unaligned())
-}
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
 #[inline]
