@@ -129,9 +129,13 @@ impl Kernels for Avx2 {
 /// The blocks of [`joint_weighted_sums`] for `Q` queries: `outs[i][..at]` in 16- and 8-lane
 /// blocks (see [`joint_block_avx2`]); returns `at`.
 ///
+/// Compiled with AVX2 itself rather than inlined: it is called from a closure, which does not
+/// take on its caller's target features when the compiler keeps it out of line (the intrinsics
+/// then became calls).
+///
 /// # Safety
 /// As [`joint_block_avx2`], with `outs` of `width` elements.
-#[inline(always)]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn joint_blocks_avx2<const Q: usize>(
     p: &[f32],
     rows: &[f32],

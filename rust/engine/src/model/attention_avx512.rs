@@ -175,9 +175,12 @@ impl Kernels for Avx512 {
 /// The blocks of [`joint_weighted_sums`] for `Q` queries: `outs[i][..at]` in 64- and 16-lane
 /// blocks (see [`joint_block`]); returns `at`.
 ///
+/// Compiled with AVX-512F itself rather than inlined, as `joint_blocks_avx2` (called from a
+/// closure).
+///
 /// # Safety
 /// As [`joint_block`], with `outs` of `width` elements.
-#[inline(always)]
+#[target_feature(enable = "avx2,f16c,avx512f")]
 unsafe fn joint_blocks<const Q: usize>(
     p: &[f32],
     rows: &[f32],
