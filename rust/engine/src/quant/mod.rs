@@ -508,12 +508,20 @@ pub fn vec_dot_rows_tokens<const T: usize>(
             let rows = |prep| unsafe {
                 x86_decode::rows_for(kind, nb, (base, row_len, quarter), a, prep, out)
             };
-            unsafe { x86_decode::with_prepared(kind, nb, acts, rows) };
+            let prepare =
+                |a: &[u8], out: &mut [_]| unsafe { x86_decode::prepare(kind, nb, a, out) };
+            x86_tile::with_prepared(nb, acts, prepare, rows);
         } else if !vnni {
-            for r in (0..quarter).map(rows4) {
-                let w = r.map(|r| base.wrapping_add(r * row_len));
-                store(r, unsafe { x86_decode_avx2::rows4_for(kind, nb, w, a) });
-            }
+            let prepare =
+                |a: &[u8], out: &mut [_]| unsafe { x86_decode_avx2::prepare(kind, nb, a, out) };
+            x86_tile::with_prepared(nb, acts, prepare, |prep| {
+                for r in (0..quarter).map(rows4) {
+                    let w = r.map(|r| base.wrapping_add(r * row_len));
+                    store(r, unsafe {
+                        x86_decode_avx2::rows4_for(kind, nb, w, a, prep)
+                    });
+                }
+            });
         } else {
             for r in (0..quarter).map(rows4) {
                 let w = r.map(|r| base.wrapping_add(r * row_len));
@@ -651,7 +659,7 @@ pub fn vec_dot_tile<const R: usize, const T: usize>(
                 // Without VNNI, four rows take the kernel that holds two rows per register.
                 Some(kind) if !vnni && R == 4 && T <= 4 => {
                     let v =
-                        x86_decode_avx2::rows4_for(kind, nb, std::array::from_fn(|i| wp[i]), ap);
+                        x86_decode_avx2::tile4_for(kind, nb, std::array::from_fn(|i| wp[i]), ap);
                     Some(std::array::from_fn(|r| v[r]))
                 }
                 Some(kind) => Some(x86_tile::tile::<R, T>(vnni, kind, nb, wp, ap)),

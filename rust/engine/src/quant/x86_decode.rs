@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{load, word};
-use super::x86_tile::{layout, Q4_0, Q4_1, Q5_0, Q8_0};
+use super::x86_tile::{layout, Prepared, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
@@ -76,16 +76,6 @@ unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
     }
 }
 
-/// What the kernel needs of one activation block besides its quants: its 4 correction lanes
-/// ([`corrections`], zero for Q4_1) and `[d, s, d, s]` (`s`, Q8_1's sum, zero for the
-/// others), as f32.
-#[repr(C, align(32))]
-#[derive(Clone, Copy, Default)]
-pub(super) struct Prepared {
-    corr: [i32; 4],
-    ds: [f32; 4],
-}
-
 /// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
 /// written to `out`.
 ///
@@ -102,34 +92,6 @@ pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]
         let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
         _mm_store_ps(p.ds.as_mut_ptr(), ds);
     }
-}
-
-thread_local! {
-    static PREPARED: std::cell::RefCell<Vec<Prepared>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Run `f` with the `nb` blocks of each of the activation rows `acts` [`prepare`]d (weight
-/// code `kind`), in a buffer kept per thread.
-///
-/// # Safety
-/// As [`prepare`]: AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
-pub(super) unsafe fn with_prepared<const T: usize>(
-    kind: u8,
-    nb: usize,
-    acts: [&[u8]; T],
-    f: impl FnOnce([*const Prepared; T]),
-) {
-    let mut buf = PREPARED.with_borrow_mut(std::mem::take);
-    // Every block used is written by `prepare`: the buffer only grows, never cleared.
-    if buf.len() < nb * T {
-        buf.resize(nb * T, Prepared::default());
-    }
-    for (a, out) in acts.iter().zip(buf.chunks_exact_mut(nb.max(1))) {
-        // SAFETY: the caller checked the features.
-        unsafe { prepare(kind, nb, a, out) };
-    }
-    f(std::array::from_fn(|t| buf[nb * t..].as_ptr()));
-    PREPARED.set(buf);
 }
 
 /// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` (their blocks prepared in

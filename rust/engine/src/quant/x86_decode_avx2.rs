@@ -1,16 +1,24 @@
-//! The AVX2 4-row kernel for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
+//! The AVX2 4-row kernels for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
 //! weight rows, two per 256-bit register (one row per 128-bit lane), against one to four
-//! tokens (decoding one sequence, one token of each of a few, or a prompt's 4 × 4 tiles).
+//! tokens. [`rows4`] decodes (one sequence, or one token of each of a few); [`tile4`] serves a
+//! prompt's 4 × 4 tiles.
 //!
 //! Per block, a row pair's first 16 codes go into one register and their last 16 into
 //! another, once for all tokens, and each token's first and last 16 quants are each loaded
-//! into both lanes; two
-//! `maddubs` (added as i16, exact for 4- and 5-bit codes) and one `madd` then leave each row's
-//! 4 lanes holding the exact integers the one-row kernel folds to (lane `j`: bytes `4j..4j+4`
-//! and `16+4j..16+4j+4`). The four rows' f16 scales (and Q4_1 minima) are widened with one
-//! conversion, and one FMA applies two rows' `f32(d_w)·f32(d_a)`. Each row keeps the one-row
-//! kernel's arithmetic (see `super::x86`), so every result is bit-identical to
-//! [`super::vec_dot`].
+//! into both lanes; two `maddubs` (added as i16, exact for 4- and 5-bit codes) and one `madd`
+//! then leave each row's 4 lanes holding the exact integers the one-row kernel folds to (lane
+//! `j`: bytes `4j..4j+4` and `16+4j..16+4j+4`). The four rows' f16 scales (and Q4_1 minima)
+//! are widened with one conversion, and one FMA applies two rows' `f32(d_w)·f32(d_a)`. Each
+//! row keeps the one-row kernel's arithmetic (see `super::x86`), so every result is
+//! bit-identical to [`super::vec_dot`].
+//!
+//! The two differ in what they do per call. Decoding reads each weight once per step, so
+//! [`rows4`] takes the tokens' scales (and Q4_0/Q5_0 corrections) [`prepare`]d once per call
+//! for every group of rows, loads each token's quants where a row pair uses them (held for
+//! both pairs, they pushed the eight accumulators out of the 16 registers) and prefetches its
+//! four row streams. A prompt tile is called for every 4 rows × 4 tokens with the rows in
+//! cache: preparing per call cost more there (SmolLM2 prompt −9% on Zen 2), so [`tile4`]
+//! works out each token's scale and correction itself and holds its quants for both pairs.
 //!
 //! Safety: the dispatcher checks AVX2, FMA and F16C; `nb` whole blocks are present in every
 //! row.
@@ -18,8 +26,10 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{fifth_bits, hsum4, word};
-use super::x86_tile::{dot2_avx2, dot_avx2, halves, layout, load_both, Q4_0, Q4_1, Q5_0, Q8_0};
+use super::x86::{fifth_bits, fold, hsum4, load, word};
+use super::x86_tile::{
+    dot2_avx2, dot_avx2, halves, layout, load_both, Prepared, Q4_0, Q4_1, Q5_0, Q8_0,
+};
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
 #[inline]
@@ -68,14 +78,176 @@ unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
     }
 }
 
+/// A row pair's 4 lanes per row for one token: `corr` plus the exact lane sums of the codes
+/// `[lo, hi]` ([`codes`]) times the token's halves `[alo, ahi]` (each in both lanes); Q8_0
+/// with the sign trick.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn lane_sums<const KIND: u8>(
+    [lo, hi]: [__m256i; 2],
+    [alo, ahi]: [__m256i; 2],
+    corr: __m256i,
+) -> __m256i {
+    if KIND == Q8_0 {
+        let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+        let first = dot_avx2(corr, ulo, _mm256_sign_epi8(alo, lo));
+        dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
+    } else {
+        dot2_avx2(corr, lo, alo, hi, ahi)
+    }
+}
+
+/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
+/// written to `out`: the offset corrections of Q4_0 and Q5_0 (Q8_0's sign trick and Q4_1 need
+/// none) and the scales.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
+    let (_, asize, aq) = layout(kind);
+    let shift = match kind {
+        Q4_0 => Some(3),
+        Q5_0 => Some(4),
+        _ => None,
+    };
+    // Q8_1 keeps its sum in the second half; the others have quants there.
+    let keep = if kind == Q4_1 { -1 } else { 0xffff };
+    for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
+        if let Some(shift) = shift {
+            let q = load(block.as_ptr().add(aq));
+            let sums = fold(_mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                _mm256_set1_epi16(1),
+            ));
+            let corr = _mm_sub_epi32(
+                _mm_setzero_si128(),
+                _mm_sll_epi32(sums, _mm_cvtsi32_si128(shift)),
+            );
+            _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
+        }
+        let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
+        _mm_store_ps(p.ds.as_mut_ptr(), ds);
+    }
+}
+
+/// How far ahead of the block in use each row is prefetched, in bytes.
+const PREFETCH: usize = 384;
+
+/// Lane `i` of the `Σ m·s` sums of [`rows4`] (Q4_1) holds row `MIN_ROWS[i]` and token
+/// `2j + MIN_TOKENS[i]` of token pair `j`.
+const MIN_ROWS: [usize; 8] = [0, 2, 0, 2, 1, 3, 1, 3];
+const MIN_TOKENS: [usize; 8] = [0, 0, 1, 1, 0, 0, 1, 1];
+
 /// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weight code
-/// `KIND`).
+/// `KIND`), the activation blocks' corrections and scales taken from `prep`.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be present; each row pointer and each of `a` and `prep` must have
+/// `nb` whole blocks of their formats behind them.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows4<const KIND: u8, const T: usize>(
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+    prep: [*const Prepared; T],
+) -> [[f32; T]; 4] {
+    let (wsize, asize, aq) = layout(KIND);
+    let zero = _mm256_setzero_si256();
+    // acc[k][t]: row pair k (rows 2k and 2k + 1) and token t.
+    let mut acc = [[_mm256_setzero_ps(); T]; 2];
+    // Q4_1's Σ m·s of token pair j ([`MIN_ROWS`]).
+    let mut summs = [_mm256_setzero_ps(); 2];
+    for b in 0..nb {
+        let p = w.map(|w| w.add(wsize * b));
+        let pb = prep.map(|q| &*q.add(b));
+        for p in p {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
+        }
+        // [d0, m0, d2, m2 | d1, m1, d3, m3]: row pair k's scales in-lane at element 2k.
+        let words = _mm_setr_epi32(word(p[0]), word(p[2]), word(p[1]), word(p[3]));
+        let dm = _mm256_cvtph_ps(words);
+        for (k, acc) in acc.iter_mut().enumerate() {
+            let [lo, hi] = codes::<KIND>(p[2 * k], p[2 * k + 1]);
+            let dw = if k == 0 {
+                _mm256_permute_ps::<0b00_00_00_00>(dm)
+            } else {
+                _mm256_permute_ps::<0b10_10_10_10>(dm)
+            };
+            // Each token's halves are loaded where they are used: held for both row pairs,
+            // they would push the accumulators out of the 16 registers.
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let pa = a[t].add(asize * b + aq);
+                let (alo, ahi) = (load_both(pa), load_both(pa.add(16)));
+                let corr = match KIND {
+                    Q4_0 | Q5_0 => load_both(pb[t].corr.as_ptr().cast()),
+                    _ => zero,
+                };
+                let sum = lane_sums::<KIND>([lo, hi], [alo, ahi], corr);
+                let d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&pb[t].ds[0]));
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), *acc);
+            }
+        }
+        if KIND == Q4_1 {
+            let m = _mm256_permute_ps::<0b11_01_11_01>(dm);
+            for (j, summs) in summs.iter_mut().enumerate().take(T.div_ceil(2)) {
+                let ds = |t: usize| _mm256_broadcast_ps(&*pb[t.min(T - 1)].ds.as_ptr().cast());
+                // [s_2j, s_2j, s_2j+1, s_2j+1] in both lanes.
+                let s = _mm256_shuffle_ps::<0b01_01_01_01>(ds(2 * j), ds(2 * j + 1));
+                *summs = _mm256_add_ps(*summs, _mm256_mul_ps(m, s));
+            }
+        }
+    }
+    let mut out = [[0f32; T]; 4];
+    for (k, acc) in acc.iter().enumerate() {
+        for (t, v) in acc.iter().enumerate() {
+            out[2 * k][t] = hsum4(_mm256_castps256_ps128(*v));
+            out[2 * k + 1][t] = hsum4(_mm256_extractf128_ps::<1>(*v));
+        }
+    }
+    if KIND == Q4_1 {
+        for (j, s) in summs.iter().enumerate() {
+            let mut mins = [0f32; 8];
+            _mm256_storeu_ps(mins.as_mut_ptr(), *s);
+            for (i, m) in mins.into_iter().enumerate() {
+                if let Some(o) = out[MIN_ROWS[i]].get_mut(2 * j + MIN_TOKENS[i]) {
+                    *o += m;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`rows4`] for weight code `kind`.
+///
+/// # Safety
+/// As [`rows4`].
+pub(super) unsafe fn rows4_for<const T: usize>(
+    kind: u8,
+    nb: usize,
+    w: [*const u8; 4],
+    a: [*const u8; T],
+    prep: [*const Prepared; T],
+) -> [[f32; T]; 4] {
+    match kind {
+        Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
+        Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
+        Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
+        _ => rows4::<Q4_1, T>(nb, w, a, prep),
+    }
+}
+
+/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weight code
+/// `KIND`), each token's scale and correction worked out here: the prompt tile, called for
+/// every 4 rows × 4 tokens, where preparing them per call costs more than it saves and each
+/// token's halves stay in registers for both row pairs.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be present; each row pointer and each of `a` must have `nb` whole
 /// blocks of their formats behind them.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows4<const KIND: u8, const T: usize>(
+unsafe fn tile4<const KIND: u8, const T: usize>(
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
@@ -123,13 +295,7 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             let dw = _mm256_permutevar8x32_ps(dm, d_lanes[k]);
             for (t, acc) in acc.iter_mut().enumerate() {
                 let [alo, ahi, corr] = act[t];
-                let sum = if KIND == Q8_0 {
-                    let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
-                    let first = dot_avx2(zero, ulo, _mm256_sign_epi8(alo, lo));
-                    dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
-                } else {
-                    dot2_avx2(corr, lo, alo, hi, ahi)
-                };
+                let sum = lane_sums::<KIND>([lo, hi], [alo, ahi], corr);
                 let d = _mm256_mul_ps(dw, _mm256_broadcastss_ps(ha[t]));
                 *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), *acc);
             }
@@ -161,20 +327,20 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
     out
 }
 
-/// [`rows4`] for weight code `kind`.
+/// [`tile4`] for weight code `kind`.
 ///
 /// # Safety
-/// As [`rows4`].
-pub(super) unsafe fn rows4_for<const T: usize>(
+/// As [`tile4`].
+pub(super) unsafe fn tile4_for<const T: usize>(
     kind: u8,
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
 ) -> [[f32; T]; 4] {
     match kind {
-        Q8_0 => rows4::<Q8_0, T>(nb, w, a),
-        Q4_0 => rows4::<Q4_0, T>(nb, w, a),
-        Q5_0 => rows4::<Q5_0, T>(nb, w, a),
-        _ => rows4::<Q4_1, T>(nb, w, a),
+        Q8_0 => tile4::<Q8_0, T>(nb, w, a),
+        Q4_0 => tile4::<Q4_0, T>(nb, w, a),
+        Q5_0 => tile4::<Q5_0, T>(nb, w, a),
+        _ => tile4::<Q4_1, T>(nb, w, a),
     }
 }

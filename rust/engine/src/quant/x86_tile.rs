@@ -168,6 +168,42 @@ unsafe fn codes<const KIND: u8, const VNNI: bool>(p: *const u8) -> __m256i {
     }
 }
 
+/// What the decoding kernels need of one activation block besides its quants, worked out once
+/// per call for every group of rows: its 4 offset-correction lanes (`−offset · Σ` of bytes
+/// `4j..4j+4` and `16+4j..16+4j+4`; zero where the kernel needs none) and `[d, s, d, s]` (`s`,
+/// Q8_1's sum, zero for the others), as f32.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Default)]
+pub(super) struct Prepared {
+    pub(super) corr: [i32; 4],
+    pub(super) ds: [f32; 4],
+}
+
+thread_local! {
+    static PREPARED: std::cell::RefCell<Vec<Prepared>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Run `f` with the `nb` blocks of each of the activation rows `acts` prepared by `prepare`
+/// (which writes a row's first `nb` blocks), in a buffer kept per thread.
+pub(super) fn with_prepared<const T: usize, R>(
+    nb: usize,
+    acts: [&[u8]; T],
+    prepare: impl Fn(&[u8], &mut [Prepared]),
+    f: impl FnOnce([*const Prepared; T]) -> R,
+) -> R {
+    let mut buf = PREPARED.with_borrow_mut(std::mem::take);
+    // Every block used is written by `prepare`: the buffer only grows, never cleared.
+    if buf.len() < nb * T {
+        buf.resize(nb * T, Prepared::default());
+    }
+    for (a, out) in acts.iter().zip(buf.chunks_exact_mut(nb.max(1))) {
+        prepare(a, out);
+    }
+    let result = f(std::array::from_fn(|t| buf[nb * t..].as_ptr()));
+    PREPARED.set(buf);
+    result
+}
+
 /// The 16 bytes at `p` in both 128-bit lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
