@@ -170,7 +170,8 @@ unsafe fn codes<const KIND: u8, const VNNI: bool>(p: *const u8) -> __m256i {
 
 /// What the decoding kernels need of one activation block besides its quants, worked out once
 /// per call for every group of rows: its 4 offset-correction lanes (`−offset · Σ` of bytes
-/// `4j..4j+4` and `16+4j..16+4j+4`; zero where the kernel needs none) and `[d, s, d, s]` (`s`,
+/// `4j..4j+4` and `16+4j..16+4j+4`; the AVX-512 kernel writes zero where there is no offset,
+/// the AVX2 one leaves them unwritten and unread for Q8_0 and Q4_1) and `[d, s, d, s]` (`s`,
 /// Q8_1's sum, zero for the others), as f32.
 #[repr(C, align(32))]
 #[derive(Clone, Copy, Default)]
