@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{load, word};
-use super::x86_tile::{layout, Prepared, Q4_0, Q4_1, Q5_0, Q8_0};
+use super::x86_tile::{layout, prepared_scales, Prepared, Q4_0, Q4_1, Q5_0, Q8_0};
 use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
@@ -84,13 +84,10 @@ unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
     let (_, asize, aq) = layout(kind);
-    // Q8_1 keeps its sum in the second half; the others have quants there.
-    let keep = if kind == Q4_1 { -1 } else { 0xffff };
     for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
         let corr = corrections(kind, block.as_ptr().add(aq));
         _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
-        let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
-        _mm_store_ps(p.ds.as_mut_ptr(), ds);
+        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales(kind, block.as_ptr()));
     }
 }
 

@@ -28,7 +28,8 @@ use std::arch::x86_64::*;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{fifth_bits, fold, hsum4, load, word};
 use super::x86_tile::{
-    dot2_avx2, dot_avx2, halves, layout, load_both, Prepared, Q4_0, Q4_1, Q5_0, Q8_0,
+    dot2_avx2, dot_avx2, halves, layout, load_both, prepared_scales, Prepared, Q4_0, Q4_1, Q5_0,
+    Q8_0,
 };
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
@@ -111,8 +112,6 @@ pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]
         Q5_0 => Some(4),
         _ => None,
     };
-    // Q8_1 keeps its sum in the second half; the others have quants there.
-    let keep = if kind == Q4_1 { -1 } else { 0xffff };
     for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
         if let Some(shift) = shift {
             let q = load(block.as_ptr().add(aq));
@@ -126,8 +125,7 @@ pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]
             );
             _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
         }
-        let ds = _mm_cvtph_ps(_mm_set1_epi32(word(block.as_ptr()) & keep));
-        _mm_store_ps(p.ds.as_mut_ptr(), ds);
+        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales(kind, block.as_ptr()));
     }
 }
 

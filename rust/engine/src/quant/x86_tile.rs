@@ -25,7 +25,7 @@ use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
 use super::types::GgmlType;
-use super::x86::{fifth_bits, fold, hsum4, load, nibbles};
+use super::x86::{fifth_bits, fold, hsum4, load, nibbles, word};
 
 /// Block format codes of the tile kernels.
 pub(super) const Q8_0: u8 = 0;
@@ -203,6 +203,15 @@ pub(super) fn with_prepared<const T: usize, R>(
     let result = f(std::array::from_fn(|t| buf[nb * t..].as_ptr()));
     PREPARED.set(buf);
     result
+}
+
+/// [`Prepared::ds`] of the activation block at `p` for weight code `kind`: `[d, s, d, s]` as
+/// f32, `s` being Q8_1's sum (Q4_1) and zero for the others (Q8_0 has quants there).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn prepared_scales(kind: u8, p: *const u8) -> __m128 {
+    let keep = if kind == Q4_1 { -1 } else { 0xffff };
+    _mm_cvtph_ps(_mm_set1_epi32(word(p) & keep))
 }
 
 /// The 16 bytes at `p` in both 128-bit lanes.
