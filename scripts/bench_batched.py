@@ -12,16 +12,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
+
+from bench_compare import run as run_stdout
 
 
 def run(cmd):
     """Run cmd and return its stdout's JSON lines."""
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in run_stdout(cmd).splitlines() if line.startswith("{")]
 
 
 def ours(a, model):

@@ -26,7 +26,7 @@
 use std::arch::x86_64::*;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
-use super::x86::{fifth_bits, fold, hsum4, load, word};
+use super::x86::{fifth_bits, hsum4, word};
 use super::x86_tile::{
     dot2_avx2, dot_avx2, halves, layout, load_both, prepared_scales, Prepared, Q4_0, Q4_1, Q5_0,
     Q8_0,
@@ -98,6 +98,24 @@ unsafe fn lane_sums<const KIND: u8>(
     }
 }
 
+/// The offset correction of an activation block whose halves are `alo` and `ahi` (each in
+/// both lanes) for weight code `kind`: `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4`
+/// in lane `j` of each half (the codes of Q4_0 and Q5_0 are used unsigned, 8 and 16 too
+/// large); zero for Q8_0 (sign trick) and Q4_1 (its minimum goes through `Σ m·s`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn correction(kind: u8, alo: __m256i, ahi: __m256i) -> __m256i {
+    let zero = _mm256_setzero_si256();
+    let shift = match kind {
+        Q4_0 => 3,
+        Q5_0 => 4,
+        _ => return zero,
+    };
+    let ones = _mm256_set1_epi8(1);
+    let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
+    _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, _mm_cvtsi32_si128(shift)))
+}
+
 /// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
 /// written to `out`: the offset corrections of Q4_0 and Q5_0 (Q8_0's sign trick and Q4_1 need
 /// none) and the scales.
@@ -107,23 +125,11 @@ unsafe fn lane_sums<const KIND: u8>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
     let (_, asize, aq) = layout(kind);
-    let shift = match kind {
-        Q4_0 => Some(3),
-        Q5_0 => Some(4),
-        _ => None,
-    };
     for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
-        if let Some(shift) = shift {
-            let q = load(block.as_ptr().add(aq));
-            let sums = fold(_mm256_madd_epi16(
-                _mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
-                _mm256_set1_epi16(1),
-            ));
-            let corr = _mm_sub_epi32(
-                _mm_setzero_si128(),
-                _mm_sll_epi32(sums, _mm_cvtsi32_si128(shift)),
-            );
-            _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
+        if matches!(kind, Q4_0 | Q5_0) {
+            let q = block.as_ptr().add(aq);
+            let corr = correction(kind, load_both(q), load_both(q.add(16)));
+            _mm_store_si128(p.corr.as_mut_ptr().cast(), _mm256_castsi256_si128(corr));
         }
         _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales(kind, block.as_ptr()));
     }
@@ -251,14 +257,7 @@ unsafe fn tile4<const KIND: u8, const T: usize>(
     a: [*const u8; T],
 ) -> [[f32; T]; 4] {
     let (wsize, asize, aq) = layout(KIND);
-    let offset = match KIND {
-        Q4_0 => 8u32,
-        Q5_0 => 16,
-        _ => 0,
-    };
-    let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
     let zero = _mm256_setzero_si256();
-    let ones = _mm256_set1_epi8(1);
     // The scale lanes of row pair k in `dm` ([d0, m0, d1, m1, d2, m2, d3, m3]).
     let d_lanes = [
         _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2),
@@ -277,13 +276,7 @@ unsafe fn tile4<const KIND: u8, const T: usize>(
             let pa = a[t].add(asize * b);
             let (alo, ahi) = (load_both(pa.add(aq)), load_both(pa.add(aq + 16)));
             ha[t] = halves(pa);
-            let corr = if offset != 0 {
-                let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
-                _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, shift))
-            } else {
-                zero
-            };
-            act[t] = [alo, ahi, corr];
+            act[t] = [alo, ahi, correction(KIND, alo, ahi)];
         }
         let p = w.map(|w| w.add(wsize * b));
         let words = _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3]));
