@@ -8,7 +8,7 @@
 mod quant_support;
 
 use local_llm_engine::quant::{
-    dequantize, quantize_row, simd_level, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType,
+    dequantize, kernels, portable_dot, quantize_row, simd_level, vec_dot_type, GgmlType,
 };
 use quant_support::{random_row, Rng};
 
@@ -90,8 +90,8 @@ fn simd_vec_dot_matches_scalar_for_every_type() {
             let n = nb * w.block_size();
             for trial in 0..4 {
                 let (weights, act) = rows(&mut rng, w, n);
-                let simd = vec_dot(w, n, &weights, &act);
-                let scalar = vec_dot_scalar(w, n, &weights, &act);
+                let simd = kernels(w).dot(n, &weights, &act);
+                let scalar = portable_dot(w, n, &weights, &act);
                 let (_, mag) = reference(w, n, &weights, &act);
                 let diff = f64::from(simd - scalar).abs();
                 assert!(
@@ -119,13 +119,13 @@ fn scalar_vec_dot_matches_dequantized_reference_for_every_type() {
         for nb in BLOCKS {
             let n = nb * w.block_size();
             let (weights, act) = rows(&mut rng, w, n);
-            let ours = f64::from(vec_dot_scalar(w, n, &weights, &act));
+            let ours = f64::from(portable_dot(w, n, &weights, &act));
             let (want, mag) = reference(w, n, &weights, &act);
             // The kernels round block scales and partial sums to f32 (and Q4_1/Q5_1 use Q8_1's
             // f16 sum); a misread field is off by orders of magnitude more than this.
             assert!(
                 (ours - want).abs() <= 2e-3 * mag + 1e-6,
-                "{w}, {nb} blocks: vec_dot_scalar {ours} vs dequantized reference {want} \
+                "{w}, {nb} blocks: portable_dot {ours} vs dequantized reference {want} \
                  (Σ|w·a| = {mag})"
             );
         }
@@ -159,44 +159,43 @@ fn extreme_scales(rng: &mut Rng, w: GgmlType, row: &mut [u8]) {
 #[cfg(target_arch = "aarch64")]
 #[test]
 fn neon_kernels_equal_the_portable_ones_bitwise() {
-    use local_llm_engine::quant::{vec_dot_rows, vec_dot_rows_tokens, vec_dot_tile};
+    use local_llm_engine::quant::{TileOut, MAX_TILE_ROWS, MAX_TILE_TOKENS};
 
-    fn tile<const R: usize, const T: usize>(
-        w: GgmlType,
-        n: usize,
-        ws: &[Vec<u8>],
-        acts: &[Vec<u8>],
-    ) {
-        let w_rows: [&[u8]; R] = std::array::from_fn(|i| &ws[i][..]);
-        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
-        if let Some(v) = vec_dot_tile(w, n, w_rows, a_rows) {
-            for r in 0..R {
-                for t in 0..T {
-                    let want = vec_dot_scalar(w, n, &ws[r], &acts[t]);
-                    assert_eq!(
-                        v[r][t].to_bits(),
-                        want.to_bits(),
-                        "{w} {R}x{T} tile ({r}, {t}), n={n}"
-                    );
-                }
+    /// The format's prompt tile (if it has one) on the first weight rows and tokens.
+    fn tile(w: GgmlType, n: usize, ws: &[Vec<u8>], acts: &[Vec<u8>]) -> bool {
+        let k = kernels(w);
+        let Some(shape) = k.tile_shape() else {
+            return false;
+        };
+        let w_rows: Vec<&[u8]> = ws.iter().take(shape.rows).map(|r| &r[..]).collect();
+        let a_rows: Vec<&[u8]> = acts.iter().take(shape.tokens).map(|a| &a[..]).collect();
+        let mut v: TileOut = [[f32::NAN; MAX_TILE_TOKENS]; MAX_TILE_ROWS];
+        k.dot_tile(n, &w_rows, &a_rows, &mut v);
+        for r in 0..shape.rows {
+            for t in 0..shape.tokens {
+                let want = portable_dot(w, n, &ws[r], &acts[t]);
+                assert_eq!(
+                    v[r][t].to_bits(),
+                    want.to_bits(),
+                    "{w} {shape:?} tile ({r}, {t}), n={n}"
+                );
             }
         }
+        true
     }
 
-    /// Each of the nine rows against `T` tokens in one pass (decoding several sequences).
-    fn rows_tokens<const T: usize>(w: GgmlType, n: usize, ws: &[Vec<u8>], acts: &[Vec<u8>]) {
-        let mut out = vec![vec![0f32; ws.len()]; T];
-        let mut rows = out.iter_mut();
-        let slices: [&mut [f32]; T] =
-            std::array::from_fn(|_| &mut rows.next().expect("T rows")[..]);
-        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
-        vec_dot_rows_tokens(w, n, &ws.concat(), a_rows, slices);
+    /// Each of the nine rows against `tokens` tokens in one pass (decoding several sequences).
+    fn rows_tokens(w: GgmlType, n: usize, ws: &[Vec<u8>], acts: &[Vec<u8>], tokens: usize) {
+        let mut out = vec![vec![f32::NAN; ws.len()]; tokens];
+        let mut slices: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+        let a_rows: Vec<&[u8]> = acts.iter().take(tokens).map(|a| &a[..]).collect();
+        kernels(w).dot_rows(n, &ws.concat(), &a_rows, &mut slices);
         for (t, row) in out.iter().enumerate() {
             for (i, (o, wr)) in row.iter().zip(ws).enumerate() {
                 assert_eq!(
                     o.to_bits(),
-                    vec_dot_scalar(w, n, wr, &acts[t]).to_bits(),
-                    "{w} vec_dot_rows_tokens::<{T}> row {i} token {t}, n={n}"
+                    portable_dot(w, n, wr, &acts[t]).to_bits(),
+                    "{w} dot_rows with {tokens} tokens, row {i} token {t}, n={n}"
                 );
             }
         }
@@ -217,7 +216,9 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
             for extreme in [false, true] {
                 // Nine weight rows: decoding takes two quarters of four plus one row.
                 let mut ws: Vec<Vec<u8>> = (0..9).map(|_| random_row(&mut rng, w, n)).collect();
-                let mut acts: Vec<Vec<u8>> = (0..4).map(|_| rows(&mut rng, w, n).1).collect();
+                let mut acts: Vec<Vec<u8>> = (0..MAX_TILE_TOKENS)
+                    .map(|_| rows(&mut rng, w, n).1)
+                    .collect();
                 if extreme {
                     for row in ws.iter_mut() {
                         extreme_scales(&mut rng, w, row);
@@ -228,8 +229,8 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
                 }
                 for (i, wr) in ws.iter().enumerate() {
                     let (simd, scalar) = (
-                        vec_dot(w, n, wr, &acts[0]),
-                        vec_dot_scalar(w, n, wr, &acts[0]),
+                        kernels(w).dot(n, wr, &acts[0]),
+                        portable_dot(w, n, wr, &acts[0]),
                     );
                     assert_eq!(
                         simd.to_bits(),
@@ -238,25 +239,10 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
                         simd_level()
                     );
                 }
-                let mut out = vec![0f32; ws.len()];
-                vec_dot_rows(w, n, &ws.concat(), &acts[1], &mut out);
-                for (i, (o, wr)) in out.iter().zip(&ws).enumerate() {
-                    assert_eq!(
-                        o.to_bits(),
-                        vec_dot_scalar(w, n, wr, &acts[1]).to_bits(),
-                        "{w} vec_dot_rows row {i}, n={n}"
-                    );
+                for tokens in 1..=4 {
+                    rows_tokens(w, n, &ws, &acts, tokens);
                 }
-                rows_tokens::<3>(w, n, &ws, &acts);
-                rows_tokens::<4>(w, n, &ws, &acts);
-                tile::<1, 1>(w, n, &ws, &acts);
-                tile::<1, 4>(w, n, &ws, &acts);
-                tile::<2, 1>(w, n, &ws, &acts);
-                tile::<2, 4>(w, n, &ws, &acts);
-                tile::<4, 1>(w, n, &ws, &acts);
-                tile::<4, 4>(w, n, &ws, &acts);
-                if vec_dot_tile(w, n, [&ws[0][..]], [&acts[0][..]]).is_some() && !tiled.contains(&w)
-                {
+                if tile(w, n, &ws, &acts) && !tiled.contains(&w) {
                     tiled.push(w);
                 }
             }

@@ -5,7 +5,8 @@ mod quant_support;
 
 use half::f16;
 use local_llm_engine::quant::{
-    simd_level, vec_dot, vec_dot_rows_tokens, vec_dot_scalar, vec_dot_tile, vec_dot_type, GgmlType,
+    kernels, portable_dot, simd_level, vec_dot_type, GgmlType, TileOut, MAX_ROWS_TOKENS,
+    MAX_TILE_ROWS, MAX_TILE_TOKENS,
 };
 use quant_support::{make_case, Rng};
 
@@ -43,8 +44,8 @@ fn simd_kernels_agree_with_scalar() {
         for n in lengths(ty) {
             for _ in 0..5 {
                 let c = make_case(&mut rng, ty, n);
-                let simd = vec_dot(ty, n, &c.w, &c.act);
-                let scalar = vec_dot_scalar(ty, n, &c.w, &c.act);
+                let simd = kernels(ty).dot(n, &c.w, &c.act);
+                let scalar = portable_dot(ty, n, &c.w, &c.act);
                 let tol = 1e-6 * c.magnitude + 1e-30;
                 if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K) {
                     // These SIMD kernels reduce to the same integer and combine it like scalar.
@@ -116,71 +117,60 @@ fn integer_parts_are_exact_on_small_values() {
             }
         }
         assert_eq!(
-            vec_dot(ty, n, &c.w, &c.act).to_bits(),
-            vec_dot_scalar(ty, n, &c.w, &c.act).to_bits(),
+            kernels(ty).dot(n, &c.w, &c.act).to_bits(),
+            portable_dot(ty, n, &c.w, &c.act).to_bits(),
             "{ty}"
         );
     }
 }
 
-/// The tile kernels (R weight rows × T activation rows, prompt processing) must give, bit for
-/// bit, what the single-row kernel gives for each pair.
+/// Each format's prompt tile (its table entry's rows × tokens) must give, bit for bit, what the
+/// single-row kernel gives for each pair.
 #[test]
-fn vec_dot_tile_equals_vec_dot_bitwise() {
-    fn check<const R: usize, const T: usize>(rng: &mut Rng, ty: GgmlType, n: usize) -> bool {
-        let w: Vec<Vec<u8>> = (0..R)
-            .map(|_| quant_support::random_row(rng, ty, n))
-            .collect();
-        let acts: Vec<Vec<u8>> = (0..T)
-            .map(|_| quant_support::random_row(rng, vec_dot_type(ty), n))
-            .collect();
-        let w_rows: [&[u8]; R] = std::array::from_fn(|i| &w[i][..]);
-        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
-        let Some(tile) = vec_dot_tile(ty, n, w_rows, a_rows) else {
-            return false;
-        };
-        for r in 0..R {
-            for t in 0..T {
-                assert_eq!(
-                    tile[r][t].to_bits(),
-                    vec_dot(ty, n, &w[r], &acts[t]).to_bits(),
-                    "{ty} n={n} {R}x{T} ({r}, {t})"
-                );
-            }
-        }
-        true
-    }
+fn the_tile_equals_the_one_row_kernel_bitwise() {
     let mut rng = Rng::new(7);
     let mut tiled = Vec::new();
     for ty in WEIGHT_TYPES {
+        let k = kernels(ty);
+        let Some(shape) = k.tile_shape() else {
+            continue;
+        };
+        assert!(shape.rows <= MAX_TILE_ROWS && shape.tokens <= MAX_TILE_TOKENS);
+        tiled.push(ty);
         for n in lengths(ty) {
-            let mut any = check::<1, 1>(&mut rng, ty, n);
-            any |= check::<1, 4>(&mut rng, ty, n);
-            any |= check::<2, 4>(&mut rng, ty, n);
-            any |= check::<4, 4>(&mut rng, ty, n);
-            any |= check::<4, 1>(&mut rng, ty, n);
-            if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
-                // The K tiles take any row count and any multiple of 4 tokens up to 16.
-                check::<1, 8>(&mut rng, ty, n);
-                check::<2, 8>(&mut rng, ty, n);
-                check::<3, 12>(&mut rng, ty, n);
-                check::<4, 16>(&mut rng, ty, n);
-            }
-            if any && !tiled.contains(&ty) {
-                tiled.push(ty);
+            let w: Vec<Vec<u8>> = (0..shape.rows)
+                .map(|_| quant_support::random_row(&mut rng, ty, n))
+                .collect();
+            let acts: Vec<Vec<u8>> = (0..shape.tokens)
+                .map(|_| quant_support::random_row(&mut rng, vec_dot_type(ty), n))
+                .collect();
+            let w_rows: Vec<&[u8]> = w.iter().map(|r| &r[..]).collect();
+            let a_rows: Vec<&[u8]> = acts.iter().map(|r| &r[..]).collect();
+            let mut out: TileOut = [[f32::NAN; MAX_TILE_TOKENS]; MAX_TILE_ROWS];
+            k.dot_tile(n, &w_rows, &a_rows, &mut out);
+            for r in 0..shape.rows {
+                for t in 0..shape.tokens {
+                    assert_eq!(
+                        out[r][t].to_bits(),
+                        k.dot(n, &w[r], &acts[t]).to_bits(),
+                        "{ty} n={n} {shape:?} ({r}, {t}) ({})",
+                        simd_level()
+                    );
+                }
             }
         }
     }
-    eprintln!(
-        "tile kernels checked for {tiled:?} (simd level {})",
-        simd_level()
-    );
+    eprintln!("tiles checked for {tiled:?} (simd level {})", simd_level());
     if simd_level().starts_with("avx") {
-        assert_eq!(
-            tiled.len(),
-            7,
-            "Q8_0 Q4_0 Q5_0 Q4_1 Q4_K Q5_K Q6_K have tile kernels on x86-64"
-        );
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q5_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_1,
+        ] {
+            assert!(tiled.contains(&ty), "{ty} has a prompt tile on x86-64");
+        }
     }
 }
 
@@ -188,39 +178,55 @@ fn vec_dot_tile_equals_vec_dot_bitwise() {
 /// quarter of the matrix apart, then the rows left over) gives, bit for bit, the single-row
 /// kernel's result for every (row, token).
 #[test]
-fn vec_dot_rows_tokens_equals_vec_dot_bitwise() {
-    fn check<const T: usize>(rng: &mut Rng, ty: GgmlType, n: usize) {
-        // Nine rows: two quarters of four, then one.
-        let w: Vec<Vec<u8>> = (0..9)
-            .map(|_| quant_support::random_row(rng, ty, n))
-            .collect();
-        let acts: Vec<Vec<u8>> = (0..T)
-            .map(|_| quant_support::random_row(rng, vec_dot_type(ty), n))
-            .collect();
-        let mut out = vec![vec![0f32; w.len()]; T];
-        let mut slices = out.iter_mut();
-        let outs: [&mut [f32]; T] =
-            std::array::from_fn(|_| &mut slices.next().expect("T rows")[..]);
-        let a_rows: [&[u8]; T] = std::array::from_fn(|i| &acts[i][..]);
-        vec_dot_rows_tokens(ty, n, &w.concat(), a_rows, outs);
-        for (t, row) in out.iter().enumerate() {
-            for (r, got) in row.iter().enumerate() {
-                assert_eq!(
-                    got.to_bits(),
-                    vec_dot(ty, n, &w[r], &acts[t]).to_bits(),
-                    "{ty} n={n} {T} tokens, row {r} token {t} ({})",
-                    simd_level()
-                );
+fn dot_rows_equals_the_one_row_kernel_bitwise() {
+    let mut rng = Rng::new(11);
+    let mut streamed = Vec::new();
+    for ty in WEIGHT_TYPES {
+        let k = kernels(ty);
+        if k.has_rows_kernel() {
+            streamed.push(ty);
+        }
+        for n in lengths(ty) {
+            // Nine rows: two quarters of four, then one.
+            let w: Vec<Vec<u8>> = (0..9)
+                .map(|_| quant_support::random_row(&mut rng, ty, n))
+                .collect();
+            for tokens in 1..=MAX_ROWS_TOKENS {
+                let acts: Vec<Vec<u8>> = (0..tokens)
+                    .map(|_| quant_support::random_row(&mut rng, vec_dot_type(ty), n))
+                    .collect();
+                let mut out = vec![vec![f32::NAN; w.len()]; tokens];
+                let mut outs: Vec<&mut [f32]> = out.iter_mut().map(|o| &mut o[..]).collect();
+                let a_rows: Vec<&[u8]> = acts.iter().map(|a| &a[..]).collect();
+                k.dot_rows(n, &w.concat(), &a_rows, &mut outs);
+                for (t, row) in out.iter().enumerate() {
+                    for (r, got) in row.iter().enumerate() {
+                        assert_eq!(
+                            got.to_bits(),
+                            k.dot(n, &w[r], &acts[t]).to_bits(),
+                            "{ty} n={n} {tokens} tokens, row {r} token {t} ({})",
+                            simd_level()
+                        );
+                    }
+                }
             }
         }
     }
-    let mut rng = Rng::new(11);
-    for ty in WEIGHT_TYPES {
-        for n in lengths(ty) {
-            check::<1>(&mut rng, ty, n);
-            check::<2>(&mut rng, ty, n);
-            check::<3>(&mut rng, ty, n);
-            check::<4>(&mut rng, ty, n);
-        }
+    eprintln!(
+        "decoding kernels for {streamed:?} (simd level {})",
+        simd_level()
+    );
+    if simd_level().starts_with("avx") {
+        let want = [
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+            GgmlType::Q8_0,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+        ];
+        assert_eq!(streamed, want, "the x86-64 decoding kernels");
     }
 }

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 
 use super::{split_range, DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
-use crate::quant::{self, GgmlType};
+use crate::quant::{self, GgmlType, Kernels, TileShape, MAX_ROWS_TOKENS, MAX_TILE_TOKENS};
 use crate::{Error, Result};
 
 thread_local! {
@@ -77,17 +77,15 @@ pub(crate) fn matmul_shared_input(
             )));
         }
     }
-    // Row tiles only pay off with several tokens; decoding (one token, or a few from as many
-    // sequences) streams the rows once for all tokens.
-    let few = n_tokens == 1 || (n_tokens < 8 && quant::rows_tokens_kernel(ty));
-    let tile = if n_tokens >= 4 && !few {
-        quant::tile_rows(ty)
-    } else {
-        0
-    };
-    // The wide tile's packed activations: `group` lines per 8 tokens.
-    let group = if tile == 4 && quant::tile_tokens(ty) == 8 {
-        quant::wide_pack_lines(ty, cols)
+    // The kernel table's plan: row tiles only pay off with several tokens; decoding (one
+    // token, or a few from as many sequences) streams the rows once for all tokens.
+    let kernels = quant::kernels(ty);
+    let tile = kernels
+        .tile_shape()
+        .filter(|s| n_tokens >= s.tokens.max(MAX_TILE_TOKENS));
+    // A packed tile's activations: `group` lines per 8 tokens.
+    let group = if tile.is_some() {
+        kernels.packed_lines(cols)
     } else {
         0
     };
@@ -98,7 +96,7 @@ pub(crate) fn matmul_shared_input(
     let result = (|| -> Result<()> {
         crate::fallible::resize(&mut act, act_row * n_tokens, 0, "the quantized activations")?;
         let line = quant::PackLine([0; 64]);
-        let lines = group * (n_tokens / 8);
+        let lines = group * (n_tokens / MAX_TILE_TOKENS);
         crate::fallible::resize(&mut packed, lines, line, "the packed activations")?;
         let failed = std::sync::Mutex::new(None);
         threads.for_each_rows(&mut act, act_row, |t0, act| {
@@ -116,20 +114,20 @@ pub(crate) fn matmul_shared_input(
         if group > 0 {
             let act = &act;
             threads.for_each_rows(&mut packed, group, |g0, packed| {
-                let acts = &act[g0 * 8 * act_row..];
+                let acts = &act[g0 * MAX_TILE_TOKENS * act_row..];
                 for (acts, out) in acts
-                    .chunks_exact(8 * act_row)
+                    .chunks_exact(MAX_TILE_TOKENS * act_row)
                     .zip(packed.chunks_exact_mut(group))
                 {
                     let rows = std::array::from_fn(|k| &acts[k * act_row..(k + 1) * act_row]);
-                    quant::wide_pack(ty, cols, rows, out);
+                    kernels.pack(cols, rows, out);
                 }
             });
         }
         let ops: Vec<Operands> = parts
             .iter_mut()
             .map(|p| Operands {
-                ty,
+                kernels,
                 cols,
                 rows: p.rows,
                 n_tokens,
@@ -145,7 +143,7 @@ pub(crate) fn matmul_shared_input(
         let total: usize = ops.iter().map(|m| m.rows).sum();
         // Decoding streams each row once and prepares the activations once per chunk: a few
         // large chunks (`DECODE_CHUNKS_PER_THREAD` per thread) beat many small ones there.
-        let granularity = if few {
+        let granularity = if tile.is_none() {
             let chunks = threads.count() * DECODE_CHUNKS_PER_THREAD;
             total.div_ceil(chunks).next_multiple_of(16)
         } else {
@@ -153,7 +151,7 @@ pub(crate) fn matmul_shared_input(
         };
         threads.for_each_chunk(total, granularity, |range| {
             split_range(range, ops.iter().map(|m| m.rows), |i, rows| {
-                ops[i].run(rows, tile, few)
+                ops[i].run(rows, tile)
             });
         });
         Ok(())
@@ -165,7 +163,7 @@ pub(crate) fn matmul_shared_input(
 
 /// One matmul's operands: weight rows, quantized activation rows and the output.
 struct Operands<'a> {
-    ty: GgmlType,
+    kernels: &'static Kernels,
     cols: usize,
     rows: usize,
     n_tokens: usize,
@@ -173,8 +171,8 @@ struct Operands<'a> {
     w_row: usize,
     act: &'a [u8],
     act_row: usize,
-    /// The activations packed for the wide tile (4 rows × 8 tokens), `group` lines per 8
-    /// tokens (`group == 0`: the wide tile does not run).
+    /// The activations packed for a packed tile, `group` lines per 8 tokens (`group == 0`:
+    /// the tile takes them as they are).
     packed: &'a [quant::PackLine],
     group: usize,
     out: SharedMut<f32>,
@@ -197,131 +195,86 @@ impl Operands<'_> {
         unsafe { *self.out.get().add(t * self.rows + r) = v };
     }
 
-    /// Rows `range` against every token: row tiles of `tile` rows (0: none), then the rows
-    /// left over, a few tokens per pass (`few`) or one row at a time.
-    fn run(&self, range: std::ops::Range<usize>, tile: usize, few: bool) {
+    /// Rows `range` against every token: with a `tile`, every whole tile of its rows × its
+    /// tokens, the tokens left over in each group of rows and then the rows left over with the
+    /// decoding kernel; without, the decoding kernel on every row and token.
+    fn run(&self, range: std::ops::Range<usize>, tile: Option<TileShape>) {
         let mut r = range.start;
-        while tile > 0 && r + tile <= range.end {
-            match tile {
-                4 => self.tile_rows::<4>(r),
-                2 => self.tile_rows::<2>(r),
-                _ => self.tile_rows::<1>(r),
-            }
-            r += tile;
-        }
-        if few {
-            self.rows_few_tokens(r..range.end);
-        } else {
-            for r in r..range.end {
-                self.one_row(r);
+        if let Some(shape) = tile {
+            while r + shape.rows <= range.end {
+                let t = self.tiles(r, shape);
+                self.rows_tokens(r..r + shape.rows, t);
+                r += shape.rows;
             }
         }
+        self.rows_tokens(r..range.end, 0);
     }
 
-    /// Rows `r0..r0 + 4` against every whole group of 8 tokens with the wide tile; returns
+    /// Rows `r0..r0 + shape.rows` against every whole group of `shape.tokens` tokens; returns
     /// the first token not done.
-    fn run_wide_tiles(&self, w: [&[u8]; 4], r0: usize) -> usize {
+    fn tiles(&self, r0: usize, shape: TileShape) -> usize {
+        let mut w: [&[u8]; quant::MAX_TILE_ROWS] = [&[]; quant::MAX_TILE_ROWS];
+        for (i, w) in w.iter_mut().enumerate().take(shape.rows) {
+            *w = self.weight(r0 + i);
+        }
+        let mut out = [[0f32; MAX_TILE_TOKENS]; quant::MAX_TILE_ROWS];
         let mut t = 0;
-        for packed in self.packed.chunks_exact(self.group) {
-            let Some(v) = quant::vec_dot_tile_wide(self.ty, self.cols, w, packed) else {
-                break;
-            };
-            for (i, row) in v.iter().enumerate() {
-                for (k, &x) in row.iter().enumerate() {
+        while t + shape.tokens <= self.n_tokens {
+            if self.group > 0 {
+                let packed = &self.packed[t / MAX_TILE_TOKENS * self.group..][..self.group];
+                let Some(v) = self.kernels.dot_packed(self.cols, w, packed) else {
+                    break;
+                };
+                out = v;
+            } else {
+                let acts: [&[u8]; MAX_TILE_TOKENS] = std::array::from_fn(|k| {
+                    if k < shape.tokens {
+                        self.act(t + k)
+                    } else {
+                        &[]
+                    }
+                });
+                let (w, acts) = (&w[..shape.rows], &acts[..shape.tokens]);
+                self.kernels.dot_tile(self.cols, w, acts, &mut out);
+            }
+            for (i, row) in out.iter().take(shape.rows).enumerate() {
+                for (k, &x) in row.iter().take(shape.tokens).enumerate() {
                     self.write(t + k, r0 + i, x);
                 }
             }
-            t += 8;
+            t += shape.tokens;
         }
         t
     }
 
-    /// Rows `r0..r0 + R` against tokens `t..`, `T` tokens per tile-kernel call while `T`
-    /// remain; returns the first token not done. Only for types with tile kernels.
-    fn run_tiles<const R: usize, const T: usize>(
-        &self,
-        w: [&[u8]; R],
-        r0: usize,
-        mut t: usize,
-    ) -> usize {
-        while t + T <= self.n_tokens {
-            let acts: [&[u8]; T] = std::array::from_fn(|k| self.act(t + k));
-            let Some(v) = quant::vec_dot_tile(self.ty, self.cols, w, acts) else {
-                break;
-            };
-            for (i, row) in v.iter().enumerate() {
-                for (k, &x) in row.iter().enumerate() {
-                    self.write(t + k, r0 + i, x);
-                }
-            }
-            t += T;
-        }
-        t
-    }
-
-    /// Rows `r0..r0 + R` against every token with the tile kernels (8 or 4 tokens at a time,
-    /// then one). Only called for types with tile kernels.
-    fn tile_rows<const R: usize>(&self, r0: usize) {
-        let w: [&[u8]; R] = std::array::from_fn(|i| self.weight(r0 + i));
-        let mut t = 0;
-        if let (true, Ok(w4)) = (self.group > 0, <[&[u8]; 4]>::try_from(&w[..])) {
-            t = self.run_wide_tiles(w4, r0);
-        } else if R == 2 && quant::tile_tokens(self.ty) == 8 {
-            t = self.run_tiles::<R, 8>(w, r0, t);
-        }
-        t = self.run_tiles::<R, 4>(w, r0, t);
-        self.run_tiles::<R, 1>(w, r0, t);
-    }
-
-    /// Rows `range` against every token, up to 4 tokens per pass over the rows (decoding).
-    fn rows_few_tokens(&self, range: std::ops::Range<usize>) {
+    /// Rows `range` against tokens `t0..`, up to [`MAX_ROWS_TOKENS`] tokens per pass over the
+    /// rows (the decoding kernel).
+    fn rows_tokens(&self, range: std::ops::Range<usize>, t0: usize) {
         assert!(range.end <= self.rows);
+        if range.is_empty() {
+            return;
+        }
         let w = &self.w[range.start * self.w_row..range.end * self.w_row];
-        let mut t = 0;
+        let mut t = t0;
         while t < self.n_tokens {
-            let n = (self.n_tokens - t).min(4);
+            let n = (self.n_tokens - t).min(MAX_ROWS_TOKENS);
             // SAFETY: out has n_tokens * rows elements; each token's range lies within its
             // row of `out` (range.end <= rows), the tokens' rows do not overlap, and these
             // elements belong to this task only.
-            let out = |k: usize| unsafe {
-                let at = (t + k) * self.rows + range.start;
-                std::slice::from_raw_parts_mut(self.out.get().add(at), range.len())
-            };
-            let (ty, cols) = (self.ty, self.cols);
-            match n {
-                1 => quant::vec_dot_rows_tokens(ty, cols, w, [self.act(t)], [out(0)]),
-                2 => quant::vec_dot_rows_tokens(
-                    ty,
-                    cols,
-                    w,
-                    std::array::from_fn::<_, 2, _>(|k| self.act(t + k)),
-                    std::array::from_fn(out),
-                ),
-                3 => quant::vec_dot_rows_tokens(
-                    ty,
-                    cols,
-                    w,
-                    std::array::from_fn::<_, 3, _>(|k| self.act(t + k)),
-                    std::array::from_fn(out),
-                ),
-                _ => quant::vec_dot_rows_tokens(
-                    ty,
-                    cols,
-                    w,
-                    std::array::from_fn::<_, 4, _>(|k| self.act(t + k)),
-                    std::array::from_fn(out),
-                ),
-            }
+            let mut out: [&mut [f32]; MAX_ROWS_TOKENS] = std::array::from_fn(|k| {
+                if k >= n {
+                    return &mut [][..];
+                }
+                unsafe {
+                    let at = (t + k) * self.rows + range.start;
+                    std::slice::from_raw_parts_mut(self.out.get().add(at), range.len())
+                }
+            });
+            let acts: [&[u8]; MAX_ROWS_TOKENS] =
+                std::array::from_fn(|k| if k < n { self.act(t + k) } else { &[] });
+            self.kernels
+                .dot_rows(self.cols, w, &acts[..n], &mut out[..n]);
             t += n;
-        }
-    }
-
-    /// Row `r` against every token (four at a time where a tile kernel exists).
-    fn one_row(&self, r: usize) {
-        let (ty, cols, wr) = (self.ty, self.cols, self.weight(r));
-        let t = self.run_tiles::<1, 4>([wr], r, 0);
-        for t in t..self.n_tokens {
-            self.write(t, r, quant::vec_dot(ty, cols, wr, self.act(t)));
         }
     }
 }
@@ -445,7 +398,8 @@ mod tests {
             for t in 0..n_tokens {
                 quant::quantize_row(act_ty, &x[t * cols..(t + 1) * cols], &mut act).unwrap();
                 for r in 0..rows {
-                    let want = quant::vec_dot(ty, cols, &w[r * w_row..(r + 1) * w_row], &act);
+                    let row = &w[r * w_row..(r + 1) * w_row];
+                    let want = quant::kernels(ty).dot(cols, row, &act);
                     assert_eq!(
                         out[t * rows + r].to_bits(),
                         want.to_bits(),

@@ -6,7 +6,7 @@
 //! this arithmetic, so each gives the same bits.
 //!
 //! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
-//! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `vec_dot`).
+//! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `Kernels::dot`).
 
 use std::arch::x86_64::*;
 

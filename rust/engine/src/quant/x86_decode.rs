@@ -1,4 +1,4 @@
-//! The AVX-512 decoding kernel for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
+//! The AVX-512 decoding kernel for the 32-element block formats ([`Block32`]): four
 //! weight rows × one to four tokens (decoding one token, or one token for each of a few
 //! sequences), on 512-bit registers that hold the four rows' 4 lanes.
 //!
@@ -7,18 +7,17 @@
 //! broadcast to all four lanes, so two `vpdpbusd`s, one conversion and one FMA serve the four
 //! rows. What depends on the token alone — the offset correction and its scale (and Q8_1 sum)
 //! as f32 — is prepared once per call for every group of rows ([`prepare`]); the four rows'
-//! f16 scales (and Q4_1 minima) are widened together once per block.
+//! f16 scales (and minima) are widened together once per block.
 //!
-//! Each row keeps the arithmetic of the one-row kernel ([`super::vec_dot`], see `super::x86`):
+//! Each row keeps the arithmetic of the one-row kernel ([`super::Kernels::dot`], see `super::x86`):
 //! 4 f32 lanes, one FMA per block with `f32(d_w)·f32(d_a)`, exact integer lane sums of bytes
 //! `4j..4j+4` and `16+4j..16+4j+4`, one horizontal sum in the same order, plus `Σ m·s` (summed
-//! block by block) for Q4_1, so every result is bit-identical.
+//! block by block) for the formats with a minimum, so every result is bit-identical.
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{load, word};
-use super::x86_tile::{layout, prepared_scales, Prepared, Q4_0, Q4_1, Q5_0, Q8_0};
+use super::x86_tile::{prepared_scales, Block32, Codes, Prepared};
 use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
@@ -39,18 +38,18 @@ unsafe fn gather16(p: [*const u8; 4]) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(two(p[0], p[1])), two(p[2], p[3]))
 }
 
-/// The first and the last 16 quants of the four rows' blocks at `p` for weight code `KIND`, as
-/// unsigned bytes (Q8_0 flipped by 128), row r's in 128-bit lane r.
+/// The first and the last 16 quants of the four rows' `B` blocks at `p`, as unsigned bytes
+/// (signed bytes flipped by 128), row r's in 128-bit lane r.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
-    match KIND {
-        Q8_0 => {
+unsafe fn quants<B: Block32>(p: [*const u8; 4]) -> [__m512i; 2] {
+    match B::CODES {
+        Codes::Bytes => {
             // [row 0's 32 | row 1's 32] and [row 2's | row 3's], their 16-byte halves sorted.
             let two = |a: *const u8, b: *const u8| {
                 _mm512_inserti64x4::<1>(
-                    _mm512_castsi256_si512(load(a.add(BlockQ8_0::QS))),
-                    load(b.add(BlockQ8_0::QS)),
+                    _mm512_castsi256_si512(load(a.add(B::QS))),
+                    load(b.add(B::QS)),
                 )
             };
             let (x, y) = (two(p[0], p[1]), two(p[2], p[3]));
@@ -60,55 +59,49 @@ unsafe fn quants<const KIND: u8>(p: [*const u8; 4]) -> [__m512i; 2] {
                 _mm512_xor_si512(_mm512_shuffle_i32x4::<0b11_01_11_01>(x, y), flip),
             ]
         }
-        Q4_0 => nibbles(gather16(p.map(|p| p.add(BlockQ4_0::QS)))),
-        Q5_0 => {
+        Codes::Nibbles => nibbles(gather16(p.map(|p| p.add(B::QS)))),
+        Codes::Nibbles5 { qh } => {
             // Bit j of a row's high bits belongs to quant j: the low 16 to the first half.
-            let h = p.map(|p| {
-                u64::from(u32::from_le(
-                    p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned(),
-                ))
-            });
+            let h = p.map(|p| u64::from(u32::from_le(p.add(qh).cast::<u32>().read_unaligned())));
             let spread = |f: fn(u64) -> u64| (0..4).fold(0, |k, r| k | f(h[r]) << (16 * r));
-            let halves = nibbles(gather16(p.map(|p| p.add(BlockQ5_0::QS))));
+            let halves = nibbles(gather16(p.map(|p| p.add(B::QS))));
             fifth_bits(halves, spread(|h| h & 0xffff), spread(|h| h >> 16))
         }
-        _ => nibbles(gather16(p.map(|p| p.add(BlockQ4_1::QS)))),
     }
 }
 
-/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
-/// written to `out`.
+/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weights `B`), written
+/// to `out`.
 ///
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
-    let (_, asize, aq) = layout(kind);
-    for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
-        let corr = corrections(kind, block.as_ptr().add(aq));
+pub(super) unsafe fn prepare<B: Block32>(nb: usize, a: &[u8], out: &mut [Prepared]) {
+    for (block, p) in a.chunks_exact(B::ACT_SIZE).zip(out).take(nb) {
+        let corr = corrections::<B>(block.as_ptr().add(B::ACT_QS));
         _mm_store_si128(p.corr.as_mut_ptr().cast(), corr);
-        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales(kind, block.as_ptr()));
+        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales::<B>(block.as_ptr()));
     }
 }
 
 /// Rows `w` (four, `nb` blocks each) · the `T` activation rows `a` (their blocks prepared in
-/// `prep`) for weight code `KIND`: `out[r][t] = w[r] · a[t]`.
+/// `prep`) for weights `B`: `out[r][t] = w[r] · a[t]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn rows4<const KIND: u8, const T: usize>(
+unsafe fn rows4<B: Block32, const T: usize>(
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
     prep: [*const Prepared; T],
 ) -> [[f32; T]; 4] {
-    let (wsize, asize, aq) = layout(KIND);
+    let (wsize, asize, aq) = (B::SIZE, B::ACT_SIZE, B::ACT_QS);
     // Lane group r (4 lanes) takes lane 2r of the widened [d_w, m_w] (row r's d_w).
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     let mut acc = [_mm512_setzero_ps(); T];
-    // Per token, lane 2r: unused; lane 2r + 1: row r's Σ m·s (Q4_1).
+    // Per token, lane 2r: unused; lane 2r + 1: row r's Σ m·s (formats with a minimum).
     let mut summs = [_mm256_setzero_ps(); T];
     // Without a minimum the upper half is quants: cleared (no stray subnormals or NaNs).
-    let keep = if KIND == Q4_1 { -1 } else { 0xffff };
+    let keep = if B::MIN { -1 } else { 0xffff };
     for b in 0..nb {
         // [d_w, m_w] of the four rows (f16 → f32), and each row's d_w in its 4 lanes.
         let p: [*const u8; 4] = std::array::from_fn(|r| w[r].add(wsize * b));
@@ -121,11 +114,11 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
         for &p in &p {
             _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());
         }
-        let [lo, hi] = quants::<KIND>(p);
+        let [lo, hi] = quants::<B>(p);
         for t in 0..T {
             let q = a[t].add(asize * b + aq);
             let pb = &*prep[t].add(b);
-            let start = if KIND == Q4_1 {
+            let start = if B::MIN {
                 _mm512_setzero_si512()
             } else {
                 _mm512_broadcast_i32x4(_mm_load_si128(pb.corr.as_ptr().cast()))
@@ -134,7 +127,7 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             let lanes = _mm512_dpbusd_epi32(first, hi, broadcast16(q.add(16)));
             let d = _mm512_mul_ps(dw, _mm512_set1_ps(pb.ds[0]));
             acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[t]);
-            if KIND == Q4_1 {
+            if B::MIN {
                 // Lane 2r + 1: row r's m_w · s_a.
                 let ds = _mm256_broadcast_ps(&*pb.ds.as_ptr().cast::<__m128>());
                 summs[t] = _mm256_add_ps(summs[t], _mm256_mul_ps(dm, ds));
@@ -146,7 +139,7 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
     let gather = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     for t in 0..T {
         let sums = hsum4x4(acc[t]);
-        let sums = if KIND == Q4_1 {
+        let sums = if B::MIN {
             // Row r's Σ m·s (lane 2r + 1 of `summs`) added to its sum (lane 4r).
             let at = _mm512_setr_epi32(1, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 7, 0, 0, 0);
             _mm512_add_ps(
@@ -165,11 +158,16 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
     out
 }
 
-/// [`rows4`] over a matrix whose rows (`row_len` bytes each) start at `base`: rows
-/// `i`, `i + quarter`, `i + 2·quarter`, `i + 3·quarter` together for every `i < quarter`, each
-/// result written to `out[t][row]`.
+/// The decoding kernel for weights `B`: [`rows4`] over a matrix whose rows (`row_len` bytes
+/// each) start at `base`, rows `i`, `i + quarter`, `i + 2·quarter`, `i + 3·quarter` together
+/// for every `i < quarter`, each result written to `out[t][row]`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row and every activation
+/// row must have `nb` whole blocks of their formats behind them, every `prep[t]` `nb` blocks
+/// [`prepare`]d from `a[t]`, and every `out[t]` room for `4 · quarter` results.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn quarters<const KIND: u8, const T: usize>(
+pub(super) unsafe fn quarters<B: Block32, const T: usize>(
     nb: usize,
     (base, row_len, quarter): (*const u8, usize, usize),
     a: [*const u8; T],
@@ -178,7 +176,7 @@ unsafe fn quarters<const KIND: u8, const T: usize>(
 ) {
     for i in 0..quarter {
         let rows = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-        let v = rows4::<KIND, T>(nb, rows.map(|r| base.add(r * row_len)), a, prep);
+        let v = rows4::<B, T>(nb, rows.map(|r| base.add(r * row_len)), a, prep);
         for (row, v) in rows.iter().zip(v) {
             for (out, v) in out.iter().zip(v) {
                 *out.add(*row) = v;
@@ -187,33 +185,9 @@ unsafe fn quarters<const KIND: u8, const T: usize>(
     }
 }
 
-/// The decoding kernel for weight code `kind` over the first `4 · quarter` rows of the matrix
-/// at `base` (rows of `row_len` bytes) and the `T` activation rows `a`: `out[t][r] = row r ·
-/// a[t]`, four rows a quarter of the range apart at a time.
-///
-/// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row and every activation
-/// row must have `nb` whole blocks of their formats behind them, every `prep[t]` `nb` blocks
-/// [`prepare`]d from `a[t]`, and every `out[t]` room for `4 · quarter` results.
-pub(super) unsafe fn rows_for<const T: usize>(
-    kind: u8,
-    nb: usize,
-    matrix: (*const u8, usize, usize),
-    a: [*const u8; T],
-    prep: [*const Prepared; T],
-    out: [*mut f32; T],
-) {
-    match kind {
-        Q8_0 => quarters::<Q8_0, T>(nb, matrix, a, prep, out),
-        Q4_0 => quarters::<Q4_0, T>(nb, matrix, a, prep, out),
-        Q5_0 => quarters::<Q5_0, T>(nb, matrix, a, prep, out),
-        _ => quarters::<Q4_1, T>(nb, matrix, a, prep, out),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::{check_kernel, wide_features};
+    use super::super::x86_tile::tests::{check_kernel, wide_features, Kernel};
     use super::*;
 
     #[test]
@@ -221,37 +195,29 @@ mod tests {
         if !wide_features() {
             return;
         }
-        check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, run::<1>);
-        check_kernel::<4, 3>("decode", 0x0bad_cafe_8765_4321, run::<3>);
-        check_kernel::<4, 4>("decode", 0x0bad_cafe_1357_2468, run::<4>);
+        check_kernel::<4, 1>("decode", 0x0bad_cafe_1234_5678, &Decode);
+        check_kernel::<4, 3>("decode", 0x0bad_cafe_8765_4321, &Decode);
+        check_kernel::<4, 4>("decode", 0x0bad_cafe_1357_2468, &Decode);
     }
 
-    fn run<const T: usize>(
-        kind: u8,
-        nb: usize,
-        w: [*const u8; 4],
-        a: [*const u8; T],
-    ) -> [[f32; T]; 4] {
-        let asize = layout(kind).1;
-        let prep: Vec<Vec<Prepared>> = a
-            .iter()
-            .map(|&a| {
-                let mut p = vec![Prepared::default(); nb];
-                // SAFETY: the features were detected; the test's activation rows hold nb
-                // blocks.
-                unsafe { prepare(kind, nb, std::slice::from_raw_parts(a, nb * asize), &mut p) };
-                p
-            })
-            .collect();
-        let prep = std::array::from_fn(|t| prep[t].as_ptr());
-        // SAFETY: the features were detected; the rows hold nb blocks, prepared above.
-        unsafe {
-            match kind {
-                Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
-                Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
-                Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
-                _ => rows4::<Q4_1, T>(nb, w, a, prep),
-            }
+    struct Decode;
+
+    impl<const T: usize> Kernel<4, T> for Decode {
+        unsafe fn run<B: Block32>(
+            &self,
+            nb: usize,
+            w: [*const u8; 4],
+            a: [*const u8; T],
+        ) -> [[f32; T]; 4] {
+            let prep: Vec<Vec<Prepared>> = a
+                .iter()
+                .map(|&a| {
+                    let mut p = vec![Prepared::default(); nb];
+                    prepare::<B>(nb, std::slice::from_raw_parts(a, nb * B::ACT_SIZE), &mut p);
+                    p
+                })
+                .collect();
+            rows4::<B, T>(nb, w, a, std::array::from_fn(|t| prep[t].as_ptr()))
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The AVX2 4-row kernels for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1): four
+//! The AVX2 4-row kernels for the 32-element block formats ([`Block32`]): four
 //! weight rows, two per 256-bit register (one row per 128-bit lane), against one to four
 //! tokens. [`rows4`] decodes (one sequence, or one token of each of a few); [`tile4`] serves a
 //! prompt's 4 × 4 tiles.
@@ -7,10 +7,10 @@
 //! another, once for all tokens, and each token's first and last 16 quants are each loaded
 //! into both lanes; two `maddubs` (added as i16, exact for 4- and 5-bit codes) and one `madd`
 //! then leave each row's 4 lanes holding the exact integers the one-row kernel folds to (lane
-//! `j`: bytes `4j..4j+4` and `16+4j..16+4j+4`). The four rows' f16 scales (and Q4_1 minima)
+//! `j`: bytes `4j..4j+4` and `16+4j..16+4j+4`). The four rows' f16 scales (and minima)
 //! are widened with one conversion, and one FMA applies two rows' `f32(d_w)·f32(d_a)`. Each
 //! row keeps the one-row kernel's arithmetic (see `super::x86`), so every result is
-//! bit-identical to [`super::vec_dot`].
+//! bit-identical to [`super::Kernels::dot`].
 //!
 //! The two differ in what they do per call. Decoding reads each weight once per step, so
 //! [`rows4`] takes the tokens' scales (and Q4_0/Q5_0 corrections) [`prepare`]d once per call
@@ -25,11 +25,9 @@
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{fifth_bits, hsum4, word};
 use super::x86_tile::{
-    dot2_avx2, dot_avx2, halves, layout, load_both, prepared_scales, Prepared, Q4_0, Q4_1, Q5_0,
-    Q8_0,
+    dot2_avx2, dot_avx2, halves, load_both, prepared_scales, Block32, Codes, Prepared,
 };
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
@@ -42,11 +40,11 @@ unsafe fn load_two(lo: *const u8, hi: *const u8) -> __m256i {
     )
 }
 
-/// The first and the last 16 codes of the blocks at `p0` (low lane) and `p1` (high lane) for
-/// weight code `KIND`, as unsigned bytes (Q8_0: signed).
+/// The first and the last 16 codes of the `B` blocks at `p0` (low lane) and `p1` (high lane),
+/// as unsigned bytes (signed bytes stay signed).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
+unsafe fn codes<B: Block32>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
     let low = _mm256_set1_epi8(0x0f);
     let nibbles = |qs: usize| {
         let x = load_two(p0.add(qs), p1.add(qs));
@@ -55,27 +53,21 @@ unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
             _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
         ]
     };
-    match KIND {
-        Q8_0 => {
-            let qs = BlockQ8_0::QS;
-            [
-                load_two(p0.add(qs), p1.add(qs)),
-                load_two(p0.add(qs + 16), p1.add(qs + 16)),
-            ]
-        }
-        Q4_0 => nibbles(BlockQ4_0::QS),
-        Q5_0 => {
-            let [lo, hi] = nibbles(BlockQ5_0::QS);
-            let (f0, f1) = (
-                fifth_bits(p0.add(BlockQ5_0::QH)),
-                fifth_bits(p1.add(BlockQ5_0::QH)),
-            );
+    let qs = B::QS;
+    match B::CODES {
+        Codes::Bytes => [
+            load_two(p0.add(qs), p1.add(qs)),
+            load_two(p0.add(qs + 16), p1.add(qs + 16)),
+        ],
+        Codes::Nibbles => nibbles(qs),
+        Codes::Nibbles5 { qh } => {
+            let [lo, hi] = nibbles(qs);
+            let (f0, f1) = (fifth_bits(p0.add(qh)), fifth_bits(p1.add(qh)));
             [
                 _mm256_or_si256(lo, _mm256_permute2x128_si256::<0x20>(f0, f1)),
                 _mm256_or_si256(hi, _mm256_permute2x128_si256::<0x31>(f0, f1)),
             ]
         }
-        _ => nibbles(BlockQ4_1::QS),
     }
 }
 
@@ -84,12 +76,12 @@ unsafe fn codes<const KIND: u8>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
 /// with the sign trick.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn lane_sums<const KIND: u8>(
+unsafe fn lane_sums<B: Block32>(
     [lo, hi]: [__m256i; 2],
     [alo, ahi]: [__m256i; 2],
     corr: __m256i,
 ) -> __m256i {
-    if KIND == Q8_0 {
+    if B::SIGNED {
         let (ulo, uhi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
         let first = dot_avx2(corr, ulo, _mm256_sign_epi8(alo, lo));
         dot_avx2(first, uhi, _mm256_sign_epi8(ahi, hi))
@@ -99,68 +91,65 @@ unsafe fn lane_sums<const KIND: u8>(
 }
 
 /// The offset correction of an activation block whose halves are `alo` and `ahi` (each in
-/// both lanes) for weight code `kind`: `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4`
-/// in lane `j` of each half (the codes of Q4_0 and Q5_0 are used unsigned, 8 and 16 too
-/// large); zero for Q8_0 (sign trick) and Q4_1 (its minimum goes through `Σ m·s`).
+/// both lanes) for weights `B`: `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` in
+/// lane `j` of each half (the codes of Q4_0 and Q5_0 are used unsigned, 8 and 16 too large);
+/// zero without an offset (signed codes take the sign trick; a minimum goes through `Σ m·s`).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn correction(kind: u8, alo: __m256i, ahi: __m256i) -> __m256i {
+unsafe fn correction<B: Block32>(alo: __m256i, ahi: __m256i) -> __m256i {
     let zero = _mm256_setzero_si256();
-    let shift = match kind {
-        Q4_0 => 3,
-        Q5_0 => 4,
-        _ => return zero,
-    };
+    if B::OFFSET == 0 {
+        return zero;
+    }
+    let shift = B::OFFSET.trailing_zeros() as i32;
     let ones = _mm256_set1_epi8(1);
     let lanes = dot2_avx2(zero, ones, alo, ones, ahi);
     _mm256_sub_epi32(zero, _mm256_sll_epi32(lanes, _mm_cvtsi32_si128(shift)))
 }
 
-/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weight code `kind`),
-/// written to `out`: the offset corrections of Q4_0 and Q5_0 (Q8_0's sign trick and Q4_1 need
-/// none) and the scales.
+/// [`Prepared`] blocks for the `nb` blocks of the activation row `a` (weights `B`), written to
+/// `out`: the offset corrections where `B` has an offset (Q4_0, Q5_0) and the scales.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be present.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn prepare(kind: u8, nb: usize, a: &[u8], out: &mut [Prepared]) {
-    let (_, asize, aq) = layout(kind);
-    for (block, p) in a.chunks_exact(asize).zip(out).take(nb) {
-        if matches!(kind, Q4_0 | Q5_0) {
-            let q = block.as_ptr().add(aq);
-            let corr = correction(kind, load_both(q), load_both(q.add(16)));
+pub(super) unsafe fn prepare<B: Block32>(nb: usize, a: &[u8], out: &mut [Prepared]) {
+    for (block, p) in a.chunks_exact(B::ACT_SIZE).zip(out).take(nb) {
+        if B::OFFSET != 0 {
+            let q = block.as_ptr().add(B::ACT_QS);
+            let corr = correction::<B>(load_both(q), load_both(q.add(16)));
             _mm_store_si128(p.corr.as_mut_ptr().cast(), _mm256_castsi256_si128(corr));
         }
-        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales(kind, block.as_ptr()));
+        _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales::<B>(block.as_ptr()));
     }
 }
 
 /// How far ahead of the block in use each row is prefetched, in bytes.
 const PREFETCH: usize = 384;
 
-/// Lane `i` of the `Σ m·s` sums of [`rows4`] (Q4_1) holds row `MIN_ROWS[i]` and token
+/// Lane `i` of the `Σ m·s` sums of [`rows4`] (formats with a minimum) holds row `MIN_ROWS[i]` and token
 /// `2j + MIN_TOKENS[i]` of token pair `j`.
 const MIN_ROWS: [usize; 8] = [0, 2, 0, 2, 1, 3, 1, 3];
 const MIN_TOKENS: [usize; 8] = [0, 0, 1, 1, 0, 0, 1, 1];
 
-/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weight code
-/// `KIND`), the activation blocks' corrections and scales taken from `prep`.
+/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weights `B`),
+/// the activation blocks' corrections and scales taken from `prep`.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be present; each row pointer and each of `a` and `prep` must have
 /// `nb` whole blocks of their formats behind them.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows4<const KIND: u8, const T: usize>(
+pub(super) unsafe fn rows4<B: Block32, const T: usize>(
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
     prep: [*const Prepared; T],
 ) -> [[f32; T]; 4] {
-    let (wsize, asize, aq) = layout(KIND);
+    let (wsize, asize, aq) = (B::SIZE, B::ACT_SIZE, B::ACT_QS);
     let zero = _mm256_setzero_si256();
     // acc[k][t]: row pair k (rows 2k and 2k + 1) and token t.
     let mut acc = [[_mm256_setzero_ps(); T]; 2];
-    // Q4_1's Σ m·s of token pair j ([`MIN_ROWS`]).
+    // Σ m·s of token pair j ([`MIN_ROWS`]; formats with a minimum).
     let mut summs = [_mm256_setzero_ps(); 2];
     for b in 0..nb {
         let p = w.map(|w| w.add(wsize * b));
@@ -172,7 +161,7 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
         let words = _mm_setr_epi32(word(p[0]), word(p[2]), word(p[1]), word(p[3]));
         let dm = _mm256_cvtph_ps(words);
         for (k, acc) in acc.iter_mut().enumerate() {
-            let [lo, hi] = codes::<KIND>(p[2 * k], p[2 * k + 1]);
+            let [lo, hi] = codes::<B>(p[2 * k], p[2 * k + 1]);
             let dw = if k == 0 {
                 _mm256_permute_ps::<0b00_00_00_00>(dm)
             } else {
@@ -183,16 +172,17 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             for (t, acc) in acc.iter_mut().enumerate() {
                 let pa = a[t].add(asize * b + aq);
                 let (alo, ahi) = (load_both(pa), load_both(pa.add(16)));
-                let corr = match KIND {
-                    Q4_0 | Q5_0 => load_both(pb[t].corr.as_ptr().cast()),
-                    _ => zero,
+                let corr = if B::OFFSET != 0 {
+                    load_both(pb[t].corr.as_ptr().cast())
+                } else {
+                    zero
                 };
-                let sum = lane_sums::<KIND>([lo, hi], [alo, ahi], corr);
+                let sum = lane_sums::<B>([lo, hi], [alo, ahi], corr);
                 let d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&pb[t].ds[0]));
                 *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), *acc);
             }
         }
-        if KIND == Q4_1 {
+        if B::MIN {
             let m = _mm256_permute_ps::<0b11_01_11_01>(dm);
             for (j, summs) in summs.iter_mut().enumerate().take(T.div_ceil(2)) {
                 let ds = |t: usize| _mm256_broadcast_ps(&*pb[t.min(T - 1)].ds.as_ptr().cast());
@@ -209,7 +199,7 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
             out[2 * k + 1][t] = hsum4(_mm256_extractf128_ps::<1>(*v));
         }
     }
-    if KIND == Q4_1 {
+    if B::MIN {
         for (j, s) in summs.iter().enumerate() {
             let mut mins = [0f32; 8];
             _mm256_storeu_ps(mins.as_mut_ptr(), *s);
@@ -223,27 +213,8 @@ unsafe fn rows4<const KIND: u8, const T: usize>(
     out
 }
 
-/// [`rows4`] for weight code `kind`.
-///
-/// # Safety
-/// As [`rows4`].
-pub(super) unsafe fn rows4_for<const T: usize>(
-    kind: u8,
-    nb: usize,
-    w: [*const u8; 4],
-    a: [*const u8; T],
-    prep: [*const Prepared; T],
-) -> [[f32; T]; 4] {
-    match kind {
-        Q8_0 => rows4::<Q8_0, T>(nb, w, a, prep),
-        Q4_0 => rows4::<Q4_0, T>(nb, w, a, prep),
-        Q5_0 => rows4::<Q5_0, T>(nb, w, a, prep),
-        _ => rows4::<Q4_1, T>(nb, w, a, prep),
-    }
-}
-
-/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weight code
-/// `KIND`), each token's scale and correction worked out here: the prompt tile, called for
+/// `out[r][t] = rows[r] · a[t]` for four weight rows and `T` activation rows (weights `B`),
+/// each token's scale and correction worked out here: the prompt tile, called for
 /// every 4 rows × 4 tokens, where preparing them per call costs more than it saves and each
 /// token's halves stay in registers for both row pairs.
 ///
@@ -251,12 +222,12 @@ pub(super) unsafe fn rows4_for<const T: usize>(
 /// AVX2, FMA and F16C must be present; each row pointer and each of `a` must have `nb` whole
 /// blocks of their formats behind them.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile4<const KIND: u8, const T: usize>(
+pub(super) unsafe fn tile4<B: Block32, const T: usize>(
     nb: usize,
     w: [*const u8; 4],
     a: [*const u8; T],
 ) -> [[f32; T]; 4] {
-    let (wsize, asize, aq) = layout(KIND);
+    let (wsize, asize, aq) = (B::SIZE, B::ACT_SIZE, B::ACT_QS);
     let zero = _mm256_setzero_si256();
     // The scale lanes of row pair k in `dm` ([d0, m0, d1, m1, d2, m2, d3, m3]).
     let d_lanes = [
@@ -276,22 +247,22 @@ unsafe fn tile4<const KIND: u8, const T: usize>(
             let pa = a[t].add(asize * b);
             let (alo, ahi) = (load_both(pa.add(aq)), load_both(pa.add(aq + 16)));
             ha[t] = halves(pa);
-            act[t] = [alo, ahi, correction(KIND, alo, ahi)];
+            act[t] = [alo, ahi, correction::<B>(alo, ahi)];
         }
         let p = w.map(|w| w.add(wsize * b));
         let words = _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3]));
         let dm = _mm256_cvtph_ps(words);
         for (k, acc) in acc.iter_mut().enumerate() {
-            let [lo, hi] = codes::<KIND>(p[2 * k], p[2 * k + 1]);
+            let [lo, hi] = codes::<B>(p[2 * k], p[2 * k + 1]);
             let dw = _mm256_permutevar8x32_ps(dm, d_lanes[k]);
             for (t, acc) in acc.iter_mut().enumerate() {
                 let [alo, ahi, corr] = act[t];
-                let sum = lane_sums::<KIND>([lo, hi], [alo, ahi], corr);
+                let sum = lane_sums::<B>([lo, hi], [alo, ahi], corr);
                 let d = _mm256_mul_ps(dw, _mm256_broadcastss_ps(ha[t]));
                 *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), *acc);
             }
         }
-        if KIND == Q4_1 {
+        if B::MIN {
             let m = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(dm, m_lanes));
             for (summs, ha) in summs.iter_mut().zip(ha) {
                 let s = _mm_permute_ps::<0b01_01_01_01>(ha);
@@ -306,7 +277,7 @@ unsafe fn tile4<const KIND: u8, const T: usize>(
             out[2 * k + 1][t] = hsum4(_mm256_extractf128_ps::<1>(*v));
         }
     }
-    if KIND == Q4_1 {
+    if B::MIN {
         for (t, s) in summs.iter().enumerate() {
             let mut mins = [0f32; 4];
             _mm_storeu_ps(mins.as_mut_ptr(), *s);
@@ -316,22 +287,4 @@ unsafe fn tile4<const KIND: u8, const T: usize>(
         }
     }
     out
-}
-
-/// [`tile4`] for weight code `kind`.
-///
-/// # Safety
-/// As [`tile4`].
-pub(super) unsafe fn tile4_for<const T: usize>(
-    kind: u8,
-    nb: usize,
-    w: [*const u8; 4],
-    a: [*const u8; T],
-) -> [[f32; T]; 4] {
-    match kind {
-        Q8_0 => tile4::<Q8_0, T>(nb, w, a),
-        Q4_0 => tile4::<Q4_0, T>(nb, w, a),
-        Q5_0 => tile4::<Q5_0, T>(nb, w, a),
-        _ => tile4::<Q4_1, T>(nb, w, a),
-    }
 }

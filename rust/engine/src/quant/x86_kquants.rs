@@ -12,9 +12,7 @@ use super::float::f16_at;
 use super::kquants::{
     q3k_scales, q4k_scales_mins, q8k_bsum, q8k_d, Q45K_D, Q45K_DMIN, Q45K_SCALES,
 };
-use super::types::GgmlType;
 use super::x86::{half, hsum_ps, load};
-use super::x86_ktile;
 
 /// The Q8_K block `b` of the activation row at `y`.
 #[inline]
@@ -324,40 +322,4 @@ pub(super) unsafe fn dot_q3_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
         sum += f16_at(xb, W::D) * q8k_d(yb) * isum as f32;
     }
     sum
-}
-
-/// `R` weight rows × `T` activation rows for Q4_K, Q5_K and Q6_K (each row unpacked once for
-/// the `T` activations; with AVX-512 VNNI + BW and a multiple of 4 tokens up to 16, Q4_K and
-/// Q6_K take all `R` rows at once, see `x86_ktile`), or `None` for another type.
-///
-/// # Safety
-/// AVX2, FMA and F16C (and AVX-512 F/VL/VNNI when `vnni`) must be present and every row must
-/// hold `nb` whole super-blocks.
-pub(super) unsafe fn tile<const R: usize, const T: usize>(
-    vnni: bool,
-    w: GgmlType,
-    nb: usize,
-    x: [*const u8; R],
-    y: [*const u8; T],
-) -> Option<[[f32; T]; R]> {
-    if vnni && T.is_multiple_of(4) && T <= 16 && super::wide() {
-        match w {
-            GgmlType::Q4_K => return Some(x86_ktile::q4k::<R, T>(nb, x, y)),
-            GgmlType::Q6_K => return Some(x86_ktile::q6k::<R, T>(nb, x, y)),
-            _ => {}
-        }
-    }
-    let mut out = [[0f32; T]; R];
-    for (o, &row) in out.iter_mut().zip(&x) {
-        *o = match (w, vnni) {
-            (GgmlType::Q4_K, false) => dot_q45_k_rows::<false, T>(nb, row, y),
-            (GgmlType::Q5_K, false) => dot_q45_k_rows::<true, T>(nb, row, y),
-            (GgmlType::Q6_K, false) => dot_q6_k_rows::<T>(nb, row, y),
-            (GgmlType::Q4_K, true) => dot_q45_k_rows_vnni::<false, T>(nb, row, y),
-            (GgmlType::Q5_K, true) => dot_q45_k_rows_vnni::<true, T>(nb, row, y),
-            (GgmlType::Q6_K, true) => dot_q6_k_rows_vnni::<T>(nb, row, y),
-            _ => return None,
-        };
-    }
-    Some(out)
 }

@@ -9,7 +9,7 @@
 //! `acc += (d_y · d_x) · float(sumi)` per lane with one FMA per super-block, the Q4_K min
 //! correction `m += (d_y · dmin) · float(min_sum)` (here four tokens per SSE vector, the same
 //! operations lane by lane), then `hsum(acc) − m`. So every result is bit-identical to
-//! [`super::vec_dot`].
+//! [`super::Kernels::dot`].
 //!
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.

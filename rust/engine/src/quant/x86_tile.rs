@@ -2,7 +2,7 @@
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
 //! once for `R` rows. Prompt processing uses `R × 4` tiles (with AVX-512 BW the wide tile of
 //! `x86_wide` takes over; with AVX2 alone the 4-row kernel of `x86_decode_avx2`). Decoding
-//! (`vec_dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
+//! (`Kernels::dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
 //! far-apart sequential streams keep full bandwidth, while adjacent rows read together
 //! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
 //! test machine (23 GB/s for one sequential stream, 8 GB/s for two streams 612 B apart).
@@ -11,7 +11,7 @@
 //! lanes, one FMA per block with the scale product `f32(d_w)·f32(d_a)`, lane `j` summing the
 //! products of bytes `4j..4j+4` and `16+4j..16+4j+4`, then [`hsum4`] (plus `Σ m·s` for Q4_1).
 //! The integer lane sums are exact whichever instruction computes them, so every result is
-//! bit-identical to [`super::vec_dot`]. With more than one token, two tokens share a register
+//! bit-identical to [`super::Kernels::dot`]. With more than one token, two tokens share a register
 //! (4 lanes each), so one conversion and one FMA serve both.
 //!
 //! Two instruction sets: AVX2 (`maddubs` + `madd`) and AVX-512 VNNI (`vpdpbusd` on 256-bit
@@ -23,34 +23,119 @@
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
-use super::types::GgmlType;
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use super::x86::{fifth_bits, fold, hsum4, load, nibbles, word};
 
-/// Block format codes of the tile kernels.
-pub(super) const Q8_0: u8 = 0;
-pub(super) const Q4_0: u8 = 1;
-pub(super) const Q5_0: u8 = 2;
-pub(super) const Q4_1: u8 = 3;
+/// How a 32-element format stores its 32 codes.
+#[derive(Clone, Copy)]
+pub(super) enum Codes {
+    /// 32 signed bytes at `QS` (Q8_0): AVX2 multiplies them with the sign trick, VNNI flips
+    /// them to unsigned (`+128`, subtracted again as an offset correction).
+    Bytes,
+    /// 32 nibbles in the 16 bytes at `QS`, the low nibbles the first 16 elements.
+    Nibbles,
+    /// Nibbles, plus the fifth bit of element `i` in bit `i` of the u32 at `qh`.
+    Nibbles5 {
+        /// Byte offset of the fifth bits.
+        qh: usize,
+    },
+}
 
-/// Bytes per weight block, bytes per activation block and the activation quants' offset in
-/// it, for weight code `kind`.
-pub(super) const fn layout(kind: u8) -> (usize, usize, usize) {
-    match kind {
-        Q8_0 => (BlockQ8_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
-        Q4_0 => (BlockQ4_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
-        Q5_0 => (BlockQ5_0::SIZE, BlockQ8_0::SIZE, BlockQ8_0::QS),
-        _ => (BlockQ4_1::SIZE, BlockQ8_1::SIZE, BlockQ8_1::QS),
+/// A 32-element weight block format as the x86 kernels read it: the tiles here, the wide
+/// prompt tile (`x86_wide`) and the decoding kernels (`x86_decode`, `x86_decode_avx2`) are
+/// written once over this trait, and each format is one impl (ggml's per-type row). Every
+/// format starts with its f16 scale `d` (then the f16 minimum `m` when it has one).
+pub(super) trait Block32 {
+    /// Bytes per block.
+    const SIZE: usize;
+    /// Byte offset of the quants.
+    const QS: usize;
+    /// How the codes are stored.
+    const CODES: Codes;
+    /// The offset subtracted from the unsigned codes (Q4_0 8, Q5_0 16; 0 for the formats with
+    /// a minimum and for `Codes::Bytes`): a power of two, applied as `−offset · Σ a` per lane.
+    const OFFSET: u32;
+    /// Whether the block holds a minimum `m` after `d`, applied as `Σ m·s` with Q8_1
+    /// activations (Q4_1, Q5_1); the others take Q8_0 activations.
+    const MIN: bool;
+    /// Bytes per activation block (Q8_1 with a minimum, else Q8_0).
+    const ACT_SIZE: usize = if Self::MIN {
+        BlockQ8_1::SIZE
+    } else {
+        BlockQ8_0::SIZE
+    };
+    /// Byte offset of an activation block's quants.
+    const ACT_QS: usize = if Self::MIN {
+        BlockQ8_1::QS
+    } else {
+        BlockQ8_0::QS
+    };
+    /// Whether the codes are signed bytes (see [`Codes::Bytes`]).
+    const SIGNED: bool = matches!(Self::CODES, Codes::Bytes);
+}
+
+impl Block32 for BlockQ8_0 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Bytes;
+    const OFFSET: u32 = 0;
+    const MIN: bool = false;
+}
+
+impl Block32 for BlockQ4_0 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Nibbles;
+    const OFFSET: u32 = 8;
+    const MIN: bool = false;
+}
+
+impl Block32 for BlockQ5_0 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Nibbles5 { qh: Self::QH };
+    const OFFSET: u32 = 16;
+    const MIN: bool = false;
+}
+
+impl Block32 for BlockQ4_1 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Nibbles;
+    const OFFSET: u32 = 0;
+    const MIN: bool = true;
+}
+
+impl Block32 for BlockQ5_1 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Nibbles5 { qh: Self::QH };
+    const OFFSET: u32 = 0;
+    const MIN: bool = true;
+}
+
+/// The offset of `B`'s codes as the VNNI kernels use them (unsigned; Q8_0 flipped by 128), as a
+/// shift (`offset = 1 << shift`), or `None` where there is none.
+pub(super) const fn vnni_shift<B: Block32>() -> Option<u32> {
+    match B::CODES {
+        Codes::Bytes => Some(7),
+        Codes::Nibbles | Codes::Nibbles5 { .. } if B::OFFSET != 0 => {
+            Some(B::OFFSET.trailing_zeros())
+        }
+        Codes::Nibbles | Codes::Nibbles5 { .. } => None,
     }
 }
 
-// `halves(block)` reads a block's scale and its second half (Q4_1's `m`, Q8_1's `s`) together.
+// `halves(block)` reads a block's scale and its second half (a minimum `m`, Q8_1's `s`)
+// together.
 const _: () = assert!(
     BlockQ8_0::D == 0
         && BlockQ4_0::D == 0
         && BlockQ5_0::D == 0
         && BlockQ4_1::D == 0
         && BlockQ4_1::M == 2
+        && BlockQ5_1::D == 0
+        && BlockQ5_1::M == 2
         && BlockQ8_1::D == 0
         && BlockQ8_1::S == 2
 );
@@ -80,17 +165,6 @@ unsafe fn finish<const R: usize, const T: usize>(
         }
     }
     out
-}
-
-/// The tile kernel code of weight type `w`, if it has one.
-pub(super) fn kind(w: GgmlType) -> Option<u8> {
-    match w {
-        GgmlType::Q8_0 => Some(Q8_0),
-        GgmlType::Q4_0 => Some(Q4_0),
-        GgmlType::Q5_0 => Some(Q5_0),
-        GgmlType::Q4_1 => Some(Q4_1),
-        _ => None,
-    }
 }
 
 /// The IEEE halves at `p` and `p + 2` as f32 lanes 0 and 1 (a 4-byte load into a zeroed
@@ -151,20 +225,16 @@ unsafe fn dot2_vnni(acc: __m256i, u0: __m256i, s0: __m256i, u1: __m256i, s1: __m
     _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, u0, s0), u1, s1)
 }
 
-/// The 32 codes of the weight block at `p` for weight code `KIND` as unsigned bytes (signed
-/// for Q8_0 without `VNNI`), in element order.
+/// The 32 codes of the `B` block at `p` as unsigned bytes (signed bytes stay signed without
+/// `VNNI`), in element order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn codes<const KIND: u8, const VNNI: bool>(p: *const u8) -> __m256i {
-    match KIND {
-        Q8_0 if VNNI => _mm256_xor_si256(load(p.add(BlockQ8_0::QS)), _mm256_set1_epi8(-128)),
-        Q8_0 => load(p.add(BlockQ8_0::QS)),
-        Q4_0 => nibbles(p.add(BlockQ4_0::QS)),
-        Q5_0 => _mm256_or_si256(
-            nibbles(p.add(BlockQ5_0::QS)),
-            fifth_bits(p.add(BlockQ5_0::QH)),
-        ),
-        _ => nibbles(p.add(BlockQ4_1::QS)),
+unsafe fn codes<B: Block32, const VNNI: bool>(p: *const u8) -> __m256i {
+    match B::CODES {
+        Codes::Bytes if VNNI => _mm256_xor_si256(load(p.add(B::QS)), _mm256_set1_epi8(-128)),
+        Codes::Bytes => load(p.add(B::QS)),
+        Codes::Nibbles => nibbles(p.add(B::QS)),
+        Codes::Nibbles5 { qh } => _mm256_or_si256(nibbles(p.add(B::QS)), fifth_bits(p.add(qh))),
     }
 }
 
@@ -205,12 +275,12 @@ pub(super) fn with_prepared<const T: usize, R>(
     result
 }
 
-/// [`Prepared::ds`] of the activation block at `p` for weight code `kind`: `[d, s, d, s]` as
-/// f32, `s` being Q8_1's sum (Q4_1) and zero for the others (Q8_0 has quants there).
+/// [`Prepared::ds`] of the activation block at `p` for weights `B`: `[d, s, d, s]` as f32, `s`
+/// being Q8_1's sum (formats with a minimum) and zero for the others (Q8_0 has quants there).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn prepared_scales(kind: u8, p: *const u8) -> __m128 {
-    let keep = if kind == Q4_1 { -1 } else { 0xffff };
+pub(super) unsafe fn prepared_scales<B: Block32>(p: *const u8) -> __m128 {
+    let keep = if B::MIN { -1 } else { 0xffff };
     _mm_cvtph_ps(_mm_set1_epi32(word(p) & keep))
 }
 
@@ -234,22 +304,21 @@ pub(super) unsafe fn load_both(p: *const u8) -> __m256i {
 macro_rules! tile_kernel {
     ($name:ident, $features:literal, $dot:ident, $dot2:ident, $vnni:expr) => {
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn $name<const KIND: u8, const R: usize, const T: usize>(
+        pub(super) unsafe fn $name<B: Block32, const R: usize, const T: usize>(
             nb: usize,
             w: [*const u8; R],
             a: [*const u8; T],
         ) -> [[f32; T]; R] {
-            let (wsize, asize, aq) = layout(KIND);
-            let offset = match KIND {
-                Q8_0 if $vnni => 128u32,
-                Q4_0 => 8,
-                Q5_0 => 16,
-                _ => 0,
+            let (wsize, asize, aq) = (B::SIZE, B::ACT_SIZE, B::ACT_QS);
+            let offset = if $vnni {
+                vnni_shift::<B>().map_or(0, |s| 1u32 << s)
+            } else {
+                B::OFFSET
             };
             let shift = _mm_cvtsi32_si128(offset.trailing_zeros() as i32);
             let zero = _mm256_setzero_si256();
             let ones = _mm256_set1_epi8(1);
-            let signed = KIND == Q8_0 && !$vnni;
+            let signed = B::SIGNED && !$vnni;
             let mut acc = [[_mm256_setzero_ps(); T]; R];
             let mut summs = [_mm_setzero_ps(); R];
             for b in 0..nb {
@@ -286,36 +355,28 @@ macro_rules! tile_kernel {
                 for r in 0..R {
                     let p = w[r].add(wsize * b);
                     // The first and the last 16 codes, each in both 128-bit lanes.
-                    let both = match KIND {
+                    let both = match B::CODES {
                         _ if T == 1 => [zero; 2],
-                        Q8_0 => {
-                            let q = [
-                                load_both(p.add(BlockQ8_0::QS)),
-                                load_both(p.add(BlockQ8_0::QS + 16)),
-                            ];
+                        Codes::Bytes => {
+                            let q = [load_both(p.add(B::QS)), load_both(p.add(B::QS + 16))];
                             if $vnni {
                                 q.map(|q| _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
                             } else {
                                 q
                             }
                         }
-                        Q4_0 | Q4_1 => {
-                            let qs = if KIND == Q4_0 {
-                                BlockQ4_0::QS
-                            } else {
-                                BlockQ4_1::QS
-                            };
-                            let x = load_both(p.add(qs));
+                        Codes::Nibbles => {
+                            let x = load_both(p.add(B::QS));
                             let low = _mm256_set1_epi8(0x0f);
                             [
                                 _mm256_and_si256(x, low),
                                 _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
                             ]
                         }
-                        _ => {
-                            let x = load_both(p.add(BlockQ5_0::QS));
+                        Codes::Nibbles5 { qh } => {
+                            let x = load_both(p.add(B::QS));
                             let low = _mm256_set1_epi8(0x0f);
-                            let fifth = fifth_bits(p.add(BlockQ5_0::QH));
+                            let fifth = fifth_bits(p.add(qh));
                             [
                                 _mm256_or_si256(
                                     _mm256_and_si256(x, low),
@@ -330,7 +391,7 @@ macro_rules! tile_kernel {
                     };
                     let dm = halves(p);
                     let d = _mm_mul_ps(_mm_permute_ps::<0>(dm), ad);
-                    if KIND == Q4_1 {
+                    if B::MIN {
                         let m = _mm_mul_ps(_mm_permute_ps::<0b01_01_01_01>(dm), asum);
                         summs[r] = _mm_add_ps(summs[r], m);
                     }
@@ -351,7 +412,7 @@ macro_rules! tile_kernel {
                         // The last of an odd number of tokens alone, in the low 4 lanes.
                         let (t, k) = (T - 1, T / 2);
                         let q = if T == 1 {
-                            codes::<KIND, $vnni>(p)
+                            codes::<B, $vnni>(p)
                         } else {
                             _mm256_blend_epi32::<0xf0>(both[0], both[1])
                         };
@@ -374,7 +435,7 @@ macro_rules! tile_kernel {
             for (m, s) in mins.iter_mut().zip(&summs) {
                 _mm_storeu_ps(m.as_mut_ptr(), *s);
             }
-            finish(&acc, &mins, KIND == Q4_1)
+            finish(&acc, &mins, B::MIN)
         }
     };
 }
@@ -388,39 +449,29 @@ tile_kernel!(
     true
 );
 
-/// Runs the `R × T` tile for weight code `kind` with VNNI (`vnni`) or AVX2.
+/// Runs the `R × T` tile for weights `B` with VNNI (`vnni`) or AVX2.
 ///
 /// # Safety
 /// AVX2, FMA and F16C (and AVX-512 F/VL/VNNI when `vnni`) must be present; every row pointer
 /// must have `nb` whole blocks of its format behind it.
 #[inline]
-pub(super) unsafe fn tile<const R: usize, const T: usize>(
+pub(super) unsafe fn tile<B: Block32, const R: usize, const T: usize>(
     vnni: bool,
-    kind: u8,
     nb: usize,
     w: [*const u8; R],
     a: [*const u8; T],
 ) -> [[f32; T]; R] {
-    macro_rules! go {
-        ($f:ident) => {
-            match kind {
-                Q8_0 => $f::<Q8_0, R, T>(nb, w, a),
-                Q4_0 => $f::<Q4_0, R, T>(nb, w, a),
-                Q5_0 => $f::<Q5_0, R, T>(nb, w, a),
-                _ => $f::<Q4_1, R, T>(nb, w, a),
-            }
-        };
-    }
     if vnni {
-        go!(tile_vnni)
+        tile_vnni::<B, R, T>(nb, w, a)
     } else {
-        go!(tile_avx2)
+        tile_avx2::<B, R, T>(nb, w, a)
     }
 }
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::{avx2_vec_dot, quantize_row, vec_dot_type, GgmlType};
+    use super::super::kernels::DotFn;
+    use super::super::{quantize_row, vec_dot_type, x86, GgmlType};
     use super::*;
 
     /// Random bytes from a xorshift generator; f16 scales are set to small normal values.
@@ -433,7 +484,11 @@ pub(super) mod tests {
             *b = *seed as u8;
         }
         for block in bytes.chunks_exact_mut(ty.type_size()) {
-            let scales = if ty == GgmlType::Q4_1 { 2 } else { 1 };
+            let scales = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                2
+            } else {
+                1
+            };
             for s in 0..scales {
                 let h = half::f16::from_f32(0.001 + f32::from(block[2 * s + 1] & 0x7f) / 4096.0);
                 block[2 * s..2 * s + 2].copy_from_slice(&h.to_bits().to_le_bytes());
@@ -464,8 +519,6 @@ pub(super) mod tests {
         out
     }
 
-    /// `kernel(kind, nb, weight rows, activation rows)` against the one-row AVX2 kernel, bit
-    /// for bit, for every tiled type and several row lengths.
     /// Whether this CPU runs the AVX-512 wide kernels (VNNI and BW with AVX2/FMA/F16C).
     pub(in crate::quant) fn wide_features() -> bool {
         is_x86_feature_detected!("avx2")
@@ -477,33 +530,49 @@ pub(super) mod tests {
             && is_x86_feature_detected!("avx512bw")
     }
 
+    /// A kernel under test: `R` weight rows × `T` activation rows of `nb` blocks of `B`.
+    pub(in crate::quant) trait Kernel<const R: usize, const T: usize> {
+        /// # Safety
+        /// The kernel's features are present; every row holds `nb` blocks.
+        unsafe fn run<B: Block32>(
+            &self,
+            nb: usize,
+            w: [*const u8; R],
+            a: [*const u8; T],
+        ) -> [[f32; T]; R];
+    }
+
+    /// `kernel` against the one-row AVX2 kernel, bit for bit, for every 32-element format and
+    /// several row lengths.
     pub(in crate::quant) fn check_kernel<const R: usize, const T: usize>(
         label: &str,
         mut seed: u64,
-        kernel: impl Fn(u8, usize, [*const u8; R], [*const u8; T]) -> [[f32; T]; R],
+        kernel: &impl Kernel<R, T>,
     ) {
-        for ty in [
-            GgmlType::Q8_0,
-            GgmlType::Q4_0,
-            GgmlType::Q5_0,
-            GgmlType::Q4_1,
-        ] {
+        fn one<B: Block32, const R: usize, const T: usize>(
+            (ty, avx2_dot): (GgmlType, DotFn),
+            label: &str,
+            seed: &mut u64,
+            kernel: &impl Kernel<R, T>,
+        ) {
             for nb in [1usize, 3, 20] {
                 let n = 32 * nb;
-                let w: Vec<Vec<u8>> = (0..R).map(|_| random_blocks(ty, n, &mut seed)).collect();
+                let w: Vec<Vec<u8>> = (0..R).map(|_| random_blocks(ty, n, seed)).collect();
                 let a: Vec<Vec<u8>> = (0..T)
-                    .map(|_| activations(vec_dot_type(ty), n, &mut seed))
+                    .map(|_| activations(vec_dot_type(ty), n, seed))
                     .collect();
-                let got = kernel(
-                    kind(ty).unwrap(),
-                    nb,
-                    std::array::from_fn(|i| w[i].as_ptr()),
-                    std::array::from_fn(|i| a[i].as_ptr()),
-                );
+                // SAFETY: the caller checked the kernel's features; the rows hold nb blocks.
+                let got = unsafe {
+                    kernel.run::<B>(
+                        nb,
+                        std::array::from_fn(|i| w[i].as_ptr()),
+                        std::array::from_fn(|i| a[i].as_ptr()),
+                    )
+                };
                 for r in 0..R {
                     for t in 0..T {
                         // SAFETY: the test runs only where the features were detected.
-                        let want = unsafe { avx2_vec_dot(ty, nb, &w[r], &a[t]) }.unwrap();
+                        let want = unsafe { avx2_dot(nb, &w[r], &a[t]) };
                         assert_eq!(
                             got[r][t].to_bits(),
                             want.to_bits(),
@@ -513,14 +582,34 @@ pub(super) mod tests {
                 }
             }
         }
+        let q8_0 = (GgmlType::Q8_0, x86::dot_q8_0 as DotFn);
+        one::<BlockQ8_0, R, T>(q8_0, label, &mut seed, kernel);
+        let q4_0 = (GgmlType::Q4_0, x86::dot_q4_0 as DotFn);
+        one::<BlockQ4_0, R, T>(q4_0, label, &mut seed, kernel);
+        let q5_0 = (GgmlType::Q5_0, x86::dot_q5_0 as DotFn);
+        one::<BlockQ5_0, R, T>(q5_0, label, &mut seed, kernel);
+        let q4_1 = (GgmlType::Q4_1, x86::dot_q4_1 as DotFn);
+        one::<BlockQ4_1, R, T>(q4_1, label, &mut seed, kernel);
+        let q5_1 = (GgmlType::Q5_1, x86::dot_q5_1 as DotFn);
+        one::<BlockQ5_1, R, T>(q5_1, label, &mut seed, kernel);
+    }
+
+    struct Tile(bool);
+
+    impl<const R: usize, const T: usize> Kernel<R, T> for Tile {
+        unsafe fn run<B: Block32>(
+            &self,
+            nb: usize,
+            w: [*const u8; R],
+            a: [*const u8; T],
+        ) -> [[f32; T]; R] {
+            tile::<B, R, T>(self.0, nb, w, a)
+        }
     }
 
     fn check<const R: usize, const T: usize>(vnni: bool) {
         let label = if vnni { "vnni" } else { "avx2" };
-        // SAFETY: the caller checked the features; the rows hold nb blocks.
-        check_kernel::<R, T>(label, 0x9e37_79b9_7f4a_7c15, |k, nb, w, a| unsafe {
-            tile::<R, T>(vnni, k, nb, w, a)
-        });
+        check_kernel::<R, T>(label, 0x9e37_79b9_7f4a_7c15, &Tile(vnni));
     }
 
     #[test]

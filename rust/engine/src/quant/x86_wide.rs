@@ -1,4 +1,4 @@
-//! The AVX-512 prompt-processing tile for the 32-element block formats (Q8_0, Q4_0, Q5_0, Q4_1):
+//! The AVX-512 prompt-processing tile for the 32-element block formats ([`Block32`]):
 //! 4 weight rows × 8 tokens per call, on 512-bit registers that each hold four tokens' 4 lanes.
 //!
 //! A matmul first packs its quantized activations ([`pack`]), 8 tokens at a time: per block,
@@ -11,16 +11,16 @@
 //! two `vpdpbusd`s starting from the loaded corrections, one conversion, one multiply for the
 //! scale products and one FMA.
 //!
-//! Each (row, token) keeps the arithmetic of the one-row kernel ([`super::vec_dot`], see
+//! Each (row, token) keeps the arithmetic of the one-row kernel ([`super::Kernels::dot`], see
 //! `super::x86`): 4 f32 lanes, one FMA per block with `f32(d_w)·f32(d_a)`, lane `j` the exact
 //! integer sum of the products of bytes `4j..4j+4` and `16+4j..16+4j+4`, one horizontal sum in
-//! the same order, plus `Σ m·s` for Q4_1 — so every result is bit-identical.
+//! the same order, plus `Σ m·s` for the formats with a minimum — so every result is
+//! bit-identical.
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0};
 use super::x86::{fold, load};
-use super::x86_tile::{halves, layout, Q4_0, Q4_1, Q5_0, Q8_0};
+use super::x86_tile::{halves, vnni_shift, Block32, Codes};
 use super::PackLine;
 
 /// Tokens per wide tile.
@@ -30,24 +30,12 @@ pub(super) const TOKENS: usize = 8;
 /// corrections, the scales.
 pub(super) const LINES: usize = 7;
 
-/// The weight offset of weight code `kind` as a shift (`offset = 1 << shift`), or `None` for
-/// Q4_1 (no offset: its minimum is applied through `Σ m·s`). Q8_0's codes are flipped to
-/// unsigned (`+128`).
-pub(super) const fn shift(kind: u8) -> Option<u32> {
-    match kind {
-        Q8_0 => Some(7),
-        Q4_0 => Some(3),
-        Q5_0 => Some(4),
-        _ => None,
-    }
-}
-
-/// The 4 correction lanes of the 32 activation quants at `q` for weight code `kind`: lane `j`
-/// is `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero for Q4_1).
+/// The 4 correction lanes of the 32 activation quants at `q` for weights `B`: lane `j` is
+/// `−offset · Σ` of bytes `4j..4j+4` and `16+4j..16+4j+4` (zero without an offset).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-pub(super) unsafe fn corrections(kind: u8, q: *const u8) -> __m128i {
-    let Some(s) = shift(kind) else {
+pub(super) unsafe fn corrections<B: Block32>(q: *const u8) -> __m128i {
+    let Some(s) = vnni_shift::<B>() else {
         return _mm_setzero_si128();
     };
     let sums = fold(_mm256_dpbusd_epi32(
@@ -61,8 +49,8 @@ pub(super) unsafe fn corrections(kind: u8, q: *const u8) -> __m128i {
     )
 }
 
-/// Pack 8 quantized activation rows of `nb` blocks (in the activation type of weight code
-/// `kind`) into `out` (`LINES × nb` lines): per block, line `2g` the first 16 quants of tokens
+/// Pack 8 quantized activation rows of `nb` blocks (in the activation type of weights `B`)
+/// into `out` (`LINES × nb` lines): per block, line `2g` the first 16 quants of tokens
 /// `4g..4g + 4` (one 16-byte lane each), line `2g + 1` their last 16, line `4 + g` their
 /// [`corrections`] as i32 lanes, line 6 the tokens' `d` (f32 lanes 0..8) and Q8_1 `s` (lanes
 /// 8..16).
@@ -70,8 +58,8 @@ pub(super) unsafe fn corrections(kind: u8, q: *const u8) -> __m128i {
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-pub(super) unsafe fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLine]) {
-    let (_, asize, aq) = layout(kind);
+pub(super) unsafe fn pack<B: Block32>(nb: usize, acts: [&[u8]; TOKENS], out: &mut [PackLine]) {
+    let (asize, aq) = (B::ACT_SIZE, B::ACT_QS);
     for (b, lines) in out.chunks_exact_mut(LINES).take(nb).enumerate() {
         let mut scales = [0f32; 16];
         for (t, act) in acts.iter().enumerate() {
@@ -81,10 +69,10 @@ pub(super) unsafe fn pack(kind: u8, nb: usize, acts: [&[u8]; TOKENS], out: &mut 
             lines[2 * group].0[lane..lane + 16].copy_from_slice(&q[..16]);
             lines[2 * group + 1].0[lane..lane + 16].copy_from_slice(&q[16..]);
             let corr = lines[4 + group].0[lane..lane + 16].as_mut_ptr();
-            _mm_storeu_si128(corr.cast(), corrections(kind, q.as_ptr()));
+            _mm_storeu_si128(corr.cast(), corrections::<B>(q.as_ptr()));
             let half_at = |i: usize| half::f16::from_le_bytes([block[i], block[i + 1]]).to_f32();
             scales[t] = half_at(0);
-            if kind == Q4_1 {
+            if B::MIN {
                 scales[8 + t] = half_at(2);
             }
         }
@@ -113,7 +101,7 @@ pub(super) unsafe fn nibbles(x: __m512i) -> [__m512i; 2] {
     ]
 }
 
-/// Q5_0's fifth bits: 16 added to the bytes of `halves[0]` whose bit is set in `first` and to
+/// The fifth bits of the 5-bit formats: 16 added to the bytes of `halves[0]` whose bit is set in `first` and to
 /// those of `halves[1]` set in `last`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
@@ -126,28 +114,25 @@ pub(super) unsafe fn fifth_bits(halves: [__m512i; 2], first: u64, last: u64) -> 
     ]
 }
 
-/// The block at `p`'s first and last 16 quants for weight code `KIND` as unsigned bytes (Q8_0
-/// flipped by 128), each in all four 128-bit lanes.
+/// The `B` block at `p`'s first and last 16 quants as unsigned bytes (signed bytes flipped by
+/// 128), each in all four 128-bit lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn quants<const KIND: u8>(p: *const u8) -> [__m512i; 2] {
-    match KIND {
-        Q8_0 => {
+unsafe fn quants<B: Block32>(p: *const u8) -> [__m512i; 2] {
+    match B::CODES {
+        Codes::Bytes => {
             let flip = _mm512_set1_epi8(-128);
-            let qs = p.add(BlockQ8_0::QS);
+            let qs = p.add(B::QS);
             [qs, qs.add(16)].map(|q| _mm512_xor_si512(broadcast16(q), flip))
         }
-        Q4_0 => nibbles(broadcast16(p.add(BlockQ4_0::QS))),
-        Q5_0 => {
-            let h = u64::from(u32::from_le(
-                p.add(BlockQ5_0::QH).cast::<u32>().read_unaligned(),
-            ));
+        Codes::Nibbles => nibbles(broadcast16(p.add(B::QS))),
+        Codes::Nibbles5 { qh } => {
+            let h = u64::from(u32::from_le(p.add(qh).cast::<u32>().read_unaligned()));
             // Each row's 16 bits in all four lanes.
             let every = 0x0001_0001_0001_0001u64;
-            let halves = nibbles(broadcast16(p.add(BlockQ5_0::QS)));
+            let halves = nibbles(broadcast16(p.add(B::QS)));
             fifth_bits(halves, (h & 0xffff) * every, (h >> 16) * every)
         }
-        _ => nibbles(broadcast16(p.add(BlockQ4_1::QS))),
     }
 }
 
@@ -159,14 +144,18 @@ pub(super) unsafe fn hsum4x4(v: __m512) -> __m512 {
     _mm512_add_ps(u, _mm512_permute_ps::<0b10_11_00_01>(u))
 }
 
-/// 4 weight rows × 8 packed tokens for weight code `KIND`.
+/// 4 weight rows × 8 packed tokens for weights `B`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer must have `nb`
+/// whole blocks behind it and `packed` `LINES × nb` lines written by [`pack`] for the same `B`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
-unsafe fn tile<const KIND: u8>(
+pub(super) unsafe fn tile<B: Block32>(
     nb: usize,
     w: [*const u8; 4],
     packed: *const PackLine,
 ) -> [[f32; TOKENS]; 4] {
-    let (wsize, _, _) = layout(KIND);
+    let wsize = B::SIZE;
     // Lane group i (4 lanes) takes token 4g + i's scale.
     let index: [__m512i; 2] = std::array::from_fn(|g| {
         let t = |i: i32| 4 * g as i32 + i;
@@ -183,15 +172,15 @@ unsafe fn tile<const KIND: u8>(
         let ad: [__m512; 2] = index.map(|i| _mm512_permutexvar_ps(i, ad8));
         for r in 0..4 {
             let p = w[r].add(wsize * b);
-            let [lo, hi] = quants::<KIND>(p);
+            let [lo, hi] = quants::<B>(p);
             let dm = halves(p);
             let dw = _mm512_broadcastss_ps(dm);
-            if KIND == Q4_1 {
+            if B::MIN {
                 let m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
                 summs[r] = _mm256_add_ps(summs[r], _mm256_mul_ps(m, asum));
             }
             for (g, adg) in ad.iter().enumerate() {
-                let start = if KIND == Q4_1 {
+                let start = if B::MIN {
                     _mm512_setzero_si512()
                 } else {
                     _mm512_load_si512(lines.add(4 + g).cast())
@@ -215,7 +204,7 @@ unsafe fn tile<const KIND: u8>(
             for i in 0..4 {
                 let t = 4 * g + i;
                 out[r][t] = lanes[4 * i];
-                if KIND == Q4_1 {
+                if B::MIN {
                     out[r][t] += mins[t];
                 }
             }
@@ -224,47 +213,31 @@ unsafe fn tile<const KIND: u8>(
     out
 }
 
-/// [`tile`] for weight code `kind`.
-///
-/// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/VNNI/BW must be present; every row pointer must have `nb`
-/// whole blocks of its format behind it and `packed` `LINES × nb` lines written by [`pack`]
-/// for the same `kind`.
-#[inline]
-pub(super) unsafe fn tile_for(
-    kind: u8,
-    nb: usize,
-    w: [*const u8; 4],
-    packed: *const PackLine,
-) -> [[f32; TOKENS]; 4] {
-    match kind {
-        Q8_0 => tile::<Q8_0>(nb, w, packed),
-        Q4_0 => tile::<Q4_0>(nb, w, packed),
-        Q5_0 => tile::<Q5_0>(nb, w, packed),
-        _ => tile::<Q4_1>(nb, w, packed),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::{check_kernel, wide_features};
+    use super::super::x86_tile::tests::{check_kernel, wide_features, Kernel};
     use super::*;
+
+    struct Wide;
+
+    impl Kernel<4, TOKENS> for Wide {
+        unsafe fn run<B: Block32>(
+            &self,
+            nb: usize,
+            w: [*const u8; 4],
+            a: [*const u8; TOKENS],
+        ) -> [[f32; TOKENS]; 4] {
+            let acts = a.map(|p| std::slice::from_raw_parts(p, B::ACT_SIZE * nb));
+            let mut packed = vec![PackLine([0; 64]); LINES * nb];
+            pack::<B>(nb, acts, &mut packed);
+            tile::<B>(nb, w, packed.as_ptr())
+        }
+    }
 
     #[test]
     fn the_wide_tile_is_bit_identical_to_the_single_row_kernels() {
-        if !wide_features() {
-            return;
+        if wide_features() {
+            check_kernel::<4, TOKENS>("wide", 0x1234_5678_9abc_def1, &Wide);
         }
-        check_kernel::<4, TOKENS>("wide", 0x1234_5678_9abc_def1, |kind, nb, w, a| {
-            let (_, asize, _) = layout(kind);
-            // SAFETY: the activation rows hold nb blocks.
-            let acts = a.map(|p| unsafe { std::slice::from_raw_parts(p, asize * nb) });
-            let mut packed = vec![PackLine([0; 64]); LINES * nb];
-            // SAFETY: the features were detected; the rows hold nb blocks, `packed` their pack.
-            unsafe {
-                pack(kind, nb, acts, &mut packed);
-                tile_for(kind, nb, w, packed.as_ptr())
-            }
-        });
     }
 }

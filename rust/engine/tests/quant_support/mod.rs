@@ -8,7 +8,7 @@ use std::process::Command;
 
 use half::f16;
 use local_llm_engine::quant::{
-    dequantize, quantize_row, vec_dot, vec_dot_scalar, vec_dot_type, GgmlType,
+    dequantize, kernels, portable_dot, quantize_row, vec_dot_type, GgmlType,
 };
 
 /// SplitMix64: small, deterministic, good enough for test data.
@@ -227,8 +227,8 @@ impl Case {
     pub fn check(&self, ty: GgmlType, n: usize) {
         let tol = 2e-6 * self.magnitude + self.min_term + 1e-30;
         for (kernel, got) in [
-            ("runtime", vec_dot(ty, n, &self.w, &self.act)),
-            ("scalar", vec_dot_scalar(ty, n, &self.w, &self.act)),
+            ("runtime", kernels(ty).dot(n, &self.w, &self.act)),
+            ("scalar", portable_dot(ty, n, &self.w, &self.act)),
         ] {
             let err = (f64::from(got) - self.reference).abs();
             assert!(

@@ -1,0 +1,375 @@
+//! The x86-64 rows of the kernel table (`kernels`), filled once for the detected instruction
+//! set: the 32-element formats through their [`Block32`] impls (one generic entry), the K
+//! formats through their multi-token row kernels, the float types with their one-row kernels.
+
+use std::marker::PhantomData;
+
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use super::kernels::{
+    for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileFn, TileOut, TileShape,
+    MAX_TILE_TOKENS,
+};
+use super::types::GgmlType;
+use super::x86_tile::{tile, with_prepared, Block32};
+use super::{x86, x86_decode, x86_decode_avx2, x86_kquants, x86_ktile, x86_wide};
+
+/// The x86-64 instruction sets the kernels are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Isa {
+    /// AVX2, FMA and F16C.
+    Avx2,
+    /// Plus AVX-512 F/VL/VNNI (256-bit `vpdpbusd`, 32 registers).
+    Vnni,
+    /// Plus AVX-512 BW: the 512-bit prompt tile and decoding kernels.
+    Wide,
+}
+
+/// Every entry the x86-64 kernels cover, for `isa`.
+pub(super) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
+    entry(legacy::<BlockQ8_0>(GgmlType::Q8_0, isa, x86::dot_q8_0));
+    entry(legacy::<BlockQ4_0>(GgmlType::Q4_0, isa, x86::dot_q4_0));
+    entry(legacy::<BlockQ5_0>(GgmlType::Q5_0, isa, x86::dot_q5_0));
+    entry(legacy::<BlockQ4_1>(GgmlType::Q4_1, isa, x86::dot_q4_1));
+    entry(legacy::<BlockQ5_1>(GgmlType::Q5_1, isa, x86::dot_q5_1));
+    let dot_only = |ty, dot| Kernels {
+        ty,
+        dot,
+        rows: None,
+        tile: None,
+    };
+    entry(dot_only(GgmlType::F32, x86::dot_f32));
+    entry(dot_only(GgmlType::F16, x86::dot_f16));
+    entry(dot_only(GgmlType::BF16, x86::dot_bf16));
+    entry(dot_only(GgmlType::Q2_K, x86_kquants::dot_q2_k));
+    entry(dot_only(GgmlType::Q3_K, x86_kquants::dot_q3_k));
+    let wide = isa == Isa::Wide;
+    entry(k_format::<Q4K>(isa, wide.then_some(ktile_q4k)));
+    entry(k_format::<Q5K>(isa, None));
+    entry(k_format::<Q6K>(isa, wide.then_some(ktile_q6k)));
+}
+
+/// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
+const TILE_4X4: TileShape = TileShape { rows: 4, tokens: 4 };
+
+/// The entry of the 32-element format `B`: its AVX2 one-row kernel `avx2_dot` (VNNI: the 1 × 1
+/// tile), the decoding kernel and the prompt tile of `isa`.
+fn legacy<B: Block32>(ty: GgmlType, isa: Isa, avx2_dot: DotFn) -> Kernels {
+    Kernels {
+        ty,
+        dot: match isa {
+            Isa::Avx2 => avx2_dot,
+            Isa::Vnni | Isa::Wide => dot_vnni::<B>,
+        },
+        rows: Some(match isa {
+            Isa::Avx2 => rows_avx2::<B>,
+            Isa::Vnni => rows_vnni::<B>,
+            Isa::Wide => rows_wide::<B>,
+        }),
+        tile: Some(match isa {
+            Isa::Avx2 => Tile::Plain(TILE_4X4, tile_avx2::<B>),
+            Isa::Vnni => Tile::Plain(TILE_4X4, tile_vnni::<B>),
+            Isa::Wide => Tile::Packed {
+                lines: x86_wide::LINES,
+                pack: x86_wide::pack::<B>,
+                run: x86_wide::tile::<B>,
+            },
+        }),
+    }
+}
+
+/// The VNNI 1 × 1 tile as a one-row kernel.
+///
+/// # Safety
+/// As [`DotFn`], with AVX-512 F/VL/VNNI.
+unsafe fn dot_vnni<B: Block32>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    tile::<B, 1, 1>(true, nb, [w.as_ptr()], [a.as_ptr()])[0][0]
+}
+
+/// The four pointers of a 4-row or 4-token tile.
+fn four(p: &[*const u8]) -> [*const u8; 4] {
+    std::array::from_fn(|i| p[i])
+}
+
+/// Copies an `R × T` result into a [`TileOut`].
+fn store<const R: usize, const T: usize>(v: [[f32; T]; R], out: &mut TileOut) {
+    for (o, v) in out.iter_mut().zip(v) {
+        o[..T].copy_from_slice(&v);
+    }
+}
+
+/// The AVX2 4 × 4 prompt tile (two rows per register).
+///
+/// # Safety
+/// As `TileFn` (AVX2, FMA, F16C).
+unsafe fn tile_avx2<B: Block32>(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
+    store(x86_decode_avx2::tile4::<B, 4>(nb, four(w), four(a)), out);
+}
+
+/// The 256-bit VNNI 4 × 4 prompt tile.
+///
+/// # Safety
+/// As `TileFn` (AVX-512 F/VL/VNNI).
+unsafe fn tile_vnni<B: Block32>(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
+    store(tile::<B, 4, 4>(true, nb, four(w), four(a)), out);
+}
+
+/// The decoding kernel of a 32-element format for one instruction set.
+struct Rows<B> {
+    nb: usize,
+    m: Matrix,
+    isa: Isa,
+    format: PhantomData<B>,
+}
+
+impl<B: Block32> ForTokens for Rows<B> {
+    /// Four rows a quarter of the matrix apart at a time (four far-apart sequential streams
+    /// read at full bandwidth, while adjacent rows read together do not, see `x86_tile`), then
+    /// the rows left over one at a time.
+    unsafe fn run<const T: usize>(self, a: [*const u8; T], out: [*mut f32; T]) {
+        let Rows { nb, m, isa, .. } = self;
+        let quarter = m.rows / 4;
+        let row = |r: usize| m.base.add(r * m.row_len);
+        let rows4 = |i: usize| [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+        let store = |r: [usize; 4], v: [[f32; T]; 4]| {
+            for (&r, v) in r.iter().zip(v) {
+                for (o, v) in out.iter().zip(v) {
+                    *o.add(r) = v;
+                }
+            }
+        };
+        let acts = a.map(|p| std::slice::from_raw_parts(p, nb * B::ACT_SIZE));
+        match isa {
+            Isa::Wide => {
+                let prepare = |a: &[u8], p: &mut [_]| x86_decode::prepare::<B>(nb, a, p);
+                with_prepared(nb, acts, prepare, |prep| {
+                    x86_decode::quarters::<B, T>(nb, (m.base, m.row_len, quarter), a, prep, out)
+                });
+            }
+            // Without VNNI the kernel that holds two rows per register.
+            Isa::Avx2 => {
+                let prepare = |a: &[u8], p: &mut [_]| x86_decode_avx2::prepare::<B>(nb, a, p);
+                with_prepared(nb, acts, prepare, |prep| {
+                    for r in (0..quarter).map(rows4) {
+                        store(r, x86_decode_avx2::rows4::<B, T>(nb, r.map(row), a, prep));
+                    }
+                });
+            }
+            Isa::Vnni => {
+                for r in (0..quarter).map(rows4) {
+                    store(r, tile::<B, 4, T>(true, nb, r.map(row), a));
+                }
+            }
+        }
+        for r in 4 * quarter..m.rows {
+            let v = tile::<B, 1, T>(isa != Isa::Avx2, nb, [row(r)], a);
+            for (o, v) in out.iter().zip(v[0]) {
+                *o.add(r) = v;
+            }
+        }
+    }
+}
+
+/// The AVX2 decoding kernel of `B`.
+///
+/// # Safety
+/// As `RowsFn` (AVX2, FMA, F16C).
+unsafe fn rows_avx2<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
+    let isa = Isa::Avx2;
+    for_tokens(
+        Rows::<B> {
+            nb,
+            m,
+            isa,
+            format: PhantomData,
+        },
+        a,
+        out,
+    );
+}
+
+/// The 256-bit VNNI decoding kernel of `B`.
+///
+/// # Safety
+/// As `RowsFn` (AVX-512 F/VL/VNNI).
+unsafe fn rows_vnni<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
+    let isa = Isa::Vnni;
+    for_tokens(
+        Rows::<B> {
+            nb,
+            m,
+            isa,
+            format: PhantomData,
+        },
+        a,
+        out,
+    );
+}
+
+/// The 512-bit decoding kernel of `B`.
+///
+/// # Safety
+/// As `RowsFn` (AVX-512 F/VL/VNNI/BW).
+unsafe fn rows_wide<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
+    let isa = Isa::Wide;
+    for_tokens(
+        Rows::<B> {
+            nb,
+            m,
+            isa,
+            format: PhantomData,
+        },
+        a,
+        out,
+    );
+}
+
+/// A K format's multi-token one-row kernels (each weight row unpacked once for `T` tokens).
+trait KFormat {
+    /// The format.
+    const TY: GgmlType;
+    /// Its one-row kernel.
+    const DOT: DotFn;
+    /// One row `x` against the `T` Q8_K rows `y` (VNNI or AVX2).
+    ///
+    /// # Safety
+    /// As [`DotFn`] for the row and each of `y`, with AVX-512 F/VL/VNNI when `VNNI`.
+    unsafe fn row<const VNNI: bool, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T];
+}
+
+/// Q4_K.
+struct Q4K;
+/// Q5_K.
+struct Q5K;
+/// Q6_K.
+struct Q6K;
+
+impl KFormat for Q4K {
+    const TY: GgmlType = GgmlType::Q4_K;
+    const DOT: DotFn = x86_kquants::dot_q4_k;
+    unsafe fn row<const VNNI: bool, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        if VNNI {
+            x86_kquants::dot_q45_k_rows_vnni::<false, T>(nb, x, y)
+        } else {
+            x86_kquants::dot_q45_k_rows::<false, T>(nb, x, y)
+        }
+    }
+}
+
+impl KFormat for Q5K {
+    const TY: GgmlType = GgmlType::Q5_K;
+    const DOT: DotFn = x86_kquants::dot_q5_k;
+    unsafe fn row<const VNNI: bool, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        if VNNI {
+            x86_kquants::dot_q45_k_rows_vnni::<true, T>(nb, x, y)
+        } else {
+            x86_kquants::dot_q45_k_rows::<true, T>(nb, x, y)
+        }
+    }
+}
+
+impl KFormat for Q6K {
+    const TY: GgmlType = GgmlType::Q6_K;
+    const DOT: DotFn = x86_kquants::dot_q6_k;
+    unsafe fn row<const VNNI: bool, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        if VNNI {
+            x86_kquants::dot_q6_k_rows_vnni::<T>(nb, x, y)
+        } else {
+            x86_kquants::dot_q6_k_rows::<T>(nb, x, y)
+        }
+    }
+}
+
+/// The entry of the K format `K`: its AVX2 one-row kernel, every row against up to four
+/// tokens at a time (the prompt too, unless the 2 × 8 AVX-512 tile `wide_tile` is given).
+fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<TileFn>) -> Kernels {
+    Kernels {
+        ty: K::TY,
+        dot: K::DOT,
+        rows: Some(match isa {
+            Isa::Avx2 => k_rows::<K, false>,
+            Isa::Vnni | Isa::Wide => k_rows::<K, true>,
+        }),
+        tile: wide_tile.map(|run| {
+            let shape = TileShape {
+                rows: 2,
+                tokens: MAX_TILE_TOKENS,
+            };
+            Tile::Plain(shape, run)
+        }),
+    }
+}
+
+/// Every row of a K-format matrix against `T` tokens.
+struct KRows<K, const VNNI: bool> {
+    nb: usize,
+    m: Matrix,
+    format: PhantomData<K>,
+}
+
+impl<K: KFormat, const VNNI: bool> ForTokens for KRows<K, VNNI> {
+    unsafe fn run<const T: usize>(self, a: [*const u8; T], out: [*mut f32; T]) {
+        for r in 0..self.m.rows {
+            let v = K::row::<VNNI, T>(self.nb, self.m.base.add(r * self.m.row_len), a);
+            for (o, v) in out.iter().zip(v) {
+                *o.add(r) = v;
+            }
+        }
+    }
+}
+
+/// The decoding kernel of the K format `K`.
+///
+/// # Safety
+/// As `RowsFn` (AVX-512 F/VL/VNNI when `VNNI`).
+unsafe fn k_rows<K: KFormat, const VNNI: bool>(
+    nb: usize,
+    m: Matrix,
+    a: &[*const u8],
+    out: &[*mut f32],
+) {
+    let format = PhantomData;
+    for_tokens(KRows::<K, VNNI> { nb, m, format }, a, out);
+}
+
+/// The AVX-512 2 × 8 Q4_K tile.
+///
+/// # Safety
+/// As `TileFn` (AVX-512 F/VL/VNNI/BW).
+unsafe fn ktile_q4k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
+    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
+    store(
+        x86_ktile::q4k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
+        out,
+    );
+}
+
+/// The AVX-512 2 × 8 Q6_K tile.
+///
+/// # Safety
+/// As `TileFn` (AVX-512 F/VL/VNNI/BW).
+unsafe fn ktile_q6k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
+    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
+    store(
+        x86_ktile::q6k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
+        out,
+    );
+}
+
+// The packed tile's activation groups are the table's.
+const _: () = assert!(x86_wide::TOKENS == MAX_TILE_TOKENS);
