@@ -1,17 +1,21 @@
-//! The kernel table: for every weight format, the kernels this CPU runs, chosen once per process
-//! (ggml's `type_traits_cpu[type]`). The portable rows are filled here; the x86-64 and aarch64
-//! modules overwrite what their SIMD kernels cover (`x86_table`, `neon_table`), and
-//! `backend/cpu.rs` asks an entry for its shapes to plan a matmul. Nothing else chooses a
-//! kernel.
+//! The kernel table's entries: for every weight format, the kernels this CPU runs, chosen once
+//! per process (ggml's `type_traits_cpu[type]`; `super::kernels` builds the table). The
+//! portable entries are made here; the x86-64 and aarch64 modules (`x86_table`, `neon_table`)
+//! make the entries their SIMD kernels cover, and `backend/cpu.rs` asks an entry for its
+//! shapes to plan a matmul. Nothing else chooses a kernel.
 //!
 //! Every entry's kernels give, for each (row, token), exactly what its [`Kernels::dot`] gives:
 //! the decoding kernel and the tiles only change how often each weight and activation block is
 //! loaded, never the arithmetic (the tests of `tests/quant_dot.rs` check it bit for bit).
 
-use std::sync::OnceLock;
+use super::types::{vec_dot_type, GgmlType};
+use super::{float, kquants, legacy};
 
-use super::types::GgmlType;
-use super::{float, kquants, legacy, vec_dot_type, PackLine};
+/// One 64-byte line of quantized activations packed for the wide prompt tile
+/// ([`Kernels::pack`]).
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub(crate) struct PackLine(pub [u8; 64]);
 
 /// The largest number of weight rows a tile takes.
 pub const MAX_TILE_ROWS: usize = 4;
@@ -105,7 +109,7 @@ pub struct Kernels {
 
 impl Kernels {
     /// The portable entry of `ty`: its one-row kernel, no decoding kernel and no tile.
-    fn portable(ty: GgmlType) -> Self {
+    pub(super) fn portable(ty: GgmlType) -> Self {
         Kernels {
             ty,
             dot: portable_dot_fn(ty),
@@ -305,40 +309,6 @@ impl Kernels {
         // lengths) and `packed` `lines × nb` lines.
         Some(unsafe { run(nb, w_rows.map(|r| r.as_ptr()), packed.as_ptr()) })
     }
-}
-
-/// The kernels this CPU runs for weight format `ty`.
-pub fn kernels(ty: GgmlType) -> &'static Kernels {
-    static TABLE: OnceLock<Vec<Kernels>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        // Indexed by declaration order, which `GgmlType::ALL` follows.
-        assert!(GgmlType::ALL
-            .iter()
-            .enumerate()
-            .all(|(i, &t)| t as usize == i));
-        let mut table: Vec<Kernels> = GgmlType::ALL.map(Kernels::portable).to_vec();
-        fill(&mut table);
-        table
-    });
-    &table[ty as usize]
-}
-
-/// Overwrites the entries this CPU's SIMD kernels cover.
-fn fill(table: &mut [Kernels]) {
-    let mut entry = |k: Kernels| {
-        if let Some(e) = table.iter_mut().find(|e| e.ty == k.ty) {
-            *e = k;
-        }
-    };
-    #[cfg(target_arch = "x86_64")]
-    if let Some(isa) = super::x86_isa() {
-        super::x86_table::entries(isa, &mut entry);
-    }
-    #[cfg(target_arch = "aarch64")]
-    if let Some(isa) = super::arm_isa() {
-        super::neon_table::entries(isa, &mut entry);
-    }
-    let _ = &mut entry;
 }
 
 /// The number of whole blocks of `n` elements of weight type `w` that both rows hold (see

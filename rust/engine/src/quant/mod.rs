@@ -46,11 +46,11 @@ mod x86_wide;
 use std::sync::OnceLock;
 
 use crate::{Error, Result};
+pub(crate) use kernels::PackLine;
 pub use kernels::{
-    kernels, portable_dot, Kernels, TileOut, TileShape, MAX_ROWS_TOKENS, MAX_TILE_ROWS,
-    MAX_TILE_TOKENS,
+    portable_dot, Kernels, TileOut, TileShape, MAX_ROWS_TOKENS, MAX_TILE_ROWS, MAX_TILE_TOKENS,
 };
-pub use types::GgmlType;
+pub use types::{vec_dot_type, GgmlType};
 
 /// The kernel family selected for this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +144,35 @@ fn arm_isa() -> Option<neon::Isa> {
     }
 }
 
+/// The kernels this CPU runs for weight format `ty`: the kernel table's entry, filled once
+/// per process (the portable kernels, overwritten where this CPU's SIMD kernels cover a format).
+pub fn kernels(ty: GgmlType) -> &'static Kernels {
+    static TABLE: OnceLock<Vec<Kernels>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        // Indexed by declaration order, which `GgmlType::ALL` follows.
+        assert!(GgmlType::ALL
+            .iter()
+            .enumerate()
+            .all(|(i, &t)| t as usize == i));
+        let mut table: Vec<Kernels> = GgmlType::ALL.map(Kernels::portable).to_vec();
+        let mut entry = |k: Kernels| {
+            let i = k.ty() as usize;
+            table[i] = k;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if let Some(isa) = x86_isa() {
+            x86_table::entries(isa, &mut entry);
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(isa) = arm_isa() {
+            neon_table::entries(isa, &mut entry);
+        }
+        let _ = &mut entry;
+        table
+    });
+    &table[ty as usize]
+}
+
 /// Name of the SIMD level selected at run time: `"avx512vnni"`, `"avx2"`, `"i8mm"`,
 /// `"dotprod"`, `"neon"` or `"scalar"`.
 ///
@@ -202,25 +231,6 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         GgmlType::Q8_K => kquants::dequant_q8_k(src, dst),
     }
     Ok(())
-}
-
-/// The activation format the dot product of a weight of type `w` consumes (ggml's
-/// `vec_dot_type`): Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; Q2_K..Q6_K → Q8_K; the float
-/// types and the activation formats themselves map to themselves.
-pub fn vec_dot_type(w: GgmlType) -> GgmlType {
-    match w {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
-        GgmlType::Q2_K
-        | GgmlType::Q3_K
-        | GgmlType::Q4_K
-        | GgmlType::Q5_K
-        | GgmlType::Q6_K
-        | GgmlType::Q8_K => GgmlType::Q8_K,
-        GgmlType::F32 => GgmlType::F32,
-        GgmlType::F16 => GgmlType::F16,
-        GgmlType::BF16 => GgmlType::BF16,
-    }
 }
 
 /// Quantize a row of activations into format `ty` (one of Q8_0, Q8_1, Q8_K, F16, BF16, F32),
@@ -304,9 +314,3 @@ fn quantize_q8_k_row(src: &[f32], dst: &mut [u8]) {
     }
     kquants::quantize_q8_k(src, dst)
 }
-
-/// One 64-byte line of quantized activations packed for the wide prompt tile
-/// ([`Kernels::pack`]).
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-pub(crate) struct PackLine(pub [u8; 64]);

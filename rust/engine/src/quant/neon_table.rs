@@ -8,12 +8,46 @@ use std::marker::PhantomData;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use super::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
 use super::neon::{run, Isa, Legacy, LegacyTile};
+use super::neon_float;
 use super::neon_kquants::{KFormat, KTile, Q2K, Q3K, Q4K, Q5K, Q6K};
 use super::types::GgmlType;
-use super::{arm_isa, neon_float};
 
 /// Every entry the NEON kernels cover, for `isa`.
 pub(super) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
+    match isa {
+        Isa::Neon => entries_for::<Base>(entry),
+        Isa::Dotprod => entries_for::<Dot>(entry),
+        Isa::I8mm => entries_for::<Mm>(entry),
+    }
+}
+
+/// An instruction level as a type: the entries' kernels are compiled for `ISA`.
+trait Level {
+    /// The level.
+    const ISA: Isa;
+}
+
+/// Base Advanced SIMD.
+struct Base;
+/// With `sdot`.
+struct Dot;
+/// With `sdot` and `smmla`.
+struct Mm;
+
+impl Level for Base {
+    const ISA: Isa = Isa::Neon;
+}
+
+impl Level for Dot {
+    const ISA: Isa = Isa::Dotprod;
+}
+
+impl Level for Mm {
+    const ISA: Isa = Isa::I8mm;
+}
+
+/// Every entry the NEON kernels cover, at level `I`.
+fn entries_for<I: Level>(entry: &mut impl FnMut(Kernels)) {
     let dot_only = |ty, dot| Kernels {
         ty,
         dot,
@@ -25,21 +59,21 @@ pub(super) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(dot_only(GgmlType::BF16, neon_float::dot_bf16));
     // The row pair of `smmla`; without it the K tiles take one row.
     let pair = TileShape { rows: 2, tokens: 4 };
-    let k = if isa == Isa::I8mm {
+    let k = if I::ISA == Isa::I8mm {
         pair
     } else {
         TileShape { rows: 1, tokens: 4 }
     };
-    entry(tiled::<L<BlockQ4_0>>(GgmlType::Q4_0, pair));
-    entry(tiled::<L<BlockQ4_1>>(GgmlType::Q4_1, pair));
-    entry(tiled::<L<BlockQ5_0>>(GgmlType::Q5_0, pair));
-    entry(tiled::<L<BlockQ5_1>>(GgmlType::Q5_1, pair));
-    entry(tiled::<L<BlockQ8_0>>(GgmlType::Q8_0, pair));
-    entry(tiled::<K<Q2K>>(GgmlType::Q2_K, k));
-    entry(tiled::<K<Q3K>>(GgmlType::Q3_K, k));
-    entry(tiled::<K<Q4K>>(GgmlType::Q4_K, k));
-    entry(tiled::<K<Q5K>>(GgmlType::Q5_K, k));
-    entry(tiled::<K<Q6K>>(GgmlType::Q6_K, k));
+    entry(tiled::<L<I, BlockQ4_0>>(GgmlType::Q4_0, pair));
+    entry(tiled::<L<I, BlockQ4_1>>(GgmlType::Q4_1, pair));
+    entry(tiled::<L<I, BlockQ5_0>>(GgmlType::Q5_0, pair));
+    entry(tiled::<L<I, BlockQ5_1>>(GgmlType::Q5_1, pair));
+    entry(tiled::<L<I, BlockQ8_0>>(GgmlType::Q8_0, pair));
+    entry(tiled::<K<I, Q2K>>(GgmlType::Q2_K, k));
+    entry(tiled::<K<I, Q3K>>(GgmlType::Q3_K, k));
+    entry(tiled::<K<I, Q4K>>(GgmlType::Q4_K, k));
+    entry(tiled::<K<I, Q5K>>(GgmlType::Q5_K, k));
+    entry(tiled::<K<I, Q6K>>(GgmlType::Q6_K, k));
 }
 
 /// A block format's NEON tiles: `R` weight rows × `T` activation rows.
@@ -55,34 +89,29 @@ trait Tiles {
     ) -> [[f32; T]; R];
 }
 
-/// The instruction set the table was filled for (the entries are only reachable after it).
-fn isa() -> Isa {
-    arm_isa().expect("the NEON entries are filled only where NEON was detected")
-}
+/// A 32-element format's tiles at level `I`.
+struct L<I, W>(PhantomData<(I, W)>);
 
-/// A 32-element format's tiles.
-struct L<W>(PhantomData<W>);
-
-impl<W: Legacy> Tiles for L<W> {
+impl<I: Level, W: Legacy> Tiles for L<I, W> {
     unsafe fn tile<const R: usize, const T: usize>(
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; T],
     ) -> [[f32; T]; R] {
-        run(isa(), LegacyTile::<W, R, T>::new(nb, w, a))
+        run(I::ISA, LegacyTile::<W, R, T>::new(nb, w, a))
     }
 }
 
-/// A K format's tiles.
-struct K<F>(PhantomData<F>);
+/// A K format's tiles at level `I`.
+struct K<I, F>(PhantomData<(I, F)>);
 
-impl<F: KFormat> Tiles for K<F> {
+impl<I: Level, F: KFormat> Tiles for K<I, F> {
     unsafe fn tile<const R: usize, const T: usize>(
         nb: usize,
         w: [*const u8; R],
         a: [*const u8; T],
     ) -> [[f32; T]; R] {
-        run(isa(), KTile::<F, R, T>::new(nb, w, a))
+        run(I::ISA, KTile::<F, R, T>::new(nb, w, a))
     }
 }
 

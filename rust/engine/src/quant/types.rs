@@ -171,6 +171,25 @@ impl fmt::Display for GgmlType {
     }
 }
 
+/// The activation format the dot product of a weight of type `w` consumes (ggml's
+/// `vec_dot_type`): Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; Q2_K..Q6_K → Q8_K; the float
+/// types and the activation formats themselves map to themselves.
+pub fn vec_dot_type(w: GgmlType) -> GgmlType {
+    match w {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
+        GgmlType::Q2_K
+        | GgmlType::Q3_K
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K
+        | GgmlType::Q8_K => GgmlType::Q8_K,
+        GgmlType::F32 => GgmlType::F32,
+        GgmlType::F16 => GgmlType::F16,
+        GgmlType::BF16 => GgmlType::BF16,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,9 +19,9 @@
 
 use std::arch::x86_64::*;
 
+use super::kernels::PackLine;
 use super::x86::{fold, load};
 use super::x86_tile::{halves, vnni_shift, Block32, Codes};
-use super::PackLine;
 
 /// Tokens per wide tile.
 pub(super) const TOKENS: usize = 8;
