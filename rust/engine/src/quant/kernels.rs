@@ -1,6 +1,6 @@
 //! The kernel table's entries: for every weight format, the kernels this CPU runs, chosen once
 //! per process (ggml's `type_traits_cpu[type]`; `super::kernels` builds the table). The
-//! portable entries are made here; the x86-64 and aarch64 modules (`x86_table`, `neon_table`)
+//! portable entries are made here; the x86-64 and aarch64 modules (`x86::table`, `arm::table`)
 //! make the entries their SIMD kernels cover, and `backend/cpu.rs` asks an entry for its
 //! shapes to plan a matmul. Nothing else chooses a kernel.
 //!

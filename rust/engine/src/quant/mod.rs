@@ -6,42 +6,21 @@
 //! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
 //!
 //! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
-//! portable code (they never call architecture code); `x86`, `x86_kquants`, `x86_ktile`,
-//! `x86_tile`, `x86_wide`, `x86_decode` (AVX-512), `x86_decode_avx2` and `neon`,
-//! `neon_kquants`, `neon_float` are the SIMD kernels. `kernels` is the kernel table, one
-//! [`Kernels`] entry per format filled once for this CPU (by `x86_table` and `neon_table`);
-//! it alone chooses between them.
+//! portable code (they never call architecture code); `x86/` (AVX2 and AVX-512) and `arm/`
+//! (NEON, dotprod, i8mm) hold the SIMD kernels, grouped by architecture. `kernels` is the
+//! kernel table, one [`Kernels`] entry per format filled once for this CPU (by `x86::table`
+//! and `arm::table`); it alone chooses between them.
 
+#[cfg(target_arch = "aarch64")]
+mod arm;
 pub(crate) mod blocks;
 pub(crate) mod float;
 mod kernels;
 mod kquants;
 mod legacy;
-#[cfg(target_arch = "aarch64")]
-mod neon;
-#[cfg(target_arch = "aarch64")]
-mod neon_float;
-#[cfg(target_arch = "aarch64")]
-mod neon_kquants;
-#[cfg(target_arch = "aarch64")]
-mod neon_table;
 mod types;
 #[cfg(target_arch = "x86_64")]
 mod x86;
-#[cfg(target_arch = "x86_64")]
-mod x86_decode;
-#[cfg(target_arch = "x86_64")]
-mod x86_decode_avx2;
-#[cfg(target_arch = "x86_64")]
-mod x86_kquants;
-#[cfg(target_arch = "x86_64")]
-mod x86_ktile;
-#[cfg(target_arch = "x86_64")]
-mod x86_table;
-#[cfg(target_arch = "x86_64")]
-mod x86_tile;
-#[cfg(target_arch = "x86_64")]
-mod x86_wide;
 
 use std::sync::OnceLock;
 
@@ -122,24 +101,24 @@ fn level() -> Level {
 
 /// On x86-64, the instruction set of the SIMD kernels, `None` at the scalar level.
 #[cfg(target_arch = "x86_64")]
-fn x86_isa() -> Option<x86_table::Isa> {
+fn x86_isa() -> Option<x86::table::Isa> {
     match level() {
-        Level::Avx2 => Some(x86_table::Isa::Avx2),
+        Level::Avx2 => Some(x86::table::Isa::Avx2),
         Level::Avx512Vnni if std::arch::is_x86_feature_detected!("avx512bw") => {
-            Some(x86_table::Isa::Wide)
+            Some(x86::table::Isa::Wide)
         }
-        Level::Avx512Vnni => Some(x86_table::Isa::Vnni),
+        Level::Avx512Vnni => Some(x86::table::Isa::Vnni),
         Level::Scalar => None,
     }
 }
 
 /// On aarch64, the instruction set of the NEON kernels, `None` at the scalar level.
 #[cfg(target_arch = "aarch64")]
-fn arm_isa() -> Option<neon::Isa> {
+fn arm_isa() -> Option<arm::Isa> {
     match level() {
-        Level::Neon => Some(neon::Isa::Neon),
-        Level::Dotprod => Some(neon::Isa::Dotprod),
-        Level::I8mm => Some(neon::Isa::I8mm),
+        Level::Neon => Some(arm::Isa::Neon),
+        Level::Dotprod => Some(arm::Isa::Dotprod),
+        Level::I8mm => Some(arm::Isa::I8mm),
         Level::Scalar => None,
     }
 }
@@ -161,11 +140,11 @@ pub fn kernels(ty: GgmlType) -> &'static Kernels {
         };
         #[cfg(target_arch = "x86_64")]
         if let Some(isa) = x86_isa() {
-            x86_table::entries(isa, &mut entry);
+            x86::table::entries(isa, &mut entry);
         }
         #[cfg(target_arch = "aarch64")]
         if let Some(isa) = arm_isa() {
-            neon_table::entries(isa, &mut entry);
+            arm::table::entries(isa, &mut entry);
         }
         let _ = &mut entry;
         table
@@ -285,7 +264,7 @@ fn quantize_q8_row(q8_1: bool, src: &[f32], dst: &mut [u8]) {
     if arm_isa().is_some() {
         // SAFETY: the aarch64 levels are selected only after detecting NEON; the portable
         // drivers pass whole 32-element blocks.
-        let block = |x: &[f32], q: &mut [u8]| unsafe { neon::quantize_q8_block(x, q) };
+        let block = |x: &[f32], q: &mut [u8]| unsafe { arm::quantize_q8_block(x, q) };
         return if q8_1 {
             legacy::quantize_q8_1(src, dst, block)
         } else {
@@ -304,7 +283,7 @@ fn quantize_q8_k_row(src: &[f32], dst: &mut [u8]) {
     #[cfg(target_arch = "aarch64")]
     if arm_isa().is_some() {
         // SAFETY: NEON was detected; the quantizer takes whole blocks of both slices.
-        return unsafe { neon_kquants::quantize_q8_k(src, dst) };
+        return unsafe { arm::kquants::quantize_q8_k(src, dst) };
     }
     #[cfg(target_arch = "x86_64")]
     if x86_isa().is_some() {

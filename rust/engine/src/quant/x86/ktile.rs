@@ -5,7 +5,7 @@
 //! chunk is loaded once for the `R` rows; 512-bit `pmaddubsw`/`vpdpwssd` take two 32-quant
 //! chunks at once. Per (row, token) the integer sums are exact and, once the two 256-bit halves
 //! are added, hold in each of the eight i32 lanes the value of the same lane of the one-row
-//! kernels of `x86_kquants` (integer additions may be regrouped freely), and the floating-point operations are the one-row kernel's, in its order:
+//! kernels of `kquants` (integer additions may be regrouped freely), and the floating-point operations are the one-row kernel's, in its order:
 //! `acc += (d_y · d_x) · float(sumi)` per lane with one FMA per super-block, the Q4_K min
 //! correction `m += (d_y · dmin) · float(min_sum)` (here four tokens per SSE vector, the same
 //! operations lane by lane), then `hsum(acc) − m`. So every result is bit-identical to
@@ -16,9 +16,9 @@
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
-use super::kquants::{Q45K_D, Q45K_SCALES};
-use super::x86::{hsum_ps, load};
+use super::{hsum_ps, load};
+use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
 
 /// Byte offset of super-block `b`'s Q8_K block in an activation row.
 #[inline]

@@ -1,7 +1,7 @@
 //! Tiled x86 kernels for the 32-element block formats: `R` weight rows × `T` activation rows per
 //! call, so each weight block is unpacked once for `T` tokens and each activation block loaded
 //! once for `R` rows. Prompt processing uses `R × 4` tiles (with AVX-512 BW the wide tile of
-//! `x86_wide` takes over; with AVX2 alone the 4-row kernel of `x86_decode_avx2`). Decoding
+//! `wide` takes over; with AVX2 alone the 4-row kernel of `decode_avx2`). Decoding
 //! (`Kernels::dot_rows`) uses `4 × 1` tiles whose rows lie a quarter of the matrix apart: four
 //! far-apart sequential streams keep full bandwidth, while adjacent rows read together
 //! interleave streams a few hundred bytes apart, which measured 2-3× slower from DRAM on our
@@ -23,8 +23,8 @@
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use super::x86::{fifth_bits, fold, hsum4, load, nibbles, word};
+use super::{fifth_bits, fold, hsum4, load, nibbles, word};
+use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
 /// How a 32-element format stores its 32 codes.
 #[derive(Clone, Copy)]
@@ -42,7 +42,7 @@ pub(super) enum Codes {
 }
 
 /// A 32-element weight block format as the x86 kernels read it: the tiles here, the wide
-/// prompt tile (`x86_wide`) and the decoding kernels (`x86_decode`, `x86_decode_avx2`) are
+/// prompt tile (`wide`) and the decoding kernels (`decode`, `decode_avx2`) are
 /// written once over this trait, and each format is one impl (ggml's per-type row). Every
 /// format starts with its f16 scale `d` (then the f16 minimum `m` when it has one).
 pub(super) trait Block32 {
@@ -470,9 +470,9 @@ pub(super) unsafe fn tile<B: Block32, const R: usize, const T: usize>(
 
 #[cfg(test)]
 pub(super) mod tests {
-    use super::super::kernels::DotFn;
-    use super::super::{quantize_row, vec_dot_type, x86, GgmlType};
     use super::*;
+    use crate::quant::kernels::DotFn;
+    use crate::quant::{quantize_row, vec_dot_type, x86, GgmlType};
 
     /// Random bytes from a xorshift generator; f16 scales are set to small normal values.
     fn random_blocks(ty: GgmlType, n: usize, seed: &mut u64) -> Vec<u8> {

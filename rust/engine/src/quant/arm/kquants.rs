@@ -6,9 +6,11 @@
 use std::arch::aarch64::*;
 use std::marker::PhantomData;
 
-use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K};
-use super::kquants::{q3k_scales, q4k_scales_mins, Q45K_D, Q45K_DMIN, Q45K_SCALES};
-use super::neon::{dot16, half, pair, smmla, Kernel};
+use super::{dot16, half, pair, smmla, Kernel};
+use crate::quant::blocks::{
+    BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K,
+};
+use crate::quant::kquants::{q3k_scales, q4k_scales_mins, Q45K_D, Q45K_DMIN, Q45K_SCALES};
 
 /// A K weight format: how a block unpacks and how its integer sums become f32.
 pub(super) trait KFormat {
@@ -258,7 +260,7 @@ pub(super) struct KTile<K, const R: usize, const T: usize> {
 
 impl<K, const R: usize, const T: usize> KTile<K, R, T> {
     /// The kernel for `nb` blocks of the weight rows `w` and activation rows `a` (for
-    /// [`super::neon::run`], which requires `nb` whole blocks in every row).
+    /// [`super::run`], which requires `nb` whole blocks in every row).
     pub(super) fn new(nb: usize, w: [*const u8; R], a: [*const u8; T]) -> Self {
         Self {
             nb,
@@ -379,7 +381,7 @@ unsafe fn min_sum(mins: &[i32; 16], y: *const u8) -> i32 {
 /// # Safety
 /// NEON. Whole blocks of `src` and `dst` are used (as in the portable quantizer).
 #[target_feature(enable = "neon")]
-pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
+pub(in crate::quant) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
     type B = BlockQ8_K;
     for (x, b) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(B::SIZE)) {
         let xp = x.as_ptr();
@@ -418,7 +420,7 @@ pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{blocks::QK, float::f16_le, kquants, legacy, neon};
+    use crate::quant::{arm as neon, blocks::QK, float::f16_le, kquants, legacy};
 
     /// `neon::half` (`fcvt`, NaNs through the portable path) equals the portable conversion
     /// bit for bit on every one of the 65,536 halves (subnormals, infinities, both zeros, NaNs).

@@ -4,18 +4,18 @@
 
 use std::marker::PhantomData;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
-use super::kernels::{
+use super::tile::{tile, with_prepared, Block32};
+use super::{decode, decode_avx2, kquants, ktile, wide};
+use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileFn, TileOut, TileShape,
     MAX_TILE_TOKENS,
 };
-use super::types::GgmlType;
-use super::x86_tile::{tile, with_prepared, Block32};
-use super::{x86, x86_decode, x86_decode_avx2, x86_kquants, x86_ktile, x86_wide};
+use crate::quant::types::GgmlType;
 
 /// The x86-64 instruction sets the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Isa {
+pub(in crate::quant) enum Isa {
     /// AVX2, FMA and F16C.
     Avx2,
     /// Plus AVX-512 F/VL/VNNI (256-bit `vpdpbusd`, 32 registers).
@@ -25,23 +25,23 @@ pub(super) enum Isa {
 }
 
 /// Every entry the x86-64 kernels cover, for `isa`.
-pub(super) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
-    entry(legacy::<BlockQ8_0>(GgmlType::Q8_0, isa, x86::dot_q8_0));
-    entry(legacy::<BlockQ4_0>(GgmlType::Q4_0, isa, x86::dot_q4_0));
-    entry(legacy::<BlockQ5_0>(GgmlType::Q5_0, isa, x86::dot_q5_0));
-    entry(legacy::<BlockQ4_1>(GgmlType::Q4_1, isa, x86::dot_q4_1));
-    entry(legacy::<BlockQ5_1>(GgmlType::Q5_1, isa, x86::dot_q5_1));
+pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
+    entry(legacy::<BlockQ8_0>(GgmlType::Q8_0, isa, super::dot_q8_0));
+    entry(legacy::<BlockQ4_0>(GgmlType::Q4_0, isa, super::dot_q4_0));
+    entry(legacy::<BlockQ5_0>(GgmlType::Q5_0, isa, super::dot_q5_0));
+    entry(legacy::<BlockQ4_1>(GgmlType::Q4_1, isa, super::dot_q4_1));
+    entry(legacy::<BlockQ5_1>(GgmlType::Q5_1, isa, super::dot_q5_1));
     let dot_only = |ty, dot| Kernels {
         ty,
         dot,
         rows: None,
         tile: None,
     };
-    entry(dot_only(GgmlType::F32, x86::dot_f32));
-    entry(dot_only(GgmlType::F16, x86::dot_f16));
-    entry(dot_only(GgmlType::BF16, x86::dot_bf16));
-    entry(dot_only(GgmlType::Q2_K, x86_kquants::dot_q2_k));
-    entry(dot_only(GgmlType::Q3_K, x86_kquants::dot_q3_k));
+    entry(dot_only(GgmlType::F32, super::dot_f32));
+    entry(dot_only(GgmlType::F16, super::dot_f16));
+    entry(dot_only(GgmlType::BF16, super::dot_bf16));
+    entry(dot_only(GgmlType::Q2_K, kquants::dot_q2_k));
+    entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
     let wide = isa == Isa::Wide;
     entry(k_format::<Q4K>(isa, wide.then_some(ktile_q4k)));
     entry(k_format::<Q5K>(isa, None));
@@ -69,9 +69,9 @@ fn legacy<B: Block32>(ty: GgmlType, isa: Isa, avx2_dot: DotFn) -> Kernels {
             Isa::Avx2 => Tile::Plain(TILE_4X4, tile_avx2::<B>),
             Isa::Vnni => Tile::Plain(TILE_4X4, tile_vnni::<B>),
             Isa::Wide => Tile::Packed {
-                lines: x86_wide::LINES,
-                pack: x86_wide::pack::<B>,
-                run: x86_wide::tile::<B>,
+                lines: wide::LINES,
+                pack: wide::pack::<B>,
+                run: wide::tile::<B>,
             },
         }),
     }
@@ -102,7 +102,7 @@ fn store<const R: usize, const T: usize>(v: [[f32; T]; R], out: &mut TileOut) {
 /// # Safety
 /// As `TileFn` (AVX2, FMA, F16C).
 unsafe fn tile_avx2<B: Block32>(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
-    store(x86_decode_avx2::tile4::<B, 4>(nb, four(w), four(a)), out);
+    store(decode_avx2::tile4::<B, 4>(nb, four(w), four(a)), out);
 }
 
 /// The 256-bit VNNI 4 × 4 prompt tile.
@@ -123,7 +123,7 @@ struct Rows<B> {
 
 impl<B: Block32> ForTokens for Rows<B> {
     /// Four rows a quarter of the matrix apart at a time (four far-apart sequential streams
-    /// read at full bandwidth, while adjacent rows read together do not, see `x86_tile`), then
+    /// read at full bandwidth, while adjacent rows read together do not, see `tile`), then
     /// the rows left over one at a time.
     unsafe fn run<const T: usize>(self, a: [*const u8; T], out: [*mut f32; T]) {
         let Rows { nb, m, isa, .. } = self;
@@ -140,17 +140,17 @@ impl<B: Block32> ForTokens for Rows<B> {
         let acts = a.map(|p| std::slice::from_raw_parts(p, nb * B::ACT_SIZE));
         match isa {
             Isa::Wide => {
-                let prepare = |a: &[u8], p: &mut [_]| x86_decode::prepare::<B>(nb, a, p);
+                let prepare = |a: &[u8], p: &mut [_]| decode::prepare::<B>(nb, a, p);
                 with_prepared(nb, acts, prepare, |prep| {
-                    x86_decode::quarters::<B, T>(nb, (m.base, m.row_len, quarter), a, prep, out)
+                    decode::quarters::<B, T>(nb, (m.base, m.row_len, quarter), a, prep, out)
                 });
             }
             // Without VNNI the kernel that holds two rows per register.
             Isa::Avx2 => {
-                let prepare = |a: &[u8], p: &mut [_]| x86_decode_avx2::prepare::<B>(nb, a, p);
+                let prepare = |a: &[u8], p: &mut [_]| decode_avx2::prepare::<B>(nb, a, p);
                 with_prepared(nb, acts, prepare, |prep| {
                     for r in (0..quarter).map(rows4) {
-                        store(r, x86_decode_avx2::rows4::<B, T>(nb, r.map(row), a, prep));
+                        store(r, decode_avx2::rows4::<B, T>(nb, r.map(row), a, prep));
                     }
                 });
             }
@@ -249,48 +249,48 @@ struct Q6K;
 
 impl KFormat for Q4K {
     const TY: GgmlType = GgmlType::Q4_K;
-    const DOT: DotFn = x86_kquants::dot_q4_k;
+    const DOT: DotFn = kquants::dot_q4_k;
     unsafe fn row<const VNNI: bool, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
         if VNNI {
-            x86_kquants::dot_q45_k_rows_vnni::<false, T>(nb, x, y)
+            kquants::dot_q45_k_rows_vnni::<false, T>(nb, x, y)
         } else {
-            x86_kquants::dot_q45_k_rows::<false, T>(nb, x, y)
+            kquants::dot_q45_k_rows::<false, T>(nb, x, y)
         }
     }
 }
 
 impl KFormat for Q5K {
     const TY: GgmlType = GgmlType::Q5_K;
-    const DOT: DotFn = x86_kquants::dot_q5_k;
+    const DOT: DotFn = kquants::dot_q5_k;
     unsafe fn row<const VNNI: bool, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
         if VNNI {
-            x86_kquants::dot_q45_k_rows_vnni::<true, T>(nb, x, y)
+            kquants::dot_q45_k_rows_vnni::<true, T>(nb, x, y)
         } else {
-            x86_kquants::dot_q45_k_rows::<true, T>(nb, x, y)
+            kquants::dot_q45_k_rows::<true, T>(nb, x, y)
         }
     }
 }
 
 impl KFormat for Q6K {
     const TY: GgmlType = GgmlType::Q6_K;
-    const DOT: DotFn = x86_kquants::dot_q6_k;
+    const DOT: DotFn = kquants::dot_q6_k;
     unsafe fn row<const VNNI: bool, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
         if VNNI {
-            x86_kquants::dot_q6_k_rows_vnni::<T>(nb, x, y)
+            kquants::dot_q6_k_rows_vnni::<T>(nb, x, y)
         } else {
-            x86_kquants::dot_q6_k_rows::<T>(nb, x, y)
+            kquants::dot_q6_k_rows::<T>(nb, x, y)
         }
     }
 }
@@ -353,10 +353,7 @@ unsafe fn k_rows<K: KFormat, const VNNI: bool>(
 /// As `TileFn` (AVX-512 F/VL/VNNI/BW).
 unsafe fn ktile_q4k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
     let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
-    store(
-        x86_ktile::q4k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
-        out,
-    );
+    store(ktile::q4k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a), out);
 }
 
 /// The AVX-512 2 × 8 Q6_K tile.
@@ -365,11 +362,8 @@ unsafe fn ktile_q4k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileO
 /// As `TileFn` (AVX-512 F/VL/VNNI/BW).
 unsafe fn ktile_q6k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
     let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
-    store(
-        x86_ktile::q6k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
-        out,
-    );
+    store(ktile::q6k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a), out);
 }
 
 // The packed tile's activation groups are the table's.
-const _: () = assert!(x86_wide::TOKENS == MAX_TILE_TOKENS);
+const _: () = assert!(wide::TOKENS == MAX_TILE_TOKENS);

@@ -7,12 +7,12 @@
 
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
-use super::float::f16_at;
-use super::kquants::{
+use super::{half, hsum_ps, load};
+use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
+use crate::quant::float::f16_at;
+use crate::quant::kquants::{
     q3k_scales, q4k_scales_mins, q8k_bsum, q8k_d, Q45K_D, Q45K_DMIN, Q45K_SCALES,
 };
-use super::x86::{half, hsum_ps, load};
 
 /// The Q8_K block `b` of the activation row at `y`.
 #[inline]

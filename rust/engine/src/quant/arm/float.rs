@@ -5,7 +5,7 @@
 
 use std::arch::aarch64::*;
 
-use super::neon::fcvtl4;
+use super::fcvtl4;
 
 /// Adds the four f32 products in `p` to `sum` in lane order, each widened to f64.
 ///
@@ -89,7 +89,7 @@ pub(super) unsafe fn dot_f16(n: usize, x: &[u8], y: &[u8]) -> f32 {
         y,
         2,
         |p| halves4(p),
-        |b| super::float::f16_le([b[0], b[1]]),
+        |b| crate::quant::float::f16_le([b[0], b[1]]),
     )
 }
 
@@ -105,6 +105,6 @@ pub(super) unsafe fn dot_bf16(n: usize, x: &[u8], y: &[u8]) -> f32 {
         y,
         2,
         |p| vreinterpretq_f32_u32(vshll_n_u16::<16>(vld1_u16(p.cast()))),
-        |b| super::float::bf16_le([b[0], b[1]]),
+        |b| crate::quant::float::bf16_le([b[0], b[1]]),
     )
 }

@@ -16,9 +16,9 @@
 
 use std::arch::x86_64::*;
 
-use super::x86::{load, word};
-use super::x86_tile::{prepared_scales, Block32, Codes, Prepared};
-use super::x86_wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
+use super::tile::{prepared_scales, Block32, Codes, Prepared};
+use super::wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
+use super::{load, word};
 
 /// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
 /// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
@@ -187,7 +187,7 @@ pub(super) unsafe fn quarters<B: Block32, const T: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::{check_kernel, wide_features, Kernel};
+    use super::super::tile::tests::{check_kernel, wide_features, Kernel};
     use super::*;
 
     #[test]

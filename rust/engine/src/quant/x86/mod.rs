@@ -1,5 +1,7 @@
 //! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
-//! K formats live in `x86_kquants`. Every block's integer products are exact. For the 32-element
+//! K formats live in `kquants` (AVX-512 tiles in `ktile`), the 32-element formats' tiles and
+//! decoding kernels in `tile`, `wide`, `decode` and `decode_avx2`, the kernel table's entries
+//! in `table`. Every block's integer products are exact. For the 32-element
 //! block formats, lane `j` of a block sums the products of bytes `4j..4j+4` and `16+4j..16+4j+4`
 //! (exact, as integers) and the block scale is applied with one FMA per block into 4 f32 lanes;
 //! [`hsum4`] then sums them. Every x86 kernel of these formats (tiles, decoding) keeps exactly
@@ -8,14 +10,22 @@
 //! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
 //! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `Kernels::dot`).
 
+mod decode;
+mod decode_avx2;
+mod kquants;
+mod ktile;
+pub(super) mod table;
+mod tile;
+mod wide;
+
 use std::arch::x86_64::*;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 
 /// The IEEE half at `p` (2 bytes, little-endian) as f32.
 #[inline]
 pub(super) unsafe fn half(p: *const u8) -> f32 {
-    super::float::f16_le([*p, *p.add(1)])
+    crate::quant::float::f16_le([*p, *p.add(1)])
 }
 
 /// The first four bytes at `p` as a little-endian i32 (a block's scale, or scale and minimum).
@@ -334,7 +344,7 @@ pub(super) unsafe fn quantize_q8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
 /// AVX2, FMA and F16C. Whole blocks of `src` and `dst` are used (as in the portable quantizer).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
-    type B = super::blocks::BlockQ8_K;
+    type B = crate::quant::blocks::BlockQ8_K;
     const QK_K: usize = 256;
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -394,8 +404,8 @@ pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::legacy;
     use super::quantize_q8_block;
+    use crate::quant::legacy;
 
     #[test]
     fn simd_block_quantizer_equals_the_portable_one() {
@@ -452,7 +462,7 @@ mod tests {
             return;
         }
         // The shared awkward rows, then rows with −∞ and with random bit patterns.
-        let mut rows = super::super::kquants::quantizer_test_rows();
+        let mut rows = crate::quant::kquants::quantizer_test_rows();
         let mut seed = 0x2545_f491u32;
         for case in 0..200 {
             rows.push(
@@ -476,7 +486,7 @@ mod tests {
             let (mut a, mut b) = (vec![1u8; 292], vec![2u8; 292]);
             // SAFETY: the features were detected above; whole blocks.
             unsafe { super::quantize_q8_k(x, &mut a) };
-            super::super::kquants::quantize_q8_k(x, &mut b);
+            crate::quant::kquants::quantize_q8_k(x, &mut b);
             assert_eq!(a, b, "case {case}");
         }
     }

@@ -19,9 +19,9 @@
 
 use std::arch::x86_64::*;
 
-use super::kernels::PackLine;
-use super::x86::{fold, load};
-use super::x86_tile::{halves, vnni_shift, Block32, Codes};
+use super::tile::{halves, vnni_shift, Block32, Codes};
+use super::{fold, load};
+use crate::quant::kernels::PackLine;
 
 /// Tokens per wide tile.
 pub(super) const TOKENS: usize = 8;
@@ -136,7 +136,7 @@ unsafe fn quants<B: Block32>(p: *const u8) -> [__m512i; 2] {
     }
 }
 
-/// Each 128-bit lane's [`super::x86::hsum4`] (`(v0 + v2) + (v1 + v3)`) in its first lane.
+/// Each 128-bit lane's [`super::hsum4`] (`(v0 + v2) + (v1 + v3)`) in its first lane.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni,avx512bw")]
 pub(super) unsafe fn hsum4x4(v: __m512) -> __m512 {
@@ -215,7 +215,7 @@ pub(super) unsafe fn tile<B: Block32>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::x86_tile::tests::{check_kernel, wide_features, Kernel};
+    use super::super::tile::tests::{check_kernel, wide_features, Kernel};
     use super::*;
 
     struct Wide;

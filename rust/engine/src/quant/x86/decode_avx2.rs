@@ -25,10 +25,10 @@
 
 use std::arch::x86_64::*;
 
-use super::x86::{fifth_bits, hsum4, word};
-use super::x86_tile::{
+use super::tile::{
     dot2_avx2, dot_avx2, halves, load_both, prepared_scales, Block32, Codes, Prepared,
 };
+use super::{fifth_bits, hsum4, word};
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
 #[inline]

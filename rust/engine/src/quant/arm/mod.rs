@@ -1,6 +1,7 @@
 //! aarch64 Advanced SIMD kernels: the shared machinery (instruction levels, `sdot`/`smmla`),
 //! the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the Q8_0/Q8_1 block quantizer.
-//! The K formats are in `neon_kquants`, the float types in `neon_float`.
+//! The K formats are in `kquants`, the float types in `float`, the kernel table's entries in
+//! `table`.
 //!
 //! Every kernel computes each block's exact integer sum with vector instructions and applies the
 //! block scales with the same f32 operations, in the same order, as the portable kernel, so the
@@ -13,12 +14,16 @@
 //! `vmmlaq_s32`) are still unstable (`stdarch_neon_dotprod`, `stdarch_neon_i8mm`) and the host
 //! and phone builds use stable Rust.
 
+mod float;
+pub(super) mod kquants;
+pub(super) mod table;
+
 use std::arch::aarch64::*;
 use std::arch::asm;
 use std::marker::PhantomData;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
-use super::float::f16_le;
+use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
+use crate::quant::float::f16_le;
 
 /// The integer instructions the NEON kernels may use (the aarch64 levels of `quant/mod.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,15 +5,15 @@
 
 use std::marker::PhantomData;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
-use super::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
-use super::neon::{run, Isa, Legacy, LegacyTile};
-use super::neon_float;
-use super::neon_kquants::{KFormat, KTile, Q2K, Q3K, Q4K, Q5K, Q6K};
-use super::types::GgmlType;
+use super::float;
+use super::kquants::{KFormat, KTile, Q2K, Q3K, Q4K, Q5K, Q6K};
+use super::{run, Isa, Legacy, LegacyTile};
+use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use crate::quant::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
+use crate::quant::types::GgmlType;
 
 /// Every entry the NEON kernels cover, for `isa`.
-pub(super) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
+pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     match isa {
         Isa::Neon => entries_for::<Base>(entry),
         Isa::Dotprod => entries_for::<Dot>(entry),
@@ -54,9 +54,9 @@ fn entries_for<I: Level>(entry: &mut impl FnMut(Kernels)) {
         rows: None,
         tile: None,
     };
-    entry(dot_only(GgmlType::F32, neon_float::dot_f32));
-    entry(dot_only(GgmlType::F16, neon_float::dot_f16));
-    entry(dot_only(GgmlType::BF16, neon_float::dot_bf16));
+    entry(dot_only(GgmlType::F32, float::dot_f32));
+    entry(dot_only(GgmlType::F16, float::dot_f16));
+    entry(dot_only(GgmlType::BF16, float::dot_bf16));
     // The row pair of `smmla`; without it the K tiles take one row.
     let pair = TileShape { rows: 2, tokens: 4 };
     let k = if I::ISA == Isa::I8mm {
