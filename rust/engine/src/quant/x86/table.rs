@@ -61,9 +61,9 @@ fn legacy<B: Block32>(ty: GgmlType, isa: Isa, avx2_dot: DotFn) -> Kernels {
             Isa::Vnni | Isa::Wide => dot_vnni::<B>,
         },
         rows: Some(match isa {
-            Isa::Avx2 => rows_avx2::<B>,
-            Isa::Vnni => rows_vnni::<B>,
-            Isa::Wide => rows_wide::<B>,
+            Isa::Avx2 => rows::<B, OnAvx2>,
+            Isa::Vnni => rows::<B, OnVnni>,
+            Isa::Wide => rows::<B, OnWide>,
         }),
         tile: Some(match isa {
             Isa::Avx2 => Tile::Plain(TILE_4X4, tile_avx2::<B>),
@@ -169,48 +169,37 @@ impl<B: Block32> ForTokens for Rows<B> {
     }
 }
 
-/// The AVX2 decoding kernel of `B`.
-///
-/// # Safety
-/// As `RowsFn` (AVX2, FMA, F16C).
-unsafe fn rows_avx2<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
-    let isa = Isa::Avx2;
-    for_tokens(
-        Rows::<B> {
-            nb,
-            m,
-            isa,
-            format: PhantomData,
-        },
-        a,
-        out,
-    );
+/// An instruction set as a type, so that a table entry's decoding kernel is compiled for it.
+trait Level {
+    /// The instruction set.
+    const ISA: Isa;
 }
 
-/// The 256-bit VNNI decoding kernel of `B`.
-///
-/// # Safety
-/// As `RowsFn` (AVX-512 F/VL/VNNI).
-unsafe fn rows_vnni<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
-    let isa = Isa::Vnni;
-    for_tokens(
-        Rows::<B> {
-            nb,
-            m,
-            isa,
-            format: PhantomData,
-        },
-        a,
-        out,
-    );
+/// [`Isa::Avx2`].
+struct OnAvx2;
+/// [`Isa::Vnni`].
+struct OnVnni;
+/// [`Isa::Wide`].
+struct OnWide;
+
+impl Level for OnAvx2 {
+    const ISA: Isa = Isa::Avx2;
 }
 
-/// The 512-bit decoding kernel of `B`.
+impl Level for OnVnni {
+    const ISA: Isa = Isa::Vnni;
+}
+
+impl Level for OnWide {
+    const ISA: Isa = Isa::Wide;
+}
+
+/// The decoding kernel of `B` for the instruction set `L`.
 ///
 /// # Safety
-/// As `RowsFn` (AVX-512 F/VL/VNNI/BW).
-unsafe fn rows_wide<B: Block32>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
-    let isa = Isa::Wide;
+/// As `RowsFn`, with `L`'s features.
+unsafe fn rows<B: Block32, L: Level>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
+    let isa = L::ISA;
     for_tokens(
         Rows::<B> {
             nb,
