@@ -121,3 +121,35 @@ fn default_context_and_memory_estimate_follow_the_metadata() {
         assert_eq!(from_file.total_bytes, weights + want_kv);
     }
 }
+
+#[test]
+fn embeddings_are_unit_means_and_the_benchmark_reports_each_run() {
+    let mut ctx = context();
+    let n_embd = ctx.model().model().config().n_embd;
+    let cat = ctx.embed("the cat sat on the mat", None).unwrap();
+    assert_eq!(cat.len(), n_embd);
+    let norm = cat.iter().map(|v| v * v).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+    // The cache is cleared around each: the same text gives the same bits.
+    assert_eq!(ctx.embed("the cat sat on the mat", None).unwrap(), cat);
+    assert_ne!(ctx.embed("a dog ran", None).unwrap(), cat);
+    let cancel = AtomicBool::new(true);
+    assert!(matches!(
+        ctx.embed("the cat", Some(&cancel)),
+        Err(local_llm_engine::Error::Cancelled)
+    ));
+
+    let runs = ctx.benchmark(16, 4, 2).unwrap();
+    assert_eq!(runs.len(), 2);
+    for t in &runs {
+        assert_eq!((t.prompt_tokens, t.generated_tokens), (16, 4));
+    }
+    assert_eq!(
+        ctx.benchmark(1, 1, 1000).unwrap().len(),
+        local_llm_engine::session::MAX_BENCHMARK_ITERATIONS as usize
+    );
+    assert!(matches!(
+        ctx.benchmark(ctx.n_ctx(), 1, 1),
+        Err(local_llm_engine::Error::ContextExhausted { .. })
+    ));
+}

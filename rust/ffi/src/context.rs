@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use local_llm_engine::model::Output;
-use local_llm_engine::sampling::SamplingParams;
-use local_llm_engine::session::{Context, ContextOptions, GenerateRequest, LoadedModel, Prompt};
+use local_llm_engine::session::{Context, ContextOptions, LoadedModel};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{to_u32, GenerateParams, GenerationResult, Perf};
@@ -212,7 +211,10 @@ impl LlmContext {
         let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
         let mut guard = CancelOnDrop(Some(flag.clone()));
         let result = crate::run_blocking(Stage::Embed, move || {
-            shared.with_engine(|ctx| embed(ctx, &text, &flag))
+            shared.with_engine(|ctx| {
+                ctx.embed(&text, Some(&flag))
+                    .map_err(|e| LlmError::from_engine(e, Stage::Embed))
+            })
         })
         .await;
         guard.0 = None;
@@ -231,44 +233,15 @@ impl LlmContext {
 }
 
 fn run_benchmark(ctx: &mut Context, params: &BenchmarkParams) -> Result<BenchmarkResult, LlmError> {
-    let n_prompt = params.prompt_tokens.max(1) as usize;
-    let n_gen = params.generate_tokens.max(1) as usize;
-    let iterations = params.iterations.clamp(1, 100);
-    if n_prompt + n_gen > ctx.n_ctx() {
-        return Err(LlmError::ContextExhausted {
-            message: format!(
-                "benchmark needs {} tokens but the context holds {}",
-                n_prompt + n_gen,
-                ctx.n_ctx()
-            ),
-        });
-    }
-    let model = ctx.model().clone();
-    let filler = model
-        .tokenize(
-            "The quick brown fox jumps over the lazy dog. ",
-            false,
-            false,
+    let start = std::time::Instant::now();
+    let runs = ctx
+        .benchmark(
+            params.prompt_tokens as usize,
+            params.generate_tokens as usize,
+            params.iterations,
         )
         .map_err(|e| LlmError::from_engine(e, Stage::Benchmark))?;
-    let mut prompt: Vec<u32> = model.tokenizer().bos().into_iter().collect();
-    while prompt.len() < n_prompt && !filler.is_empty() {
-        prompt.extend(filler.iter().take(n_prompt - prompt.len()));
-    }
-    let mut request = GenerateRequest::new(Prompt::Tokens(prompt));
-    request.sampling = SamplingParams::greedy();
-    request.max_tokens = n_gen;
-    request.stop_at_eog = false;
-    let mut individual = Vec::new();
-    let start = std::time::Instant::now();
-    for _ in 0..iterations {
-        ctx.clear();
-        let g = ctx
-            .generate(&request, &mut |_| {}, None)
-            .map_err(|e| LlmError::from_engine(e, Stage::Benchmark))?;
-        individual.push(Perf::from(g.timings));
-    }
-    ctx.clear();
+    let individual: Vec<Perf> = runs.into_iter().map(Perf::from).collect();
     let n = individual.len().max(1) as f64;
     let mean = |f: fn(&Perf) -> f64| individual.iter().map(f).sum::<f64>() / n;
     Ok(BenchmarkResult {
@@ -278,37 +251,7 @@ fn run_benchmark(ctx: &mut Context, params: &BenchmarkParams) -> Result<Benchmar
             p.prompt_eval_ms + p.generation_ms / f64::from(p.generated_tokens.max(1))
         }),
         total_ms: start.elapsed().as_secs_f64() * 1e3,
-        iterations,
+        iterations: to_u32(individual.len()),
         individual,
     })
-}
-
-fn embed(ctx: &mut Context, text: &str, cancel: &AtomicBool) -> Result<Vec<f32>, LlmError> {
-    let model = ctx.model().clone();
-    let tokens = model
-        .tokenize(text, true, false)
-        .map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
-    ctx.clear();
-    let hidden = ctx.eval(&tokens, Output::Hidden, &mut |_, _| {}, Some(cancel));
-    ctx.clear();
-    let hidden = hidden.map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
-    let n_embd = model.model().config().n_embd;
-    if n_embd == 0 || hidden.len() != tokens.len() * n_embd {
-        return Err(Stage::Embed.error(&format!(
-            "unexpected hidden state size {} for {} tokens",
-            hidden.len(),
-            tokens.len()
-        )));
-    }
-    let mut mean = vec![0f32; n_embd];
-    for row in hidden.chunks_exact(n_embd) {
-        for (m, v) in mean.iter_mut().zip(row) {
-            *m += v;
-        }
-    }
-    let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        mean.iter_mut().for_each(|v| *v /= norm);
-    }
-    Ok(mean)
 }

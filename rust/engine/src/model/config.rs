@@ -120,6 +120,15 @@ impl ModelConfig {
         self.n_ctx_train.min(Self::MAX_DEFAULT_CONTEXT)
     }
 
+    /// The context size a request for `n_ctx` positions gives: `n_ctx`, or the default
+    /// ([`ModelConfig::default_context_size`]) when it is 0.
+    pub fn context_size(&self, n_ctx: u32) -> usize {
+        match n_ctx {
+            0 => self.default_context_size(),
+            n => n as usize,
+        }
+    }
+
     /// Bytes an f16 KV cache of `n_ctx` positions takes.
     pub fn kv_cache_bytes(&self, n_ctx: usize) -> u64 {
         let per_position = self.n_layer * self.n_head_kv * (self.head_dim + self.head_dim_v) * 2;

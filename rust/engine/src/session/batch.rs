@@ -139,7 +139,7 @@ impl Context {
             cached: &mut s.cached,
         }));
         let runner = Runner {
-            model: &self.model.model,
+            model: self.model.model(),
             threads: &self.threads,
             n_batch: self.n_batch,
         };
@@ -266,7 +266,7 @@ impl Context {
         on_event: &mut dyn FnMut(usize, GenerateEvent),
         shifted: &mut Vec<(usize, usize)>,
     ) -> Result<Vec<(usize, Generation)>> {
-        let bos = self.model.tokenizer.bos();
+        let bos = self.model.tokenizer().bos();
         let (mut seqs, running, runner, logits) = self.parts();
         let mut finished = Vec::new();
         let mut feed = Vec::new();

@@ -58,8 +58,8 @@ impl Context {
     /// when nothing can be dropped (the generation then ends as without a shift).
     pub(super) fn shift(&mut self, shift: &ContextShift, n_prompt: usize) -> Result<bool> {
         let kept = shift_sequence(
-            &self.model.model,
-            self.model.tokenizer.bos(),
+            self.model.model(),
+            self.model.tokenizer().bos(),
             &mut self.cache,
             &mut self.cached,
             shift,

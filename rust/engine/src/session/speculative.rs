@@ -340,7 +340,7 @@ impl Context {
         stats: &mut DraftStats,
     ) -> Result<FinishReason> {
         let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
-        let n_vocab = self.model.model.config().n_vocab;
+        let n_vocab = self.model.model().config().n_vocab;
         let mut token = match decoding.step(logits, &self.cached, cancelled(), on_event) {
             Next::Token(t) => t,
             Next::Done(reason) => return Ok(reason),
@@ -381,7 +381,7 @@ impl Context {
             batch.push(token);
             batch.extend_from_slice(&drafts);
             let base = self.cached.len();
-            let rows = self.model.model.forward(
+            let rows = self.model.model().forward(
                 &batch,
                 &mut self.cache,
                 &self.threads,
