@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use local_llm_engine::quant::GgmlType;
-use local_llm_engine::quantize::{convert_file, quantize_file, FileType, QuantizeOptions};
-use local_llm_engine::{Error, Result};
+use local_llm_engine::quantize::{QuantizeOptions, Target};
+use local_llm_engine::Result;
 
 /// Options of `local-llm quantize`.
 #[derive(Args)]
@@ -43,26 +42,7 @@ pub fn quantize(args: &QuantizeArgs) -> Result<()> {
         pure: args.pure,
     };
     let start = Instant::now();
-    let float = match args.ty.to_ascii_uppercase().as_str() {
-        "F16" => Some(GgmlType::F16),
-        "BF16" => Some(GgmlType::BF16),
-        "F32" => Some(GgmlType::F32),
-        _ => None,
-    };
-    let report = match float {
-        Some(ty) => convert_file(&args.input, &args.output, ty, &options)?,
-        None => {
-            let ftype = FileType::from_name(&args.ty).ok_or_else(|| {
-                let names: Vec<&str> = FileType::ALL.iter().map(|t| t.name()).collect();
-                Error::InvalidOption(format!(
-                    "unknown quantization type '{}' (expected one of {}, F16, BF16, F32)",
-                    args.ty,
-                    names.join(", ")
-                ))
-            })?;
-            quantize_file(&args.input, &args.output, ftype, &options)?
-        }
-    };
+    let report = Target::from_name(&args.ty)?.write(&args.input, &args.output, &options)?;
     for (name, ty) in &report.tensors {
         eprintln!("{name:<40} {ty}");
     }

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use local_llm_engine::quant::GgmlType;
-use local_llm_engine::quantize::{convert_file, quantize_file, FileType, QuantizeOptions};
+use local_llm_engine::quantize::{QuantizeOptions, Target};
 
 use crate::context::CancelToken;
 use crate::error::{LlmError, Stage};
@@ -43,27 +42,8 @@ pub async fn quantize_model(
         pure: params.pure.unwrap_or(false),
     };
     crate::run_blocking(Stage::Quantize, move || {
-        let float = match params.quant_type.to_ascii_uppercase().as_str() {
-            "F16" => Some(GgmlType::F16),
-            "BF16" => Some(GgmlType::BF16),
-            "F32" => Some(GgmlType::F32),
-            _ => None,
-        };
-        let result = match float {
-            Some(ty) => convert_file(&input, &output, ty, &options),
-            None => {
-                let ftype = FileType::from_name(&params.quant_type).ok_or_else(|| {
-                    LlmError::InvalidOption {
-                        message: format!(
-                            "type: '{}' is not supported (supported: {}, F16, BF16, F32)",
-                            params.quant_type,
-                            FileType::ALL.map(|t| t.name()).join(", ")
-                        ),
-                    }
-                })?;
-                quantize_file(&input, &output, ftype, &options)
-            }
-        };
+        let result = Target::from_name(&params.quant_type)
+            .and_then(|target| target.write(&input, &output, &options));
         result
             .map(|_| ())
             .map_err(|e| LlmError::from_engine(e, Stage::Quantize))

@@ -60,6 +60,51 @@ impl Default for QuantizeOptions {
     }
 }
 
+/// What a quantization target name asks for: one of llama-quantize's mixes, or a float copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A quantization mix ([`quantize_file`]).
+    Mix(FileType),
+    /// A float copy in F32, F16 or BF16 ([`convert_file`]).
+    Float(GgmlType),
+}
+
+impl Target {
+    /// The target named `name` (case-insensitive; llama-quantize's type names and aliases,
+    /// or F16, BF16, F32); [`Error::InvalidOption`] naming the supported ones otherwise. The
+    /// one parser of the CLI and the FFI.
+    pub fn from_name(name: &str) -> Result<Target> {
+        let float = match name.to_ascii_uppercase().as_str() {
+            "F16" => Some(GgmlType::F16),
+            "BF16" => Some(GgmlType::BF16),
+            "F32" => Some(GgmlType::F32),
+            _ => None,
+        };
+        if let Some(ty) = float {
+            return Ok(Target::Float(ty));
+        }
+        FileType::from_name(name).map(Target::Mix).ok_or_else(|| {
+            Error::InvalidOption(format!(
+                "unknown quantization type '{name}' (expected one of {}, F16, BF16, F32)",
+                FileType::ALL.map(|t| t.name()).join(", ")
+            ))
+        })
+    }
+
+    /// Writes `input` as this target to `output` ([`quantize_file`] or [`convert_file`]).
+    pub fn write(
+        self,
+        input: impl AsRef<Path>,
+        output: impl AsRef<Path>,
+        options: &QuantizeOptions,
+    ) -> Result<QuantizeReport> {
+        match self {
+            Target::Mix(ftype) => quantize_file(input, output, ftype, options),
+            Target::Float(ty) => convert_file(input, output, ty, options),
+        }
+    }
+}
+
 /// What a run wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuantizeReport {
