@@ -11,7 +11,12 @@
 'use strict';
 const { existsSync, readFileSync } = require('node:fs');
 const { join } = require('node:path');
-const { createRunOncePlugin, withEntitlementsPlist, withGradleProperties, WarningAggregator } = require('@expo/config-plugins');
+const {
+  createRunOncePlugin,
+  withEntitlementsPlist,
+  withGradleProperties,
+  WarningAggregator,
+} = require('@expo/config-plugins');
 
 /** The package's root folder. */
 const PACKAGE_ROOT = join(__dirname, '..');
@@ -85,7 +90,9 @@ function withAndroid(config, abis) {
       .split(',')
       .map((a) => a.trim())
       .filter((a) => a !== '');
-    const missing = built.filter((abi) => !existsSync(join(PACKAGE_ROOT, 'android/src/main/jniLibs', abi, 'liblocal_llm_ffi.a')));
+    const missing = built.filter(
+      (abi) => !existsSync(join(PACKAGE_ROOT, 'android/src/main/jniLibs', abi, 'liblocal_llm_ffi.a')),
+    );
     if (missing.length > 0) {
       WarningAggregator.addWarningAndroid(
         'react-native-local-llm',

@@ -19,7 +19,8 @@ LIB_DIR=$CARGO_TARGET_DIR/debug
 START=$SECONDS
 step() { echo "--- [$((SECONDS - START)) s] $*"; }
 
-if [[ ! -x node_modules/.bin/tsc || ! -f node_modules/uniffi-bindgen-react-native/package.json ]]; then
+if [[ ! -x node_modules/.bin/tsc || ! -x node_modules/.bin/eslint ||
+    ! -f node_modules/uniffi-bindgen-react-native/package.json ]]; then
     step "npm ci"
     npm ci --no-audit --no-fund
 fi

@@ -4,7 +4,9 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
-#   5. import cycles between source files (scripts/module-cycles.py) for engine, ffi and cli
+#   5. import cycles between source files (scripts/module-cycles.py) for engine, ffi and cli;
+#      TypeScript lint and format: `npm run lint` (eslint with React Native's config and
+#      prettier, as react-native-builder-bob's template; `npm run format` fixes)
 #   6. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
 #   7. package: npm pack, the unpacked Rust workspace checks, a consumer type-checks it
 #      (scripts/pack-test.sh; LOCAL_LLM_SKIP_PACK=1 skips)
@@ -120,6 +122,12 @@ section "import cycles between source files"
 for crate in engine ffi cli; do
     python3 scripts/module-cycles.py "rust/$crate/src"
 done
+
+section "TypeScript lint and format: eslint + prettier (npm run lint)"
+if [[ ! -x node_modules/.bin/eslint || ! -x node_modules/.bin/prettier ]]; then
+    npm ci --no-audit --no-fund
+fi
+npm run lint
 
 section "js: bindings, C++ link check, JS tests"
 if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then

@@ -228,7 +228,9 @@ test('errors: files are VISION_FAILED, bad options INVALID_OPTION, a disposed mo
   await assert.rejects(
     generateText({
       model: ai.languageModel(),
-      messages: [{ role: 'user', content: [{ type: 'file', data: new Uint8Array([1, 2, 3]), mediaType: 'image/png' }] }],
+      messages: [
+        { role: 'user', content: [{ type: 'file', data: new Uint8Array([1, 2, 3]), mediaType: 'image/png' }] },
+      ],
       maxRetries: 0,
     }),
     isCode(LocalLLMErrorCode.VISION_FAILED),

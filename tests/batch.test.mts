@@ -54,7 +54,14 @@ test('createBatch of 4 equals each request answered alone', async () => {
 });
 
 test('generateBatch: BatchResult shape, per-prompt options, more prompts than sequences', async () => {
-  const prompts = ['Once upon a time', 'The capital of France is', 'One, two, three,', 'Dear diary,', 'In 1492,', 'Roses are red,'];
+  const prompts = [
+    'Once upon a time',
+    'The capital of France is',
+    'One, two, three,',
+    'Dear diary,',
+    'In 1492,',
+    'Roses are red,',
+  ];
   const options = prompts.map((_, i) => ({ maxTokens: 4 + i, temperature: 0 }));
   const batch = await within(ai.context.generateBatch(prompts, options), 60_000, 'generateBatch');
   assert.equal(batch.length, prompts.length);
@@ -66,7 +73,11 @@ test('generateBatch: BatchResult shape, per-prompt options, more prompts than se
     assert.equal(alone.completionTokens, 4 + i);
   }
   // One options object applies to every prompt.
-  const shared = await within(ai.context.generateBatch(prompts.slice(0, 2), { maxTokens: 3, temperature: 0 }), 60_000, 'generateBatch');
+  const shared = await within(
+    ai.context.generateBatch(prompts.slice(0, 2), { maxTokens: 3, temperature: 0 }),
+    60_000,
+    'generateBatch',
+  );
   // Greedy: 3 tokens are the start of the same prompt's longer answer.
   shared.forEach((r, i) => assert.ok(batch[i].text.startsWith(r.text), `prompt ${i}`));
   assert.ok(shared.every((r) => r.finishReason === 'length'));
@@ -80,14 +91,27 @@ test('an abort stops the whole batch; the context then serves requests again', a
   const running = ai.context.generateBatch(prompts, requests);
   setTimeout(() => controller.abort(), 100);
   await assert.rejects(within(running, 60_000, 'an aborted batch'), (e: unknown) => (e as Error).name === 'AbortError');
-  const after = await within(ai.chat.completions.createBatch([request('Hi', 3), request('Hello', 3)]), 60_000, 'createBatch after an abort');
+  const after = await within(
+    ai.chat.completions.createBatch([request('Hi', 3), request('Hello', 3)]),
+    60_000,
+    'createBatch after an abort',
+  );
   assert.ok(after.every((r) => r.usage.completion_tokens === 3));
 });
 
 test('bad batches are INVALID_OPTION; a context of one sequence still batches (one at a time)', async () => {
-  await assert.rejects(ai.context.generateBatch(['a', 'b'], [{ maxTokens: 2 }]), code(LocalLLMErrorCode.INVALID_OPTION));
-  await assert.rejects(ai.chat.completions.createBatch([{ ...request('a'), stream: true }]), code(LocalLLMErrorCode.INVALID_OPTION));
-  await assert.rejects(ai.chat.completions.createBatch([request('a'), { ...request('b'), max_tokens: -1 }]), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(
+    ai.context.generateBatch(['a', 'b'], [{ maxTokens: 2 }]),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+  await assert.rejects(
+    ai.chat.completions.createBatch([{ ...request('a'), stream: true }]),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+  await assert.rejects(
+    ai.chat.completions.createBatch([request('a'), { ...request('b'), max_tokens: -1 }]),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
   await assert.rejects(ai.chat.completions.createBatch('x' as any), code(LocalLLMErrorCode.INVALID_OPTION));
   assert.deepEqual(await ai.chat.completions.createBatch([]), []);
   const model = await Model.load(MODEL);
@@ -96,7 +120,11 @@ test('bad batches are INVALID_OPTION; a context of one sequence still batches (o
     assert.throws(() => model.createContext({ contextSize: 64, maxSequences: 1000 }), LocalLLMError);
     const one = model.createContext({ contextSize: 256, threads: 2 });
     try {
-      const r = await within(one.generateBatch(['Once upon a time', 'Dear diary,'], { maxTokens: 5, temperature: 0 }), 60_000, 'batch on one sequence');
+      const r = await within(
+        one.generateBatch(['Once upon a time', 'Dear diary,'], { maxTokens: 5, temperature: 0 }),
+        60_000,
+        'batch on one sequence',
+      );
       assert.equal(r.length, 2);
       assert.equal(r[0].text, await one.generate('Once upon a time', { maxTokens: 5, temperature: 0 }));
     } finally {

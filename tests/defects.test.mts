@@ -52,11 +52,21 @@ function threadCount(): number {
 }
 
 test('an abandoned stream does not block later requests on its context (14.1)', async () => {
-  await abandon(await ai.chat.completions.create({ messages: STORY, max_tokens: 200, temperature: 0, stream: true }), 3);
-  const res = await within(ai.chat.completions.create({ messages: STORY, max_tokens: 2, temperature: 0 }), 20_000, 'a completion after an abandoned stream');
+  await abandon(
+    await ai.chat.completions.create({ messages: STORY, max_tokens: 200, temperature: 0, stream: true }),
+    3,
+  );
+  const res = await within(
+    ai.chat.completions.create({ messages: STORY, max_tokens: 2, temperature: 0 }),
+    20_000,
+    'a completion after an abandoned stream',
+  );
   assert.equal(res.usage.completion_tokens, 2);
   await abandon(ai.context.stream('Once upon a time', { maxTokens: 200, temperature: 0 }), 2);
-  assert.ok((await within(ai.context.generateResult('Hello', { maxTokens: 2, temperature: 0 }), 20_000, 'generate')).completionTokens > 0);
+  assert.ok(
+    (await within(ai.context.generateResult('Hello', { maxTokens: 2, temperature: 0 }), 20_000, 'generate'))
+      .completionTokens > 0,
+  );
   await abandon(ai.context.stream('Once upon a time', { maxTokens: 200, temperature: 0 }), 2);
   await within(ai.context.clear(), 20_000, 'clear after an abandoned stream');
 });
@@ -79,7 +89,9 @@ test('50 abandoned streams then dispose: bounded threads and memory (14.1)', asy
   await new Promise((r) => setTimeout(r, 200));
   const rss = process.memoryUsage().rss - rss0;
   const threads = threadCount() - threads0;
-  console.log(`50 abandoned streams: RSS ${(rss / 1048576).toFixed(1)} MB, threads ${threads0} -> ${threads0 + threads}`);
+  console.log(
+    `50 abandoned streams: RSS ${(rss / 1048576).toFixed(1)} MB, threads ${threads0} -> ${threads0 + threads}`,
+  );
   assert.ok(threads <= 2, `threads grew by ${threads}`);
   assert.ok(rss < 64 * 1048576, `RSS grew by ${(rss / 1048576).toFixed(1)} MB`);
 });
@@ -131,13 +143,22 @@ test('reading stream B inside stream A on one context: B works, A then rejects w
 
 test('create({stream: true}) errors reject the first next() (14.2)', async () => {
   const first = async (p: Promise<AsyncIterable<unknown>>) => (await p)[Symbol.asyncIterator]().next();
-  await assert.rejects(within(first(ai.chat.completions.create({ messages: [], stream: true })), 10_000, 'empty'), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(
+    within(first(ai.chat.completions.create({ messages: [], stream: true })), 10_000, 'empty'),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
   const small = await LocalLLM.create({ model: MODEL, contextSize: 32, threads: 2, warmup: false });
   try {
     const long = [{ role: 'user' as const, content: LONG_TEXT }];
-    await assert.rejects(within(first(small.chat.completions.create({ messages: long, stream: true })), 10_000, 'exhausted'), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
+    await assert.rejects(
+      within(first(small.chat.completions.create({ messages: long, stream: true })), 10_000, 'exhausted'),
+      code(LocalLLMErrorCode.CONTEXT_EXHAUSTED),
+    );
     small.context.dispose();
-    await assert.rejects(within(first(small.chat.completions.create({ messages: STORY, stream: true })), 10_000, 'disposed'), code(LocalLLMErrorCode.NOT_INITIALIZED));
+    await assert.rejects(
+      within(first(small.chat.completions.create({ messages: STORY, stream: true })), 10_000, 'disposed'),
+      code(LocalLLMErrorCode.NOT_INITIALIZED),
+    );
   } finally {
     small.dispose();
   }
@@ -146,7 +167,12 @@ test('create({stream: true}) errors reject the first next() (14.2)', async () =>
 test('disposing a context mid-stream rejects the stream with NOT_INITIALIZED (14.5)', async () => {
   const local = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, warmup: false });
   try {
-    const stream = await local.chat.completions.create({ messages: STORY, max_tokens: 100, temperature: 0, stream: true });
+    const stream = await local.chat.completions.create({
+      messages: STORY,
+      max_tokens: 100,
+      temperature: 0,
+      stream: true,
+    });
     let n = 0;
     await assert.rejects(
       within(
@@ -217,7 +243,14 @@ test('Model.load, embeddings and prompt evaluation honour their AbortSignal; per
   const aborted = performance.now() - t;
   assert.ok(aborted < load / 2, `an aborted load took ${aborted.toFixed(0)} ms, a load ${load.toFixed(0)} ms`);
 
-  const emb = await LocalLLM.create({ model: MODEL, contextSize: 512, batchSize: 8, threads: 2, embeddings: true, warmup: false });
+  const emb = await LocalLLM.create({
+    model: MODEL,
+    contextSize: 512,
+    batchSize: 8,
+    threads: 2,
+    embeddings: true,
+    warmup: false,
+  });
   try {
     t = performance.now();
     await emb.embeddings.create({ input: LONG_TEXT });
@@ -225,9 +258,15 @@ test('Model.load, embeddings and prompt evaluation honour their AbortSignal; per
     const abort = new AbortController();
     setTimeout(() => abort.abort(), full / 10);
     t = performance.now();
-    await assert.rejects(emb.embeddings.create({ input: LONG_TEXT, signal: abort.signal }), (e: any) => e.name === 'AbortError');
+    await assert.rejects(
+      emb.embeddings.create({ input: LONG_TEXT, signal: abort.signal }),
+      (e: any) => e.name === 'AbortError',
+    );
     const aborted = performance.now() - t;
-    assert.ok(aborted < full / 2, `an abort after ${(full / 10).toFixed(0)} ms took ${aborted.toFixed(0)} ms (full ${full.toFixed(0)} ms)`);
+    assert.ok(
+      aborted < full / 2,
+      `an abort after ${(full / 10).toFixed(0)} ms took ${aborted.toFixed(0)} ms (full ${full.toFixed(0)} ms)`,
+    );
 
     const ctx = emb.context;
     const n = emb.model.tokenize(LONG_TEXT).length;
@@ -237,9 +276,15 @@ test('Model.load, embeddings and prompt evaluation honour their AbortSignal; per
     await ctx.clear();
     const stop = new AbortController();
     setTimeout(() => stop.abort(), prompt / 3);
-    await assert.rejects(ctx.generate(LONG_TEXT, { maxTokens: 1, signal: stop.signal }), (e: any) => e.name === 'AbortError');
+    await assert.rejects(
+      ctx.generate(LONG_TEXT, { maxTokens: 1, signal: stop.signal }),
+      (e: any) => e.name === 'AbortError',
+    );
     const perf = ctx.getPerf();
-    assert.ok(perf && perf.promptTokens > 0 && perf.promptTokens < n, `prompt tokens evaluated: ${perf?.promptTokens} of ${n}`);
+    assert.ok(
+      perf && perf.promptTokens > 0 && perf.promptTokens < n,
+      `prompt tokens evaluated: ${perf?.promptTokens} of ${n}`,
+    );
     assert.ok(perf.promptEvalMs > 0 && perf.generatedTokens === 0);
   } finally {
     emb.dispose();
@@ -257,7 +302,27 @@ test('seed -1 and 2^32-1 are random; seeds are the CLI seeds (14.7)', async () =
   const seeded = await ai.context.generate(prompt, { ...opts, seed: 4242 });
   const cli = execFileSync(
     CLI,
-    ['run', '-m', MODEL, '-p', prompt, '-n', '12', '--temp', '1.5', '--top-k', '0', '--top-p', '1', '--min-p', '0', '--seed', '4242', '-t', '2'],
+    [
+      'run',
+      '-m',
+      MODEL,
+      '-p',
+      prompt,
+      '-n',
+      '12',
+      '--temp',
+      '1.5',
+      '--top-k',
+      '0',
+      '--top-p',
+      '1',
+      '--min-p',
+      '0',
+      '--seed',
+      '4242',
+      '-t',
+      '2',
+    ],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
   );
   assert.equal(seeded, cli.replace(/\n$/, ''));
@@ -290,7 +355,9 @@ test('embeddings.create usage counts the tokens the engine embeds (14.8)', async
   const emb = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, embeddings: true, warmup: false });
   try {
     const text = '<|im_start|>user hello<|im_end|>';
-    const ids = JSON.parse(execFileSync(CLI, ['tokenize', '-m', MODEL, '-p', text, '--no-parse-special'], { encoding: 'utf8' }));
+    const ids = JSON.parse(
+      execFileSync(CLI, ['tokenize', '-m', MODEL, '-p', text, '--no-parse-special'], { encoding: 'utf8' }),
+    );
     const res = await emb.embeddings.create({ input: text });
     assert.equal(res.usage.prompt_tokens, ids.length);
   } finally {
@@ -310,7 +377,11 @@ test('every bad numeric option is rejected with INVALID_OPTION naming it (16)', 
     ['batchSize', { batchSize: 2.5 }],
   ];
   for (const [name, options] of bad) {
-    assert.throws(() => ai.model.createContext(options), (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name), `${name}: ${JSON.stringify(options)}`);
+    assert.throws(
+      () => ai.model.createContext(options),
+      (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name),
+      `${name}: ${JSON.stringify(options)}`,
+    );
   }
   const badChat: Array<[string, Record<string, unknown>]> = [
     ['max_tokens', { max_tokens: -5 }],
@@ -360,7 +431,11 @@ test('every bad numeric option is rejected with INVALID_OPTION naming it (16)', 
     ['seed', { seed: 2 ** 40 }],
   ];
   for (const [name, options] of badGenerate) {
-    await assert.rejects(ai.context.generate('Hi', options), (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name), name);
+    await assert.rejects(
+      ai.context.generate('Hi', options),
+      (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name),
+      name,
+    );
     await assert.rejects(
       (async () => {
         for await (const _ of ai.context.stream('Hi', options));
@@ -377,7 +452,11 @@ test('every bad numeric option is rejected with INVALID_OPTION naming it (16)', 
     ['generateTokens', () => ai.benchmark({ generateTokens: -3 })],
   ];
   for (const [name, call] of others) {
-    await assert.rejects(call(), (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name), name);
+    await assert.rejects(
+      call(),
+      (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes(name),
+      name,
+    );
   }
   // Good edge values still work.
   const ok = await ai.chat.completions.create({ messages: STORY, max_tokens: 0, top_k: 0, seed: 0, temperature: 0 });

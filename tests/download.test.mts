@@ -81,7 +81,12 @@ test('LocalLLM.create downloads a URL model with progress, then uses the cache',
   assert.equal(sha256(readFileSync(entry!.path)), sha256(data));
   // A second create is served from the cache: no new request.
   const before = log.get('/hf/smol/model.gguf')!.ranges.length;
-  const again = await LocalLLM.create({ model: `${base}/hf/smol/model.gguf`, cacheDir: dir, contextSize: 256, warmup: false });
+  const again = await LocalLLM.create({
+    model: `${base}/hf/smol/model.gguf`,
+    cacheDir: dir,
+    contextSize: 256,
+    warmup: false,
+  });
   again.dispose();
   assert.equal(log.get('/hf/smol/model.gguf')!.ranges.length, before);
 });

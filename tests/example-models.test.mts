@@ -77,7 +77,10 @@ test('download with progress, pause mid-file, resume with only the missing bytes
   unpause();
   const paused = c.state.phase;
   assert.equal(paused.kind, 'paused');
-  assert.ok(paused.kind === 'paused' && paused.downloaded >= PAUSE_AT && paused.downloaded < data.length, JSON.stringify(paused));
+  assert.ok(
+    paused.kind === 'paused' && paused.downloaded >= PAUSE_AT && paused.downloaded < data.length,
+    JSON.stringify(paused),
+  );
   assert.equal(paused.total, data.length);
   const part = `${new ModelManager(dir).modelPath(url)}.part`;
   const kept = statSync(part).size;

@@ -14,7 +14,10 @@ import { compileModsAsync, withGradleProperties, withPlugins } from '@expo/confi
 import type { ExpoConfig } from '@expo/config-types';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const ENTITLEMENTS = ['com.apple.developer.kernel.increased-memory-limit', 'com.apple.developer.kernel.extended-virtual-addressing'];
+const ENTITLEMENTS = [
+  'com.apple.developer.kernel.increased-memory-limit',
+  'com.apple.developer.kernel.extended-virtual-addressing',
+];
 const apps: string[] = [];
 after(() => apps.forEach((a) => rmSync(a, { recursive: true, force: true })));
 
@@ -24,8 +27,17 @@ function app(plugins: unknown[]): string {
   apps.push(root);
   mkdirSync(join(root, 'node_modules'));
   symlinkSync(ROOT, join(root, 'node_modules', 'react-native-local-llm'), 'dir');
-  writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'demo', version: '1.0.0', dependencies: { 'react-native-local-llm': '*' } }));
-  const expo = { name: 'demo', slug: 'demo', ios: { bundleIdentifier: 'com.example.demo' }, android: { package: 'com.example.demo' }, plugins };
+  writeFileSync(
+    join(root, 'package.json'),
+    JSON.stringify({ name: 'demo', version: '1.0.0', dependencies: { 'react-native-local-llm': '*' } }),
+  );
+  const expo = {
+    name: 'demo',
+    slug: 'demo',
+    ios: { bundleIdentifier: 'com.example.demo' },
+    android: { package: 'com.example.demo' },
+    plugins,
+  };
   writeFileSync(join(root, 'app.json'), JSON.stringify({ expo }));
   return root;
 }
@@ -38,11 +50,17 @@ type ModResults = {
 /** What prebuild would write for `config` (introspection: nothing is written). */
 async function introspect(root: string, config?: ExpoConfig): Promise<ModResults> {
   const exp = config ?? getConfig(root, { skipSDKVersionRequirement: true, isModdedConfig: true }).exp;
-  const out = await compileModsAsync(exp, { projectRoot: root, platforms: ['ios', 'android'], introspect: true, assertMissingModProviders: false });
+  const out = await compileModsAsync(exp, {
+    projectRoot: root,
+    platforms: ['ios', 'android'],
+    introspect: true,
+    assertMissingModProviders: false,
+  });
   return (out as unknown as { _internal: { modResults: ModResults } })._internal.modResults;
 }
 
-const prop = (r: ModResults, key: string) => r.android.gradleProperties.find((p) => p.type === 'property' && p.key === key)?.value;
+const prop = (r: ModResults, key: string) =>
+  r.android.gradleProperties.find((p) => p.type === 'property' && p.key === key)?.value;
 
 test('the plugin resolves by package name and adds the memory entitlements; ABIs are left alone by default', async () => {
   const root = app(['react-native-local-llm']);
@@ -57,7 +75,12 @@ test('the plugin resolves by package name and adds the memory entitlements; ABIs
 });
 
 test('options: android.abis sets reactNativeArchitectures; ios.memoryEntitlements false adds none', async () => {
-  const root = app([['react-native-local-llm', { android: { abis: ['arm64-v8a', 'x86_64', 'arm64-v8a'] }, ios: { memoryEntitlements: false } }]]);
+  const root = app([
+    [
+      'react-native-local-llm',
+      { android: { abis: ['arm64-v8a', 'x86_64', 'arm64-v8a'] }, ios: { memoryEntitlements: false } },
+    ],
+  ]);
   const r = await introspect(root);
   assert.equal(prop(r, 'reactNativeArchitectures'), 'arm64-v8a,x86_64');
   for (const key of ENTITLEMENTS) {
@@ -66,7 +89,10 @@ test('options: android.abis sets reactNativeArchitectures; ios.memoryEntitlement
 });
 
 test('a minSdk below 24 set by an earlier plugin is raised; a higher one is kept', async () => {
-  for (const [given, expected] of [['21', '24'], ['26', '26']]) {
+  for (const [given, expected] of [
+    ['21', '24'],
+    ['26', '26'],
+  ]) {
     const root = app([]);
     const { exp } = getConfig(root, { skipSDKVersionRequirement: true, isModdedConfig: true });
     const setMinSdk = (c: ExpoConfig) =>
@@ -120,6 +146,9 @@ test('prebuild warns about each ABI whose prebuilt Rust library is missing', asy
     assert.equal(warnings.length, 0);
   } else {
     assert.equal(warnings.length, 1, warnings.join('\n'));
-    assert.match(warnings[0], new RegExp(`missing for ${missing.join(', ')}: run \`npm run build:mobile -- ${missing.join(' ')}\``));
+    assert.match(
+      warnings[0],
+      new RegExp(`missing for ${missing.join(', ')}: run \`npm run build:mobile -- ${missing.join(' ')}\``),
+    );
   }
 });

@@ -52,7 +52,7 @@ export async function startFileServer(): Promise<FileServer> {
     const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
     const ifRange = req.headers['if-range'];
     const start = m && (ifRange === undefined || ifRange === '"v1"') ? Number(m[1]) : 0;
-    const headers = { ETag: '"v1"', 'Accept-Ranges': 'bytes', 'Content-Length': String(data.length - start) };
+    const headers = { 'ETag': '"v1"', 'Accept-Ranges': 'bytes', 'Content-Length': String(data.length - start) };
     if (start > 0) {
       res.writeHead(206, { ...headers, 'Content-Range': `bytes ${start}-${data.length - 1}/${data.length}` });
     } else {

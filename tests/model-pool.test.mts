@@ -70,9 +70,15 @@ test('the memory budget refuses a model before loading it, and admits it once ro
   const p = pool({ maxMemoryBytes: Math.floor(size * 1.5) });
   const first = await p.load('first', MODEL);
   const started = Date.now();
-  await assert.rejects(p.load('second', MODEL), (e) => isCode(LocalLLMErrorCode.INSUFFICIENT_MEMORY)(e) && /budget/.test((e as Error).message));
+  await assert.rejects(
+    p.load('second', MODEL),
+    (e) => isCode(LocalLLMErrorCode.INSUFFICIENT_MEMORY)(e) && /budget/.test((e as Error).message),
+  );
   assert.ok(Date.now() - started < 2000, 'refused from the metadata, without loading');
-  assert.deepEqual(p.list().map((i) => i.alias), ['first']);
+  assert.deepEqual(
+    p.list().map((i) => i.alias),
+    ['first'],
+  );
   assert.equal(p.totalMemory(), size);
   p.release('first');
   assert.equal(first.disposed, true);
@@ -92,7 +98,10 @@ test('a budget below one model, and maxModels, refuse too', async () => {
   assert.deepEqual(tiny.list(), []);
   const one = pool({ maxModels: 1 });
   await one.load('a', MODEL);
-  await assert.rejects(one.load('b', MODEL), (e) => isCode(LocalLLMErrorCode.INSUFFICIENT_MEMORY)(e) && /maximum of 1/.test((e as Error).message));
+  await assert.rejects(
+    one.load('b', MODEL),
+    (e) => isCode(LocalLLMErrorCode.INSUFFICIENT_MEMORY)(e) && /maximum of 1/.test((e as Error).message),
+  );
   one.unload('a');
   await one.load('b', MODEL);
 });
@@ -144,13 +153,16 @@ test('switchModel moves a LocalLLM to a pooled model; the pool keeps ownership',
   await ai.switchModel('second');
   assert.equal(ai.model, pooled);
   assert.equal(own.disposed, true, 'the model the instance loaded itself is released');
-  const res = await ai.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, temperature: 0 });
+  const res = await ai.chat.completions.create({
+    messages: [{ role: 'user', content: 'Hi' }],
+    max_tokens: 4,
+    temperature: 0,
+  });
   assert.equal(res.model, 'second');
   assert.ok(res.usage.completion_tokens > 0);
-  const direct = await pooled.createContext({ contextSize: 512, threads: 2 }).generateResult(
-    { messages: [{ role: 'user', content: 'Hi' }] },
-    { maxTokens: 4, temperature: 0 },
-  );
+  const direct = await pooled
+    .createContext({ contextSize: 512, threads: 2 })
+    .generateResult({ messages: [{ role: 'user', content: 'Hi' }] }, { maxTokens: 4, temperature: 0 });
   assert.equal(res.choices[0].message.content, direct.text, 'the answer comes from the pooled model');
   ai.dispose();
   assert.equal(pooled.disposed, false, 'disposing the instance leaves the pooled model to the pool');
@@ -164,7 +176,14 @@ test('switchModel keeps speculative decoding; a draft of another vocabulary is r
     return;
   }
   // SmolLM2 drafting for itself (same vocabulary); Gemma 3's vocabulary differs.
-  const ai = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, warmup: false, draftModel: MODEL, draftNMax: 4 });
+  const ai = await LocalLLM.create({
+    model: MODEL,
+    contextSize: 256,
+    threads: 2,
+    warmup: false,
+    draftModel: MODEL,
+    draftNMax: 4,
+  });
   const ask = { messages: [{ role: 'user' as const, content: 'Count from 1 to 10.' }], max_tokens: 12, temperature: 0 };
   try {
     const first = await ai.chat.completions.create(ask);
@@ -178,7 +197,10 @@ test('switchModel keeps speculative decoding; a draft of another vocabulary is r
     await ai.switchModel('smol-spec');
     const switched = await ai.chat.completions.create(ask);
     assert.equal(switched.model, 'smol-spec');
-    assert.ok((switched._timing?.draftTokens ?? 0) > 0, `the draft model was dropped: ${JSON.stringify(switched._timing)}`);
+    assert.ok(
+      (switched._timing?.draftTokens ?? 0) > 0,
+      `the draft model was dropped: ${JSON.stringify(switched._timing)}`,
+    );
     assert.equal(switched.choices[0].message.content, first.choices[0].message.content);
   } finally {
     ai.dispose();

@@ -104,7 +104,9 @@ test('streaming chat: chunks join to the non-streamed text and the CLI text; las
   assert.ok(last._timing && last._timing.generatedTokens > 0);
   assert.ok(last.usage && last.usage.completion_tokens === last._timing.generatedTokens);
   const text = chunks.map((c) => c.choices[0].delta.content ?? '').join('');
-  assert.ok(chunks.slice(1, -1).every((c) => c.choices[0].finish_reason === null && c.object === 'chat.completion.chunk'));
+  assert.ok(
+    chunks.slice(1, -1).every((c) => c.choices[0].finish_reason === null && c.object === 'chat.completion.chunk'),
+  );
   assert.equal(text, reference);
   assert.equal(text, cliChat(QUESTION, N).replace(/\n$/, ''));
 });
@@ -126,7 +128,27 @@ test('typical_p: chat.completions.create and generate options sample exactly lik
   const messages: ChatMessage[] = [{ role: 'user', content: prompt }];
   const opts = { temperature: 1, seed: 42, max_tokens: 24, top_k: 0, top_p: 1 };
   const cliRun = (extra: string[]) =>
-    cli(['run', '--chat', '-m', MODEL, '-p', prompt, '--temp', '1', '--seed', '42', '-n', '24', '--top-k', '0', '--top-p', '1', '-t', '2', ...extra]).replace(/\n$/, '');
+    cli([
+      'run',
+      '--chat',
+      '-m',
+      MODEL,
+      '-p',
+      prompt,
+      '--temp',
+      '1',
+      '--seed',
+      '42',
+      '-n',
+      '24',
+      '--top-k',
+      '0',
+      '--top-p',
+      '1',
+      '-t',
+      '2',
+      ...extra,
+    ]).replace(/\n$/, '');
   const typical = (await ai.chat.completions.create({ messages, ...opts, typical_p: 0.2 })).choices[0].message.content;
   const plain = (await ai.chat.completions.create({ messages, ...opts })).choices[0].message.content;
   assert.equal(typical, cliRun(['--typical', '0.2']));
@@ -142,7 +164,10 @@ test('typical_p: chat.completions.create and generate options sample exactly lik
 });
 
 async function fullGreedy(maxTokens: number): Promise<GenerationResult> {
-  return ai.context.generateResult({ messages: [{ role: 'user', content: 'Write a long story about a dragon.' }] }, { temperature: 0, maxTokens });
+  return ai.context.generateResult(
+    { messages: [{ role: 'user', content: 'Write a long story about a dragon.' }] },
+    { temperature: 0, maxTokens },
+  );
 }
 
 test('break out of for-await stops native decoding: no token generated after the stop', async () => {
@@ -232,7 +257,10 @@ test('AbortSignal on a chat stream and on a non-streamed completion', async () =
   assert.ok(Date.now() - started < 20000);
   const pre = new AbortController();
   pre.abort();
-  await assert.rejects(ai.chat.completions.create({ messages: MESSAGES, signal: pre.signal }), (e: any) => e.name === 'AbortError');
+  await assert.rejects(
+    ai.chat.completions.create({ messages: MESSAGES, signal: pre.signal }),
+    (e: any) => e.name === 'AbortError',
+  );
 });
 
 test('stop strings end the text before the stop, with no tokens after it', async () => {
@@ -263,7 +291,10 @@ test('tokenize / detokenize: ids equal the CLI, round trip', () => {
     const expected = JSON.parse(cli(['tokenize', '-m', MODEL, '-p', text]));
     assert.deepEqual(Array.from(ids), expected);
     const plain = ai.model.tokenize(text, { addSpecial: false, parseSpecial: false });
-    assert.deepEqual(Array.from(plain), JSON.parse(cli(['tokenize', '-m', MODEL, '-p', text, '--no-special', '--no-parse-special'])));
+    assert.deepEqual(
+      Array.from(plain),
+      JSON.parse(cli(['tokenize', '-m', MODEL, '-p', text, '--no-special', '--no-parse-special'])),
+    );
     assert.equal(ai.model.detokenize(plain), text);
   }
   assert.throws(() => ai.model.detokenize([10_000_000]), code(LocalLLMErrorCode.INFERENCE_FAILED));
@@ -332,7 +363,10 @@ test('context overflow: CONTEXT_EXHAUSTED', async () => {
     await assert.rejects(ctx.generate(long, { maxTokens: 4 }), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
     await assert.rejects(collect(ctx.stream(long, { maxTokens: 4 })), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
     // A prompt that fits but leaves no room ends with finish reason "length".
-    const r = await ctx.generateResult('one two three four five six seven eight nine ten', { maxTokens: 100, temperature: 0 });
+    const r = await ctx.generateResult('one two three four five six seven eight nine ten', {
+      maxTokens: 100,
+      temperature: 0,
+    });
     assert.equal(r.finishReason, 'context_full');
   } finally {
     ctx.dispose();
@@ -509,17 +543,31 @@ test('response_format json_schema / json_object: outputs parse and validate with
 test('grammar / grammarRoot constrain generate and stream; invalid grammars reject with typed errors', async () => {
   const ctx = ai.context;
   const gbnf = 'answer ::= ("yes" | "no") "!"';
-  const r = await ctx.generateResult('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 });
+  const r = await ctx.generateResult('Is water wet?', {
+    grammar: gbnf,
+    grammarRoot: 'answer',
+    temperature: 0,
+    maxTokens: 10,
+  });
   assert.ok(r.text === 'yes!' || r.text === 'no!', r.text);
   assert.equal(r.finishReason, 'grammar_complete');
   assert.equal(r.openAiFinishReason, 'stop');
-  const pieces = await collect(ctx.stream('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 }));
+  const pieces = await collect(
+    ctx.stream('Is water wet?', { grammar: gbnf, grammarRoot: 'answer', temperature: 0, maxTokens: 10 }),
+  );
   assert.equal(pieces.join(''), r.text);
 
-  const bad = (e: unknown) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /invalid grammar: 1:\d+/.test((e as Error).message);
+  const bad = (e: unknown) =>
+    code(LocalLLMErrorCode.INVALID_OPTION)(e) && /invalid grammar: 1:\d+/.test((e as Error).message);
   await assert.rejects(ctx.generate('x', { grammar: 'root ::= ("a"' }), bad);
-  await assert.rejects(ctx.generate('x', { grammar: 'root ::= "a"', grammarRoot: 'missing' }), code(LocalLLMErrorCode.INVALID_OPTION));
-  await assert.rejects(collect(ctx.stream('x', { grammar: 'root ::= root "a"' })), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(
+    ctx.generate('x', { grammar: 'root ::= "a"', grammarRoot: 'missing' }),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+  await assert.rejects(
+    collect(ctx.stream('x', { grammar: 'root ::= root "a"' })),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
   await assert.rejects(
     ai.chat.completions.create({
       messages: MESSAGES,

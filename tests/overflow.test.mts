@@ -47,8 +47,14 @@ after(() => {
 function longChat(turns: number): ChatMessage[] {
   const messages: ChatMessage[] = [{ role: 'system', content: 'You are a helpful assistant. Answer briefly.' }];
   for (let i = 0; i < turns; i++) {
-    messages.push({ role: 'user', content: `Question ${i}: tell me something about the number ${i} and why it is interesting to mathematicians.` });
-    messages.push({ role: 'assistant', content: `The number ${i} is interesting because it appears in many places in arithmetic and geometry.` });
+    messages.push({
+      role: 'user',
+      content: `Question ${i}: tell me something about the number ${i} and why it is interesting to mathematicians.`,
+    });
+    messages.push({
+      role: 'assistant',
+      content: `The number ${i} is interesting because it appears in many places in arithmetic and geometry.`,
+    });
   }
   messages.push({ role: 'user', content: 'What is the capital of France?' });
   return messages;
@@ -70,11 +76,19 @@ test("'error' and no strategy reject a chat that does not fit with CONTEXT_EXHAU
   for (const strategy of ['error', undefined] as const) {
     const ai = await instance(strategy);
     try {
-      await assert.rejects(ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, temperature: 0 }), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
+      await assert.rejects(
+        ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, temperature: 0 }),
+        code(LocalLLMErrorCode.CONTEXT_EXHAUSTED),
+      );
       const stream = await ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, stream: true });
       await assert.rejects(stream[Symbol.asyncIterator]().next(), code(LocalLLMErrorCode.CONTEXT_EXHAUSTED));
       // A per-request strategy overrides the instance's.
-      const r = await ai.chat.completions.create({ messages: longChat(8), max_tokens: 8, temperature: 0, context_overflow: 'truncate_oldest' });
+      const r = await ai.chat.completions.create({
+        messages: longChat(8),
+        max_tokens: 8,
+        temperature: 0,
+        context_overflow: 'truncate_oldest',
+      });
       assert.equal(r._context?.strategyUsed, 'truncate_oldest');
     } finally {
       ai.dispose();
@@ -141,7 +155,9 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
     const kept = [messages[0], ...messages.slice(messages.length - (meta.keptMessageCount - 1))];
     assert.equal(meta.promptTokens, promptTokens(kept));
     assert.ok(meta.promptTokens <= CONTEXT - CONTEXT / 4);
-    assert.ok(promptTokens([messages[0], ...messages.slice(messages.length - meta.keptMessageCount)]) > CONTEXT - CONTEXT / 4);
+    assert.ok(
+      promptTokens([messages[0], ...messages.slice(messages.length - meta.keptMessageCount)]) > CONTEXT - CONTEXT / 4,
+    );
     assert.match(r.choices[0].message.content ?? '', /paris/i);
 
     // Generation level: an answer longer than the context goes on (the engine shifts the context)
@@ -233,11 +249,18 @@ test('contextShift on a raw generation continues past the context; bad values ar
     const plain = await ctx.generateResult('1, 2, 3, 4, 5,', { maxTokens: 120, temperature: 0 });
     assert.equal(plain.finishReason, 'context_full');
     assert.ok(plain.completionTokens < 64);
-    const shifted = await ctx.generateResult('1, 2, 3, 4, 5,', { maxTokens: 120, temperature: 0, contextShift: { nKeep: 4 } });
+    const shifted = await ctx.generateResult('1, 2, 3, 4, 5,', {
+      maxTokens: 120,
+      temperature: 0,
+      contextShift: { nKeep: 4 },
+    });
     assert.deepEqual(shifted.tokens.slice(0, plain.tokens.length), plain.tokens);
     assert.ok(shifted.completionTokens > plain.completionTokens, `${shifted.completionTokens} tokens`);
     for (const bad of [{ nKeep: -2 }, { nKeep: 1.5 }, 'yes']) {
-      await assert.rejects(ctx.generateResult('x', { contextShift: bad as any }), code(LocalLLMErrorCode.INVALID_OPTION));
+      await assert.rejects(
+        ctx.generateResult('x', { contextShift: bad as any }),
+        code(LocalLLMErrorCode.INVALID_OPTION),
+      );
     }
   } finally {
     ctx.dispose();
@@ -273,7 +296,10 @@ test('saveSession / loadSession: the restored context generates the same tokens;
     }
     await assert.rejects(b.loadSession(join(dir, 'missing.bin')), code(LocalLLMErrorCode.INVALID_PATH));
     // Still usable, with the state it had.
-    assert.deepEqual((await b.generateResult(follow, { maxTokens: 16, temperature: 0.8, seed: 5 })).tokens, want.tokens);
+    assert.deepEqual(
+      (await b.generateResult(follow, { maxTokens: 16, temperature: 0.8, seed: 5 })).tokens,
+      want.tokens,
+    );
   } finally {
     a.dispose();
     b.dispose();

@@ -45,10 +45,14 @@ test('quantize to Q8_0 equals the CLI, loads and generates what the CLI generate
       temperature: 0,
       max_tokens: 16,
     });
-    const expected = execFileSync(CLI, ['run', '--chat', '-m', ours, '-p', question, '--temp', '0', '-n', '16', '-t', '2'], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const expected = execFileSync(
+      CLI,
+      ['run', '--chat', '-m', ours, '-p', question, '--temp', '0', '-n', '16', '-t', '2'],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     assert.equal(res.choices[0].message.content, expected.replace(/\n$/, ''));
     assert.ok(expected.trim().length > 0);
   } finally {
@@ -61,7 +65,10 @@ test('bad options and inputs reject with typed errors', async () => {
   await assert.rejects(quantize(f16, out, { type: 'IQ2_XXS' }), code(LocalLLMErrorCode.INVALID_OPTION));
   await assert.rejects(quantize(f16, out, { type: 'Q4_0', threads: 0 }), code(LocalLLMErrorCode.INVALID_OPTION));
   await assert.rejects(quantize(f16, out, { type: 'Q4_0', dryRun: true }), code(LocalLLMErrorCode.INVALID_OPTION));
-  await assert.rejects(quantize(join(tmp, 'missing.gguf'), out, { type: 'Q4_0' }), code(LocalLLMErrorCode.INVALID_PATH));
+  await assert.rejects(
+    quantize(join(tmp, 'missing.gguf'), out, { type: 'Q4_0' }),
+    code(LocalLLMErrorCode.INVALID_PATH),
+  );
   // The default model is already Q4_1: requantizing needs allowRequantize.
   await assert.rejects(quantize(MODEL, out, { type: 'Q4_0' }), code(LocalLLMErrorCode.QUANTIZE_FAILED));
   assert.ok(!existsSync(out));

@@ -60,7 +60,11 @@ test('4 concurrent creates equal their solo answers and really overlap (prints t
   }
   const sequentialMs = performance.now() - start;
   start = performance.now();
-  const together = await within(Promise.all(requests.map((r) => four.chat.completions.create(r))), 60_000, '4 concurrent completions');
+  const together = await within(
+    Promise.all(requests.map((r) => four.chat.completions.create(r))),
+    60_000,
+    '4 concurrent completions',
+  );
   const concurrentMs = performance.now() - start;
   together.forEach((c, i) => {
     assert.equal(c.choices[0].message.content, solo[i].choices[0].message.content, `request ${i}`);
@@ -71,7 +75,10 @@ test('4 concurrent creates equal their solo answers and really overlap (prints t
   // Each request's own clock runs from its prompt to its end. Run one after the other, these
   // spans cannot add up to more than the wall time; run together they overlap.
   const spans = together.reduce((sum, c) => sum + c._timing!.promptEvalMs + c._timing!.generationMs, 0);
-  assert.ok(spans > 1.5 * concurrentMs, `request spans ${spans.toFixed(0)} ms within ${concurrentMs.toFixed(0)} ms of wall time`);
+  assert.ok(
+    spans > 1.5 * concurrentMs,
+    `request spans ${spans.toFixed(0)} ms within ${concurrentMs.toFixed(0)} ms of wall time`,
+  );
   const tokens = together.reduce((sum, c) => sum + c.usage.completion_tokens, 0);
   console.log(
     `# 4 requests, ${tokens} tokens: sequential ${sequentialMs.toFixed(0)} ms (${((tokens * 1000) / sequentialMs).toFixed(1)} tok/s), ` +
@@ -110,7 +117,10 @@ test('6 requests on 2 sequences all settle, in the order they were made', async 
       }),
     );
     const results = await within(Promise.all(all), 60_000, '6 requests on 2 sequences');
-    assert.ok(results.every((r) => r.choices[0].finish_reason === 'length'), 'every answer runs to max_tokens');
+    assert.ok(
+      results.every((r) => r.choices[0].finish_reason === 'length'),
+      'every answer runs to max_tokens',
+    );
     // Same length: they end two by two, in the order they were admitted.
     for (let pair = 0; pair < 3; pair += 1) {
       assert.deepEqual(order.slice(2 * pair, 2 * pair + 2).sort(), [2 * pair, 2 * pair + 1], `settle order ${order}`);
@@ -143,7 +153,11 @@ test('a stream left by return() or dropped frees its sequence', async () => {
       await within(it.next(), 30_000, 'first chunk');
       await within(it.next(), 30_000, 'second chunk');
     }
-    const later = await within(two.chat.completions.create(request('Hi', 4)), 30_000, 'a request after two dropped streams');
+    const later = await within(
+      two.chat.completions.create(request('Hi', 4)),
+      30_000,
+      'a request after two dropped streams',
+    );
     assert.equal(later.usage.completion_tokens, 4);
   } finally {
     two.dispose();
@@ -161,14 +175,23 @@ test('an abort ends one request and leaves the others as they were', async () =>
   const [first, aborted, third] = await within(Promise.allSettled(running), 60_000, 'requests with one aborted');
   assert.equal(aborted.status, 'rejected');
   assert.ok(isAbort((aborted as PromiseRejectedResult).reason), String((aborted as PromiseRejectedResult).reason));
-  for (const [i, r] of [[0, first], [2, third]] as const) {
+  for (const [i, r] of [
+    [0, first],
+    [2, third],
+  ] as const) {
     assert.equal(r.status, 'fulfilled', `request ${i}`);
-    assert.equal((r as PromiseFulfilledResult<ChatCompletionResponse>).value.choices[0].message.content, solo[i].choices[0].message.content);
+    assert.equal(
+      (r as PromiseFulfilledResult<ChatCompletionResponse>).value.choices[0].message.content,
+      solo[i].choices[0].message.content,
+    );
   }
   // A request aborted while it waits for a sequence rejects at once, too.
   const two = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2, maxSequences: 2 });
   try {
-    const busy = [two.chat.completions.create(request(QUESTIONS[1], 40)), two.chat.completions.create(request(QUESTIONS[3], 40))];
+    const busy = [
+      two.chat.completions.create(request(QUESTIONS[1], 40)),
+      two.chat.completions.create(request(QUESTIONS[3], 40)),
+    ];
     const waiting = new AbortController();
     const queued = two.chat.completions.create({ ...request('Hi', 4), signal: waiting.signal });
     setTimeout(() => waiting.abort(), 50);
@@ -195,13 +218,20 @@ test('tools (run alone) and a JSON schema (scheduled) mixed with plain requests:
   ];
   const withTools = { ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' as const };
   const schema = { type: 'object', properties: { colour: { type: 'string' } }, required: ['colour'] };
-  const json = { ...request('Name a colour as JSON.', 32), response_format: { type: 'json_schema' as const, json_schema: { name: 'c', schema } } };
+  const json = {
+    ...request('Name a colour as JSON.', 32),
+    response_format: { type: 'json_schema' as const, json_schema: { name: 'c', schema } },
+  };
   const list = [request(QUESTIONS[0], 32), withTools, json, request(QUESTIONS[2], 32)];
   const solo: ChatCompletionResponse[] = [];
   for (const r of list) {
     solo.push(await within(one.chat.completions.create(r), 60_000, 'solo'));
   }
-  const together = await within(Promise.all(list.map((r) => four.chat.completions.create(r))), 60_000, 'mixed requests');
+  const together = await within(
+    Promise.all(list.map((r) => four.chat.completions.create(r))),
+    60_000,
+    'mixed requests',
+  );
   together.forEach((c, i) => {
     assert.deepEqual(c.choices[0].message, solo[i].choices[0].message, `request ${i}`);
     assert.equal(c.choices[0].finish_reason, solo[i].choices[0].finish_reason, `request ${i}`);
@@ -268,7 +298,11 @@ test('a request that runs alone (tools) is not starved by new requests arriving 
   try {
     await new Promise((r) => setTimeout(r, 300));
     const issued = performance.now();
-    const alone = two.chat.completions.create({ ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' as const });
+    const alone = two.chat.completions.create({
+      ...request('What is the weather in Paris?', 48),
+      tools,
+      tool_choice: 'required' as const,
+    });
     const res = await within(alone, 20_000, 'the request with tools while others keep arriving');
     const done = performance.now();
     assert.equal(res.choices[0].finish_reason, 'tool_calls');

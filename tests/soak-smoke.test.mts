@@ -16,9 +16,31 @@ let model: Model | null = null;
 after(() => model?.dispose());
 
 test('the slope is a least-squares fit', () => {
-  assert.equal(slope([[0, 10], [50, 110], [100, 210]]), 2);
-  assert.equal(slope([[0, 5], [50, 5]]), 0);
-  assert.ok(Math.abs(slope([[0, 0], [1, 1], [2, 0], [3, 1]]) - 0.2) < 1e-12);
+  assert.equal(
+    slope([
+      [0, 10],
+      [50, 110],
+      [100, 210],
+    ]),
+    2,
+  );
+  assert.equal(
+    slope([
+      [0, 5],
+      [50, 5],
+    ]),
+    0,
+  );
+  assert.ok(
+    Math.abs(
+      slope([
+        [0, 0],
+        [1, 1],
+        [2, 0],
+        [3, 1],
+      ]) - 0.2,
+    ) < 1e-12,
+  );
 });
 
 test('20 load/free and 20 context create/dispose cycles grow RSS by less than 40 MB', async () => {

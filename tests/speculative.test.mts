@@ -29,7 +29,9 @@ const PARAGRAPH =
   'fishing boats could find their way home through the fog and the storms of the northern sea.';
 
 const REWRITE: ChatCompletionRequest & { stream?: false } = {
-  messages: [{ role: 'user', content: `Fix the punctuation of this paragraph and write it out in full:\n\n${PARAGRAPH}` }],
+  messages: [
+    { role: 'user', content: `Fix the punctuation of this paragraph and write it out in full:\n\n${PARAGRAPH}` },
+  ],
   max_tokens: 80,
   temperature: 0,
 };
@@ -88,7 +90,10 @@ test('a draft model with another vocabulary is INVALID_OPTION; bad draft options
   const model = await Model.load(MODEL);
   try {
     assert.throws(() => model.createContext({ promptLookup: 17 }), code(LocalLLMErrorCode.INVALID_OPTION));
-    assert.throws(() => model.createContext({ promptLookup: 2, draftNMax: 65 }), code(LocalLLMErrorCode.INVALID_OPTION));
+    assert.throws(
+      () => model.createContext({ promptLookup: 2, draftNMax: 65 }),
+      code(LocalLLMErrorCode.INVALID_OPTION),
+    );
     if (!fs.existsSync(GEMMA)) {
       t.skip(`${GEMMA} is missing (scripts/fetch-models.sh gemma3)`);
       return;

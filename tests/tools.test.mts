@@ -91,12 +91,20 @@ test('tool-aware template: the prompt is the template rendering of tools, call a
   const path = join(tmp, 'qwen-style.gguf');
   const templateFile = join(tmp, 'template.jinja');
   writeFileSync(templateFile, QWEN_STYLE);
-  execFileSync('python3', ['-m', 'gguf.scripts.gguf_new_metadata', MODEL, path, '--chat-template-file', templateFile, '--force'], {
-    stdio: 'ignore',
-  });
+  execFileSync(
+    'python3',
+    ['-m', 'gguf.scripts.gguf_new_metadata', MODEL, path, '--chat-template-file', templateFile, '--force'],
+    {
+      stdio: 'ignore',
+    },
+  );
   const ai2 = await LocalLLM.create({ model: path, contextSize: 1024, threads: 2 });
   try {
-    const res = await ai2.chat.completions.create({ messages: ROUND_TRIP('{"temperature": 21}'), tools: TOOLS, ...ONE });
+    const res = await ai2.chat.completions.create({
+      messages: ROUND_TRIP('{"temperature": 21}'),
+      tools: TOOLS,
+      ...ONE,
+    });
     // The expected prompt, written out by hand from the template above.
     const expected =
       '<|im_start|>system\nTools:\n{"name": "get_weather", "description": "Current weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}<|im_end|>\n' +
@@ -104,7 +112,10 @@ test('tool-aware template: the prompt is the template rendering of tools, call a
       '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n' +
       '<|im_start|>user\n<tool_response>\n{"temperature": 21}\n</tool_response><|im_end|>\n' +
       '<|im_start|>assistant\n';
-    assert.equal(res.usage.prompt_tokens, ai2.model.tokenize(expected, { addSpecial: true, parseSpecial: true }).length);
+    assert.equal(
+      res.usage.prompt_tokens,
+      ai2.model.tokenize(expected, { addSpecial: true, parseSpecial: true }).length,
+    );
   } finally {
     ai2.dispose();
   }
@@ -112,7 +123,13 @@ test('tool-aware template: the prompt is the template rendering of tools, call a
 
 test('tool_choice required: decoding is constrained to a call, which comes back in OpenAI shape', async () => {
   for (const stream of [false, true]) {
-    const params = { messages: QUESTION, tools: TOOLS, tool_choice: 'required' as const, temperature: 0, max_tokens: 48 };
+    const params = {
+      messages: QUESTION,
+      tools: TOOLS,
+      tool_choice: 'required' as const,
+      temperature: 0,
+      max_tokens: 48,
+    };
     let call: { type?: string; function?: { name?: string; arguments?: string } };
     if (stream) {
       const chunks = [];
@@ -141,7 +158,12 @@ test('tool_choice required: decoding is constrained to a call, which comes back 
     assert.equal(typeof args.city, 'string');
   }
   await assert.rejects(
-    ai.chat.completions.create({ messages: QUESTION, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } }, ...ONE }),
+    ai.chat.completions.create({
+      messages: QUESTION,
+      tools: TOOLS,
+      tool_choice: { type: 'function', function: { name: 'nope' } },
+      ...ONE,
+    }),
     code(LocalLLMErrorCode.INVALID_OPTION),
   );
   await assert.rejects(
@@ -171,15 +193,28 @@ test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content
   assert.deepEqual(streamed, content);
   const plain = await ai.chat.completions.create({ messages: QUESTION, ...ONE });
   assert.equal(plain.choices[0].logprobs, undefined);
-  const viaGenerate = await ai.context.generateResult({ messages: QUESTION }, { temperature: 0, maxTokens: 12, nProbs: 3 });
+  const viaGenerate = await ai.context.generateResult(
+    { messages: QUESTION },
+    { temperature: 0, maxTokens: 12, nProbs: 3 },
+  );
   assert.deepEqual(viaGenerate.logprobs, content);
-  await assert.rejects(ai.chat.completions.create({ ...params, top_logprobs: 21 }), code(LocalLLMErrorCode.INVALID_OPTION));
-  await assert.rejects(ai.chat.completions.create({ messages: QUESTION, top_logprobs: 2 }), code(LocalLLMErrorCode.INVALID_OPTION));
+  await assert.rejects(
+    ai.chat.completions.create({ ...params, top_logprobs: 21 }),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+  await assert.rejects(
+    ai.chat.completions.create({ messages: QUESTION, top_logprobs: 2 }),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
 });
 
 test('a generation with tool calls maps to OpenAI messages and stream chunks', async () => {
   // A context whose generation called a tool after some text (the model cannot be made to).
-  const call = { id: 'call_0', type: 'function' as const, function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+  const call = {
+    id: 'call_0',
+    type: 'function' as const,
+    function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+  };
   const result = (text: string): GenerationResult => ({
     text,
     toolCalls: [call],
@@ -188,7 +223,14 @@ test('a generation with tool calls maps to OpenAI messages and stream chunks', a
     completionTokens: 3,
     finishReason: 'tool_calls',
     openAiFinishReason: 'tool_calls',
-    timing: { promptEvalMs: 1, generationMs: 1, promptTokens: 10, generatedTokens: 3, promptTokensPerSec: 1, generatedTokensPerSec: 1 },
+    timing: {
+      promptEvalMs: 1,
+      generationMs: 1,
+      promptTokens: 10,
+      generatedTokens: 3,
+      promptTokensPerSec: 1,
+      generatedTokensPerSec: 1,
+    },
   });
   const fake = {
     generateResult: async () => result(''),

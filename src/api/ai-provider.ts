@@ -36,8 +36,7 @@ type ToolResultOutput =
 
 /** A message of an AI SDK prompt (`LanguageModelV3Message`). */
 export type AiSdkMessage =
-  | { role: 'system'; content: string }
-  | { role: 'user' | 'assistant' | 'tool'; content: PromptPart[] };
+  { role: 'system'; content: string } | { role: 'user' | 'assistant' | 'tool'; content: PromptPart[] };
 
 /** A tool offered by the AI SDK: a function with a JSON schema, or a provider-defined tool. */
 type AiSdkTool =
@@ -81,8 +80,7 @@ export type AiSdkWarning = { type: 'unsupported'; feature: string; details?: str
 
 /** What the AI SDK gets from a generation: text and tool calls. */
 export type AiSdkContent =
-  | { type: 'text'; text: string }
-  | { type: 'tool-call'; toolCallId: string; toolName: string; input: string };
+  { type: 'text'; text: string } | { type: 'tool-call'; toolCallId: string; toolName: string; input: string };
 
 /** Provider metadata: the engine's timings under `local-llm`. */
 type ProviderMetadata = Record<string, Record<string, JsonValue>>;
@@ -209,7 +207,9 @@ export function toChatMessages(prompt: AiSdkMessage[]): ChatMessage[] {
     }
     if (message.role === 'assistant') {
       messages.push(
-        calls.length > 0 ? { role: 'assistant', content: text === '' ? null : text, tool_calls: calls } : { role: 'assistant', content: text },
+        calls.length > 0
+          ? { role: 'assistant', content: text === '' ? null : text, tool_calls: calls }
+          : { role: 'assistant', content: text },
       );
     } else if (message.role === 'user') {
       messages.push({ role: 'user', content: text });
@@ -243,7 +243,11 @@ function toRequest(options: AiSdkCallOptions): {
   }
   const choice = options.toolChoice;
   const toolChoice: ChatCompletionToolChoice | undefined =
-    choice === undefined ? undefined : choice.type === 'tool' ? { type: 'function', function: { name: choice.toolName } } : choice.type;
+    choice === undefined
+      ? undefined
+      : choice.type === 'tool'
+        ? { type: 'function', function: { name: choice.toolName } }
+        : choice.type;
   const format = options.responseFormat;
   const generate: GenerateOptions = {
     maxTokens: options.maxOutputTokens,
@@ -259,7 +263,10 @@ function toRequest(options: AiSdkCallOptions): {
       format?.type !== 'json'
         ? undefined
         : format.schema !== undefined && format.schema !== null
-          ? { type: 'json_schema', json_schema: { name: format.name, schema: format.schema as Record<string, unknown> } }
+          ? {
+              type: 'json_schema',
+              json_schema: { name: format.name, schema: format.schema as Record<string, unknown> },
+            }
           : { type: 'json_object' },
   };
   return { tools: tools.length > 0 ? tools : undefined, toolChoice, generate, warnings };
@@ -316,7 +323,12 @@ export class LocalLLMProvider {
       content.push({ type: 'text', text: result.text });
     }
     for (const call of result.toolCalls) {
-      content.push({ type: 'tool-call', toolCallId: call.id, toolName: call.function.name, input: call.function.arguments });
+      content.push({
+        type: 'tool-call',
+        toolCallId: call.id,
+        toolName: call.function.name,
+        input: call.function.arguments,
+      });
     }
     return {
       content,
@@ -359,7 +371,12 @@ export class LocalLLMProvider {
           { type: 'tool-call', toolCallId: id, toolName: call.function.name, input: call.function.arguments },
         );
       }
-      out.push({ type: 'finish', finishReason: finishReason(final), usage: usage(final), providerMetadata: metadata(final) });
+      out.push({
+        type: 'finish',
+        finishReason: finishReason(final),
+        usage: usage(final),
+        providerMetadata: metadata(final),
+      });
       return out;
     };
     const stream = new ReadableStream<AiSdkStreamPart>({

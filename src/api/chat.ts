@@ -85,13 +85,25 @@ export class ChatCompletions {
   ) {}
 
   /** The messages fitted into the context by the request's or the instance's overflow strategy. */
-  private async fit(params: ChatCompletionRequest, options: GenerateOptions, context: InferenceContext): Promise<Fitted | undefined> {
-    const override = params.context_overflow === undefined ? undefined : checkStrategy(params.context_overflow, 'context_overflow');
+  private async fit(
+    params: ChatCompletionRequest,
+    options: GenerateOptions,
+    context: InferenceContext,
+  ): Promise<Fitted | undefined> {
+    const override =
+      params.context_overflow === undefined ? undefined : checkStrategy(params.context_overflow, 'context_overflow');
     const config = this.overflow?.config ?? (override !== undefined ? normalizeOverflow(override) : undefined);
     if (this.overflow === undefined || config === undefined) {
       return undefined;
     }
-    const fitted = await fitMessages(params.messages, config, override, options.maxTokens, context.contextSize, this.overflow.count);
+    const fitted = await fitMessages(
+      params.messages,
+      config,
+      override,
+      options.maxTokens,
+      context.contextSize,
+      this.overflow.count,
+    );
     if (fitted.contextShift) {
       options.contextShift = true;
     }

@@ -9,14 +9,7 @@ import {
   toNativeTools,
   toResult,
 } from './convert';
-import {
-  LocalLLMError,
-  LocalLLMErrorCode,
-  abortError,
-  disposedError,
-  wrapAsync,
-  wrapSync,
-} from './errors';
+import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
 import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
 import { nativeContextShift } from './overflow';
 import type {
@@ -141,12 +134,18 @@ function jsonSchema(format: ResponseFormat | undefined): string | undefined {
     case 'json_schema': {
       const schema = format.json_schema?.schema;
       if (schema === null || typeof schema !== 'object') {
-        throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'responseFormat json_schema needs json_schema.schema (an object)');
+        throw new LocalLLMError(
+          LocalLLMErrorCode.INVALID_OPTION,
+          'responseFormat json_schema needs json_schema.schema (an object)',
+        );
       }
       return JSON.stringify(schema);
     }
     default:
-      throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `unknown responseFormat type '${String((format as { type: unknown }).type)}'`);
+      throw new LocalLLMError(
+        LocalLLMErrorCode.INVALID_OPTION,
+        `unknown responseFormat type '${String((format as { type: unknown }).type)}'`,
+      );
   }
 }
 

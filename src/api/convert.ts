@@ -58,7 +58,8 @@ export function toMetrics(p: Perf): InferenceMetrics {
 
 /** UTF-8 text of `bytes`, invalid sequences replaced by U+FFFD. */
 function utf8(bytes: Uint8Array): string {
-  const Decoder = (globalThis as { TextDecoder?: new (label: string) => { decode(b: Uint8Array): string } }).TextDecoder;
+  const Decoder = (globalThis as { TextDecoder?: new (label: string) => { decode(b: Uint8Array): string } })
+    .TextDecoder;
   if (Decoder !== undefined) {
     return new Decoder('utf-8').decode(bytes);
   }
@@ -113,7 +114,10 @@ export function messageText(m: ChatMessage): string {
     return '';
   }
   if (!Array.isArray(m.content)) {
-    throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, `message content must be a string or an array of parts`);
+    throw new LocalLLMError(
+      LocalLLMErrorCode.INFERENCE_FAILED,
+      `message content must be a string or an array of parts`,
+    );
   }
   return m.content
     .map((part) => {

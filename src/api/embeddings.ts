@@ -64,6 +64,7 @@ addDisposeSymbol(EmbeddingContext);
 const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 
 /** Standard base64 (with padding) of `bytes`; Hermes has no Buffer. */
+/* eslint-disable no-bitwise -- base64 regroups the bits of every 3 bytes into 4 characters */
 export function toBase64(bytes: Uint8Array): string {
   let out = '';
   for (let i = 0; i < bytes.length; i += 3) {
@@ -74,6 +75,7 @@ export function toBase64(bytes: Uint8Array): string {
   }
   return out;
 }
+/* eslint-enable no-bitwise */
 
 /** Little-endian bytes of `v` (the layout OpenAI's base64 embeddings use). */
 function float32Bytes(v: Float32Array): Uint8Array {

@@ -67,7 +67,10 @@ export function toLocalLLMError(e: unknown, fallback: LocalLLMErrorCode): Error 
   }
   const err = e as { tag?: unknown; inner?: { message?: unknown }; message?: unknown } | null;
   const tag = typeof err?.tag === 'string' ? err.tag : undefined;
-  const code = tag !== undefined && Object.prototype.hasOwnProperty.call(VARIANT_CODES, tag) ? VARIANT_CODES[tag as LlmError_Tags] : undefined;
+  const code =
+    tag !== undefined && Object.prototype.hasOwnProperty.call(VARIANT_CODES, tag)
+      ? VARIANT_CODES[tag as LlmError_Tags]
+      : undefined;
   if (code !== undefined) {
     const message = typeof err?.inner?.message === 'string' ? err.inner.message : String(err?.message);
     return new LocalLLMError(code, message, { cause: e });

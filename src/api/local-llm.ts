@@ -61,7 +61,11 @@ export class LocalLLM {
       throw this.disposedDuringInit();
     }
     this._model = model;
-    this._modelName = o.model.split('/').pop()?.replace(/\.gguf$/i, '') || 'local';
+    this._modelName =
+      o.model
+        .split('/')
+        .pop()
+        ?.replace(/\.gguf$/i, '') || 'local';
     try {
       this._context = await this.createContext(model);
       this._chat = { completions: this.completions(model, this._modelName) };
@@ -230,7 +234,8 @@ export class LocalLLM {
     const o = this.options;
     const overflow = {
       config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
-      count: (messages: ChatMessage[]) => model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
+      count: (messages: ChatMessage[]) =>
+        model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
     };
     return new ChatCompletions(() => this.context, name, overflow);
   }

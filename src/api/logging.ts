@@ -63,7 +63,8 @@ export function setLogCallback(cb: LogCallback | null, minLevel: LogLevel = 'inf
     b.setLogLevel(nativeLevel(minLevel));
     b.setLogCapture(true);
     if (!pumping) {
-      void pump();
+      // The pump reports its own failures (it never rejects).
+      pump().catch(() => undefined);
     }
   } else {
     b.setLogCapture(false);

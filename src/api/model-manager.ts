@@ -85,8 +85,14 @@ export class ModelManager {
 
   private params(options: DownloadOptions = {}): DownloadParams {
     const { DownloadParams } = getBindings();
-    if (options.expectedSize !== undefined && !(Number.isSafeInteger(options.expectedSize) && options.expectedSize >= 0)) {
-      throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `expectedSize must be a non-negative integer, got ${options.expectedSize}`);
+    if (
+      options.expectedSize !== undefined &&
+      !(Number.isSafeInteger(options.expectedSize) && options.expectedSize >= 0)
+    ) {
+      throw new LocalLLMError(
+        LocalLLMErrorCode.INVALID_OPTION,
+        `expectedSize must be a non-negative integer, got ${options.expectedSize}`,
+      );
     }
     return DownloadParams.create({
       cacheDir: this.cacheDir,
@@ -143,7 +149,11 @@ export class ModelManager {
       if (signal?.aborted) {
         throw abortError(signal);
       }
-      throw e instanceof LocalLLMError ? e : new LocalLLMError(LocalLLMErrorCode.DOWNLOAD_FAILED, e instanceof Error ? e.message : String(e), { cause: e });
+      throw e instanceof LocalLLMError
+        ? e
+        : new LocalLLMError(LocalLLMErrorCode.DOWNLOAD_FAILED, e instanceof Error ? e.message : String(e), {
+            cause: e,
+          });
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -173,7 +183,10 @@ export class ModelManager {
    * `expectedSha256` is given); null when not cached. A corrupt entry is dropped and rejects
    * with CACHE_CORRUPT.
    */
-  async getCachedModel(url: string, options: Pick<DownloadOptions, 'expectedSize' | 'expectedSha256'> = {}): Promise<CacheEntry | null> {
+  async getCachedModel(
+    url: string,
+    options: Pick<DownloadOptions, 'expectedSize' | 'expectedSha256'> = {},
+  ): Promise<CacheEntry | null> {
     const params = this.params(options);
     const e = await wrapAsync(LocalLLMErrorCode.CACHE_CORRUPT, () => getBindings().lookupCachedModel(url, params));
     return e === undefined ? null : toEntry(e);
@@ -181,7 +194,9 @@ export class ModelManager {
 
   /** All cached models whose files exist. */
   async listModels(): Promise<CacheEntry[]> {
-    return wrapSync(LocalLLMErrorCode.DOWNLOAD_FAILED, () => getBindings().listCachedModels(this.cacheDir)).map(toEntry);
+    return wrapSync(LocalLLMErrorCode.DOWNLOAD_FAILED, () => getBindings().listCachedModels(this.cacheDir)).map(
+      toEntry,
+    );
   }
 
   /** Remove a cached model (file, entry, partial download); true if it was cached. */

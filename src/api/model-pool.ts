@@ -90,7 +90,10 @@ export class ModelPool {
       return existing.model;
     }
     if (typeof path !== 'string') {
-      throw new LocalLLMError(LocalLLMErrorCode.INVALID_PATH, 'this engine loads models from files: pass a path, not a buffer');
+      throw new LocalLLMError(
+        LocalLLMErrorCode.INVALID_PATH,
+        'this engine loads models from files: pass a path, not a buffer',
+      );
     }
     const file = localPath(path);
     const { contextSize, ...modelOptions } = options;
@@ -105,7 +108,9 @@ export class ModelPool {
     }
     const mb = (b: number) => `${Math.round(b / (1024 * 1024))} MB`;
     if (this.maxModels > 0 && this.entries.size >= this.maxModels) {
-      throw insufficient(`the pool holds its maximum of ${this.maxModels} models: release or unload one before loading '${alias}'`);
+      throw insufficient(
+        `the pool holds its maximum of ${this.maxModels} models: release or unload one before loading '${alias}'`,
+      );
     }
     if (this.maxMemoryBytes > 0 && this.totalMemory() + need > this.maxMemoryBytes) {
       throw insufficient(
@@ -113,9 +118,17 @@ export class ModelPool {
       );
     }
     if (!check.canRun) {
-      throw insufficient(`'${alias}': ${check.reason ?? 'not enough memory'}${check.suggestion ? `. ${check.suggestion}` : ''}`);
+      throw insufficient(
+        `'${alias}': ${check.reason ?? 'not enough memory'}${check.suggestion ? `. ${check.suggestion}` : ''}`,
+      );
     }
-    const entry: Entry = { alias, model: Model.load(file, modelOptions), sizeBytes: need, refCount: 1, lastAccess: Date.now() };
+    const entry: Entry = {
+      alias,
+      model: Model.load(file, modelOptions),
+      sizeBytes: need,
+      refCount: 1,
+      lastAccess: Date.now(),
+    };
     this.entries.set(alias, entry);
     try {
       const model = await entry.model;

@@ -54,7 +54,10 @@ export class Model {
     const { loadModel, LoadOptions, CancelToken } = getBindings();
     // Unset options take the engine's defaults (the generated record's).
     const loadOptions = LoadOptions.create(
-      defined({ useMmap: options.useMmap, cpuOnly: options.compute === undefined ? undefined : options.compute === 'cpu' }),
+      defined({
+        useMmap: options.useMmap,
+        cpuOnly: options.compute === undefined ? undefined : options.compute === 'cpu',
+      }),
     );
     const token = new CancelToken();
     const onAbort = () => token.cancel();

@@ -34,7 +34,10 @@ export const BENCHMARK_OPTION_RULES: Record<keyof BenchmarkOptions, Rule> = {
 };
 
 /** The numeric options of a generation. A seed of -1 or 2^32-1 asks for a random seed (llama.cpp). */
-export const GENERATE_OPTION_RULES: Record<Exclude<keyof GenerateOptions, 'stop' | 'signal' | 'grammar' | 'grammarRoot' | 'responseFormat' | 'contextShift'>, Rule> = {
+export const GENERATE_OPTION_RULES: Record<
+  Exclude<keyof GenerateOptions, 'stop' | 'signal' | 'grammar' | 'grammarRoot' | 'responseFormat' | 'contextShift'>,
+  Rule
+> = {
   maxTokens: count(0),
   topK: count(0),
   seed: { integer: true, min: -1, max: U32_MAX },

@@ -67,7 +67,11 @@ function exhausted(promptTokens: number, available: number, contextSize: number)
 }
 
 /** The oldest non-system messages dropped one by one until the prompt fits (system ones stay). */
-function truncateOldest(messages: ChatMessage[], available: number, count: (m: ChatMessage[]) => number): ChatMessage[] {
+function truncateOldest(
+  messages: ChatMessage[],
+  available: number,
+  count: (m: ChatMessage[]) => number,
+): ChatMessage[] {
   const result = [...messages];
   let first = 0;
   while (first < result.length && result[first].role === 'system') {
@@ -117,7 +121,8 @@ export async function fitMessages(
   const originalMessageCount = messages.length;
   // The shift makes room as the answer grows: under 'sliding_window' at most the ratio is reserved.
   const ratio = Math.floor(contextSize * config.reserveRatio);
-  const reservedForGeneration = strategy === 'sliding_window' ? Math.min(maxTokens ?? ratio, ratio) : (maxTokens ?? ratio);
+  const reservedForGeneration =
+    strategy === 'sliding_window' ? Math.min(maxTokens ?? ratio, ratio) : (maxTokens ?? ratio);
   const available = Math.max(0, contextSize - reservedForGeneration);
   const promptTokens = count(messages);
   const meta = (kept: ChatMessage[], tokens: number, used?: ContextOverflowStrategy): ContextMetadata => ({
@@ -155,7 +160,10 @@ export async function fitMessages(
   if (strategy === 'error') {
     throw exhausted(count(current), available, contextSize);
   }
-  const kept = strategy === 'truncate_oldest' ? truncateOldest(current, available, count) : slidingWindow(current, available, count);
+  const kept =
+    strategy === 'truncate_oldest'
+      ? truncateOldest(current, available, count)
+      : slidingWindow(current, available, count);
   if (!kept.some((m) => m.role !== 'system')) {
     throw exhausted(count(current), available, contextSize);
   }
@@ -163,7 +171,10 @@ export async function fitMessages(
 }
 
 /** The native context shift of a checked `contextShift` option (undefined: none). */
-export function nativeContextShift(option: GenerateOptions['contextShift'], name = 'contextShift'): { nKeep?: number } | undefined {
+export function nativeContextShift(
+  option: GenerateOptions['contextShift'],
+  name = 'contextShift',
+): { nKeep?: number } | undefined {
   if (option === undefined || option === false) {
     return undefined;
   }

@@ -9,10 +9,37 @@ import { localPath } from './model';
  * and Q6_K; the IQ and TQ types reject with INVALID_OPTION.
  */
 export type QuantizationType =
-  | 'F32' | 'F16' | 'BF16' | 'Q4_0' | 'Q4_1' | 'Q5_0' | 'Q5_1' | 'Q8_0' | 'Q2_K'
-  | 'Q3_K_S' | 'Q3_K_M' | 'Q3_K_L' | 'Q4_K_S' | 'Q4_K_M' | 'Q5_K_S' | 'Q5_K_M' | 'Q6_K'
-  | 'IQ2_XXS' | 'IQ2_XS' | 'IQ2_S' | 'IQ2_M' | 'IQ3_XXS' | 'IQ3_XS' | 'IQ3_S' | 'IQ3_M'
-  | 'IQ4_NL' | 'IQ4_XS' | 'IQ1_S' | 'IQ1_M' | 'TQ1_0' | 'TQ2_0';
+  | 'F32'
+  | 'F16'
+  | 'BF16'
+  | 'Q4_0'
+  | 'Q4_1'
+  | 'Q5_0'
+  | 'Q5_1'
+  | 'Q8_0'
+  | 'Q2_K'
+  | 'Q3_K_S'
+  | 'Q3_K_M'
+  | 'Q3_K_L'
+  | 'Q4_K_S'
+  | 'Q4_K_M'
+  | 'Q5_K_S'
+  | 'Q5_K_M'
+  | 'Q6_K'
+  | 'IQ2_XXS'
+  | 'IQ2_XS'
+  | 'IQ2_S'
+  | 'IQ2_M'
+  | 'IQ3_XXS'
+  | 'IQ3_XS'
+  | 'IQ3_S'
+  | 'IQ3_M'
+  | 'IQ4_NL'
+  | 'IQ4_XS'
+  | 'IQ1_S'
+  | 'IQ1_M'
+  | 'TQ1_0'
+  | 'TQ2_0';
 
 /** Options of {@link quantize} (local-llm-js-core's `QuantizeOptions`, plus `signal`). */
 export interface QuantizeOptions {
@@ -45,7 +72,10 @@ export async function quantize(input: string, output: string, options: QuantizeO
   }
   const { threads, signal } = options;
   if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 1024)) {
-    throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `threads: expected an integer in 1..1024, got ${String(threads)}`);
+    throw new LocalLLMError(
+      LocalLLMErrorCode.INVALID_OPTION,
+      `threads: expected an integer in 1..1024, got ${String(threads)}`,
+    );
   }
   if (options.dryRun === true) {
     throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'dryRun: not supported');

@@ -38,4 +38,3 @@ export async function uniffiInitAsync() {
 export default {
   local_llm_ffi,
 };
-

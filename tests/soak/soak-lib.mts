@@ -116,7 +116,15 @@ export async function randomAborts(
     t ^= t + Math.imul(t ^ (t >>> 7), 61 | t);
     return ((t ^ (t >>> 14)) >>> 0) % n;
   };
-  const report: AbortReport = { operations: 0, aborted: 0, completed: 0, preempted: 0, unexpected: [], hung: 0, seconds: 0 };
+  const report: AbortReport = {
+    operations: 0,
+    aborted: 0,
+    completed: 0,
+    preempted: 0,
+    unexpected: [],
+    hung: 0,
+    seconds: 0,
+  };
   const start = Date.now();
   let abortsLeft = aborts;
   const one = async (context: InferenceContext): Promise<void> => {
@@ -160,7 +168,9 @@ export async function randomAborts(
     }
   };
   while (abortsLeft > 0 && report.hung === 0) {
-    const batch = Array.from({ length: parallel }, (_, i) => one(contexts[(i + rand(contexts.length)) % contexts.length]));
+    const batch = Array.from({ length: parallel }, (_, i) =>
+      one(contexts[(i + rand(contexts.length)) % contexts.length]),
+    );
     await Promise.all(batch);
   }
   report.seconds = (Date.now() - start) / 1000;

@@ -36,7 +36,9 @@ model.dispose();
 const failures = [
   ...(aborts.hung > 0 ? [`${aborts.hung} operations hung`] : []),
   ...aborts.unexpected.map((e) => `unexpected: ${e}`),
-  ...(loadFree.slopeKbPerCycle > maxSlope ? [`load/free RSS grows ${loadFree.slopeKbPerCycle.toFixed(2)} KB/cycle`] : []),
+  ...(loadFree.slopeKbPerCycle > maxSlope
+    ? [`load/free RSS grows ${loadFree.slopeKbPerCycle.toFixed(2)} KB/cycle`]
+    : []),
   ...(contexts.slopeKbPerCycle > maxSlope ? [`context RSS grows ${contexts.slopeKbPerCycle.toFixed(2)} KB/cycle`] : []),
 ];
 console.log(
