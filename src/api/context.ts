@@ -12,6 +12,7 @@ import {
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
 import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
 import { nativeContextShift } from './overflow';
+import { PausedStreams } from './paused-streams';
 import type {
   BatchResult,
   BenchmarkOptions,
@@ -172,11 +173,8 @@ function jsonSchema(format: ResponseFormat | undefined): string | undefined {
 export class InferenceContext {
   private handle: LlmContext | null;
   private lastResult: GenerationResult | null = null;
-  /**
-   * Cancel functions of this context's streams that are paused at a `yield` (oldest first), each
-   * with whether the stream is scheduled (shares the context's sequences, see `isScheduled`).
-   */
-  private readonly paused = new Map<() => void, boolean>();
+  /** This context's streams paused at a `yield` (see {@link PausedStreams}). */
+  private readonly paused = new PausedStreams();
 
   /** @internal Use {@link Model.createContext}. */
   constructor(handle: LlmContext) {
@@ -188,45 +186,6 @@ export class InferenceContext {
       throw disposedError('context');
     }
     return this.handle;
-  }
-
-  /** Cancel the paused streams, so that the request about to start does not wait on them. */
-  private preemptPaused(): void {
-    for (const cancel of this.paused.keys()) {
-      cancel();
-    }
-    this.paused.clear();
-  }
-
-  /**
-   * Before a generation with `params`: cancel the paused streams it would otherwise wait for. A
-   * request that runs alone waits for all of them; a scheduled one (on a context with several
-   * sequences) waits only for a free sequence, so it cancels the paused streams that run alone
-   * and, when paused streams hold every sequence, the oldest scheduled one.
-   */
-  private preemptFor(handle: LlmContext, scheduled: boolean): void {
-    if (!scheduled) {
-      this.preemptPaused();
-      return;
-    }
-    let held = 0;
-    for (const [cancel, isScheduled] of this.paused) {
-      if (isScheduled) {
-        held += 1;
-      } else {
-        cancel();
-        this.paused.delete(cancel);
-      }
-    }
-    const sequences = handle.maxSequences();
-    for (const cancel of this.paused.keys()) {
-      if (held < sequences) {
-        break;
-      }
-      cancel();
-      this.paused.delete(cancel);
-      held -= 1;
-    }
   }
 
   /** Context size in tokens. */
@@ -256,7 +215,7 @@ export class InferenceContext {
     try {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
       const scheduled = handle.isScheduled(params);
-      this.preemptFor(handle, scheduled);
+      this.paused.preemptFor(scheduled, handle.maxSequences());
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token)).catch(
         (e: unknown) => {
           // A scheduled request aborted before it got a sequence ends with an error, not a result.
@@ -314,7 +273,7 @@ export class InferenceContext {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
         prompts.map((prompt, i) => toParams(prompt, list[i])),
       );
-      this.preemptPaused();
+      this.paused.preemptAll();
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generateBatch(params, token));
       const results = native.map((r, i) => toResult(r, list[i].nProbs !== undefined));
       this.lastResult = results[results.length - 1] ?? this.lastResult;
@@ -369,7 +328,7 @@ export class InferenceContext {
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
     const scheduled = handle.isScheduled(params);
-    this.preemptFor(handle, scheduled);
+    this.paused.preemptFor(scheduled, handle.maxSequences());
     const withLogprobs = options.nProbs !== undefined;
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
@@ -397,11 +356,11 @@ export class InferenceContext {
           parts.push({ text: '', logprobs });
         }
         for (const part of parts) {
-          this.paused.set(preempt, scheduled);
+          this.paused.pause(preempt, scheduled);
           try {
             yield part;
           } finally {
-            this.paused.delete(preempt);
+            this.paused.resume(preempt);
           }
           if (preempted) {
             throw preemptedError();
@@ -447,7 +406,7 @@ export class InferenceContext {
   async benchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
     const handle = this.ensureHandle();
     checkOptions(options, BENCHMARK_OPTION_RULES);
-    this.preemptPaused();
+    this.paused.preemptAll();
     const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
       handle.benchmark({
         promptTokens: options.promptTokens ?? 64,
@@ -468,14 +427,14 @@ export class InferenceContext {
   /** Evaluate one token so the first request runs at full speed (async here). */
   async warmup(): Promise<void> {
     const handle = this.ensureHandle();
-    this.preemptPaused();
+    this.paused.preemptAll();
     await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.warmup());
   }
 
   /** Addition: empty the KV cache (waits for a running generation). */
   async clear(): Promise<void> {
     const handle = this.ensureHandle();
-    this.preemptPaused();
+    this.paused.preemptAll();
     await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.clear());
   }
 
@@ -494,7 +453,7 @@ export class InferenceContext {
     const onAbort = () => token.cancel();
     signal?.addEventListener('abort', onAbort);
     try {
-      this.preemptPaused();
+      this.paused.preemptAll();
       return Array.from(await wrapAsync(LocalLLMErrorCode.EMBEDDING_FAILED, () => handle.embed(text, token)));
     } catch (e) {
       throw signal?.aborted ? abortError(signal) : e;
@@ -510,7 +469,7 @@ export class InferenceContext {
    */
   async saveSession(path: string): Promise<number> {
     const handle = this.ensureHandle();
-    this.preemptPaused();
+    this.paused.preemptAll();
     return wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.saveSession(path));
   }
 
@@ -521,7 +480,7 @@ export class InferenceContext {
    */
   async loadSession(path: string): Promise<SessionLoadResult> {
     const handle = this.ensureHandle();
-    this.preemptPaused();
+    this.paused.preemptAll();
     const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.loadSession(path));
     return { tokens_loaded: r.tokensLoaded, prompt: r.prompt };
   }
