@@ -200,8 +200,12 @@ export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 /** Receives engine log messages. */
 export type LogCallback = (level: LogLevel, message: string) => void;
 
-/** Options of {@link LocalLLM.create}. */
-export interface LocalLLMOptions {
+/**
+ * Options of {@link LocalLLM.create}: the model's ({@link ModelOptions}) and its context's
+ * ({@link ContextOptions}), defined once there, plus where the model comes from and the
+ * instance's own settings.
+ */
+export interface LocalLLMOptions extends ModelOptions, ContextOptions {
   /**
    * Path of a local GGUF file (`/...`, `./...`, `file://...`), or an http(s) URL or Hugging Face
    * shorthand `user/repo[/branch]/file.gguf` to download into the cache first (ModelManager).
@@ -215,26 +219,8 @@ export interface LocalLLMOptions {
   expectedSha256?: string;
   /** Addition: download progress in bytes (`onProgress` gets the percent). */
   onDownloadProgress?: (downloaded: number, total: number, percent: number) => void;
-  /** See {@link ComputeMode}. */
-  compute?: ComputeMode;
-  /** Accepted for compatibility (see {@link ModelOptions.gpuLayers}). */
-  gpuLayers?: number;
-  /** Memory-map the model file (default true). */
-  useMmap?: boolean;
-  /** Context size in tokens. */
-  contextSize?: number;
-  /** Prompt tokens per forward pass. */
-  batchSize?: number;
-  /** Worker threads. */
-  threads?: number;
-  /** Sequences generated at once by `chat.completions.createBatch` (see {@link ContextOptions.maxSequences}). */
-  maxSequences?: number;
   /** Speculative decoding with this draft model (a local GGUF path; a smaller model with the same vocabulary). */
   draftModel?: string;
-  /** See {@link ContextOptions.draftNMax}. */
-  draftNMax?: number;
-  /** Addition: see {@link ContextOptions.promptLookup}. */
-  promptLookup?: number;
   /** Download progress in percent (for a URL model), then 100 once the model is loaded. */
   onProgress?: (percent: number) => void;
   /** Receives engine logs. */
@@ -243,8 +229,6 @@ export interface LocalLLMOptions {
   logLevel?: LogLevel;
   /** Evaluate one token after loading so the first request runs at full speed (default true). */
   warmup?: boolean;
-  /** Addition: abort model loading. */
-  signal?: AbortSignal;
   /**
    * What a chat does when its messages leave too little room for the answer (local-llm-js-core):
    * 'error', 'truncate_oldest', 'sliding_window' or a {@link ContextOverflowConfig}. Unset: no
