@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::context::{CancelOnDrop, CancelToken, LlmContext};
+use crate::context::{cancellable, CancelToken, LlmContext};
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult};
 use crate::scheduled::scheduled_request;
@@ -21,19 +21,17 @@ impl LlmContext {
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<GenerationResult>, LlmError> {
         let shared = self.check()?;
-        let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
-        let mut guard = CancelOnDrop(Some(flag.clone()));
-        let result = crate::run_blocking(Stage::Generate, move || {
-            let requests = params
-                .iter()
-                .map(GenerateParams::to_request)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| LlmError::from_engine(e, Stage::Generate))?;
-            shared.generate_batch(&requests, &flag)
+        cancellable(cancel, |flag| {
+            crate::run_blocking(Stage::Generate, move || {
+                let requests = params
+                    .iter()
+                    .map(GenerateParams::to_request)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| LlmError::from_engine(e, Stage::Generate))?;
+                shared.generate_batch(&requests, &flag)
+            })
         })
-        .await;
-        guard.0 = None;
-        result
+        .await
     }
 
     /// Sequences this context can generate at once (its `max_sequences`).

@@ -67,7 +67,7 @@ impl CancelToken {
 }
 
 /// Sets a flag when dropped: an async call whose future JavaScript abandons stops its worker.
-pub(crate) struct CancelOnDrop(pub(crate) Option<Arc<AtomicBool>>);
+struct CancelOnDrop(Option<Arc<AtomicBool>>);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
@@ -75,6 +75,23 @@ impl Drop for CancelOnDrop {
             flag.store(true, Ordering::Relaxed);
         }
     }
+}
+
+/// The one way an async call takes its cancellation: `work` gets the flag of `cancel` (a fresh
+/// one without a token), and the flag is also set when the call's future is dropped before it
+/// completes (JavaScript abandoned it), so the worker stops either way.
+pub(crate) async fn cancellable<T, Fut>(
+    cancel: Option<Arc<CancelToken>>,
+    work: impl FnOnce(Arc<AtomicBool>) -> Fut,
+) -> T
+where
+    Fut: std::future::Future<Output = T>,
+{
+    let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
+    let mut guard = CancelOnDrop(Some(flag.clone()));
+    let result = work(flag).await;
+    guard.0 = None;
+    result
 }
 
 /// An inference context: a KV cache and worker threads for one model.
@@ -133,20 +150,18 @@ impl LlmContext {
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<GenerationResult, LlmError> {
         let shared = self.check()?;
-        let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
-        let mut guard = CancelOnDrop(Some(flag.clone()));
-        let scheduled = crate::scheduled::generate(&shared, &params, &flag).await;
-        let result = match scheduled {
-            Some(result) => result,
-            None => {
-                crate::run_blocking(Stage::Generate, move || {
-                    shared.generate(&params, &flag, &mut |_| {}, Stage::Generate)
-                })
-                .await
+        cancellable(cancel, |flag| async move {
+            match crate::scheduled::generate(&shared, &params, &flag).await {
+                Some(result) => result,
+                None => {
+                    crate::run_blocking(Stage::Generate, move || {
+                        shared.generate(&params, &flag, &mut |_| {}, Stage::Generate)
+                    })
+                    .await
+                }
             }
-        };
-        guard.0 = None;
-        result
+        })
+        .await
     }
 
     /// Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
@@ -208,17 +223,15 @@ impl LlmContext {
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<f32>, LlmError> {
         let shared = self.check()?;
-        let flag = cancel.map_or_else(Default::default, |c| c.flag.clone());
-        let mut guard = CancelOnDrop(Some(flag.clone()));
-        let result = crate::run_blocking(Stage::Embed, move || {
-            shared.with_engine(|ctx| {
-                ctx.embed(&text, Some(&flag))
-                    .map_err(|e| LlmError::from_engine(e, Stage::Embed))
+        cancellable(cancel, |flag| {
+            crate::run_blocking(Stage::Embed, move || {
+                shared.with_engine(|ctx| {
+                    ctx.embed(&text, Some(&flag))
+                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
+                })
             })
         })
-        .await;
-        guard.0 = None;
-        result
+        .await
     }
 
     /// Release the KV cache and worker threads; a running generation is cancelled first.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use local_llm_engine::quantize::{QuantizeOptions, Target};
 
-use crate::context::CancelToken;
+use crate::context::{cancellable, CancelToken};
 use crate::error::{LlmError, Stage};
 
 /// Options of [`quantize_model`] (local-llm-js-core's `QuantizeOptions`).
@@ -34,19 +34,20 @@ pub async fn quantize_model(
     params: QuantizeParams,
     cancel: Option<Arc<CancelToken>>,
 ) -> Result<(), LlmError> {
-    let options = QuantizeOptions {
-        threads: params.threads.unwrap_or(0) as usize,
-        cancel: cancel.map(|c| c.flag.clone()),
-        allow_requantize: params.allow_requantize.unwrap_or(false),
-        quantize_output_tensor: params.quantize_output_tensor.unwrap_or(true),
-        pure: params.pure.unwrap_or(false),
-    };
-    crate::run_blocking(Stage::Quantize, move || {
-        let result = Target::from_name(&params.quant_type)
-            .and_then(|target| target.write(&input, &output, &options));
-        result
-            .map(|_| ())
-            .map_err(|e| LlmError::from_engine(e, Stage::Quantize))
+    cancellable(cancel, |flag| {
+        let options = QuantizeOptions {
+            threads: params.threads.unwrap_or(0) as usize,
+            cancel: Some(flag),
+            allow_requantize: params.allow_requantize.unwrap_or(false),
+            quantize_output_tensor: params.quantize_output_tensor.unwrap_or(true),
+            pure: params.pure.unwrap_or(false),
+        };
+        crate::run_blocking(Stage::Quantize, move || {
+            Target::from_name(&params.quant_type)
+                .and_then(|target| target.write(&input, &output, &options))
+                .map(|_| ())
+                .map_err(|e| LlmError::from_engine(e, Stage::Quantize))
+        })
     })
     .await
 }
