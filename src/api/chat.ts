@@ -1,5 +1,5 @@
 import type { InferenceContext, PromptSource } from './context';
-import { GENERATE_OPTION_RULES, checkOptions, invalidOption, stopList } from './options';
+import { checkOptions, generateOptionRules, invalidOption, stopList } from './options';
 import { type Fitted, type Normalized, checkStrategy, fitMessages, normalizeOverflow } from './overflow';
 import type {
   ChatCompletionChunk,
@@ -130,7 +130,7 @@ export class ChatCompletions {
       responseFormat: params.response_format,
       grammar: params.grammar,
     };
-    checkOptions(options, GENERATE_OPTION_RULES, OPENAI_NAMES);
+    checkOptions(options, generateOptionRules(), OPENAI_NAMES);
     return options;
   }
 

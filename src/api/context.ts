@@ -10,7 +10,7 @@ import {
   toResult,
 } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
-import { BENCHMARK_OPTION_RULES, GENERATE_OPTION_RULES, checkOptions, nativeSeed, stopList } from './options';
+import { benchmarkOptionRules, checkOptions, generateOptionRules, nativeSeed, stopList } from './options';
 import { nativeContextShift } from './overflow';
 import { PausedStreams } from './paused-streams';
 import type {
@@ -64,7 +64,7 @@ function toParams(
   o: GenerateOptions,
   names: Partial<Record<keyof GenerateOptions, string>> = {},
 ): GenerateParams {
-  checkOptions(o, GENERATE_OPTION_RULES, names);
+  checkOptions(o, generateOptionRules(), names);
   const stop = stopList(o.stop, names.stop);
   const { GenerateParams, SamplingParams } = getBindings();
   const sampling = SamplingParams.create(
@@ -405,7 +405,7 @@ export class InferenceContext {
   /** Measure prompt processing and generation speed (async here; sync in local-llm-rn). */
   async benchmark(options: BenchmarkOptions = {}): Promise<BenchmarkResult> {
     const handle = this.ensureHandle();
-    checkOptions(options, BENCHMARK_OPTION_RULES);
+    checkOptions(options, benchmarkOptionRules());
     this.paused.preemptAll();
     const r = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
       handle.benchmark({

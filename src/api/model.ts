@@ -4,7 +4,7 @@ import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
-import { CONTEXT_OPTION_RULES, ESTIMATE_OPTION_RULES, checkOptions } from './options';
+import { ESTIMATE_OPTION_RULES, checkOptions, contextOptionRules } from './options';
 import type {
   ChatMessage,
   ContextOptions,
@@ -110,7 +110,7 @@ export class Model {
   /** Create an inference context (its own KV cache). */
   createContext(options: ContextOptions & { draftModel?: Model } = {}): InferenceContext {
     const handle = this.ensureHandle();
-    checkOptions(options, CONTEXT_OPTION_RULES);
+    checkOptions(options, contextOptionRules());
     const bindings = getBindings();
     // Unset options take the engine's defaults (the generated record's).
     const native = bindings.ContextOptions.create(

@@ -1,7 +1,11 @@
 // The one table of the numeric options' rules, checked before anything reaches the native layer
-// (where a JS number would otherwise be truncated or wrapped to the native integer type). Ranges
-// of real-valued sampling options are the engine's (`SamplingParams::validate`): they are
-// checked there and reported with the same INVALID_OPTION code.
+// (where a JS number would otherwise be truncated or wrapped to the native integer type). The
+// bounds the engine owns (sequences, drafts, lookup n-grams, top log-probabilities, benchmark
+// iterations) are read from it (`engineLimits()`), not restated here. Ranges of real-valued
+// sampling options are the engine's (`SamplingParams::validate`): they are checked there and
+// reported with the same INVALID_OPTION code.
+import type { EngineLimits } from '../generated/local_llm_ffi';
+import { getBindings } from './bindings';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
 import type { BenchmarkOptions, ContextOptions, GenerateOptions } from './types';
 
@@ -11,45 +15,61 @@ const U32_MAX = 2 ** 32 - 1;
 type Rule = { integer: true; min: number; max: number } | { integer: false };
 
 const count = (min: number): Rule => ({ integer: true, min, max: U32_MAX });
+const upTo = (min: number, max: number): Rule => ({ integer: true, min, max });
 const real: Rule = { integer: false };
 
+let limits: EngineLimits | undefined;
+
+/** The engine's option bounds (read once from the native layer). */
+function engineLimits(): EngineLimits {
+  limits ??= getBindings().engineLimits();
+  return limits;
+}
+
 /** The numeric options of a context (0 for `contextSize` / `threads` means the default). */
-export const CONTEXT_OPTION_RULES: Record<keyof ContextOptions, Rule> = {
-  contextSize: count(0),
-  batchSize: count(1),
-  threads: count(0),
-  maxSequences: count(1),
-  draftNMax: { integer: true, min: 0, max: 64 },
-  promptLookup: { integer: true, min: 0, max: 16 },
-};
+export function contextOptionRules(): Record<keyof ContextOptions, Rule> {
+  const l = engineLimits();
+  return {
+    contextSize: count(0),
+    batchSize: count(1),
+    threads: count(0),
+    maxSequences: upTo(1, l.maxSequences),
+    draftNMax: upTo(0, l.maxDraft),
+    promptLookup: upTo(0, l.maxLookupNgram),
+  };
+}
 
 /** The options of a memory estimate (`canRunModel`, `canRunModelFile`, `Model.estimateMemory`). */
-export const ESTIMATE_OPTION_RULES: Record<'contextSize', Rule> = { contextSize: CONTEXT_OPTION_RULES.contextSize };
+export const ESTIMATE_OPTION_RULES: Record<'contextSize', Rule> = { contextSize: count(0) };
 
-/** The options of a benchmark (the engine runs at most 100 iterations). */
-export const BENCHMARK_OPTION_RULES: Record<keyof BenchmarkOptions, Rule> = {
-  promptTokens: count(1),
-  generateTokens: count(1),
-  iterations: { integer: true, min: 1, max: 100 },
-};
+/** The options of a benchmark. */
+export function benchmarkOptionRules(): Record<keyof BenchmarkOptions, Rule> {
+  return {
+    promptTokens: count(1),
+    generateTokens: count(1),
+    iterations: upTo(1, engineLimits().maxBenchmarkIterations),
+  };
+}
 
 /** The numeric options of a generation. A seed of -1 or 2^32-1 asks for a random seed (llama.cpp). */
-export const GENERATE_OPTION_RULES: Record<
+export function generateOptionRules(): Record<
   Exclude<keyof GenerateOptions, 'stop' | 'signal' | 'grammar' | 'grammarRoot' | 'responseFormat' | 'contextShift'>,
   Rule
-> = {
-  maxTokens: count(0),
-  topK: count(0),
-  seed: { integer: true, min: -1, max: U32_MAX },
-  temperature: real,
-  topP: real,
-  typicalP: real,
-  minP: real,
-  repeatPenalty: real,
-  frequencyPenalty: real,
-  presencePenalty: real,
-  nProbs: { integer: true, min: 0, max: 20 },
-};
+> {
+  return {
+    maxTokens: count(0),
+    topK: count(0),
+    seed: { integer: true, min: -1, max: U32_MAX },
+    temperature: real,
+    topP: real,
+    typicalP: real,
+    minP: real,
+    repeatPenalty: real,
+    frequencyPenalty: real,
+    presencePenalty: real,
+    nProbs: upTo(0, engineLimits().maxTopLogprobs),
+  };
+}
 
 /** The error for option `name` set to `value`. */
 export function invalidOption(name: string, value: unknown, expected: string): LocalLLMError {

@@ -12,191 +12,377 @@ import {
   type UniffiGcObject,
   type UniffiRustFutureContinuationCallback as RuntimeUniffiRustFutureContinuationCallback,
   type UniffiResult,
- } from '@ubjs/core';
+} from '@ubjs/core';
 
 interface NativeModuleInterface {
-    ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(string: string, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(string: string, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(buffer: Uint8Array, uniffi_out_err: UniffiRustCallStatus): string;
-    ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buffer: any, offset: number, length: number): string;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_u8(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_u8(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_u8(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_u8(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_i8(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_i8(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_i8(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_i8(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_u16(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_u16(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_u16(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_u16(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_i16(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_i16(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_i16(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_i16(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_u32(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_u32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_u32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_u32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_i32(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_i32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_i32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_i32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_u64(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_u64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_u64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_ffi_local_llm_ffi_rust_future_free_u64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_i64(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_i64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_i64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_ffi_local_llm_ffi_rust_future_free_i64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_f32(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_f32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_f32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_f32(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_f64(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_f64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_f64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_ffi_local_llm_ffi_rust_future_free_f64(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer(handle: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_poll_void(handle: bigint, callback: UniffiRustFutureContinuationCallback, callbackData: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_cancel_void(handle: bigint): void;
-    ubrn_ffi_local_llm_ffi_rust_future_complete_void(handle: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_ffi_local_llm_ffi_rust_future_free_void(handle: bigint): void;
-    ubrn_uniffi_local_llm_ffi_fn_clone_canceltoken(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_free_canceltoken(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_clone_llmcontext(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_free_llmcontext(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_free_llmmodel(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(model: Uint8Array, params: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(kind: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_device_memory(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(path: Uint8Array, contextSize: number): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(reason: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(model: Uint8Array, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(cacheDir: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array, cancel: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(model: Uint8Array, params: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(model: Uint8Array, cacheDir: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(input: Uint8Array, output: Uint8Array, params: Uint8Array, cancel: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(model: Uint8Array, cacheDir: Uint8Array, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(model: Uint8Array, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(enabled: number, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_func_set_log_level(level: Uint8Array, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_func_start_download(model: Uint8Array, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_constructor_canceltoken_new(uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_cancel(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_is_cancelled(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(uniffiSelf: bigint): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_benchmark(uniffiSelf: bigint, params: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_clear(uniffiSelf: bigint): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(uniffiSelf: bigint, text: Uint8Array, cancel: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(uniffiSelf: bigint, params: Uint8Array, cancel: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffiSelf: bigint, path: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffiSelf: bigint, path: Uint8Array): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(uniffiSelf: bigint, params: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(uniffiSelf: bigint, messages: Uint8Array, addGenerationPrompt: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(uniffiSelf: bigint, options: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(uniffiSelf: bigint, options: Uint8Array, speculative: Uint8Array, draft: Uint8Array, uniffi_out_err: UniffiRustCallStatus): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(uniffiSelf: bigint, tokens: Uint8Array, special: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(uniffiSelf: bigint, contextSize: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): number;
-    ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(uniffiSelf: bigint, text: Uint8Array, addSpecial: number, parseSpecial: number, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-    ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_cancel(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
-    ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_finish(uniffiSelf: bigint): bigint;
-    ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(uniffiSelf: bigint): bigint;
-    ubrn_ffi_local_llm_ffi_uniffi_contract_version(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_device_memory(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_get_backends(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_library_version(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_load_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_func_start_download(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_cancel(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_clear(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish(): number;
-    ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next(): number;
-    ubrn_uniffi_internal_fn_method_canceltoken_ffi__bless_pointer(pointer: bigint, uniffi_out_err: UniffiRustCallStatus): UniffiGcObject;
-    ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(pointer: bigint, uniffi_out_err: UniffiRustCallStatus): UniffiGcObject;
-    ubrn_uniffi_internal_fn_method_tokenstream_ffi__bless_pointer(pointer: bigint, uniffi_out_err: UniffiRustCallStatus): UniffiGcObject;
-    ubrn_uniffi_internal_fn_method_llmcontext_ffi__bless_pointer(pointer: bigint, uniffi_out_err: UniffiRustCallStatus): UniffiGcObject;
-    ubrn_uniffi_internal_fn_method_llmmodel_ffi__bless_pointer(pointer: bigint, uniffi_out_err: UniffiRustCallStatus): UniffiGcObject;
-    // Codegen call sites use these via `nativeModule().rustbuffer_alloc(...)`
-    // and `nativeModule().rustbuffer_free(...)`. The JSI host object exposes
-    // them as properties; see `props["rustbuffer_alloc"]` / `props["rustbuffer_free"]`
-    // in the C++ wrapper template.
-    rustbuffer_alloc(n: number): Uint8Array;
-    rustbuffer_free(view: Uint8Array): void;
+  ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(string: string, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(string: string, uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(
+    buffer: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): string;
+  ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buffer: any, offset: number, length: number): string;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_u8(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_u8(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_u8(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_u8(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_i8(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_i8(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_i8(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_i8(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_u16(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_u16(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_u16(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_u16(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_i16(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_i16(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_i16(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_i16(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_u32(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_u32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_u32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_u32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_i32(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_i32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_i32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_i32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_u64(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_u64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_u64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_ffi_local_llm_ffi_rust_future_free_u64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_i64(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_i64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_i64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_ffi_local_llm_ffi_rust_future_free_i64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_f32(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_f32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_f32(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_f32(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_f64(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_f64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_f64(handle: bigint, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_ffi_local_llm_ffi_rust_future_free_f64(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer(
+    handle: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_poll_void(
+    handle: bigint,
+    callback: UniffiRustFutureContinuationCallback,
+    callbackData: bigint,
+  ): void;
+  ubrn_ffi_local_llm_ffi_rust_future_cancel_void(handle: bigint): void;
+  ubrn_ffi_local_llm_ffi_rust_future_complete_void(handle: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_ffi_local_llm_ffi_rust_future_free_void(handle: bigint): void;
+  ubrn_uniffi_local_llm_ffi_fn_clone_canceltoken(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_free_canceltoken(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_clone_llmcontext(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_free_llmcontext(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_free_llmmodel(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(model: Uint8Array, params: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(
+    kind: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_device_memory(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_engine_limits(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(path: Uint8Array, contextSize: number): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(
+    reason: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(
+    reason: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(model: Uint8Array, uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
+    cacheDir: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_load_model(path: Uint8Array, options: Uint8Array, cancel: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(model: Uint8Array, params: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(
+    model: Uint8Array,
+    cacheDir: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(uniffi_out_err: UniffiRustCallStatus): number;
+  ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(
+    input: Uint8Array,
+    output: Uint8Array,
+    params: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(
+    model: Uint8Array,
+    cacheDir: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(
+    model: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(enabled: number, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_func_set_log_level(level: Uint8Array, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_func_start_download(
+    model: Uint8Array,
+    params: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_constructor_canceltoken_new(uniffi_out_err: UniffiRustCallStatus): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_cancel(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): void;
+  ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_is_cancelled(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): void;
+  ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(uniffiSelf: bigint): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_benchmark(uniffiSelf: bigint, params: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_clear(uniffiSelf: bigint): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): void;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(
+    uniffiSelf: bigint,
+    text: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(
+    uniffiSelf: bigint,
+    params: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(
+    uniffiSelf: bigint,
+    params: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
+    uniffiSelf: bigint,
+    params: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffiSelf: bigint, path: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffiSelf: bigint, path: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(
+    uniffiSelf: bigint,
+    params: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(uniffiSelf: bigint): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(
+    uniffiSelf: bigint,
+    messages: Uint8Array,
+    addGenerationPrompt: number,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(
+    uniffiSelf: bigint,
+    options: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(
+    uniffiSelf: bigint,
+    options: Uint8Array,
+    speculative: Uint8Array,
+    draft: Uint8Array,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(
+    uniffiSelf: bigint,
+    tokens: Uint8Array,
+    special: number,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(uniffiSelf: bigint, uniffi_out_err: UniffiRustCallStatus): void;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
+    uniffiSelf: bigint,
+    contextSize: number,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(
+    uniffiSelf: bigint,
+    text: Uint8Array,
+    addSpecial: number,
+    parseSpecial: number,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_cancel(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): void;
+  ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_finish(uniffiSelf: bigint): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(uniffiSelf: bigint): bigint;
+  ubrn_ffi_local_llm_ffi_uniffi_contract_version(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_device_memory(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_engine_limits(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_get_backends(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_library_version(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_load_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_start_download(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_cancel(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_clear(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next(): number;
+  ubrn_uniffi_internal_fn_method_canceltoken_ffi__bless_pointer(
+    pointer: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): UniffiGcObject;
+  ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(
+    pointer: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): UniffiGcObject;
+  ubrn_uniffi_internal_fn_method_tokenstream_ffi__bless_pointer(
+    pointer: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): UniffiGcObject;
+  ubrn_uniffi_internal_fn_method_llmcontext_ffi__bless_pointer(
+    pointer: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): UniffiGcObject;
+  ubrn_uniffi_internal_fn_method_llmmodel_ffi__bless_pointer(
+    pointer: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): UniffiGcObject;
+  // Codegen call sites use these via `nativeModule().rustbuffer_alloc(...)`
+  // and `nativeModule().rustbuffer_free(...)`. The JSI host object exposes
+  // them as properties; see `props["rustbuffer_alloc"]` / `props["rustbuffer_free"]`
+  // in the C++ wrapper template.
+  rustbuffer_alloc(n: number): Uint8Array;
+  rustbuffer_free(view: Uint8Array): void;
 }
 
 const getter: () => NativeModuleInterface = () => (globalThis as any).NativeLocalLlmFfi;

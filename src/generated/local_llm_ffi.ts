@@ -3,18 +3,53 @@
 /* tslint:disable */
 /* eslint-disable */
 // @ts-nocheck
-import nativeModule from "./local_llm_ffi-ffi";
-import { type UniffiRustFutureContinuationCallback, type UniffiForeignFutureDroppedCallback, type UniffiForeignFutureDroppedCallbackStruct,
-} from "./local_llm_ffi-ffi";
-import { type FfiConverter, type UniffiByteArray, type UniffiGcObject, type UniffiHandle, type UniffiObjectFactory, AbstractFfiConverterByteArray, Cursor, FfiConverterArray, FfiConverterArrayBuffer, FfiConverterBool, FfiConverterFloat32, FfiConverterFloat64, FfiConverterMap, FfiConverterObject, FfiConverterOptional, FfiConverterUInt16, FfiConverterUInt32, FfiConverterUInt64, FfiConverterUInt8, RustBuffer, UniffiAbstractObject, UniffiEnum, UniffiError, UniffiInternalError, UniffiRustCaller, destructorGuardSymbol, pointerLiteralSymbol, uniffiCreateFfiConverterString, uniffiCreateRecord, uniffiRustCallAsync, uniffiTypeNameSymbol, variantOrdinalSymbol,
-} from "@ubjs/core";
+import nativeModule from './local_llm_ffi-ffi';
+import {
+  type UniffiRustFutureContinuationCallback,
+  type UniffiForeignFutureDroppedCallback,
+  type UniffiForeignFutureDroppedCallbackStruct,
+} from './local_llm_ffi-ffi';
+import {
+  type FfiConverter,
+  type UniffiByteArray,
+  type UniffiGcObject,
+  type UniffiHandle,
+  type UniffiObjectFactory,
+  AbstractFfiConverterByteArray,
+  Cursor,
+  FfiConverterArray,
+  FfiConverterArrayBuffer,
+  FfiConverterBool,
+  FfiConverterFloat32,
+  FfiConverterFloat64,
+  FfiConverterMap,
+  FfiConverterObject,
+  FfiConverterOptional,
+  FfiConverterUInt16,
+  FfiConverterUInt32,
+  FfiConverterUInt64,
+  FfiConverterUInt8,
+  RustBuffer,
+  UniffiAbstractObject,
+  UniffiEnum,
+  UniffiError,
+  UniffiInternalError,
+  UniffiRustCaller,
+  destructorGuardSymbol,
+  pointerLiteralSymbol,
+  uniffiCreateFfiConverterString,
+  uniffiCreateRecord,
+  uniffiRustCallAsync,
+  uniffiTypeNameSymbol,
+  variantOrdinalSymbol,
+} from '@ubjs/core';
 const uniffiCaller = new UniffiRustCaller(() => ({ code: 0 }));
 
 const uniffiIsDebug =
   // @ts-ignore -- The process global might not be defined
-  typeof process !== "object" ||
+  typeof process !== 'object' ||
   // @ts-ignore -- The process global might not be defined
-  process?.env?.NODE_ENV !== "production" ||
+  process?.env?.NODE_ENV !== 'production' ||
   false;
 
 // Public interface members begin here.
@@ -23,752 +58,821 @@ const uniffiIsDebug =
  * Check the file an app's own downloader wrote to [`model_cache_path`] against the expected
  * size and SHA-256 and enter it in the cache index (a file that fails is deleted).
  */
-export async function adoptDownloadedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry> /*throws*/ {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeCacheEntry.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+export async function adoptDownloadedModel(
+  model: string,
+  params: DownloadParams,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<CacheEntry> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(
+          FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+          FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
         );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      // Borrowed view over foreign memory: the call site owns the free,
+      // as on the sync paths. Unconditional — a no-op where buffers are
+      // already JS-owned.
+      /*liftFunc:*/ (__rb) => {
+        try {
+          return FfiConverterTypeCacheEntry.lift(__rb);
+        } finally {
+          nativeModule().rustbuffer_free(__rb);
         }
-        throw __error;
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * The default cache folder of this platform, if it has one (phones: pass `cacheDir`).
  */
 export function defaultModelCacheDir(): string | undefined {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterOptionalString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterOptionalString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * The engine's name of a device kind ("cpu", "accelerator").
  */
 export function deviceKindName(kind: DeviceKind): string {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(
         FfiConverterTypeDeviceKind.lower(kind, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Read the host's total and available memory.
  */
 export function deviceMemory(): HostMemory {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_memory(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterTypeHostMemory.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_device_memory(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterTypeHostMemory.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
+
+/**
+ * The engine's option bounds.
+ */
+export function engineLimits(): EngineLimits {
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_engine_limits(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterTypeEngineLimits.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
  * from its metadata alone (weights plus f16 KV cache), without loading the weights.
  */
-export async function estimateModelMemory(path: string, contextSize: number, asyncOpts_?: { signal: AbortSignal }): Promise<MemoryEstimate> /*throws*/ {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeMemoryEstimate.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+export async function estimateModelMemory(
+  path: string,
+  contextSize: number,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<MemoryEstimate> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(
+          FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
+          FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
         );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      // Borrowed view over foreign memory: the call site owns the free,
+      // as on the sync paths. Unconditional — a no-op where buffers are
+      // already JS-owned.
+      /*liftFunc:*/ (__rb) => {
+        try {
+          return FfiConverterTypeMemoryEstimate.lift(__rb);
+        } finally {
+          nativeModule().rustbuffer_free(__rb);
         }
-        throw __error;
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * The engine's short name of a finish reason ("eog", "stop_string", "max_tokens",
  * "context_full", "cancelled", "tool_calls", "grammar_complete", "grammar_dead_end").
  */
 export function finishReasonName(reason: FinishReason): string {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(
         FfiConverterTypeFinishReason.lower(reason, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * OpenAI's `finish_reason` for a finish reason ("stop", "length" or "tool_calls").
  */
 export function finishReasonOpenaiName(reason: FinishReason): string {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_openai_name(
         FfiConverterTypeFinishReason.lower(reason, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * The devices the engine can use on this host (accelerators first, the CPU last).
  */
 export function getBackends(): Array<DeviceInfo> {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_get_backends(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterSequenceTypeDeviceInfo.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_get_backends(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterSequenceTypeDeviceInfo.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Whether `model` is an http(s) URL or a download shorthand (rather than a file path).
  */
 export function isRemoteModel(model: string): boolean {
-    return FfiConverterBool.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(
-        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
+  return FfiConverterBool.lift(
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(
+          FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ),
+  );
+}
 
 /**
  * The version of this library.
  */
 export function libraryVersion(): string {
-    const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_library_version(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_library_version(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * The cache entries whose files exist.
  */
 export function listCachedModels(cacheDir: string | undefined): Array<CacheEntry> /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
+  const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+    /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
         FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterSequenceTypeCacheEntry.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterSequenceTypeCacheEntry.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Load a GGUF model (on a worker thread). A missing file gives INVALID_PATH, a file that is
  * not a usable model MODEL_LOAD_FAILED. A load cancelled with `cancel` before it starts or
  * before it returns fails with a "cancelled" MODEL_LOAD_FAILED (the weights are released).
  */
-export async function loadModel(path: string, options: LoadOptions, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<LlmModelLike> /*throws*/ {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),FfiConverterTypeLoadOptions.lower(options, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u64,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_u64,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_u64,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_u64,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            /*liftFunc:*/ FfiConverterTypeLlmModel.lift.bind(FfiConverterTypeLlmModel),
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+export async function loadModel(
+  path: string,
+  options: LoadOptions,
+  cancel: CancelTokenLike | undefined,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<LlmModelLike> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_load_model(
+          FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
+          FfiConverterTypeLoadOptions.lower(options, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
         );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u64,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_u64,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_u64,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_u64,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      /*liftFunc:*/ FfiConverterTypeLlmModel.lift.bind(FfiConverterTypeLlmModel),
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * The cache entry of `model` after checking it against its file (size; the SHA-256 when
  * `expected_sha256` is given), or none. A corrupt entry is dropped and raises `CacheCorrupt`.
  */
-export async function lookupCachedModel(model: string, params: DownloadParams, asyncOpts_?: { signal: AbortSignal }): Promise<CacheEntry | undefined> /*throws*/ {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterOptionalTypeCacheEntry.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+export async function lookupCachedModel(
+  model: string,
+  params: DownloadParams,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<CacheEntry | undefined> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_lookup_cached_model(
+          FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+          FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
         );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      // Borrowed view over foreign memory: the call site owns the free,
+      // as on the sync paths. Unconditional — a no-op where buffers are
+      // already JS-owned.
+      /*liftFunc:*/ (__rb) => {
+        try {
+          return FfiConverterOptionalTypeCacheEntry.lift(__rb);
+        } finally {
+          nativeModule().rustbuffer_free(__rb);
         }
-        throw __error;
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * Where the cache stores the file of `model` (for a `DownloadAdapter` to write to); its
  * folder is created.
  */
 export function modelCachePath(model: string, cacheDir: string | undefined): string /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(
+  const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+    /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_model_cache_path(
         FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
         FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Wait for queued log records; returns an empty list once capture is off.
  */
 export async function nextLogRecords(asyncOpts_?: { signal: AbortSignal }): Promise<Array<LogRecord>> {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_next_log_records(
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterSequenceTypeLogRecord.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            
-        );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_next_log_records();
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      // Borrowed view over foreign memory: the call site owns the free,
+      // as on the sync paths. Unconditional — a no-op where buffers are
+      // already JS-owned.
+      /*liftFunc:*/ (__rb) => {
+        try {
+          return FfiConverterSequenceTypeLogRecord.lift(__rb);
+        } finally {
+          nativeModule().rustbuffer_free(__rb);
         }
-        throw __error;
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * The number of threads the engine uses by default (the host's available parallelism).
  */
 export function optimalThreadCount(): number {
-    return FfiConverterUInt32.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
+  return FfiConverterUInt32.lift(
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_optimal_thread_count(callStatus);
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ),
+  );
+}
 
 /**
  * Quantize the GGUF model at `input` into `output` (on a worker thread). An unknown type is
  * INVALID_OPTION, a missing input INVALID_PATH, anything else that fails QUANTIZE_FAILED;
  * `cancel` stops the work between slabs of rows (no output file is left behind).
  */
-export async function quantizeModel(input: string, output: string, params: QuantizeParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
-    const __stack = uniffiIsDebug ? new Error().stack : undefined;
-    try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(FfiConverterString.lower(input, nativeModule().rustbuffer_alloc),FfiConverterString.lower(output, nativeModule().rustbuffer_alloc),FfiConverterTypeQuantizeParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
-            /*liftFunc:*/ (_v) => {},
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
+export async function quantizeModel(
+  input: string,
+  output: string,
+  params: QuantizeParams,
+  cancel: CancelTokenLike | undefined,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<void> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_quantize_model(
+          FfiConverterString.lower(input, nativeModule().rustbuffer_alloc),
+          FfiConverterString.lower(output, nativeModule().rustbuffer_alloc),
+          FfiConverterTypeQuantizeParams.lower(params, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
         );
-    } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+      /*liftFunc:*/ (_v) => {},
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
     }
-    }
+    throw __error;
+  }
+}
 
 /**
  * Remove a model (entry, file and any partial download); returns whether it was cached.
  */
 export function removeCachedModel(model: string, cacheDir: string | undefined): boolean /*throws*/ {
-    return FfiConverterBool.lift(uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(
-        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
-        FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
+  return FfiConverterBool.lift(
+    uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_remove_cached_model(
+          FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalString.lower(cacheDir, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ),
+  );
+}
 
 /**
  * The URL of a model specifier (local-llm-js-core's `resolveModelUrl` rules).
  */
 export function resolveModelUrl(model: string): string /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(
+  const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+    /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_resolve_model_url(
         FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterString.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
 
 /**
  * Queue log messages for [`next_log_records`] (`true`) or print them to stderr (`false`;
  * a pending `next_log_records` then returns an empty list).
  */
-export function setLogCapture(enabled: boolean): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(
+export function setLogCapture(enabled: boolean): void {
+  uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_set_log_capture(
         FfiConverterBool.lower(enabled, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+}
 
 /**
  * Emit messages at `level` and more severe.
  */
-export function setLogLevel(level: LogLevel): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_set_log_level(
+export function setLogLevel(level: LogLevel): void {
+  uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_set_log_level(
         FfiConverterTypeLogLevel.lower(level, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    }
+        callStatus,
+      );
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+}
 
 /**
  * Start downloading `model` (an http(s) URL or a `user/repo[/branch]/file` shorthand) into the
  * cache, or find it there. Errors in the arguments are raised here; the others by `next()`.
  */
 export function startDownload(model: string, params: DownloadParams): DownloadTaskLike /*throws*/ {
-    return FfiConverterTypeDownloadTask.lift(uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_start_download(
-        FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
-        FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
+  return FfiConverterTypeDownloadTask.lift(
+    uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_start_download(
+          FfiConverterString.lower(model, nativeModule().rustbuffer_alloc),
+          FfiConverterTypeDownloadParams.lower(params, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    ),
+  );
+}
 
 /**
  * Benchmark settings (local-llm-rn's `BenchmarkOptions`).
  */
 export type BenchmarkParams = {
-    /**
-     * Prompt tokens per iteration.
-     */
-    promptTokens: number,
-    /**
-     * Generated tokens per iteration.
-     */
-    generateTokens: number,
-    /**
-     * Iterations.
-     */
-    iterations: number
-}
+  /**
+   * Prompt tokens per iteration.
+   */
+  promptTokens: number;
+  /**
+   * Generated tokens per iteration.
+   */
+  generateTokens: number;
+  /**
+   * Iterations.
+   */
+  iterations: number;
+};
 
 /**
  * Generated factory for {@link BenchmarkParams} record objects.
  */
 export const BenchmarkParams = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<BenchmarkParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<BenchmarkParams>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<BenchmarkParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<BenchmarkParams>,
+  });
 })();
 
 const FfiConverterTypeBenchmarkParams = (() => {
-    type TypeName = BenchmarkParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                promptTokens: FfiConverterUInt32.readFromCursor(c), 
-                generateTokens: FfiConverterUInt32.readFromCursor(c), 
-                iterations: FfiConverterUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
-            FfiConverterUInt32.writeIntoCursor(value.generateTokens, c);
-            FfiConverterUInt32.writeIntoCursor(value.iterations, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.promptTokens) +
-             FfiConverterUInt32.allocationSize(value.generateTokens) +
-             FfiConverterUInt32.allocationSize(value.iterations);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = BenchmarkParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        promptTokens: FfiConverterUInt32.readFromCursor(c),
+        generateTokens: FfiConverterUInt32.readFromCursor(c),
+        iterations: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
+      FfiConverterUInt32.writeIntoCursor(value.generateTokens, c);
+      FfiConverterUInt32.writeIntoCursor(value.iterations, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.promptTokens) +
+        FfiConverterUInt32.allocationSize(value.generateTokens) +
+        FfiConverterUInt32.allocationSize(value.iterations)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Performance of one generation (local-llm-rn's `InferenceMetrics`).
  */
 export type Perf = {
-    /**
-     * Milliseconds spent on the prompt.
-     */
-    promptEvalMs: number,
-    /**
-     * Milliseconds spent generating.
-     */
-    generationMs: number,
-    /**
-     * Prompt tokens evaluated (tokens reused from the KV cache excluded).
-     */
-    promptTokens: number,
-    /**
-     * Tokens generated.
-     */
-    generatedTokens: number,
-    /**
-     * Prompt tokens per second.
-     */
-    promptTokensPerSec: number,
-    /**
-     * Generated tokens per second.
-     */
-    generatedTokensPerSec: number,
-    /**
-     * Tokens speculative decoding drafted (0 without it).
-     */
-    draftTokens: number,
-    /**
-     * Drafted tokens that were accepted.
-     */
-    draftAccepted: number
-}
+  /**
+   * Milliseconds spent on the prompt.
+   */
+  promptEvalMs: number;
+  /**
+   * Milliseconds spent generating.
+   */
+  generationMs: number;
+  /**
+   * Prompt tokens evaluated (tokens reused from the KV cache excluded).
+   */
+  promptTokens: number;
+  /**
+   * Tokens generated.
+   */
+  generatedTokens: number;
+  /**
+   * Prompt tokens per second.
+   */
+  promptTokensPerSec: number;
+  /**
+   * Generated tokens per second.
+   */
+  generatedTokensPerSec: number;
+  /**
+   * Tokens speculative decoding drafted (0 without it).
+   */
+  draftTokens: number;
+  /**
+   * Drafted tokens that were accepted.
+   */
+  draftAccepted: number;
+};
 
 /**
  * Generated factory for {@link Perf} record objects.
  */
 export const Perf = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<Perf, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<Perf>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<Perf, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<Perf>,
+  });
 })();
 
 const FfiConverterTypePerf = (() => {
-    type TypeName = Perf;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                promptEvalMs: FfiConverterFloat64.readFromCursor(c), 
-                generationMs: FfiConverterFloat64.readFromCursor(c), 
-                promptTokens: FfiConverterUInt32.readFromCursor(c), 
-                generatedTokens: FfiConverterUInt32.readFromCursor(c), 
-                promptTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
-                generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
-                draftTokens: FfiConverterUInt32.readFromCursor(c), 
-                draftAccepted: FfiConverterUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterFloat64.writeIntoCursor(value.promptEvalMs, c);
-            FfiConverterFloat64.writeIntoCursor(value.generationMs, c);
-            FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
-            FfiConverterUInt32.writeIntoCursor(value.generatedTokens, c);
-            FfiConverterFloat64.writeIntoCursor(value.promptTokensPerSec, c);
-            FfiConverterFloat64.writeIntoCursor(value.generatedTokensPerSec, c);
-            FfiConverterUInt32.writeIntoCursor(value.draftTokens, c);
-            FfiConverterUInt32.writeIntoCursor(value.draftAccepted, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterFloat64.allocationSize(value.promptEvalMs) +
-             FfiConverterFloat64.allocationSize(value.generationMs) +
-             FfiConverterUInt32.allocationSize(value.promptTokens) +
-             FfiConverterUInt32.allocationSize(value.generatedTokens) +
-             FfiConverterFloat64.allocationSize(value.promptTokensPerSec) +
-             FfiConverterFloat64.allocationSize(value.generatedTokensPerSec) +
-             FfiConverterUInt32.allocationSize(value.draftTokens) +
-             FfiConverterUInt32.allocationSize(value.draftAccepted);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = Perf;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        promptEvalMs: FfiConverterFloat64.readFromCursor(c),
+        generationMs: FfiConverterFloat64.readFromCursor(c),
+        promptTokens: FfiConverterUInt32.readFromCursor(c),
+        generatedTokens: FfiConverterUInt32.readFromCursor(c),
+        promptTokensPerSec: FfiConverterFloat64.readFromCursor(c),
+        generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c),
+        draftTokens: FfiConverterUInt32.readFromCursor(c),
+        draftAccepted: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterFloat64.writeIntoCursor(value.promptEvalMs, c);
+      FfiConverterFloat64.writeIntoCursor(value.generationMs, c);
+      FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
+      FfiConverterUInt32.writeIntoCursor(value.generatedTokens, c);
+      FfiConverterFloat64.writeIntoCursor(value.promptTokensPerSec, c);
+      FfiConverterFloat64.writeIntoCursor(value.generatedTokensPerSec, c);
+      FfiConverterUInt32.writeIntoCursor(value.draftTokens, c);
+      FfiConverterUInt32.writeIntoCursor(value.draftAccepted, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterFloat64.allocationSize(value.promptEvalMs) +
+        FfiConverterFloat64.allocationSize(value.generationMs) +
+        FfiConverterUInt32.allocationSize(value.promptTokens) +
+        FfiConverterUInt32.allocationSize(value.generatedTokens) +
+        FfiConverterFloat64.allocationSize(value.promptTokensPerSec) +
+        FfiConverterFloat64.allocationSize(value.generatedTokensPerSec) +
+        FfiConverterUInt32.allocationSize(value.draftTokens) +
+        FfiConverterUInt32.allocationSize(value.draftAccepted)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Benchmark results (local-llm-rn's `BenchmarkResult`).
  */
 export type BenchmarkResult = {
-    /**
-     * Mean prompt tokens per second.
-     */
-    promptTokensPerSec: number,
-    /**
-     * Mean generated tokens per second.
-     */
-    generatedTokensPerSec: number,
-    /**
-     * Mean time to first token in milliseconds (prompt plus one generated token).
-     */
-    ttftMs: number,
-    /**
-     * Total milliseconds.
-     */
-    totalMs: number,
-    /**
-     * Iterations run.
-     */
-    iterations: number,
-    /**
-     * Each iteration's numbers.
-     */
-    individual: Array<Perf>
-}
+  /**
+   * Mean prompt tokens per second.
+   */
+  promptTokensPerSec: number;
+  /**
+   * Mean generated tokens per second.
+   */
+  generatedTokensPerSec: number;
+  /**
+   * Mean time to first token in milliseconds (prompt plus one generated token).
+   */
+  ttftMs: number;
+  /**
+   * Total milliseconds.
+   */
+  totalMs: number;
+  /**
+   * Iterations run.
+   */
+  iterations: number;
+  /**
+   * Each iteration's numbers.
+   */
+  individual: Array<Perf>;
+};
 
 /**
  * Generated factory for {@link BenchmarkResult} record objects.
  */
 export const BenchmarkResult = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<BenchmarkResult, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<BenchmarkResult>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<BenchmarkResult, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<BenchmarkResult>,
+  });
 })();
 
 const FfiConverterTypeBenchmarkResult = (() => {
-    type TypeName = BenchmarkResult;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                promptTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
-                generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c), 
-                ttftMs: FfiConverterFloat64.readFromCursor(c), 
-                totalMs: FfiConverterFloat64.readFromCursor(c), 
-                iterations: FfiConverterUInt32.readFromCursor(c), 
-                individual: FfiConverterSequenceTypePerf.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterFloat64.writeIntoCursor(value.promptTokensPerSec, c);
-            FfiConverterFloat64.writeIntoCursor(value.generatedTokensPerSec, c);
-            FfiConverterFloat64.writeIntoCursor(value.ttftMs, c);
-            FfiConverterFloat64.writeIntoCursor(value.totalMs, c);
-            FfiConverterUInt32.writeIntoCursor(value.iterations, c);
-            FfiConverterSequenceTypePerf.writeIntoCursor(value.individual, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterFloat64.allocationSize(value.promptTokensPerSec) +
-             FfiConverterFloat64.allocationSize(value.generatedTokensPerSec) +
-             FfiConverterFloat64.allocationSize(value.ttftMs) +
-             FfiConverterFloat64.allocationSize(value.totalMs) +
-             FfiConverterUInt32.allocationSize(value.iterations) +
-             FfiConverterSequenceTypePerf.allocationSize(value.individual);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = BenchmarkResult;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        promptTokensPerSec: FfiConverterFloat64.readFromCursor(c),
+        generatedTokensPerSec: FfiConverterFloat64.readFromCursor(c),
+        ttftMs: FfiConverterFloat64.readFromCursor(c),
+        totalMs: FfiConverterFloat64.readFromCursor(c),
+        iterations: FfiConverterUInt32.readFromCursor(c),
+        individual: FfiConverterSequenceTypePerf.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterFloat64.writeIntoCursor(value.promptTokensPerSec, c);
+      FfiConverterFloat64.writeIntoCursor(value.generatedTokensPerSec, c);
+      FfiConverterFloat64.writeIntoCursor(value.ttftMs, c);
+      FfiConverterFloat64.writeIntoCursor(value.totalMs, c);
+      FfiConverterUInt32.writeIntoCursor(value.iterations, c);
+      FfiConverterSequenceTypePerf.writeIntoCursor(value.individual, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterFloat64.allocationSize(value.promptTokensPerSec) +
+        FfiConverterFloat64.allocationSize(value.generatedTokensPerSec) +
+        FfiConverterFloat64.allocationSize(value.ttftMs) +
+        FfiConverterFloat64.allocationSize(value.totalMs) +
+        FfiConverterUInt32.allocationSize(value.iterations) +
+        FfiConverterSequenceTypePerf.allocationSize(value.individual)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 // Hermes (React Native ≥ 0.74) ships TextEncoder and encodeInto, but not
@@ -783,311 +887,306 @@ const FfiConverterTypeBenchmarkResult = (() => {
 // call, due to the per-read view allocation and extra property lookups in
 // string_from_buffer.
 const stringConverter = (() => {
-    const encoder = new TextEncoder();
-    const decoder: { decode(input: UniffiByteArray): string } =
-        typeof TextDecoder !== "undefined"
-            ? new TextDecoder()
-            : {
-                  decode: (bytes: UniffiByteArray) =>
-                      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(
-                          bytes,
-                          undefined as any,
-                      ) as string,
-              };
-    return {
-        // Single-string lower() uses the C++ helper — TextEncoder.encode
-        // measured ~43% slower on takeString benchmarks.
-        stringToBytes: (s: string) =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
-        bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
-        // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
-        // Matters for N-element arrays.
-        stringByteLength: (s: string) =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
-        // Encode directly into the RustBuffer backing store via
-        // TextEncoder.encodeInto — zero intermediate allocation. Replaces
-        // the old C++ write_string_into_buffer helper.
-        writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
-            const view = new Uint8Array(
-                buf.arrayBuffer,
-                offset,
-                buf.arrayBuffer.byteLength - offset,
-            );
-            return encoder.encodeInto(s, view).written;
-        },
-        // Dedicated C++ helper — avoids per-read Uint8Array allocation and
-        // the double property-lookup in string_from_buffer.
-        readStringFromBuffer: (buf: any, offset: number, length: number): string =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
-    };
+  const encoder = new TextEncoder();
+  const decoder: { decode(input: UniffiByteArray): string } =
+    typeof TextDecoder !== 'undefined'
+      ? new TextDecoder()
+      : {
+          decode: (bytes: UniffiByteArray) =>
+            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(bytes, undefined as any) as string,
+        };
+  return {
+    // Single-string lower() uses the C++ helper — TextEncoder.encode
+    // measured ~43% slower on takeString benchmarks.
+    stringToBytes: (s: string) =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
+    bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
+    // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
+    // Matters for N-element arrays.
+    stringByteLength: (s: string) =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
+    // Encode directly into the RustBuffer backing store via
+    // TextEncoder.encodeInto — zero intermediate allocation. Replaces
+    // the old C++ write_string_into_buffer helper.
+    writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
+      const view = new Uint8Array(buf.arrayBuffer, offset, buf.arrayBuffer.byteLength - offset);
+      return encoder.encodeInto(s, view).written;
+    },
+    // Dedicated C++ helper — avoids per-read Uint8Array allocation and
+    // the double property-lookup in string_from_buffer.
+    readStringFromBuffer: (buf: any, offset: number, length: number): string =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
+  };
 })();
 const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
 
 export type CacheEntry = {
-    url: string,
-    path: string,
-    size: bigint,
-    sha256: string,
-    downloadedAt: string,
-    lastUsedAt: string
-}
+  url: string;
+  path: string;
+  size: bigint;
+  sha256: string;
+  downloadedAt: string;
+  lastUsedAt: string;
+};
 
 /**
  * Generated factory for {@link CacheEntry} record objects.
  */
 export const CacheEntry = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<CacheEntry, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<CacheEntry>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<CacheEntry, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<CacheEntry>,
+  });
 })();
 
 const FfiConverterTypeCacheEntry = (() => {
-    type TypeName = CacheEntry;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                url: FfiConverterString.readFromCursor(c), 
-                path: FfiConverterString.readFromCursor(c), 
-                size: FfiConverterUInt64.readFromCursor(c), 
-                sha256: FfiConverterString.readFromCursor(c), 
-                downloadedAt: FfiConverterString.readFromCursor(c), 
-                lastUsedAt: FfiConverterString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.url, c);
-            FfiConverterString.writeIntoCursor(value.path, c);
-            FfiConverterUInt64.writeIntoCursor(value.size, c);
-            FfiConverterString.writeIntoCursor(value.sha256, c);
-            FfiConverterString.writeIntoCursor(value.downloadedAt, c);
-            FfiConverterString.writeIntoCursor(value.lastUsedAt, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.url) +
-             FfiConverterString.allocationSize(value.path) +
-             FfiConverterUInt64.allocationSize(value.size) +
-             FfiConverterString.allocationSize(value.sha256) +
-             FfiConverterString.allocationSize(value.downloadedAt) +
-             FfiConverterString.allocationSize(value.lastUsedAt);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = CacheEntry;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        url: FfiConverterString.readFromCursor(c),
+        path: FfiConverterString.readFromCursor(c),
+        size: FfiConverterUInt64.readFromCursor(c),
+        sha256: FfiConverterString.readFromCursor(c),
+        downloadedAt: FfiConverterString.readFromCursor(c),
+        lastUsedAt: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.url, c);
+      FfiConverterString.writeIntoCursor(value.path, c);
+      FfiConverterUInt64.writeIntoCursor(value.size, c);
+      FfiConverterString.writeIntoCursor(value.sha256, c);
+      FfiConverterString.writeIntoCursor(value.downloadedAt, c);
+      FfiConverterString.writeIntoCursor(value.lastUsedAt, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.url) +
+        FfiConverterString.allocationSize(value.path) +
+        FfiConverterUInt64.allocationSize(value.size) +
+        FfiConverterString.allocationSize(value.sha256) +
+        FfiConverterString.allocationSize(value.downloadedAt) +
+        FfiConverterString.allocationSize(value.lastUsedAt)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * One call of a tool (an entry of OpenAI's `message.tool_calls`).
  */
 export type ToolCall = {
-    /**
-     * The call's id (tool results refer to it with `tool_call_id`).
-     */
-    id: string,
-    /**
-     * The called function's name.
-     */
-    name: string,
-    /**
-     * The arguments as JSON text.
-     */
-    arguments: string
-}
+  /**
+   * The call's id (tool results refer to it with `tool_call_id`).
+   */
+  id: string;
+  /**
+   * The called function's name.
+   */
+  name: string;
+  /**
+   * The arguments as JSON text.
+   */
+  arguments: string;
+};
 
 /**
  * Generated factory for {@link ToolCall} record objects.
  */
 export const ToolCall = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ToolCall, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ToolCall>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<ToolCall, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ToolCall>,
+  });
 })();
 
 const FfiConverterTypeToolCall = (() => {
-    type TypeName = ToolCall;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                id: FfiConverterString.readFromCursor(c), 
-                name: FfiConverterString.readFromCursor(c), 
-                arguments: FfiConverterString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.id, c);
-            FfiConverterString.writeIntoCursor(value.name, c);
-            FfiConverterString.writeIntoCursor(value.arguments, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.id) +
-             FfiConverterString.allocationSize(value.name) +
-             FfiConverterString.allocationSize(value.arguments);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = ToolCall;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        id: FfiConverterString.readFromCursor(c),
+        name: FfiConverterString.readFromCursor(c),
+        arguments: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.id, c);
+      FfiConverterString.writeIntoCursor(value.name, c);
+      FfiConverterString.writeIntoCursor(value.arguments, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.id) +
+        FfiConverterString.allocationSize(value.name) +
+        FfiConverterString.allocationSize(value.arguments)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * One chat message.
  */
 export type ChatMessage = {
-    /**
-     * "system", "user", "assistant" or "tool".
-     */
-    role: string,
-    /**
-     * The message text (none: an assistant message that only calls tools).
-     */
-    content?: string,
-    /**
-     * Tools an assistant message calls.
-     */
-    toolCalls: Array<ToolCall>,
-    /**
-     * For a "tool" message: the id of the call whose result it holds.
-     */
-    toolCallId?: string,
-    /**
-     * The speaker's name (for a "tool" message, the tool's name).
-     */
-    name?: string
-}
+  /**
+   * "system", "user", "assistant" or "tool".
+   */
+  role: string;
+  /**
+   * The message text (none: an assistant message that only calls tools).
+   */
+  content?: string;
+  /**
+   * Tools an assistant message calls.
+   */
+  toolCalls: Array<ToolCall>;
+  /**
+   * For a "tool" message: the id of the call whose result it holds.
+   */
+  toolCallId?: string;
+  /**
+   * The speaker's name (for a "tool" message, the tool's name).
+   */
+  name?: string;
+};
 
 /**
  * Generated factory for {@link ChatMessage} record objects.
  */
 export const ChatMessage = (() => {
-    const defaults = () => ({
-        toolCalls: [],
-        toolCallId: undefined,
-        name: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ChatMessage, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ChatMessage>,
-    });
+  const defaults = () => ({
+    toolCalls: [],
+    toolCallId: undefined,
+    name: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<ChatMessage, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ChatMessage>,
+  });
 })();
 
 const FfiConverterTypeChatMessage = (() => {
-    type TypeName = ChatMessage;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                role: FfiConverterString.readFromCursor(c), 
-                content: FfiConverterOptionalString.readFromCursor(c), 
-                toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c), 
-                toolCallId: FfiConverterOptionalString.readFromCursor(c), 
-                name: FfiConverterOptionalString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.role, c);
-            FfiConverterOptionalString.writeIntoCursor(value.content, c);
-            FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
-            FfiConverterOptionalString.writeIntoCursor(value.toolCallId, c);
-            FfiConverterOptionalString.writeIntoCursor(value.name, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.role) +
-             FfiConverterOptionalString.allocationSize(value.content) +
-             FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
-             FfiConverterOptionalString.allocationSize(value.toolCallId) +
-             FfiConverterOptionalString.allocationSize(value.name);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = ChatMessage;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        role: FfiConverterString.readFromCursor(c),
+        content: FfiConverterOptionalString.readFromCursor(c),
+        toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c),
+        toolCallId: FfiConverterOptionalString.readFromCursor(c),
+        name: FfiConverterOptionalString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.role, c);
+      FfiConverterOptionalString.writeIntoCursor(value.content, c);
+      FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
+      FfiConverterOptionalString.writeIntoCursor(value.toolCallId, c);
+      FfiConverterOptionalString.writeIntoCursor(value.name, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.role) +
+        FfiConverterOptionalString.allocationSize(value.content) +
+        FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
+        FfiConverterOptionalString.allocationSize(value.toolCallId) +
+        FfiConverterOptionalString.allocationSize(value.name)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * How to create a context.
  */
 export type ContextOptions = {
-    /**
-     * Context size in tokens; 0 = the model's default
-     * ([`ModelConfig::default_context_size`]).
-     */
-    nCtx: number,
-    /**
-     * Prompt tokens processed per forward pass (at least 1).
-     */
-    nBatch: number,
-    /**
-     * Worker threads; 0 = all available cores.
-     */
-    threads: number,
-    /**
-     * Sequences the context can generate at once (at least 1), each with its own
-     * KV cache of `n_ctx` positions (memory grows with it); see
-     * [`Context::generate_batch`].
-     */
-    maxSequences: number
-}
+  /**
+   * Context size in tokens; 0 = the model's default
+   * ([`ModelConfig::default_context_size`]).
+   */
+  nCtx: number;
+  /**
+   * Prompt tokens processed per forward pass (at least 1).
+   */
+  nBatch: number;
+  /**
+   * Worker threads; 0 = all available cores.
+   */
+  threads: number;
+  /**
+   * Sequences the context can generate at once (at least 1), each with its own
+   * KV cache of `n_ctx` positions (memory grows with it); see
+   * [`Context::generate_batch`].
+   */
+  maxSequences: number;
+};
 
 /**
  * Generated factory for {@link ContextOptions} record objects.
  */
 export const ContextOptions = (() => {
-    const defaults = () => ({
-        nCtx: 0,
-        nBatch: 512,
-        threads: 0,
-        maxSequences: 1
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ContextOptions>,
-    });
+  const defaults = () => ({
+    nCtx: 0,
+    nBatch: 512,
+    threads: 0,
+    maxSequences: 1,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ContextOptions>,
+  });
 })();
 
 const FfiConverterTypeContextOptions = (() => {
-    type TypeName = ContextOptions;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                nCtx: FfiConverterUInt32.readFromCursor(c), 
-                nBatch: FfiConverterUInt32.readFromCursor(c), 
-                threads: FfiConverterUInt32.readFromCursor(c), 
-                maxSequences: FfiConverterUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.nCtx, c);
-            FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
-            FfiConverterUInt32.writeIntoCursor(value.threads, c);
-            FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.nCtx) +
-             FfiConverterUInt32.allocationSize(value.nBatch) +
-             FfiConverterUInt32.allocationSize(value.threads) +
-             FfiConverterUInt32.allocationSize(value.maxSequences);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = ContextOptions;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        nCtx: FfiConverterUInt32.readFromCursor(c),
+        nBatch: FfiConverterUInt32.readFromCursor(c),
+        threads: FfiConverterUInt32.readFromCursor(c),
+        maxSequences: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.nCtx, c);
+      FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
+      FfiConverterUInt32.writeIntoCursor(value.threads, c);
+      FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.nCtx) +
+        FfiConverterUInt32.allocationSize(value.nBatch) +
+        FfiConverterUInt32.allocationSize(value.threads) +
+        FfiConverterUInt32.allocationSize(value.maxSequences)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -1095,526 +1194,590 @@ const FfiConverterTypeContextOptions = (() => {
  * tokens, drop half of the rest (llama.cpp's context shift).
  */
 export type ContextShift = {
-    /**
-     * Prompt tokens never dropped (besides a leading BOS); none: the whole prompt.
-     */
-    nKeep?: number
-}
+  /**
+   * Prompt tokens never dropped (besides a leading BOS); none: the whole prompt.
+   */
+  nKeep?: number;
+};
 
 /**
  * Generated factory for {@link ContextShift} record objects.
  */
 export const ContextShift = (() => {
-    const defaults = () => ({
-        nKeep: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ContextShift, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ContextShift>,
-    });
+  const defaults = () => ({
+    nKeep: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<ContextShift, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ContextShift>,
+  });
 })();
 
 const FfiConverterTypeContextShift = (() => {
-    type TypeName = ContextShift;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                nKeep: FfiConverterOptionalUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterOptionalUInt32.writeIntoCursor(value.nKeep, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterOptionalUInt32.allocationSize(value.nKeep);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = ContextShift;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        nKeep: FfiConverterOptionalUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterOptionalUInt32.writeIntoCursor(value.nKeep, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterOptionalUInt32.allocationSize(value.nKeep);
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * What kind of device a backend device is.
  */
 export enum DeviceKind {
-    /**
-     * The host CPU.
-     */
-    Cpu,
-    /**
-     * A matrix accelerator (e.g. IBM Z NNPA).
-     */
-    Accelerator
+  /**
+   * The host CPU.
+   */
+  Cpu,
+  /**
+   * A matrix accelerator (e.g. IBM Z NNPA).
+   */
+  Accelerator,
 }
 
 const FfiConverterTypeDeviceKind = (() => {
-    type TypeName = DeviceKind;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return DeviceKind.Cpu;
-                case 2: return DeviceKind.Accelerator;
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value) {
-                case DeviceKind.Cpu: return c.writeI32(1);
-                case DeviceKind.Accelerator: return c.writeI32(2);
-            }
-        }
-        allocationSize(value: TypeName): number {
-            return 4;
-        }
+  type TypeName = DeviceKind;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return DeviceKind.Cpu;
+        case 2:
+          return DeviceKind.Accelerator;
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value) {
+        case DeviceKind.Cpu:
+          return c.writeI32(1);
+        case DeviceKind.Accelerator:
+          return c.writeI32(2);
+      }
+    }
+    allocationSize(value: TypeName): number {
+      return 4;
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * A compute device of the engine's backend registry.
  */
 export type DeviceInfo = {
-    /**
-     * Short unique name, e.g. "CPU" or "NNPA".
-     */
-    name: string,
-    /**
-     * Human-readable description.
-     */
-    description: string,
-    /**
-     * Device kind.
-     */
-    kind: DeviceKind,
-    /**
-     * Total memory in bytes, when known.
-     */
-    memoryTotal?: bigint,
-    /**
-     * Free memory in bytes, when known.
-     */
-    memoryFree?: bigint,
-    /**
-     * Capabilities, e.g. SIMD level or accelerator features.
-     */
-    features: Array<string>
-}
+  /**
+   * Short unique name, e.g. "CPU" or "NNPA".
+   */
+  name: string;
+  /**
+   * Human-readable description.
+   */
+  description: string;
+  /**
+   * Device kind.
+   */
+  kind: DeviceKind;
+  /**
+   * Total memory in bytes, when known.
+   */
+  memoryTotal?: bigint;
+  /**
+   * Free memory in bytes, when known.
+   */
+  memoryFree?: bigint;
+  /**
+   * Capabilities, e.g. SIMD level or accelerator features.
+   */
+  features: Array<string>;
+};
 
 /**
  * Generated factory for {@link DeviceInfo} record objects.
  */
 export const DeviceInfo = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<DeviceInfo, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<DeviceInfo>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<DeviceInfo, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<DeviceInfo>,
+  });
 })();
 
 const FfiConverterTypeDeviceInfo = (() => {
-    type TypeName = DeviceInfo;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                name: FfiConverterString.readFromCursor(c), 
-                description: FfiConverterString.readFromCursor(c), 
-                kind: FfiConverterTypeDeviceKind.readFromCursor(c), 
-                memoryTotal: FfiConverterOptionalUInt64.readFromCursor(c), 
-                memoryFree: FfiConverterOptionalUInt64.readFromCursor(c), 
-                features: FfiConverterSequenceString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.name, c);
-            FfiConverterString.writeIntoCursor(value.description, c);
-            FfiConverterTypeDeviceKind.writeIntoCursor(value.kind, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryTotal, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.memoryFree, c);
-            FfiConverterSequenceString.writeIntoCursor(value.features, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.name) +
-             FfiConverterString.allocationSize(value.description) +
-             FfiConverterTypeDeviceKind.allocationSize(value.kind) +
-             FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
-             FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
-             FfiConverterSequenceString.allocationSize(value.features);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = DeviceInfo;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        name: FfiConverterString.readFromCursor(c),
+        description: FfiConverterString.readFromCursor(c),
+        kind: FfiConverterTypeDeviceKind.readFromCursor(c),
+        memoryTotal: FfiConverterOptionalUInt64.readFromCursor(c),
+        memoryFree: FfiConverterOptionalUInt64.readFromCursor(c),
+        features: FfiConverterSequenceString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.name, c);
+      FfiConverterString.writeIntoCursor(value.description, c);
+      FfiConverterTypeDeviceKind.writeIntoCursor(value.kind, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.memoryTotal, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.memoryFree, c);
+      FfiConverterSequenceString.writeIntoCursor(value.features, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.name) +
+        FfiConverterString.allocationSize(value.description) +
+        FfiConverterTypeDeviceKind.allocationSize(value.kind) +
+        FfiConverterOptionalUInt64.allocationSize(value.memoryTotal) +
+        FfiConverterOptionalUInt64.allocationSize(value.memoryFree) +
+        FfiConverterSequenceString.allocationSize(value.features)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Options of [`start_download`] and the cache functions.
  */
 export type DownloadParams = {
-    /**
-     * The cache folder (default: [`default_model_cache_dir`]).
-     */
-    cacheDir?: string,
-    /**
-     * The file's size in bytes (another size: `DownloadIntegrityMismatch`).
-     */
-    expectedSize?: bigint,
-    /**
-     * The file's SHA-256 in hex (another hash: `DownloadIntegrityMismatch`).
-     */
-    expectedSha256?: string,
-    /**
-     * Connect timeout in milliseconds (default 30000).
-     */
-    connectTimeoutMs?: number,
-    /**
-     * How long a read may wait for data, in milliseconds (default 60000).
-     */
-    readTimeoutMs?: number,
-    /**
-     * Further attempts after a network failure, each resuming (default 3).
-     */
-    retries?: number
-}
+  /**
+   * The cache folder (default: [`default_model_cache_dir`]).
+   */
+  cacheDir?: string;
+  /**
+   * The file's size in bytes (another size: `DownloadIntegrityMismatch`).
+   */
+  expectedSize?: bigint;
+  /**
+   * The file's SHA-256 in hex (another hash: `DownloadIntegrityMismatch`).
+   */
+  expectedSha256?: string;
+  /**
+   * Connect timeout in milliseconds (default 30000).
+   */
+  connectTimeoutMs?: number;
+  /**
+   * How long a read may wait for data, in milliseconds (default 60000).
+   */
+  readTimeoutMs?: number;
+  /**
+   * Further attempts after a network failure, each resuming (default 3).
+   */
+  retries?: number;
+};
 
 /**
  * Generated factory for {@link DownloadParams} record objects.
  */
 export const DownloadParams = (() => {
-    const defaults = () => ({
-        cacheDir: undefined,
-        expectedSize: undefined,
-        expectedSha256: undefined,
-        connectTimeoutMs: undefined,
-        readTimeoutMs: undefined,
-        retries: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<DownloadParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<DownloadParams>,
-    });
+  const defaults = () => ({
+    cacheDir: undefined,
+    expectedSize: undefined,
+    expectedSha256: undefined,
+    connectTimeoutMs: undefined,
+    readTimeoutMs: undefined,
+    retries: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<DownloadParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<DownloadParams>,
+  });
 })();
 
 const FfiConverterTypeDownloadParams = (() => {
-    type TypeName = DownloadParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                cacheDir: FfiConverterOptionalString.readFromCursor(c), 
-                expectedSize: FfiConverterOptionalUInt64.readFromCursor(c), 
-                expectedSha256: FfiConverterOptionalString.readFromCursor(c), 
-                connectTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
-                readTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c), 
-                retries: FfiConverterOptionalUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterOptionalString.writeIntoCursor(value.cacheDir, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.expectedSize, c);
-            FfiConverterOptionalString.writeIntoCursor(value.expectedSha256, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.connectTimeoutMs, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.readTimeoutMs, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.retries, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterOptionalString.allocationSize(value.cacheDir) +
-             FfiConverterOptionalUInt64.allocationSize(value.expectedSize) +
-             FfiConverterOptionalString.allocationSize(value.expectedSha256) +
-             FfiConverterOptionalUInt32.allocationSize(value.connectTimeoutMs) +
-             FfiConverterOptionalUInt32.allocationSize(value.readTimeoutMs) +
-             FfiConverterOptionalUInt32.allocationSize(value.retries);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = DownloadParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        cacheDir: FfiConverterOptionalString.readFromCursor(c),
+        expectedSize: FfiConverterOptionalUInt64.readFromCursor(c),
+        expectedSha256: FfiConverterOptionalString.readFromCursor(c),
+        connectTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c),
+        readTimeoutMs: FfiConverterOptionalUInt32.readFromCursor(c),
+        retries: FfiConverterOptionalUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterOptionalString.writeIntoCursor(value.cacheDir, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.expectedSize, c);
+      FfiConverterOptionalString.writeIntoCursor(value.expectedSha256, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.connectTimeoutMs, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.readTimeoutMs, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.retries, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterOptionalString.allocationSize(value.cacheDir) +
+        FfiConverterOptionalUInt64.allocationSize(value.expectedSize) +
+        FfiConverterOptionalString.allocationSize(value.expectedSha256) +
+        FfiConverterOptionalUInt32.allocationSize(value.connectTimeoutMs) +
+        FfiConverterOptionalUInt32.allocationSize(value.readTimeoutMs) +
+        FfiConverterOptionalUInt32.allocationSize(value.retries)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * One progress report of a download.
  */
 export type DownloadProgress = {
-    /**
-     * Bytes of the file present.
-     */
-    downloaded: bigint,
-    /**
-     * The file's size (0 while unknown).
-     */
-    total: bigint,
-    /**
-     * `downloaded / total` in percent (0 while the total is unknown).
-     */
-    percent: number,
-    /**
-     * Whether the download has ended; `entry` is then set.
-     */
-    done: boolean,
-    /**
-     * The verified cache entry, on the last report.
-     */
-    entry?: CacheEntry,
-    /**
-     * Whether the file was already cached (no transfer).
-     */
-    cached: boolean
-}
+  /**
+   * Bytes of the file present.
+   */
+  downloaded: bigint;
+  /**
+   * The file's size (0 while unknown).
+   */
+  total: bigint;
+  /**
+   * `downloaded / total` in percent (0 while the total is unknown).
+   */
+  percent: number;
+  /**
+   * Whether the download has ended; `entry` is then set.
+   */
+  done: boolean;
+  /**
+   * The verified cache entry, on the last report.
+   */
+  entry?: CacheEntry;
+  /**
+   * Whether the file was already cached (no transfer).
+   */
+  cached: boolean;
+};
 
 /**
  * Generated factory for {@link DownloadProgress} record objects.
  */
 export const DownloadProgress = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<DownloadProgress, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<DownloadProgress>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<DownloadProgress, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<DownloadProgress>,
+  });
 })();
 
 const FfiConverterTypeDownloadProgress = (() => {
-    type TypeName = DownloadProgress;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                downloaded: FfiConverterUInt64.readFromCursor(c), 
-                total: FfiConverterUInt64.readFromCursor(c), 
-                percent: FfiConverterFloat64.readFromCursor(c), 
-                done: FfiConverterBool.readFromCursor(c), 
-                entry: FfiConverterOptionalTypeCacheEntry.readFromCursor(c), 
-                cached: FfiConverterBool.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt64.writeIntoCursor(value.downloaded, c);
-            FfiConverterUInt64.writeIntoCursor(value.total, c);
-            FfiConverterFloat64.writeIntoCursor(value.percent, c);
-            FfiConverterBool.writeIntoCursor(value.done, c);
-            FfiConverterOptionalTypeCacheEntry.writeIntoCursor(value.entry, c);
-            FfiConverterBool.writeIntoCursor(value.cached, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt64.allocationSize(value.downloaded) +
-             FfiConverterUInt64.allocationSize(value.total) +
-             FfiConverterFloat64.allocationSize(value.percent) +
-             FfiConverterBool.allocationSize(value.done) +
-             FfiConverterOptionalTypeCacheEntry.allocationSize(value.entry) +
-             FfiConverterBool.allocationSize(value.cached);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = DownloadProgress;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        downloaded: FfiConverterUInt64.readFromCursor(c),
+        total: FfiConverterUInt64.readFromCursor(c),
+        percent: FfiConverterFloat64.readFromCursor(c),
+        done: FfiConverterBool.readFromCursor(c),
+        entry: FfiConverterOptionalTypeCacheEntry.readFromCursor(c),
+        cached: FfiConverterBool.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt64.writeIntoCursor(value.downloaded, c);
+      FfiConverterUInt64.writeIntoCursor(value.total, c);
+      FfiConverterFloat64.writeIntoCursor(value.percent, c);
+      FfiConverterBool.writeIntoCursor(value.done, c);
+      FfiConverterOptionalTypeCacheEntry.writeIntoCursor(value.entry, c);
+      FfiConverterBool.writeIntoCursor(value.cached, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt64.allocationSize(value.downloaded) +
+        FfiConverterUInt64.allocationSize(value.total) +
+        FfiConverterFloat64.allocationSize(value.percent) +
+        FfiConverterBool.allocationSize(value.done) +
+        FfiConverterOptionalTypeCacheEntry.allocationSize(value.entry) +
+        FfiConverterBool.allocationSize(value.cached)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
+/**
+ * The bounds the engine puts on options, for the TypeScript layer to check options against
+ * before a call (each is defined once, in the engine).
+ */
+export type EngineLimits = {
+  /**
+   * Most sequences a context holds (`max_sequences`).
+   */
+  maxSequences: number;
+  /**
+   * Most tokens speculative decoding drafts per step (`draft_n_max`).
+   */
+  maxDraft: number;
+  /**
+   * Longest n-gram prompt lookup matches (`lookup_ngram_max`).
+   */
+  maxLookupNgram: number;
+  /**
+   * Most alternatives reported per generated token (`n_probs`).
+   */
+  maxTopLogprobs: number;
+  /**
+   * Most iterations of a benchmark.
+   */
+  maxBenchmarkIterations: number;
+};
+
+/**
+ * Generated factory for {@link EngineLimits} record objects.
+ */
+export const EngineLimits = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<EngineLimits, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<EngineLimits>,
+  });
+})();
+
+const FfiConverterTypeEngineLimits = (() => {
+  type TypeName = EngineLimits;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        maxSequences: FfiConverterUInt32.readFromCursor(c),
+        maxDraft: FfiConverterUInt32.readFromCursor(c),
+        maxLookupNgram: FfiConverterUInt32.readFromCursor(c),
+        maxTopLogprobs: FfiConverterUInt32.readFromCursor(c),
+        maxBenchmarkIterations: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
+      FfiConverterUInt32.writeIntoCursor(value.maxDraft, c);
+      FfiConverterUInt32.writeIntoCursor(value.maxLookupNgram, c);
+      FfiConverterUInt32.writeIntoCursor(value.maxTopLogprobs, c);
+      FfiConverterUInt32.writeIntoCursor(value.maxBenchmarkIterations, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.maxSequences) +
+        FfiConverterUInt32.allocationSize(value.maxDraft) +
+        FfiConverterUInt32.allocationSize(value.maxLookupNgram) +
+        FfiConverterUInt32.allocationSize(value.maxTopLogprobs) +
+        FfiConverterUInt32.allocationSize(value.maxBenchmarkIterations)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
 
 // Enum: PromptInput
 export enum PromptInput_Tags {
-    Text = "Text",
-    Chat = "Chat",
-    Tokens = "Tokens"
+  Text = 'Text',
+  Chat = 'Chat',
+  Tokens = 'Tokens',
 }
 /**
  * What to generate from.
  */
 export const PromptInput = (() => {
-
-    type Text__interface = {
-        tag: PromptInput_Tags.Text;
-        inner: 
-Readonly<{text: string}>
-    };
+  type Text__interface = {
+    tag: PromptInput_Tags.Text;
+    inner: Readonly<{ text: string }>;
+  };
+  /**
+   * Raw text (BOS added as the model asks; special-token text is parsed).
+   */
+  class Text_ extends UniffiEnum implements Text__interface {
     /**
-     * Raw text (BOS added as the model asks; special-token text is parsed).
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Text_ extends UniffiEnum implements Text__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "PromptInput";
-        readonly tag = PromptInput_Tags.Text;
-        readonly inner: 
-Readonly<{text: string}>;
-        constructor(
-inner: {text: string }) {
-            super("PromptInput", "Text");
+    readonly [uniffiTypeNameSymbol] = 'PromptInput';
+    readonly tag = PromptInput_Tags.Text;
+    readonly inner: Readonly<{ text: string }>;
+    constructor(inner: { text: string }) {
+      super('PromptInput', 'Text');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {text: string }): Text_ {
-            return new Text_(inner);
-        }
-
-        static instanceOf(obj: any): obj is Text_ {
-            return obj.tag === PromptInput_Tags.Text;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { text: string }): Text_ {
+      return new Text_(inner);
     }
 
-    type Chat__interface = {
-        tag: PromptInput_Tags.Chat;
-        inner: 
-Readonly<{messages: Array<ChatMessage>}>
-    };
+    static instanceOf(obj: any): obj is Text_ {
+      return obj.tag === PromptInput_Tags.Text;
+    }
+  }
+
+  type Chat__interface = {
+    tag: PromptInput_Tags.Chat;
+    inner: Readonly<{ messages: Array<ChatMessage> }>;
+  };
+  /**
+   * Chat messages rendered with the model's chat template.
+   */
+  class Chat_ extends UniffiEnum implements Chat__interface {
     /**
-     * Chat messages rendered with the model's chat template.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Chat_ extends UniffiEnum implements Chat__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "PromptInput";
-        readonly tag = PromptInput_Tags.Chat;
-        readonly inner: 
-Readonly<{messages: Array<ChatMessage>}>;
-        constructor(
-inner: {messages: Array<ChatMessage> }) {
-            super("PromptInput", "Chat");
+    readonly [uniffiTypeNameSymbol] = 'PromptInput';
+    readonly tag = PromptInput_Tags.Chat;
+    readonly inner: Readonly<{ messages: Array<ChatMessage> }>;
+    constructor(inner: { messages: Array<ChatMessage> }) {
+      super('PromptInput', 'Chat');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {messages: Array<ChatMessage> }): Chat_ {
-            return new Chat_(inner);
-        }
-
-        static instanceOf(obj: any): obj is Chat_ {
-            return obj.tag === PromptInput_Tags.Chat;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { messages: Array<ChatMessage> }): Chat_ {
+      return new Chat_(inner);
     }
 
-    type Tokens__interface = {
-        tag: PromptInput_Tags.Tokens;
-        inner: 
-Readonly<{tokens: Array<number>}>
-    };
+    static instanceOf(obj: any): obj is Chat_ {
+      return obj.tag === PromptInput_Tags.Chat;
+    }
+  }
+
+  type Tokens__interface = {
+    tag: PromptInput_Tags.Tokens;
+    inner: Readonly<{ tokens: Array<number> }>;
+  };
+  /**
+   * Token ids as they are.
+   */
+  class Tokens_ extends UniffiEnum implements Tokens__interface {
     /**
-     * Token ids as they are.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Tokens_ extends UniffiEnum implements Tokens__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "PromptInput";
-        readonly tag = PromptInput_Tags.Tokens;
-        readonly inner: 
-Readonly<{tokens: Array<number>}>;
-        constructor(
-inner: {tokens: Array<number> }) {
-            super("PromptInput", "Tokens");
+    readonly [uniffiTypeNameSymbol] = 'PromptInput';
+    readonly tag = PromptInput_Tags.Tokens;
+    readonly inner: Readonly<{ tokens: Array<number> }>;
+    constructor(inner: { tokens: Array<number> }) {
+      super('PromptInput', 'Tokens');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {tokens: Array<number> }): Tokens_ {
-            return new Tokens_(inner);
-        }
-
-        static instanceOf(obj: any): obj is Tokens_ {
-            return obj.tag === PromptInput_Tags.Tokens;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { tokens: Array<number> }): Tokens_ {
+      return new Tokens_(inner);
     }
 
-    function instanceOf(obj: any): obj is PromptInput {
-        return obj[uniffiTypeNameSymbol] === "PromptInput";
+    static instanceOf(obj: any): obj is Tokens_ {
+      return obj.tag === PromptInput_Tags.Tokens;
     }
+  }
 
-    return Object.freeze({
-        instanceOf,
-  Text: Text_, 
-  Chat: Chat_, 
-  Tokens: Tokens_
-    });
+  function instanceOf(obj: any): obj is PromptInput {
+    return obj[uniffiTypeNameSymbol] === 'PromptInput';
+  }
 
+  return Object.freeze({
+    instanceOf,
+    Text: Text_,
+    Chat: Chat_,
+    Tokens: Tokens_,
+  });
 })();
 /**
  * What to generate from.
  */
-export type PromptInput = InstanceType<
-    typeof PromptInput['Text' | 'Chat' | 'Tokens']
->;
+export type PromptInput = InstanceType<(typeof PromptInput)['Text' | 'Chat' | 'Tokens']>;
 
 // FfiConverter for enum PromptInput
 const FfiConverterTypePromptInput = (() => {
-    type TypeName = PromptInput;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return new PromptInput.Text({text: FfiConverterString.readFromCursor(c) });
-                case 2: return new PromptInput.Chat({messages: FfiConverterSequenceTypeChatMessage.readFromCursor(c) });
-                case 3: return new PromptInput.Tokens({tokens: FfiConverterSequenceUInt32.readFromCursor(c) });
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value.tag) {
-                case PromptInput_Tags.Text: {
-                    c.writeI32(1);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.text, c);
-                    return;
-                }
-                case PromptInput_Tags.Chat: {
-                    c.writeI32(2);
-                    const inner = value.inner;
-                    FfiConverterSequenceTypeChatMessage.writeIntoCursor(inner.messages, c);
-                    return;
-                }
-                case PromptInput_Tags.Tokens: {
-                    c.writeI32(3);
-                    const inner = value.inner;
-                    FfiConverterSequenceUInt32.writeIntoCursor(inner.tokens, c);
-                    return;
-                }
-                default:
-                    // Throwing from here means that PromptInput_Tags hasn't matched an ordinal.
-                    throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        allocationSize(value: TypeName): number {
-            switch (value.tag) {
-                case PromptInput_Tags.Text: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.text);
-                    return size;
-                }
-                case PromptInput_Tags.Chat: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterSequenceTypeChatMessage.allocationSize(inner.messages);
-                    return size;
-                }
-                case PromptInput_Tags.Tokens: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterSequenceUInt32.allocationSize(inner.tokens);
-                    return size;
-                }
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
+  type TypeName = PromptInput;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return new PromptInput.Text({ text: FfiConverterString.readFromCursor(c) });
+        case 2:
+          return new PromptInput.Chat({ messages: FfiConverterSequenceTypeChatMessage.readFromCursor(c) });
+        case 3:
+          return new PromptInput.Tokens({ tokens: FfiConverterSequenceUInt32.readFromCursor(c) });
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value.tag) {
+        case PromptInput_Tags.Text: {
+          c.writeI32(1);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.text, c);
+          return;
+        }
+        case PromptInput_Tags.Chat: {
+          c.writeI32(2);
+          const inner = value.inner;
+          FfiConverterSequenceTypeChatMessage.writeIntoCursor(inner.messages, c);
+          return;
+        }
+        case PromptInput_Tags.Tokens: {
+          c.writeI32(3);
+          const inner = value.inner;
+          FfiConverterSequenceUInt32.writeIntoCursor(inner.tokens, c);
+          return;
+        }
+        default:
+          // Throwing from here means that PromptInput_Tags hasn't matched an ordinal.
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+    allocationSize(value: TypeName): number {
+      switch (value.tag) {
+        case PromptInput_Tags.Text: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.text);
+          return size;
+        }
+        case PromptInput_Tags.Chat: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterSequenceTypeChatMessage.allocationSize(inner.messages);
+          return size;
+        }
+        case PromptInput_Tags.Tokens: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterSequenceUInt32.allocationSize(inner.tokens);
+          return size;
+        }
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -1623,392 +1786,387 @@ const FfiConverterTypePromptInput = (() => {
  * `frequency_penalty` / `presence_penalty` 0, `penalty_last_n` 0.
  */
 export type SamplingParams = {
-    /**
-     * Softmax temperature; 0 means greedy (argmax) decoding.
-     */
-    temperature: number,
-    /**
-     * Keep only the `top_k` most likely tokens; 0 = off.
-     */
-    topK: number,
-    /**
-     * Locally typical sampling: keep the tokens whose surprise is closest to the
-     * distribution's entropy until their probabilities sum past `typical_p`; 1 = off.
-     */
-    typicalP: number,
-    /**
-     * Keep the smallest set of most likely tokens whose probability sum reaches
-     * `top_p`; 1 = off.
-     */
-    topP: number,
-    /**
-     * Drop tokens whose probability is below `min_p` times the best token's; 0 = off.
-     */
-    minP: number,
-    /**
-     * Repetition penalty: positive logits of recent tokens are divided by it,
-     * negative ones multiplied; 1 = off.
-     */
-    repeatPenalty: number,
-    /**
-     * Subtracted from a recent token's logit once per occurrence.
-     */
-    frequencyPenalty: number,
-    /**
-     * Subtracted once from the logit of every token that occurred recently.
-     */
-    presencePenalty: number,
-    /**
-     * How many of the most recent history tokens the penalties look at; 0 = off.
-     */
-    penaltyLastN: number,
-    /**
-     * PRNG seed; none seeds from the clock and process entropy.
-     */
-    seed?: bigint
-}
+  /**
+   * Softmax temperature; 0 means greedy (argmax) decoding.
+   */
+  temperature: number;
+  /**
+   * Keep only the `top_k` most likely tokens; 0 = off.
+   */
+  topK: number;
+  /**
+   * Locally typical sampling: keep the tokens whose surprise is closest to the
+   * distribution's entropy until their probabilities sum past `typical_p`; 1 = off.
+   */
+  typicalP: number;
+  /**
+   * Keep the smallest set of most likely tokens whose probability sum reaches
+   * `top_p`; 1 = off.
+   */
+  topP: number;
+  /**
+   * Drop tokens whose probability is below `min_p` times the best token's; 0 = off.
+   */
+  minP: number;
+  /**
+   * Repetition penalty: positive logits of recent tokens are divided by it,
+   * negative ones multiplied; 1 = off.
+   */
+  repeatPenalty: number;
+  /**
+   * Subtracted from a recent token's logit once per occurrence.
+   */
+  frequencyPenalty: number;
+  /**
+   * Subtracted once from the logit of every token that occurred recently.
+   */
+  presencePenalty: number;
+  /**
+   * How many of the most recent history tokens the penalties look at; 0 = off.
+   */
+  penaltyLastN: number;
+  /**
+   * PRNG seed; none seeds from the clock and process entropy.
+   */
+  seed?: bigint;
+};
 
 /**
  * Generated factory for {@link SamplingParams} record objects.
  */
 export const SamplingParams = (() => {
-    const defaults = () => ({
-        temperature: 0.8,
-        topK: 40,
-        typicalP: 1.0,
-        topP: 0.95,
-        minP: 0.05,
-        repeatPenalty: 1.0,
-        frequencyPenalty: 0.0,
-        presencePenalty: 0.0,
-        penaltyLastN: 64,
-        seed: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<SamplingParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<SamplingParams>,
-    });
+  const defaults = () => ({
+    temperature: 0.8,
+    topK: 40,
+    typicalP: 1.0,
+    topP: 0.95,
+    minP: 0.05,
+    repeatPenalty: 1.0,
+    frequencyPenalty: 0.0,
+    presencePenalty: 0.0,
+    penaltyLastN: 64,
+    seed: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<SamplingParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<SamplingParams>,
+  });
 })();
 
 const FfiConverterTypeSamplingParams = (() => {
-    type TypeName = SamplingParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                temperature: FfiConverterFloat32.readFromCursor(c), 
-                topK: FfiConverterUInt32.readFromCursor(c), 
-                typicalP: FfiConverterFloat32.readFromCursor(c), 
-                topP: FfiConverterFloat32.readFromCursor(c), 
-                minP: FfiConverterFloat32.readFromCursor(c), 
-                repeatPenalty: FfiConverterFloat32.readFromCursor(c), 
-                frequencyPenalty: FfiConverterFloat32.readFromCursor(c), 
-                presencePenalty: FfiConverterFloat32.readFromCursor(c), 
-                penaltyLastN: FfiConverterUInt32.readFromCursor(c), 
-                seed: FfiConverterOptionalUInt64.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterFloat32.writeIntoCursor(value.temperature, c);
-            FfiConverterUInt32.writeIntoCursor(value.topK, c);
-            FfiConverterFloat32.writeIntoCursor(value.typicalP, c);
-            FfiConverterFloat32.writeIntoCursor(value.topP, c);
-            FfiConverterFloat32.writeIntoCursor(value.minP, c);
-            FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
-            FfiConverterFloat32.writeIntoCursor(value.frequencyPenalty, c);
-            FfiConverterFloat32.writeIntoCursor(value.presencePenalty, c);
-            FfiConverterUInt32.writeIntoCursor(value.penaltyLastN, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.seed, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterFloat32.allocationSize(value.temperature) +
-             FfiConverterUInt32.allocationSize(value.topK) +
-             FfiConverterFloat32.allocationSize(value.typicalP) +
-             FfiConverterFloat32.allocationSize(value.topP) +
-             FfiConverterFloat32.allocationSize(value.minP) +
-             FfiConverterFloat32.allocationSize(value.repeatPenalty) +
-             FfiConverterFloat32.allocationSize(value.frequencyPenalty) +
-             FfiConverterFloat32.allocationSize(value.presencePenalty) +
-             FfiConverterUInt32.allocationSize(value.penaltyLastN) +
-             FfiConverterOptionalUInt64.allocationSize(value.seed);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = SamplingParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        temperature: FfiConverterFloat32.readFromCursor(c),
+        topK: FfiConverterUInt32.readFromCursor(c),
+        typicalP: FfiConverterFloat32.readFromCursor(c),
+        topP: FfiConverterFloat32.readFromCursor(c),
+        minP: FfiConverterFloat32.readFromCursor(c),
+        repeatPenalty: FfiConverterFloat32.readFromCursor(c),
+        frequencyPenalty: FfiConverterFloat32.readFromCursor(c),
+        presencePenalty: FfiConverterFloat32.readFromCursor(c),
+        penaltyLastN: FfiConverterUInt32.readFromCursor(c),
+        seed: FfiConverterOptionalUInt64.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterFloat32.writeIntoCursor(value.temperature, c);
+      FfiConverterUInt32.writeIntoCursor(value.topK, c);
+      FfiConverterFloat32.writeIntoCursor(value.typicalP, c);
+      FfiConverterFloat32.writeIntoCursor(value.topP, c);
+      FfiConverterFloat32.writeIntoCursor(value.minP, c);
+      FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
+      FfiConverterFloat32.writeIntoCursor(value.frequencyPenalty, c);
+      FfiConverterFloat32.writeIntoCursor(value.presencePenalty, c);
+      FfiConverterUInt32.writeIntoCursor(value.penaltyLastN, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.seed, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterFloat32.allocationSize(value.temperature) +
+        FfiConverterUInt32.allocationSize(value.topK) +
+        FfiConverterFloat32.allocationSize(value.typicalP) +
+        FfiConverterFloat32.allocationSize(value.topP) +
+        FfiConverterFloat32.allocationSize(value.minP) +
+        FfiConverterFloat32.allocationSize(value.repeatPenalty) +
+        FfiConverterFloat32.allocationSize(value.frequencyPenalty) +
+        FfiConverterFloat32.allocationSize(value.presencePenalty) +
+        FfiConverterUInt32.allocationSize(value.penaltyLastN) +
+        FfiConverterOptionalUInt64.allocationSize(value.seed)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * A function the model may call (OpenAI's `tools[].function`).
  */
 export type Tool = {
-    /**
-     * The function's name.
-     */
-    name: string,
-    /**
-     * What the function does.
-     */
-    description?: string,
-    /**
-     * JSON Schema of the arguments object, as JSON text (none: any object).
-     */
-    parameters?: string
-}
+  /**
+   * The function's name.
+   */
+  name: string;
+  /**
+   * What the function does.
+   */
+  description?: string;
+  /**
+   * JSON Schema of the arguments object, as JSON text (none: any object).
+   */
+  parameters?: string;
+};
 
 /**
  * Generated factory for {@link Tool} record objects.
  */
 export const Tool = (() => {
-    const defaults = () => ({
-        description: undefined,
-        parameters: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<Tool, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<Tool>,
-    });
+  const defaults = () => ({
+    description: undefined,
+    parameters: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<Tool, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<Tool>,
+  });
 })();
 
 const FfiConverterTypeTool = (() => {
-    type TypeName = Tool;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                name: FfiConverterString.readFromCursor(c), 
-                description: FfiConverterOptionalString.readFromCursor(c), 
-                parameters: FfiConverterOptionalString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.name, c);
-            FfiConverterOptionalString.writeIntoCursor(value.description, c);
-            FfiConverterOptionalString.writeIntoCursor(value.parameters, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.name) +
-             FfiConverterOptionalString.allocationSize(value.description) +
-             FfiConverterOptionalString.allocationSize(value.parameters);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = Tool;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        name: FfiConverterString.readFromCursor(c),
+        description: FfiConverterOptionalString.readFromCursor(c),
+        parameters: FfiConverterOptionalString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.name, c);
+      FfiConverterOptionalString.writeIntoCursor(value.description, c);
+      FfiConverterOptionalString.writeIntoCursor(value.parameters, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.name) +
+        FfiConverterOptionalString.allocationSize(value.description) +
+        FfiConverterOptionalString.allocationSize(value.parameters)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
-
 
 // Enum: ToolChoice
 export enum ToolChoice_Tags {
-    None = "None",
-    Auto = "Auto",
-    Required = "Required",
-    Function = "Function"
+  None = 'None',
+  Auto = 'Auto',
+  Required = 'Required',
+  Function = 'Function',
 }
 /**
  * Which tools the model may or must call (OpenAI's `tool_choice`).
  */
 export const ToolChoice = (() => {
-
-    type None__interface = {
-        tag: ToolChoice_Tags.None
-    };
+  type None__interface = {
+    tag: ToolChoice_Tags.None;
+  };
+  /**
+   * Tools are not offered and the output is not parsed for calls.
+   */
+  class None_ extends UniffiEnum implements None__interface {
     /**
-     * Tools are not offered and the output is not parsed for calls.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class None_ extends UniffiEnum implements None__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "ToolChoice";
-        readonly tag = ToolChoice_Tags.None;
-        constructor() {
-            super("ToolChoice", "None");
-        }
-
-        static new(): None_ {
-            return new None_();
-        }
-
-        static instanceOf(obj: any): obj is None_ {
-            return obj.tag === ToolChoice_Tags.None;
-        }
-
+    readonly [uniffiTypeNameSymbol] = 'ToolChoice';
+    readonly tag = ToolChoice_Tags.None;
+    constructor() {
+      super('ToolChoice', 'None');
     }
 
-    type Auto__interface = {
-        tag: ToolChoice_Tags.Auto
-    };
+    static new(): None_ {
+      return new None_();
+    }
+
+    static instanceOf(obj: any): obj is None_ {
+      return obj.tag === ToolChoice_Tags.None;
+    }
+  }
+
+  type Auto__interface = {
+    tag: ToolChoice_Tags.Auto;
+  };
+  /**
+   * The model may answer with text or call tools.
+   */
+  class Auto_ extends UniffiEnum implements Auto__interface {
     /**
-     * The model may answer with text or call tools.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Auto_ extends UniffiEnum implements Auto__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "ToolChoice";
-        readonly tag = ToolChoice_Tags.Auto;
-        constructor() {
-            super("ToolChoice", "Auto");
-        }
-
-        static new(): Auto_ {
-            return new Auto_();
-        }
-
-        static instanceOf(obj: any): obj is Auto_ {
-            return obj.tag === ToolChoice_Tags.Auto;
-        }
-
+    readonly [uniffiTypeNameSymbol] = 'ToolChoice';
+    readonly tag = ToolChoice_Tags.Auto;
+    constructor() {
+      super('ToolChoice', 'Auto');
     }
 
-    type Required__interface = {
-        tag: ToolChoice_Tags.Required
-    };
+    static new(): Auto_ {
+      return new Auto_();
+    }
+
+    static instanceOf(obj: any): obj is Auto_ {
+      return obj.tag === ToolChoice_Tags.Auto;
+    }
+  }
+
+  type Required__interface = {
+    tag: ToolChoice_Tags.Required;
+  };
+  /**
+   * The model must call at least one tool.
+   */
+  class Required_ extends UniffiEnum implements Required__interface {
     /**
-     * The model must call at least one tool.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Required_ extends UniffiEnum implements Required__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "ToolChoice";
-        readonly tag = ToolChoice_Tags.Required;
-        constructor() {
-            super("ToolChoice", "Required");
-        }
-
-        static new(): Required_ {
-            return new Required_();
-        }
-
-        static instanceOf(obj: any): obj is Required_ {
-            return obj.tag === ToolChoice_Tags.Required;
-        }
-
+    readonly [uniffiTypeNameSymbol] = 'ToolChoice';
+    readonly tag = ToolChoice_Tags.Required;
+    constructor() {
+      super('ToolChoice', 'Required');
     }
 
-    type Function__interface = {
-        tag: ToolChoice_Tags.Function;
-        inner: 
-Readonly<{name: string}>
-    };
+    static new(): Required_ {
+      return new Required_();
+    }
+
+    static instanceOf(obj: any): obj is Required_ {
+      return obj.tag === ToolChoice_Tags.Required;
+    }
+  }
+
+  type Function__interface = {
+    tag: ToolChoice_Tags.Function;
+    inner: Readonly<{ name: string }>;
+  };
+  /**
+   * The model must call this function.
+   */
+  class Function_ extends UniffiEnum implements Function__interface {
     /**
-     * The model must call this function.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class Function_ extends UniffiEnum implements Function__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "ToolChoice";
-        readonly tag = ToolChoice_Tags.Function;
-        readonly inner: 
-Readonly<{name: string}>;
-        constructor(
-inner: {name: string }) {
-            super("ToolChoice", "Function");
+    readonly [uniffiTypeNameSymbol] = 'ToolChoice';
+    readonly tag = ToolChoice_Tags.Function;
+    readonly inner: Readonly<{ name: string }>;
+    constructor(inner: { name: string }) {
+      super('ToolChoice', 'Function');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {name: string }): Function_ {
-            return new Function_(inner);
-        }
-
-        static instanceOf(obj: any): obj is Function_ {
-            return obj.tag === ToolChoice_Tags.Function;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { name: string }): Function_ {
+      return new Function_(inner);
     }
 
-    function instanceOf(obj: any): obj is ToolChoice {
-        return obj[uniffiTypeNameSymbol] === "ToolChoice";
+    static instanceOf(obj: any): obj is Function_ {
+      return obj.tag === ToolChoice_Tags.Function;
     }
+  }
 
-    return Object.freeze({
-        instanceOf,
-  None: None_, 
-  Auto: Auto_, 
-  Required: Required_, 
-  Function: Function_
-    });
+  function instanceOf(obj: any): obj is ToolChoice {
+    return obj[uniffiTypeNameSymbol] === 'ToolChoice';
+  }
 
+  return Object.freeze({
+    instanceOf,
+    None: None_,
+    Auto: Auto_,
+    Required: Required_,
+    Function: Function_,
+  });
 })();
 /**
  * Which tools the model may or must call (OpenAI's `tool_choice`).
  */
-export type ToolChoice = InstanceType<
-    typeof ToolChoice['None' | 'Auto' | 'Required' | 'Function']
->;
+export type ToolChoice = InstanceType<(typeof ToolChoice)['None' | 'Auto' | 'Required' | 'Function']>;
 
 // FfiConverter for enum ToolChoice
 const FfiConverterTypeToolChoice = (() => {
-    type TypeName = ToolChoice;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return new ToolChoice.None();
-                case 2: return new ToolChoice.Auto();
-                case 3: return new ToolChoice.Required();
-                case 4: return new ToolChoice.Function({name: FfiConverterString.readFromCursor(c) });
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value.tag) {
-                case ToolChoice_Tags.None: {
-                    c.writeI32(1);
-                    return;
-                }
-                case ToolChoice_Tags.Auto: {
-                    c.writeI32(2);
-                    return;
-                }
-                case ToolChoice_Tags.Required: {
-                    c.writeI32(3);
-                    return;
-                }
-                case ToolChoice_Tags.Function: {
-                    c.writeI32(4);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.name, c);
-                    return;
-                }
-                default:
-                    // Throwing from here means that ToolChoice_Tags hasn't matched an ordinal.
-                    throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        allocationSize(value: TypeName): number {
-            switch (value.tag) {
-                case ToolChoice_Tags.None: {
-                    return 4;
-                }
-                case ToolChoice_Tags.Auto: {
-                    return 4;
-                }
-                case ToolChoice_Tags.Required: {
-                    return 4;
-                }
-                case ToolChoice_Tags.Function: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.name);
-                    return size;
-                }
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
+  type TypeName = ToolChoice;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return new ToolChoice.None();
+        case 2:
+          return new ToolChoice.Auto();
+        case 3:
+          return new ToolChoice.Required();
+        case 4:
+          return new ToolChoice.Function({ name: FfiConverterString.readFromCursor(c) });
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value.tag) {
+        case ToolChoice_Tags.None: {
+          c.writeI32(1);
+          return;
+        }
+        case ToolChoice_Tags.Auto: {
+          c.writeI32(2);
+          return;
+        }
+        case ToolChoice_Tags.Required: {
+          c.writeI32(3);
+          return;
+        }
+        case ToolChoice_Tags.Function: {
+          c.writeI32(4);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.name, c);
+          return;
+        }
+        default:
+          // Throwing from here means that ToolChoice_Tags hasn't matched an ordinal.
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+    allocationSize(value: TypeName): number {
+      switch (value.tag) {
+        case ToolChoice_Tags.None: {
+          return 4;
+        }
+        case ToolChoice_Tags.Auto: {
+          return 4;
+        }
+        case ToolChoice_Tags.Required: {
+          return 4;
+        }
+        case ToolChoice_Tags.Function: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.name);
+          return size;
+        }
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -2016,193 +2174,194 @@ const FfiConverterTypeToolChoice = (() => {
  * take the engine's defaults.
  */
 export type GenerateParams = {
-    /**
-     * The prompt.
-     */
-    prompt: PromptInput,
-    /**
-     * Sampling settings (`SamplingParams.create({...})` fills the defaults).
-     */
-    sampling: SamplingParams,
-    /**
-     * Most tokens to generate (none: the engine's default).
-     */
-    maxTokens?: number,
-    /**
-     * Stop strings (excluded from the text).
-     */
-    stop: Array<string>,
-    /**
-     * Keep generating after end-of-generation tokens.
-     */
-    ignoreEog: boolean,
-    /**
-     * Tools the model may call (chat prompts only).
-     */
-    tools: Array<Tool>,
-    /**
-     * Which tools the model may or must call (none: auto).
-     */
-    toolChoice?: ToolChoice,
-    /**
-     * Report each generated token's log-probability with this many alternatives (0..=20);
-     * none: no log-probabilities.
-     */
-    logprobs?: number,
-    /**
-     * A GBNF grammar (llama.cpp syntax) the output must match.
-     */
-    grammar?: string,
-    /**
-     * The grammar's start rule (none: "root").
-     */
-    grammarRoot?: string,
-    /**
-     * A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
-     * used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
-     */
-    jsonSchema?: string,
-    /**
-     * Continue past a full context by shifting it (none: stop with `ContextFull`).
-     */
-    contextShift?: ContextShift
-}
+  /**
+   * The prompt.
+   */
+  prompt: PromptInput;
+  /**
+   * Sampling settings (`SamplingParams.create({...})` fills the defaults).
+   */
+  sampling: SamplingParams;
+  /**
+   * Most tokens to generate (none: the engine's default).
+   */
+  maxTokens?: number;
+  /**
+   * Stop strings (excluded from the text).
+   */
+  stop: Array<string>;
+  /**
+   * Keep generating after end-of-generation tokens.
+   */
+  ignoreEog: boolean;
+  /**
+   * Tools the model may call (chat prompts only).
+   */
+  tools: Array<Tool>;
+  /**
+   * Which tools the model may or must call (none: auto).
+   */
+  toolChoice?: ToolChoice;
+  /**
+   * Report each generated token's log-probability with this many alternatives (0..=20);
+   * none: no log-probabilities.
+   */
+  logprobs?: number;
+  /**
+   * A GBNF grammar (llama.cpp syntax) the output must match.
+   */
+  grammar?: string;
+  /**
+   * The grammar's start rule (none: "root").
+   */
+  grammarRoot?: string;
+  /**
+   * A JSON schema (JSON text) the output must match, converted to a grammar by the engine;
+   * used when `grammar` is none. `{"type": "object"}` is OpenAI's `json_object` mode.
+   */
+  jsonSchema?: string;
+  /**
+   * Continue past a full context by shifting it (none: stop with `ContextFull`).
+   */
+  contextShift?: ContextShift;
+};
 
 /**
  * Generated factory for {@link GenerateParams} record objects.
  */
 export const GenerateParams = (() => {
-    const defaults = () => ({
-        maxTokens: undefined,
-        stop: [],
-        ignoreEog: false,
-        tools: [],
-        toolChoice: undefined,
-        logprobs: undefined,
-        grammar: undefined,
-        grammarRoot: undefined,
-        jsonSchema: undefined,
-        contextShift: undefined
-    });
-    const create = (() => {
-        return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<GenerateParams>,
-    });
+  const defaults = () => ({
+    maxTokens: undefined,
+    stop: [],
+    ignoreEog: false,
+    tools: [],
+    toolChoice: undefined,
+    logprobs: undefined,
+    grammar: undefined,
+    grammarRoot: undefined,
+    jsonSchema: undefined,
+    contextShift: undefined,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<GenerateParams>,
+  });
 })();
 
 const FfiConverterTypeGenerateParams = (() => {
-    type TypeName = GenerateParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                prompt: FfiConverterTypePromptInput.readFromCursor(c), 
-                sampling: FfiConverterTypeSamplingParams.readFromCursor(c), 
-                maxTokens: FfiConverterOptionalUInt32.readFromCursor(c), 
-                stop: FfiConverterSequenceString.readFromCursor(c), 
-                ignoreEog: FfiConverterBool.readFromCursor(c), 
-                tools: FfiConverterSequenceTypeTool.readFromCursor(c), 
-                toolChoice: FfiConverterOptionalTypeToolChoice.readFromCursor(c), 
-                logprobs: FfiConverterOptionalUInt32.readFromCursor(c), 
-                grammar: FfiConverterOptionalString.readFromCursor(c), 
-                grammarRoot: FfiConverterOptionalString.readFromCursor(c), 
-                jsonSchema: FfiConverterOptionalString.readFromCursor(c), 
-                contextShift: FfiConverterOptionalTypeContextShift.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterTypePromptInput.writeIntoCursor(value.prompt, c);
-            FfiConverterTypeSamplingParams.writeIntoCursor(value.sampling, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.maxTokens, c);
-            FfiConverterSequenceString.writeIntoCursor(value.stop, c);
-            FfiConverterBool.writeIntoCursor(value.ignoreEog, c);
-            FfiConverterSequenceTypeTool.writeIntoCursor(value.tools, c);
-            FfiConverterOptionalTypeToolChoice.writeIntoCursor(value.toolChoice, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.logprobs, c);
-            FfiConverterOptionalString.writeIntoCursor(value.grammar, c);
-            FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
-            FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
-            FfiConverterOptionalTypeContextShift.writeIntoCursor(value.contextShift, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterTypePromptInput.allocationSize(value.prompt) +
-             FfiConverterTypeSamplingParams.allocationSize(value.sampling) +
-             FfiConverterOptionalUInt32.allocationSize(value.maxTokens) +
-             FfiConverterSequenceString.allocationSize(value.stop) +
-             FfiConverterBool.allocationSize(value.ignoreEog) +
-             FfiConverterSequenceTypeTool.allocationSize(value.tools) +
-             FfiConverterOptionalTypeToolChoice.allocationSize(value.toolChoice) +
-             FfiConverterOptionalUInt32.allocationSize(value.logprobs) +
-             FfiConverterOptionalString.allocationSize(value.grammar) +
-             FfiConverterOptionalString.allocationSize(value.grammarRoot) +
-             FfiConverterOptionalString.allocationSize(value.jsonSchema) +
-             FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = GenerateParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        prompt: FfiConverterTypePromptInput.readFromCursor(c),
+        sampling: FfiConverterTypeSamplingParams.readFromCursor(c),
+        maxTokens: FfiConverterOptionalUInt32.readFromCursor(c),
+        stop: FfiConverterSequenceString.readFromCursor(c),
+        ignoreEog: FfiConverterBool.readFromCursor(c),
+        tools: FfiConverterSequenceTypeTool.readFromCursor(c),
+        toolChoice: FfiConverterOptionalTypeToolChoice.readFromCursor(c),
+        logprobs: FfiConverterOptionalUInt32.readFromCursor(c),
+        grammar: FfiConverterOptionalString.readFromCursor(c),
+        grammarRoot: FfiConverterOptionalString.readFromCursor(c),
+        jsonSchema: FfiConverterOptionalString.readFromCursor(c),
+        contextShift: FfiConverterOptionalTypeContextShift.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterTypePromptInput.writeIntoCursor(value.prompt, c);
+      FfiConverterTypeSamplingParams.writeIntoCursor(value.sampling, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.maxTokens, c);
+      FfiConverterSequenceString.writeIntoCursor(value.stop, c);
+      FfiConverterBool.writeIntoCursor(value.ignoreEog, c);
+      FfiConverterSequenceTypeTool.writeIntoCursor(value.tools, c);
+      FfiConverterOptionalTypeToolChoice.writeIntoCursor(value.toolChoice, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.logprobs, c);
+      FfiConverterOptionalString.writeIntoCursor(value.grammar, c);
+      FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
+      FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
+      FfiConverterOptionalTypeContextShift.writeIntoCursor(value.contextShift, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterTypePromptInput.allocationSize(value.prompt) +
+        FfiConverterTypeSamplingParams.allocationSize(value.sampling) +
+        FfiConverterOptionalUInt32.allocationSize(value.maxTokens) +
+        FfiConverterSequenceString.allocationSize(value.stop) +
+        FfiConverterBool.allocationSize(value.ignoreEog) +
+        FfiConverterSequenceTypeTool.allocationSize(value.tools) +
+        FfiConverterOptionalTypeToolChoice.allocationSize(value.toolChoice) +
+        FfiConverterOptionalUInt32.allocationSize(value.logprobs) +
+        FfiConverterOptionalString.allocationSize(value.grammar) +
+        FfiConverterOptionalString.allocationSize(value.grammarRoot) +
+        FfiConverterOptionalString.allocationSize(value.jsonSchema) +
+        FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * A token with its log-probability.
  */
 export type TopLogprob = {
-    /**
-     * The token id.
-     */
-    token: number,
-    /**
-     * Its log-probability.
-     */
-    logprob: number,
-    /**
-     * The token's bytes (control tokens as their text).
-     */
-    bytes: ArrayBuffer
-}
+  /**
+   * The token id.
+   */
+  token: number;
+  /**
+   * Its log-probability.
+   */
+  logprob: number;
+  /**
+   * The token's bytes (control tokens as their text).
+   */
+  bytes: ArrayBuffer;
+};
 
 /**
  * Generated factory for {@link TopLogprob} record objects.
  */
 export const TopLogprob = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<TopLogprob, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<TopLogprob>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<TopLogprob, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<TopLogprob>,
+  });
 })();
 
 const FfiConverterTypeTopLogprob = (() => {
-    type TypeName = TopLogprob;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                token: FfiConverterUInt32.readFromCursor(c), 
-                logprob: FfiConverterFloat32.readFromCursor(c), 
-                bytes: FfiConverterArrayBuffer.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.token, c);
-            FfiConverterFloat32.writeIntoCursor(value.logprob, c);
-            FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.token) +
-             FfiConverterFloat32.allocationSize(value.logprob) +
-             FfiConverterArrayBuffer.allocationSize(value.bytes);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = TopLogprob;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        token: FfiConverterUInt32.readFromCursor(c),
+        logprob: FfiConverterFloat32.readFromCursor(c),
+        bytes: FfiConverterArrayBuffer.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.token, c);
+      FfiConverterFloat32.writeIntoCursor(value.logprob, c);
+      FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.token) +
+        FfiConverterFloat32.allocationSize(value.logprob) +
+        FfiConverterArrayBuffer.allocationSize(value.bytes)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -2210,782 +2369,800 @@ const FfiConverterTypeTopLogprob = (() => {
  * alternatives at its step.
  */
 export type TokenLogprob = {
-    /**
-     * The generated token.
-     */
-    token: number,
-    /**
-     * Its log-probability.
-     */
-    logprob: number,
-    /**
-     * The token's bytes (control tokens as their text).
-     */
-    bytes: ArrayBuffer,
-    /**
-     * The most likely tokens at this step, most likely first.
-     */
-    top: Array<TopLogprob>
-}
+  /**
+   * The generated token.
+   */
+  token: number;
+  /**
+   * Its log-probability.
+   */
+  logprob: number;
+  /**
+   * The token's bytes (control tokens as their text).
+   */
+  bytes: ArrayBuffer;
+  /**
+   * The most likely tokens at this step, most likely first.
+   */
+  top: Array<TopLogprob>;
+};
 
 /**
  * Generated factory for {@link TokenLogprob} record objects.
  */
 export const TokenLogprob = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<TokenLogprob, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<TokenLogprob>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<TokenLogprob, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<TokenLogprob>,
+  });
 })();
 
 const FfiConverterTypeTokenLogprob = (() => {
-    type TypeName = TokenLogprob;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                token: FfiConverterUInt32.readFromCursor(c), 
-                logprob: FfiConverterFloat32.readFromCursor(c), 
-                bytes: FfiConverterArrayBuffer.readFromCursor(c), 
-                top: FfiConverterSequenceTypeTopLogprob.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.token, c);
-            FfiConverterFloat32.writeIntoCursor(value.logprob, c);
-            FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
-            FfiConverterSequenceTypeTopLogprob.writeIntoCursor(value.top, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.token) +
-             FfiConverterFloat32.allocationSize(value.logprob) +
-             FfiConverterArrayBuffer.allocationSize(value.bytes) +
-             FfiConverterSequenceTypeTopLogprob.allocationSize(value.top);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = TokenLogprob;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        token: FfiConverterUInt32.readFromCursor(c),
+        logprob: FfiConverterFloat32.readFromCursor(c),
+        bytes: FfiConverterArrayBuffer.readFromCursor(c),
+        top: FfiConverterSequenceTypeTopLogprob.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.token, c);
+      FfiConverterFloat32.writeIntoCursor(value.logprob, c);
+      FfiConverterArrayBuffer.writeIntoCursor(value.bytes, c);
+      FfiConverterSequenceTypeTopLogprob.writeIntoCursor(value.top, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.token) +
+        FfiConverterFloat32.allocationSize(value.logprob) +
+        FfiConverterArrayBuffer.allocationSize(value.bytes) +
+        FfiConverterSequenceTypeTopLogprob.allocationSize(value.top)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Why a generation ended.
  */
 export enum FinishReason {
-    /**
-     * An end-of-generation token.
-     */
-    EndOfGeneration,
-    /**
-     * A stop string matched.
-     */
-    StopString,
-    /**
-     * `max_tokens` reached.
-     */
-    MaxTokens,
-    /**
-     * The context window is full.
-     */
-    ContextFull,
-    /**
-     * Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
-     */
-    Cancelled,
-    /**
-     * The output calls tools.
-     */
-    ToolCalls,
-    /**
-     * The grammar matched completely and allows nothing more.
-     */
-    GrammarComplete,
-    /**
-     * No token can continue the grammar: the output is cut short.
-     */
-    GrammarDeadEnd
+  /**
+   * An end-of-generation token.
+   */
+  EndOfGeneration,
+  /**
+   * A stop string matched.
+   */
+  StopString,
+  /**
+   * `max_tokens` reached.
+   */
+  MaxTokens,
+  /**
+   * The context window is full.
+   */
+  ContextFull,
+  /**
+   * Cancelled by the caller (abort, `break`, dispose), during the prompt or while decoding.
+   */
+  Cancelled,
+  /**
+   * The output calls tools.
+   */
+  ToolCalls,
+  /**
+   * The grammar matched completely and allows nothing more.
+   */
+  GrammarComplete,
+  /**
+   * No token can continue the grammar: the output is cut short.
+   */
+  GrammarDeadEnd,
 }
 
 const FfiConverterTypeFinishReason = (() => {
-    type TypeName = FinishReason;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return FinishReason.EndOfGeneration;
-                case 2: return FinishReason.StopString;
-                case 3: return FinishReason.MaxTokens;
-                case 4: return FinishReason.ContextFull;
-                case 5: return FinishReason.Cancelled;
-                case 6: return FinishReason.ToolCalls;
-                case 7: return FinishReason.GrammarComplete;
-                case 8: return FinishReason.GrammarDeadEnd;
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value) {
-                case FinishReason.EndOfGeneration: return c.writeI32(1);
-                case FinishReason.StopString: return c.writeI32(2);
-                case FinishReason.MaxTokens: return c.writeI32(3);
-                case FinishReason.ContextFull: return c.writeI32(4);
-                case FinishReason.Cancelled: return c.writeI32(5);
-                case FinishReason.ToolCalls: return c.writeI32(6);
-                case FinishReason.GrammarComplete: return c.writeI32(7);
-                case FinishReason.GrammarDeadEnd: return c.writeI32(8);
-            }
-        }
-        allocationSize(value: TypeName): number {
-            return 4;
-        }
+  type TypeName = FinishReason;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return FinishReason.EndOfGeneration;
+        case 2:
+          return FinishReason.StopString;
+        case 3:
+          return FinishReason.MaxTokens;
+        case 4:
+          return FinishReason.ContextFull;
+        case 5:
+          return FinishReason.Cancelled;
+        case 6:
+          return FinishReason.ToolCalls;
+        case 7:
+          return FinishReason.GrammarComplete;
+        case 8:
+          return FinishReason.GrammarDeadEnd;
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value) {
+        case FinishReason.EndOfGeneration:
+          return c.writeI32(1);
+        case FinishReason.StopString:
+          return c.writeI32(2);
+        case FinishReason.MaxTokens:
+          return c.writeI32(3);
+        case FinishReason.ContextFull:
+          return c.writeI32(4);
+        case FinishReason.Cancelled:
+          return c.writeI32(5);
+        case FinishReason.ToolCalls:
+          return c.writeI32(6);
+        case FinishReason.GrammarComplete:
+          return c.writeI32(7);
+        case FinishReason.GrammarDeadEnd:
+          return c.writeI32(8);
+      }
+    }
+    allocationSize(value: TypeName): number {
+      return 4;
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * The result of a generation (also of a cancelled one: the text generated until then).
  */
 export type GenerationResult = {
-    /**
-     * Generated text (stop string excluded); with tool calls, the content before them.
-     */
-    text: string,
-    /**
-     * Tools the output calls.
-     */
-    toolCalls: Array<ToolCall>,
-    /**
-     * Generated token ids.
-     */
-    tokens: Array<number>,
-    /**
-     * Each generated token's log-probabilities, when asked for.
-     */
-    logprobs: Array<TokenLogprob>,
-    /**
-     * Tokens in the prompt.
-     */
-    promptTokens: number,
-    /**
-     * Tokens generated.
-     */
-    completionTokens: number,
-    /**
-     * Why generation ended.
-     */
-    finishReason: FinishReason,
-    /**
-     * Timings.
-     */
-    perf: Perf
-}
+  /**
+   * Generated text (stop string excluded); with tool calls, the content before them.
+   */
+  text: string;
+  /**
+   * Tools the output calls.
+   */
+  toolCalls: Array<ToolCall>;
+  /**
+   * Generated token ids.
+   */
+  tokens: Array<number>;
+  /**
+   * Each generated token's log-probabilities, when asked for.
+   */
+  logprobs: Array<TokenLogprob>;
+  /**
+   * Tokens in the prompt.
+   */
+  promptTokens: number;
+  /**
+   * Tokens generated.
+   */
+  completionTokens: number;
+  /**
+   * Why generation ended.
+   */
+  finishReason: FinishReason;
+  /**
+   * Timings.
+   */
+  perf: Perf;
+};
 
 /**
  * Generated factory for {@link GenerationResult} record objects.
  */
 export const GenerationResult = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<GenerationResult, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<GenerationResult>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<GenerationResult, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<GenerationResult>,
+  });
 })();
 
 const FfiConverterTypeGenerationResult = (() => {
-    type TypeName = GenerationResult;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                text: FfiConverterString.readFromCursor(c), 
-                toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c), 
-                tokens: FfiConverterSequenceUInt32.readFromCursor(c), 
-                logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c), 
-                promptTokens: FfiConverterUInt32.readFromCursor(c), 
-                completionTokens: FfiConverterUInt32.readFromCursor(c), 
-                finishReason: FfiConverterTypeFinishReason.readFromCursor(c), 
-                perf: FfiConverterTypePerf.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.text, c);
-            FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
-            FfiConverterSequenceUInt32.writeIntoCursor(value.tokens, c);
-            FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
-            FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
-            FfiConverterUInt32.writeIntoCursor(value.completionTokens, c);
-            FfiConverterTypeFinishReason.writeIntoCursor(value.finishReason, c);
-            FfiConverterTypePerf.writeIntoCursor(value.perf, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.text) +
-             FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
-             FfiConverterSequenceUInt32.allocationSize(value.tokens) +
-             FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
-             FfiConverterUInt32.allocationSize(value.promptTokens) +
-             FfiConverterUInt32.allocationSize(value.completionTokens) +
-             FfiConverterTypeFinishReason.allocationSize(value.finishReason) +
-             FfiConverterTypePerf.allocationSize(value.perf);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = GenerationResult;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        text: FfiConverterString.readFromCursor(c),
+        toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c),
+        tokens: FfiConverterSequenceUInt32.readFromCursor(c),
+        logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c),
+        promptTokens: FfiConverterUInt32.readFromCursor(c),
+        completionTokens: FfiConverterUInt32.readFromCursor(c),
+        finishReason: FfiConverterTypeFinishReason.readFromCursor(c),
+        perf: FfiConverterTypePerf.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.text, c);
+      FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
+      FfiConverterSequenceUInt32.writeIntoCursor(value.tokens, c);
+      FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
+      FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
+      FfiConverterUInt32.writeIntoCursor(value.completionTokens, c);
+      FfiConverterTypeFinishReason.writeIntoCursor(value.finishReason, c);
+      FfiConverterTypePerf.writeIntoCursor(value.perf, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.text) +
+        FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
+        FfiConverterSequenceUInt32.allocationSize(value.tokens) +
+        FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
+        FfiConverterUInt32.allocationSize(value.promptTokens) +
+        FfiConverterUInt32.allocationSize(value.completionTokens) +
+        FfiConverterTypeFinishReason.allocationSize(value.finishReason) +
+        FfiConverterTypePerf.allocationSize(value.perf)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * The host's memory as the operating system reports it; `None` where it cannot be read.
  */
 export type HostMemory = {
-    /**
-     * Total physical memory in bytes.
-     */
-    totalBytes?: bigint,
-    /**
-     * Memory available to new allocations without swapping, in bytes.
-     */
-    availableBytes?: bigint
-}
+  /**
+   * Total physical memory in bytes.
+   */
+  totalBytes?: bigint;
+  /**
+   * Memory available to new allocations without swapping, in bytes.
+   */
+  availableBytes?: bigint;
+};
 
 /**
  * Generated factory for {@link HostMemory} record objects.
  */
 export const HostMemory = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<HostMemory, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<HostMemory>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<HostMemory, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<HostMemory>,
+  });
 })();
 
 const FfiConverterTypeHostMemory = (() => {
-    type TypeName = HostMemory;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                totalBytes: FfiConverterOptionalUInt64.readFromCursor(c), 
-                availableBytes: FfiConverterOptionalUInt64.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterOptionalUInt64.writeIntoCursor(value.totalBytes, c);
-            FfiConverterOptionalUInt64.writeIntoCursor(value.availableBytes, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterOptionalUInt64.allocationSize(value.totalBytes) +
-             FfiConverterOptionalUInt64.allocationSize(value.availableBytes);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = HostMemory;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        totalBytes: FfiConverterOptionalUInt64.readFromCursor(c),
+        availableBytes: FfiConverterOptionalUInt64.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterOptionalUInt64.writeIntoCursor(value.totalBytes, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.availableBytes, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterOptionalUInt64.allocationSize(value.totalBytes) +
+        FfiConverterOptionalUInt64.allocationSize(value.availableBytes)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * How to load a model.
  */
 export type LoadOptions = {
-    /**
-     * Memory-map the file instead of reading it into memory.
-     */
-    useMmap: boolean,
-    /**
-     * Place every weight on the CPU, even where an accelerator is detected.
-     */
-    cpuOnly: boolean
-}
+  /**
+   * Memory-map the file instead of reading it into memory.
+   */
+  useMmap: boolean;
+  /**
+   * Place every weight on the CPU, even where an accelerator is detected.
+   */
+  cpuOnly: boolean;
+};
 
 /**
  * Generated factory for {@link LoadOptions} record objects.
  */
 export const LoadOptions = (() => {
-    const defaults = () => ({
-        useMmap: true,
-        cpuOnly: false
-    });
-    const create = (() => {
-        return uniffiCreateRecord<LoadOptions, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<LoadOptions>,
-    });
+  const defaults = () => ({
+    useMmap: true,
+    cpuOnly: false,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<LoadOptions, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<LoadOptions>,
+  });
 })();
 
 const FfiConverterTypeLoadOptions = (() => {
-    type TypeName = LoadOptions;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                useMmap: FfiConverterBool.readFromCursor(c), 
-                cpuOnly: FfiConverterBool.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterBool.writeIntoCursor(value.useMmap, c);
-            FfiConverterBool.writeIntoCursor(value.cpuOnly, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterBool.allocationSize(value.useMmap) +
-             FfiConverterBool.allocationSize(value.cpuOnly);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = LoadOptions;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        useMmap: FfiConverterBool.readFromCursor(c),
+        cpuOnly: FfiConverterBool.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterBool.writeIntoCursor(value.useMmap, c);
+      FfiConverterBool.writeIntoCursor(value.cpuOnly, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterBool.allocationSize(value.useMmap) + FfiConverterBool.allocationSize(value.cpuOnly);
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Log severity.
  */
 export enum LogLevel {
-    /**
-     * Details for debugging.
-     */
-    Debug,
-    /**
-     * Progress and timings.
-     */
-    Info,
-    /**
-     * Warnings.
-     */
-    Warn,
-    /**
-     * Errors.
-     */
-    Error
+  /**
+   * Details for debugging.
+   */
+  Debug,
+  /**
+   * Progress and timings.
+   */
+  Info,
+  /**
+   * Warnings.
+   */
+  Warn,
+  /**
+   * Errors.
+   */
+  Error,
 }
 
 const FfiConverterTypeLogLevel = (() => {
-    type TypeName = LogLevel;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return LogLevel.Debug;
-                case 2: return LogLevel.Info;
-                case 3: return LogLevel.Warn;
-                case 4: return LogLevel.Error;
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value) {
-                case LogLevel.Debug: return c.writeI32(1);
-                case LogLevel.Info: return c.writeI32(2);
-                case LogLevel.Warn: return c.writeI32(3);
-                case LogLevel.Error: return c.writeI32(4);
-            }
-        }
-        allocationSize(value: TypeName): number {
-            return 4;
-        }
+  type TypeName = LogLevel;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return LogLevel.Debug;
+        case 2:
+          return LogLevel.Info;
+        case 3:
+          return LogLevel.Warn;
+        case 4:
+          return LogLevel.Error;
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value) {
+        case LogLevel.Debug:
+          return c.writeI32(1);
+        case LogLevel.Info:
+          return c.writeI32(2);
+        case LogLevel.Warn:
+          return c.writeI32(3);
+        case LogLevel.Error:
+          return c.writeI32(4);
+      }
+    }
+    allocationSize(value: TypeName): number {
+      return 4;
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * One log message.
  */
 export type LogRecord = {
-    /**
-     * Severity.
-     */
-    level: LogLevel,
-    /**
-     * The message.
-     */
-    message: string
-}
+  /**
+   * Severity.
+   */
+  level: LogLevel;
+  /**
+   * The message.
+   */
+  message: string;
+};
 
 /**
  * Generated factory for {@link LogRecord} record objects.
  */
 export const LogRecord = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<LogRecord, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<LogRecord>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<LogRecord, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<LogRecord>,
+  });
 })();
 
 const FfiConverterTypeLogRecord = (() => {
-    type TypeName = LogRecord;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                level: FfiConverterTypeLogLevel.readFromCursor(c), 
-                message: FfiConverterString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterTypeLogLevel.writeIntoCursor(value.level, c);
-            FfiConverterString.writeIntoCursor(value.message, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterTypeLogLevel.allocationSize(value.level) +
-             FfiConverterString.allocationSize(value.message);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = LogRecord;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        level: FfiConverterTypeLogLevel.readFromCursor(c),
+        message: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterTypeLogLevel.writeIntoCursor(value.level, c);
+      FfiConverterString.writeIntoCursor(value.message, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterTypeLogLevel.allocationSize(value.level) + FfiConverterString.allocationSize(value.message);
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Memory a model needs for one context: its weights plus the f16 KV cache.
  */
 export type MemoryEstimate = {
-    /**
-     * Bytes of weights (tensor data).
-     */
-    weightsBytes: bigint,
-    /**
-     * Bytes of the KV cache for `context_size` tokens.
-     */
-    kvCacheBytes: bigint,
-    /**
-     * The context size of the estimate.
-     */
-    contextSize: number,
-    /**
-     * `weights_bytes + kv_cache_bytes`.
-     */
-    totalBytes: bigint
-}
+  /**
+   * Bytes of weights (tensor data).
+   */
+  weightsBytes: bigint;
+  /**
+   * Bytes of the KV cache for `context_size` tokens.
+   */
+  kvCacheBytes: bigint;
+  /**
+   * The context size of the estimate.
+   */
+  contextSize: number;
+  /**
+   * `weights_bytes + kv_cache_bytes`.
+   */
+  totalBytes: bigint;
+};
 
 /**
  * Generated factory for {@link MemoryEstimate} record objects.
  */
 export const MemoryEstimate = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<MemoryEstimate, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<MemoryEstimate>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<MemoryEstimate, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<MemoryEstimate>,
+  });
 })();
 
 const FfiConverterTypeMemoryEstimate = (() => {
-    type TypeName = MemoryEstimate;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                weightsBytes: FfiConverterUInt64.readFromCursor(c), 
-                kvCacheBytes: FfiConverterUInt64.readFromCursor(c), 
-                contextSize: FfiConverterUInt32.readFromCursor(c), 
-                totalBytes: FfiConverterUInt64.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt64.writeIntoCursor(value.weightsBytes, c);
-            FfiConverterUInt64.writeIntoCursor(value.kvCacheBytes, c);
-            FfiConverterUInt32.writeIntoCursor(value.contextSize, c);
-            FfiConverterUInt64.writeIntoCursor(value.totalBytes, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt64.allocationSize(value.weightsBytes) +
-             FfiConverterUInt64.allocationSize(value.kvCacheBytes) +
-             FfiConverterUInt32.allocationSize(value.contextSize) +
-             FfiConverterUInt64.allocationSize(value.totalBytes);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = MemoryEstimate;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        weightsBytes: FfiConverterUInt64.readFromCursor(c),
+        kvCacheBytes: FfiConverterUInt64.readFromCursor(c),
+        contextSize: FfiConverterUInt32.readFromCursor(c),
+        totalBytes: FfiConverterUInt64.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt64.writeIntoCursor(value.weightsBytes, c);
+      FfiConverterUInt64.writeIntoCursor(value.kvCacheBytes, c);
+      FfiConverterUInt32.writeIntoCursor(value.contextSize, c);
+      FfiConverterUInt64.writeIntoCursor(value.totalBytes, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt64.allocationSize(value.weightsBytes) +
+        FfiConverterUInt64.allocationSize(value.kvCacheBytes) +
+        FfiConverterUInt32.allocationSize(value.contextSize) +
+        FfiConverterUInt64.allocationSize(value.totalBytes)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Facts about a loaded model.
  */
 export type ModelInfo = {
-    /**
-     * Architecture, e.g. "llama" or "gemma3".
-     */
-    architecture: string,
-    /**
-     * The model's name from its metadata, when present.
-     */
-    name?: string,
-    /**
-     * File size in bytes.
-     */
-    sizeBytes: bigint,
-    /**
-     * Bytes of tensor data (the weights).
-     */
-    weightsBytes: bigint,
-    /**
-     * Number of parameters.
-     */
-    nParams: bigint,
-    /**
-     * Training context length in tokens.
-     */
-    contextLength: number,
-    /**
-     * Embedding (hidden) size.
-     */
-    embeddingLength: number,
-    /**
-     * Number of transformer layers.
-     */
-    nLayer: number,
-    /**
-     * Attention heads.
-     */
-    nHead: number,
-    /**
-     * Key/value heads.
-     */
-    nHeadKv: number,
-    /**
-     * Vocabulary size.
-     */
-    nVocab: number,
-    /**
-     * Whether the file carries its own chat template (otherwise a built-in one is used).
-     */
-    hasChatTemplate: boolean,
-    /**
-     * The chat template source in use.
-     */
-    chatTemplate: string,
-    /**
-     * Milliseconds the load took.
-     */
-    loadMs: number,
-    /**
-     * GGUF metadata as short strings (long arrays abbreviated).
-     */
-    metadata: Map<string, string>,
-    /**
-     * Weight matrices per device name.
-     */
-    placement: Map<string, number>
-}
+  /**
+   * Architecture, e.g. "llama" or "gemma3".
+   */
+  architecture: string;
+  /**
+   * The model's name from its metadata, when present.
+   */
+  name?: string;
+  /**
+   * File size in bytes.
+   */
+  sizeBytes: bigint;
+  /**
+   * Bytes of tensor data (the weights).
+   */
+  weightsBytes: bigint;
+  /**
+   * Number of parameters.
+   */
+  nParams: bigint;
+  /**
+   * Training context length in tokens.
+   */
+  contextLength: number;
+  /**
+   * Embedding (hidden) size.
+   */
+  embeddingLength: number;
+  /**
+   * Number of transformer layers.
+   */
+  nLayer: number;
+  /**
+   * Attention heads.
+   */
+  nHead: number;
+  /**
+   * Key/value heads.
+   */
+  nHeadKv: number;
+  /**
+   * Vocabulary size.
+   */
+  nVocab: number;
+  /**
+   * Whether the file carries its own chat template (otherwise a built-in one is used).
+   */
+  hasChatTemplate: boolean;
+  /**
+   * The chat template source in use.
+   */
+  chatTemplate: string;
+  /**
+   * Milliseconds the load took.
+   */
+  loadMs: number;
+  /**
+   * GGUF metadata as short strings (long arrays abbreviated).
+   */
+  metadata: Map<string, string>;
+  /**
+   * Weight matrices per device name.
+   */
+  placement: Map<string, number>;
+};
 
 /**
  * Generated factory for {@link ModelInfo} record objects.
  */
 export const ModelInfo = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<ModelInfo, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<ModelInfo>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<ModelInfo, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ModelInfo>,
+  });
 })();
 
 const FfiConverterTypeModelInfo = (() => {
-    type TypeName = ModelInfo;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                architecture: FfiConverterString.readFromCursor(c), 
-                name: FfiConverterOptionalString.readFromCursor(c), 
-                sizeBytes: FfiConverterUInt64.readFromCursor(c), 
-                weightsBytes: FfiConverterUInt64.readFromCursor(c), 
-                nParams: FfiConverterUInt64.readFromCursor(c), 
-                contextLength: FfiConverterUInt32.readFromCursor(c), 
-                embeddingLength: FfiConverterUInt32.readFromCursor(c), 
-                nLayer: FfiConverterUInt32.readFromCursor(c), 
-                nHead: FfiConverterUInt32.readFromCursor(c), 
-                nHeadKv: FfiConverterUInt32.readFromCursor(c), 
-                nVocab: FfiConverterUInt32.readFromCursor(c), 
-                hasChatTemplate: FfiConverterBool.readFromCursor(c), 
-                chatTemplate: FfiConverterString.readFromCursor(c), 
-                loadMs: FfiConverterFloat64.readFromCursor(c), 
-                metadata: FfiConverterMapStringString.readFromCursor(c), 
-                placement: FfiConverterMapStringUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.architecture, c);
-            FfiConverterOptionalString.writeIntoCursor(value.name, c);
-            FfiConverterUInt64.writeIntoCursor(value.sizeBytes, c);
-            FfiConverterUInt64.writeIntoCursor(value.weightsBytes, c);
-            FfiConverterUInt64.writeIntoCursor(value.nParams, c);
-            FfiConverterUInt32.writeIntoCursor(value.contextLength, c);
-            FfiConverterUInt32.writeIntoCursor(value.embeddingLength, c);
-            FfiConverterUInt32.writeIntoCursor(value.nLayer, c);
-            FfiConverterUInt32.writeIntoCursor(value.nHead, c);
-            FfiConverterUInt32.writeIntoCursor(value.nHeadKv, c);
-            FfiConverterUInt32.writeIntoCursor(value.nVocab, c);
-            FfiConverterBool.writeIntoCursor(value.hasChatTemplate, c);
-            FfiConverterString.writeIntoCursor(value.chatTemplate, c);
-            FfiConverterFloat64.writeIntoCursor(value.loadMs, c);
-            FfiConverterMapStringString.writeIntoCursor(value.metadata, c);
-            FfiConverterMapStringUInt32.writeIntoCursor(value.placement, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.architecture) +
-             FfiConverterOptionalString.allocationSize(value.name) +
-             FfiConverterUInt64.allocationSize(value.sizeBytes) +
-             FfiConverterUInt64.allocationSize(value.weightsBytes) +
-             FfiConverterUInt64.allocationSize(value.nParams) +
-             FfiConverterUInt32.allocationSize(value.contextLength) +
-             FfiConverterUInt32.allocationSize(value.embeddingLength) +
-             FfiConverterUInt32.allocationSize(value.nLayer) +
-             FfiConverterUInt32.allocationSize(value.nHead) +
-             FfiConverterUInt32.allocationSize(value.nHeadKv) +
-             FfiConverterUInt32.allocationSize(value.nVocab) +
-             FfiConverterBool.allocationSize(value.hasChatTemplate) +
-             FfiConverterString.allocationSize(value.chatTemplate) +
-             FfiConverterFloat64.allocationSize(value.loadMs) +
-             FfiConverterMapStringString.allocationSize(value.metadata) +
-             FfiConverterMapStringUInt32.allocationSize(value.placement);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = ModelInfo;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        architecture: FfiConverterString.readFromCursor(c),
+        name: FfiConverterOptionalString.readFromCursor(c),
+        sizeBytes: FfiConverterUInt64.readFromCursor(c),
+        weightsBytes: FfiConverterUInt64.readFromCursor(c),
+        nParams: FfiConverterUInt64.readFromCursor(c),
+        contextLength: FfiConverterUInt32.readFromCursor(c),
+        embeddingLength: FfiConverterUInt32.readFromCursor(c),
+        nLayer: FfiConverterUInt32.readFromCursor(c),
+        nHead: FfiConverterUInt32.readFromCursor(c),
+        nHeadKv: FfiConverterUInt32.readFromCursor(c),
+        nVocab: FfiConverterUInt32.readFromCursor(c),
+        hasChatTemplate: FfiConverterBool.readFromCursor(c),
+        chatTemplate: FfiConverterString.readFromCursor(c),
+        loadMs: FfiConverterFloat64.readFromCursor(c),
+        metadata: FfiConverterMapStringString.readFromCursor(c),
+        placement: FfiConverterMapStringUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.architecture, c);
+      FfiConverterOptionalString.writeIntoCursor(value.name, c);
+      FfiConverterUInt64.writeIntoCursor(value.sizeBytes, c);
+      FfiConverterUInt64.writeIntoCursor(value.weightsBytes, c);
+      FfiConverterUInt64.writeIntoCursor(value.nParams, c);
+      FfiConverterUInt32.writeIntoCursor(value.contextLength, c);
+      FfiConverterUInt32.writeIntoCursor(value.embeddingLength, c);
+      FfiConverterUInt32.writeIntoCursor(value.nLayer, c);
+      FfiConverterUInt32.writeIntoCursor(value.nHead, c);
+      FfiConverterUInt32.writeIntoCursor(value.nHeadKv, c);
+      FfiConverterUInt32.writeIntoCursor(value.nVocab, c);
+      FfiConverterBool.writeIntoCursor(value.hasChatTemplate, c);
+      FfiConverterString.writeIntoCursor(value.chatTemplate, c);
+      FfiConverterFloat64.writeIntoCursor(value.loadMs, c);
+      FfiConverterMapStringString.writeIntoCursor(value.metadata, c);
+      FfiConverterMapStringUInt32.writeIntoCursor(value.placement, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.architecture) +
+        FfiConverterOptionalString.allocationSize(value.name) +
+        FfiConverterUInt64.allocationSize(value.sizeBytes) +
+        FfiConverterUInt64.allocationSize(value.weightsBytes) +
+        FfiConverterUInt64.allocationSize(value.nParams) +
+        FfiConverterUInt32.allocationSize(value.contextLength) +
+        FfiConverterUInt32.allocationSize(value.embeddingLength) +
+        FfiConverterUInt32.allocationSize(value.nLayer) +
+        FfiConverterUInt32.allocationSize(value.nHead) +
+        FfiConverterUInt32.allocationSize(value.nHeadKv) +
+        FfiConverterUInt32.allocationSize(value.nVocab) +
+        FfiConverterBool.allocationSize(value.hasChatTemplate) +
+        FfiConverterString.allocationSize(value.chatTemplate) +
+        FfiConverterFloat64.allocationSize(value.loadMs) +
+        FfiConverterMapStringString.allocationSize(value.metadata) +
+        FfiConverterMapStringUInt32.allocationSize(value.placement)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * Options of [`quantize_model`] (local-llm-js-core's `QuantizeOptions`).
  */
 export type QuantizeParams = {
-    /**
-     * llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
-     * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
-     */
-    quantType: string,
-    /**
-     * Threads (default: all cores).
-     */
-    threads?: number,
-    /**
-     * Accept an already quantized input (dequantized, then quantized again).
-     */
-    allowRequantize?: boolean,
-    /**
-     * Quantize `output.weight` (default true).
-     */
-    quantizeOutputTensor?: boolean,
-    /**
-     * Give every quantized tensor the mix's default type.
-     */
-    pure?: boolean
-}
+  /**
+   * llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
+   * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
+   */
+  quantType: string;
+  /**
+   * Threads (default: all cores).
+   */
+  threads?: number;
+  /**
+   * Accept an already quantized input (dequantized, then quantized again).
+   */
+  allowRequantize?: boolean;
+  /**
+   * Quantize `output.weight` (default true).
+   */
+  quantizeOutputTensor?: boolean;
+  /**
+   * Give every quantized tensor the mix's default type.
+   */
+  pure?: boolean;
+};
 
 /**
  * Generated factory for {@link QuantizeParams} record objects.
  */
 export const QuantizeParams = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<QuantizeParams, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<QuantizeParams>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<QuantizeParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<QuantizeParams>,
+  });
 })();
 
 const FfiConverterTypeQuantizeParams = (() => {
-    type TypeName = QuantizeParams;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                quantType: FfiConverterString.readFromCursor(c), 
-                threads: FfiConverterOptionalUInt32.readFromCursor(c), 
-                allowRequantize: FfiConverterOptionalBoolean.readFromCursor(c), 
-                quantizeOutputTensor: FfiConverterOptionalBoolean.readFromCursor(c), 
-                pure: FfiConverterOptionalBoolean.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterString.writeIntoCursor(value.quantType, c);
-            FfiConverterOptionalUInt32.writeIntoCursor(value.threads, c);
-            FfiConverterOptionalBoolean.writeIntoCursor(value.allowRequantize, c);
-            FfiConverterOptionalBoolean.writeIntoCursor(value.quantizeOutputTensor, c);
-            FfiConverterOptionalBoolean.writeIntoCursor(value.pure, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterString.allocationSize(value.quantType) +
-             FfiConverterOptionalUInt32.allocationSize(value.threads) +
-             FfiConverterOptionalBoolean.allocationSize(value.allowRequantize) +
-             FfiConverterOptionalBoolean.allocationSize(value.quantizeOutputTensor) +
-             FfiConverterOptionalBoolean.allocationSize(value.pure);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = QuantizeParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        quantType: FfiConverterString.readFromCursor(c),
+        threads: FfiConverterOptionalUInt32.readFromCursor(c),
+        allowRequantize: FfiConverterOptionalBoolean.readFromCursor(c),
+        quantizeOutputTensor: FfiConverterOptionalBoolean.readFromCursor(c),
+        pure: FfiConverterOptionalBoolean.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.quantType, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.threads, c);
+      FfiConverterOptionalBoolean.writeIntoCursor(value.allowRequantize, c);
+      FfiConverterOptionalBoolean.writeIntoCursor(value.quantizeOutputTensor, c);
+      FfiConverterOptionalBoolean.writeIntoCursor(value.pure, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.quantType) +
+        FfiConverterOptionalUInt32.allocationSize(value.threads) +
+        FfiConverterOptionalBoolean.allocationSize(value.allowRequantize) +
+        FfiConverterOptionalBoolean.allocationSize(value.quantizeOutputTensor) +
+        FfiConverterOptionalBoolean.allocationSize(value.pure)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * What `load_session` restored (llama.rn's `NativeSessionLoadResult`).
  */
 export type SessionLoadResult = {
-    /**
-     * Tokens restored into the cache.
-     */
-    tokensLoaded: number,
-    /**
-     * Their text (control tokens included).
-     */
-    prompt: string
-}
+  /**
+   * Tokens restored into the cache.
+   */
+  tokensLoaded: number;
+  /**
+   * Their text (control tokens included).
+   */
+  prompt: string;
+};
 
 /**
  * Generated factory for {@link SessionLoadResult} record objects.
  */
 export const SessionLoadResult = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<SessionLoadResult, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<SessionLoadResult>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<SessionLoadResult, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<SessionLoadResult>,
+  });
 })();
 
 const FfiConverterTypeSessionLoadResult = (() => {
-    type TypeName = SessionLoadResult;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                tokensLoaded: FfiConverterUInt32.readFromCursor(c), 
-                prompt: FfiConverterString.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.tokensLoaded, c);
-            FfiConverterString.writeIntoCursor(value.prompt, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.tokensLoaded) +
-             FfiConverterString.allocationSize(value.prompt);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = SessionLoadResult;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        tokensLoaded: FfiConverterUInt32.readFromCursor(c),
+        prompt: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.tokensLoaded, c);
+      FfiConverterString.writeIntoCursor(value.prompt, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterUInt32.allocationSize(value.tokensLoaded) + FfiConverterString.allocationSize(value.prompt);
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -2993,989 +3170,936 @@ const FfiConverterTypeSessionLoadResult = (() => {
  * [`Context::set_speculative`]).
  */
 export type SpeculativeOptions = {
-    /**
-     * Most tokens drafted per step (0: no speculative decoding); at most
-     * [`MAX_DRAFT`].
-     */
-    draftNMax: number,
-    /**
-     * Drafts shorter than this are not verified (llama.cpp's
-     * `--spec-draft-n-min`).
-     */
-    draftNMin: number,
-    /**
-     * Prompt-lookup drafting: the longest n-gram of at most this many tokens
-     * ending the text (prompt and output) that occurred earlier proposes the
-     * tokens that followed it (0: off; at most [`MAX_LOOKUP_NGRAM`]). With a
-     * draft model too, the draft model drafts when lookup finds nothing.
-     */
-    lookupNgramMax: number
-}
+  /**
+   * Most tokens drafted per step (0: no speculative decoding); at most
+   * [`MAX_DRAFT`].
+   */
+  draftNMax: number;
+  /**
+   * Drafts shorter than this are not verified (llama.cpp's
+   * `--spec-draft-n-min`).
+   */
+  draftNMin: number;
+  /**
+   * Prompt-lookup drafting: the longest n-gram of at most this many tokens
+   * ending the text (prompt and output) that occurred earlier proposes the
+   * tokens that followed it (0: off; at most [`MAX_LOOKUP_NGRAM`]). With a
+   * draft model too, the draft model drafts when lookup finds nothing.
+   */
+  lookupNgramMax: number;
+};
 
 /**
  * Generated factory for {@link SpeculativeOptions} record objects.
  */
 export const SpeculativeOptions = (() => {
-    const defaults = () => ({
-        draftNMax: 8,
-        draftNMin: 0,
-        lookupNgramMax: 0
-    });
-    const create = (() => {
-        return uniffiCreateRecord<SpeculativeOptions, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<SpeculativeOptions>,
-    });
+  const defaults = () => ({
+    draftNMax: 8,
+    draftNMin: 0,
+    lookupNgramMax: 0,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<SpeculativeOptions, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<SpeculativeOptions>,
+  });
 })();
 
 const FfiConverterTypeSpeculativeOptions = (() => {
-    type TypeName = SpeculativeOptions;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                draftNMax: FfiConverterUInt32.readFromCursor(c), 
-                draftNMin: FfiConverterUInt32.readFromCursor(c), 
-                lookupNgramMax: FfiConverterUInt32.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterUInt32.writeIntoCursor(value.draftNMax, c);
-            FfiConverterUInt32.writeIntoCursor(value.draftNMin, c);
-            FfiConverterUInt32.writeIntoCursor(value.lookupNgramMax, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterUInt32.allocationSize(value.draftNMax) +
-             FfiConverterUInt32.allocationSize(value.draftNMin) +
-             FfiConverterUInt32.allocationSize(value.lookupNgramMax);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = SpeculativeOptions;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        draftNMax: FfiConverterUInt32.readFromCursor(c),
+        draftNMin: FfiConverterUInt32.readFromCursor(c),
+        lookupNgramMax: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.draftNMax, c);
+      FfiConverterUInt32.writeIntoCursor(value.draftNMin, c);
+      FfiConverterUInt32.writeIntoCursor(value.lookupNgramMax, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterUInt32.allocationSize(value.draftNMax) +
+        FfiConverterUInt32.allocationSize(value.draftNMin) +
+        FfiConverterUInt32.allocationSize(value.lookupNgramMax)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
  * The next part of a stream.
  */
 export type StreamChunk = {
-    /**
-     * New text pieces, in order (may be empty on the last chunk).
-     */
-    pieces: Array<string>,
-    /**
-     * Log-probabilities of the tokens generated since the previous chunk (when asked for;
-     * a token's entry may come a chunk before its text, which can be held back).
-     */
-    logprobs: Array<TokenLogprob>,
-    /**
-     * Whether the generation has ended; `result` is then set.
-     */
-    done: boolean,
-    /**
-     * The whole generation (text, tokens, finish reason, timings), on the last chunk.
-     */
-    result?: GenerationResult
-}
+  /**
+   * New text pieces, in order (may be empty on the last chunk).
+   */
+  pieces: Array<string>;
+  /**
+   * Log-probabilities of the tokens generated since the previous chunk (when asked for;
+   * a token's entry may come a chunk before its text, which can be held back).
+   */
+  logprobs: Array<TokenLogprob>;
+  /**
+   * Whether the generation has ended; `result` is then set.
+   */
+  done: boolean;
+  /**
+   * The whole generation (text, tokens, finish reason, timings), on the last chunk.
+   */
+  result?: GenerationResult;
+};
 
 /**
  * Generated factory for {@link StreamChunk} record objects.
  */
 export const StreamChunk = (() => {
-    const defaults = () => ({
-    });
-    const create = (() => {
-        return uniffiCreateRecord<StreamChunk, ReturnType<typeof defaults>>(defaults);
-    })();
-    return Object.freeze({
-        create,
-        new: create,
-        defaults: () => Object.freeze(defaults()) as Partial<StreamChunk>,
-    });
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<StreamChunk, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<StreamChunk>,
+  });
 })();
 
 const FfiConverterTypeStreamChunk = (() => {
-    type TypeName = StreamChunk;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            return {
-                pieces: FfiConverterSequenceString.readFromCursor(c), 
-                logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c), 
-                done: FfiConverterBool.readFromCursor(c), 
-                result: FfiConverterOptionalTypeGenerationResult.readFromCursor(c)
-            };
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            FfiConverterSequenceString.writeIntoCursor(value.pieces, c);
-            FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
-            FfiConverterBool.writeIntoCursor(value.done, c);
-            FfiConverterOptionalTypeGenerationResult.writeIntoCursor(value.result, c);
-        }
-        allocationSize(value: TypeName): number {
-            return FfiConverterSequenceString.allocationSize(value.pieces) +
-             FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
-             FfiConverterBool.allocationSize(value.done) +
-             FfiConverterOptionalTypeGenerationResult.allocationSize(value.result);
-            
-        }
-    };
-    return new FFIConverter();
+  type TypeName = StreamChunk;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        pieces: FfiConverterSequenceString.readFromCursor(c),
+        logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c),
+        done: FfiConverterBool.readFromCursor(c),
+        result: FfiConverterOptionalTypeGenerationResult.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterSequenceString.writeIntoCursor(value.pieces, c);
+      FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
+      FfiConverterBool.writeIntoCursor(value.done, c);
+      FfiConverterOptionalTypeGenerationResult.writeIntoCursor(value.result, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterSequenceString.allocationSize(value.pieces) +
+        FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
+        FfiConverterBool.allocationSize(value.done) +
+        FfiConverterOptionalTypeGenerationResult.allocationSize(value.result)
+      );
+    }
+  }
+  return new FFIConverter();
 })();
-
 
 // Error type: LlmError
 export enum LlmError_Tags {
-    ModelLoadFailed = "ModelLoadFailed",
-    ContextCreateFailed = "ContextCreateFailed",
-    ContextExhausted = "ContextExhausted",
-    InferenceFailed = "InferenceFailed",
-    StreamFailed = "StreamFailed",
-    EmbeddingFailed = "EmbeddingFailed",
-    NotInitialized = "NotInitialized",
-    InvalidOption = "InvalidOption",
-    InsufficientMemory = "InsufficientMemory",
-    CacheCorrupt = "CacheCorrupt",
-    QuantizeFailed = "QuantizeFailed",
-    InvalidPath = "InvalidPath",
-    DownloadFailed = "DownloadFailed",
-    DownloadIntegrityMismatch = "DownloadIntegrityMismatch"
+  ModelLoadFailed = 'ModelLoadFailed',
+  ContextCreateFailed = 'ContextCreateFailed',
+  ContextExhausted = 'ContextExhausted',
+  InferenceFailed = 'InferenceFailed',
+  StreamFailed = 'StreamFailed',
+  EmbeddingFailed = 'EmbeddingFailed',
+  NotInitialized = 'NotInitialized',
+  InvalidOption = 'InvalidOption',
+  InsufficientMemory = 'InsufficientMemory',
+  CacheCorrupt = 'CacheCorrupt',
+  QuantizeFailed = 'QuantizeFailed',
+  InvalidPath = 'InvalidPath',
+  DownloadFailed = 'DownloadFailed',
+  DownloadIntegrityMismatch = 'DownloadIntegrityMismatch',
 }
 /**
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export const LlmError = (() => {
-
-    type ModelLoadFailed__interface = {
-        tag: LlmError_Tags.ModelLoadFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+  type ModelLoadFailed__interface = {
+    tag: LlmError_Tags.ModelLoadFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `MODEL_LOAD_FAILED`: the file is not a usable GGUF model.
+   */
+  class ModelLoadFailed_ extends UniffiError implements ModelLoadFailed__interface {
     /**
-     * `MODEL_LOAD_FAILED`: the file is not a usable GGUF model.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class ModelLoadFailed_ extends UniffiError implements ModelLoadFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.ModelLoadFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "ModelLoadFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.ModelLoadFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'ModelLoadFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): ModelLoadFailed_ {
-            return new ModelLoadFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is ModelLoadFailed_ {
-            return obj.tag === LlmError_Tags.ModelLoadFailed;
-        }
-        static hasInner(obj: any): obj is ModelLoadFailed_ {
-            return ModelLoadFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: ModelLoadFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): ModelLoadFailed_ {
+      return new ModelLoadFailed_(inner);
     }
 
-    type ContextCreateFailed__interface = {
-        tag: LlmError_Tags.ContextCreateFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is ModelLoadFailed_ {
+      return obj.tag === LlmError_Tags.ModelLoadFailed;
+    }
+    static hasInner(obj: any): obj is ModelLoadFailed_ {
+      return ModelLoadFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: ModelLoadFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type ContextCreateFailed__interface = {
+    tag: LlmError_Tags.ContextCreateFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `CONTEXT_CREATE_FAILED`: the context options are invalid or the cache cannot be made.
+   */
+  class ContextCreateFailed_ extends UniffiError implements ContextCreateFailed__interface {
     /**
-     * `CONTEXT_CREATE_FAILED`: the context options are invalid or the cache cannot be made.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class ContextCreateFailed_ extends UniffiError implements ContextCreateFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.ContextCreateFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "ContextCreateFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.ContextCreateFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'ContextCreateFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): ContextCreateFailed_ {
-            return new ContextCreateFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is ContextCreateFailed_ {
-            return obj.tag === LlmError_Tags.ContextCreateFailed;
-        }
-        static hasInner(obj: any): obj is ContextCreateFailed_ {
-            return ContextCreateFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: ContextCreateFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): ContextCreateFailed_ {
+      return new ContextCreateFailed_(inner);
     }
 
-    type ContextExhausted__interface = {
-        tag: LlmError_Tags.ContextExhausted;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is ContextCreateFailed_ {
+      return obj.tag === LlmError_Tags.ContextCreateFailed;
+    }
+    static hasInner(obj: any): obj is ContextCreateFailed_ {
+      return ContextCreateFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: ContextCreateFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type ContextExhausted__interface = {
+    tag: LlmError_Tags.ContextExhausted;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `CONTEXT_EXHAUSTED`: the prompt does not fit in the context window.
+   */
+  class ContextExhausted_ extends UniffiError implements ContextExhausted__interface {
     /**
-     * `CONTEXT_EXHAUSTED`: the prompt does not fit in the context window.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class ContextExhausted_ extends UniffiError implements ContextExhausted__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.ContextExhausted;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "ContextExhausted");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.ContextExhausted;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'ContextExhausted');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): ContextExhausted_ {
-            return new ContextExhausted_(inner);
-        }
-
-        static instanceOf(obj: any): obj is ContextExhausted_ {
-            return obj.tag === LlmError_Tags.ContextExhausted;
-        }
-        static hasInner(obj: any): obj is ContextExhausted_ {
-            return ContextExhausted_.instanceOf(obj);
-        }
-
-        static getInner(obj: ContextExhausted_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): ContextExhausted_ {
+      return new ContextExhausted_(inner);
     }
 
-    type InferenceFailed__interface = {
-        tag: LlmError_Tags.InferenceFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is ContextExhausted_ {
+      return obj.tag === LlmError_Tags.ContextExhausted;
+    }
+    static hasInner(obj: any): obj is ContextExhausted_ {
+      return ContextExhausted_.instanceOf(obj);
+    }
+
+    static getInner(obj: ContextExhausted_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type InferenceFailed__interface = {
+    tag: LlmError_Tags.InferenceFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `INFERENCE_FAILED`: generation (or tokenization / templating) failed.
+   */
+  class InferenceFailed_ extends UniffiError implements InferenceFailed__interface {
     /**
-     * `INFERENCE_FAILED`: generation (or tokenization / templating) failed.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class InferenceFailed_ extends UniffiError implements InferenceFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.InferenceFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "InferenceFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.InferenceFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'InferenceFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): InferenceFailed_ {
-            return new InferenceFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is InferenceFailed_ {
-            return obj.tag === LlmError_Tags.InferenceFailed;
-        }
-        static hasInner(obj: any): obj is InferenceFailed_ {
-            return InferenceFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: InferenceFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): InferenceFailed_ {
+      return new InferenceFailed_(inner);
     }
 
-    type StreamFailed__interface = {
-        tag: LlmError_Tags.StreamFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is InferenceFailed_ {
+      return obj.tag === LlmError_Tags.InferenceFailed;
+    }
+    static hasInner(obj: any): obj is InferenceFailed_ {
+      return InferenceFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: InferenceFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type StreamFailed__interface = {
+    tag: LlmError_Tags.StreamFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `STREAM_FAILED`: a streamed generation failed.
+   */
+  class StreamFailed_ extends UniffiError implements StreamFailed__interface {
     /**
-     * `STREAM_FAILED`: a streamed generation failed.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class StreamFailed_ extends UniffiError implements StreamFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.StreamFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "StreamFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.StreamFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'StreamFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): StreamFailed_ {
-            return new StreamFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is StreamFailed_ {
-            return obj.tag === LlmError_Tags.StreamFailed;
-        }
-        static hasInner(obj: any): obj is StreamFailed_ {
-            return StreamFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: StreamFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): StreamFailed_ {
+      return new StreamFailed_(inner);
     }
 
-    type EmbeddingFailed__interface = {
-        tag: LlmError_Tags.EmbeddingFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is StreamFailed_ {
+      return obj.tag === LlmError_Tags.StreamFailed;
+    }
+    static hasInner(obj: any): obj is StreamFailed_ {
+      return StreamFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: StreamFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type EmbeddingFailed__interface = {
+    tag: LlmError_Tags.EmbeddingFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `EMBEDDING_FAILED`: computing an embedding failed.
+   */
+  class EmbeddingFailed_ extends UniffiError implements EmbeddingFailed__interface {
     /**
-     * `EMBEDDING_FAILED`: computing an embedding failed.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class EmbeddingFailed_ extends UniffiError implements EmbeddingFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.EmbeddingFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "EmbeddingFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.EmbeddingFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'EmbeddingFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): EmbeddingFailed_ {
-            return new EmbeddingFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is EmbeddingFailed_ {
-            return obj.tag === LlmError_Tags.EmbeddingFailed;
-        }
-        static hasInner(obj: any): obj is EmbeddingFailed_ {
-            return EmbeddingFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: EmbeddingFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): EmbeddingFailed_ {
+      return new EmbeddingFailed_(inner);
     }
 
-    type NotInitialized__interface = {
-        tag: LlmError_Tags.NotInitialized;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is EmbeddingFailed_ {
+      return obj.tag === LlmError_Tags.EmbeddingFailed;
+    }
+    static hasInner(obj: any): obj is EmbeddingFailed_ {
+      return EmbeddingFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: EmbeddingFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type NotInitialized__interface = {
+    tag: LlmError_Tags.NotInitialized;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `NOT_INITIALIZED`: the model or context was disposed.
+   */
+  class NotInitialized_ extends UniffiError implements NotInitialized__interface {
     /**
-     * `NOT_INITIALIZED`: the model or context was disposed.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class NotInitialized_ extends UniffiError implements NotInitialized__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.NotInitialized;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "NotInitialized");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.NotInitialized;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'NotInitialized');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): NotInitialized_ {
-            return new NotInitialized_(inner);
-        }
-
-        static instanceOf(obj: any): obj is NotInitialized_ {
-            return obj.tag === LlmError_Tags.NotInitialized;
-        }
-        static hasInner(obj: any): obj is NotInitialized_ {
-            return NotInitialized_.instanceOf(obj);
-        }
-
-        static getInner(obj: NotInitialized_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): NotInitialized_ {
+      return new NotInitialized_(inner);
     }
 
-    type InvalidOption__interface = {
-        tag: LlmError_Tags.InvalidOption;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is NotInitialized_ {
+      return obj.tag === LlmError_Tags.NotInitialized;
+    }
+    static hasInner(obj: any): obj is NotInitialized_ {
+      return NotInitialized_.instanceOf(obj);
+    }
+
+    static getInner(obj: NotInitialized_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type InvalidOption__interface = {
+    tag: LlmError_Tags.InvalidOption;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `INVALID_OPTION`: an option or argument is out of range (the message names it).
+   */
+  class InvalidOption_ extends UniffiError implements InvalidOption__interface {
     /**
-     * `INVALID_OPTION`: an option or argument is out of range (the message names it).
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class InvalidOption_ extends UniffiError implements InvalidOption__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.InvalidOption;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "InvalidOption");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.InvalidOption;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'InvalidOption');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): InvalidOption_ {
-            return new InvalidOption_(inner);
-        }
-
-        static instanceOf(obj: any): obj is InvalidOption_ {
-            return obj.tag === LlmError_Tags.InvalidOption;
-        }
-        static hasInner(obj: any): obj is InvalidOption_ {
-            return InvalidOption_.instanceOf(obj);
-        }
-
-        static getInner(obj: InvalidOption_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): InvalidOption_ {
+      return new InvalidOption_(inner);
     }
 
-    type InsufficientMemory__interface = {
-        tag: LlmError_Tags.InsufficientMemory;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is InvalidOption_ {
+      return obj.tag === LlmError_Tags.InvalidOption;
+    }
+    static hasInner(obj: any): obj is InvalidOption_ {
+      return InvalidOption_.instanceOf(obj);
+    }
+
+    static getInner(obj: InvalidOption_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type InsufficientMemory__interface = {
+    tag: LlmError_Tags.InsufficientMemory;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `INSUFFICIENT_MEMORY`: what the options ask for (e.g. the KV cache of a large context)
+   * does not fit in the memory available to the process.
+   */
+  class InsufficientMemory_ extends UniffiError implements InsufficientMemory__interface {
     /**
-     * `INSUFFICIENT_MEMORY`: what the options ask for (e.g. the KV cache of a large context)
-     * does not fit in the memory available to the process.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class InsufficientMemory_ extends UniffiError implements InsufficientMemory__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.InsufficientMemory;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "InsufficientMemory");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.InsufficientMemory;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'InsufficientMemory');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): InsufficientMemory_ {
-            return new InsufficientMemory_(inner);
-        }
-
-        static instanceOf(obj: any): obj is InsufficientMemory_ {
-            return obj.tag === LlmError_Tags.InsufficientMemory;
-        }
-        static hasInner(obj: any): obj is InsufficientMemory_ {
-            return InsufficientMemory_.instanceOf(obj);
-        }
-
-        static getInner(obj: InsufficientMemory_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): InsufficientMemory_ {
+      return new InsufficientMemory_(inner);
     }
 
-    type CacheCorrupt__interface = {
-        tag: LlmError_Tags.CacheCorrupt;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is InsufficientMemory_ {
+      return obj.tag === LlmError_Tags.InsufficientMemory;
+    }
+    static hasInner(obj: any): obj is InsufficientMemory_ {
+      return InsufficientMemory_.instanceOf(obj);
+    }
+
+    static getInner(obj: InsufficientMemory_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type CacheCorrupt__interface = {
+    tag: LlmError_Tags.CacheCorrupt;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
+   * or of another model, or a model cache index entry did not match its file (the entry
+   * was dropped).
+   */
+  class CacheCorrupt_ extends UniffiError implements CacheCorrupt__interface {
     /**
-     * `CACHE_CORRUPT`: a saved session file is corrupt, truncated, of another format version
-     * or of another model, or a model cache index entry did not match its file (the entry
-     * was dropped).
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class CacheCorrupt_ extends UniffiError implements CacheCorrupt__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.CacheCorrupt;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "CacheCorrupt");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.CacheCorrupt;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'CacheCorrupt');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): CacheCorrupt_ {
-            return new CacheCorrupt_(inner);
-        }
-
-        static instanceOf(obj: any): obj is CacheCorrupt_ {
-            return obj.tag === LlmError_Tags.CacheCorrupt;
-        }
-        static hasInner(obj: any): obj is CacheCorrupt_ {
-            return CacheCorrupt_.instanceOf(obj);
-        }
-
-        static getInner(obj: CacheCorrupt_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): CacheCorrupt_ {
+      return new CacheCorrupt_(inner);
     }
 
-    type QuantizeFailed__interface = {
-        tag: LlmError_Tags.QuantizeFailed;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is CacheCorrupt_ {
+      return obj.tag === LlmError_Tags.CacheCorrupt;
+    }
+    static hasInner(obj: any): obj is CacheCorrupt_ {
+      return CacheCorrupt_.instanceOf(obj);
+    }
+
+    static getInner(obj: CacheCorrupt_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type QuantizeFailed__interface = {
+    tag: LlmError_Tags.QuantizeFailed;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+   */
+  class QuantizeFailed_ extends UniffiError implements QuantizeFailed__interface {
     /**
-     * `QUANTIZE_FAILED`: quantizing a model failed (e.g. its weights are already quantized).
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class QuantizeFailed_ extends UniffiError implements QuantizeFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.QuantizeFailed;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "QuantizeFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.QuantizeFailed;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'QuantizeFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): QuantizeFailed_ {
-            return new QuantizeFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is QuantizeFailed_ {
-            return obj.tag === LlmError_Tags.QuantizeFailed;
-        }
-        static hasInner(obj: any): obj is QuantizeFailed_ {
-            return QuantizeFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: QuantizeFailed_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): QuantizeFailed_ {
+      return new QuantizeFailed_(inner);
     }
 
-    type InvalidPath__interface = {
-        tag: LlmError_Tags.InvalidPath;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is QuantizeFailed_ {
+      return obj.tag === LlmError_Tags.QuantizeFailed;
+    }
+    static hasInner(obj: any): obj is QuantizeFailed_ {
+      return QuantizeFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: QuantizeFailed_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type InvalidPath__interface = {
+    tag: LlmError_Tags.InvalidPath;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `INVALID_PATH`: the model file does not exist or cannot be opened.
+   */
+  class InvalidPath_ extends UniffiError implements InvalidPath__interface {
     /**
-     * `INVALID_PATH`: the model file does not exist or cannot be opened.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class InvalidPath_ extends UniffiError implements InvalidPath__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.InvalidPath;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "InvalidPath");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.InvalidPath;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'InvalidPath');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): InvalidPath_ {
-            return new InvalidPath_(inner);
-        }
-
-        static instanceOf(obj: any): obj is InvalidPath_ {
-            return obj.tag === LlmError_Tags.InvalidPath;
-        }
-        static hasInner(obj: any): obj is InvalidPath_ {
-            return InvalidPath_.instanceOf(obj);
-        }
-
-        static getInner(obj: InvalidPath_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): InvalidPath_ {
+      return new InvalidPath_(inner);
     }
 
-    type DownloadFailed__interface = {
-        tag: LlmError_Tags.DownloadFailed;
-        inner: 
-Readonly<{message: string; status: number}>
-    };
+    static instanceOf(obj: any): obj is InvalidPath_ {
+      return obj.tag === LlmError_Tags.InvalidPath;
+    }
+    static hasInner(obj: any): obj is InvalidPath_ {
+      return InvalidPath_.instanceOf(obj);
+    }
+
+    static getInner(obj: InvalidPath_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
+
+  type DownloadFailed__interface = {
+    tag: LlmError_Tags.DownloadFailed;
+    inner: Readonly<{ message: string; status: number }>;
+  };
+  /**
+   * `DOWNLOAD_FAILED`: a model download failed (HTTP error, network error, timeout,
+   * redirects, a short body) or was cancelled; a retry resumes it.
+   */
+  class DownloadFailed_ extends UniffiError implements DownloadFailed__interface {
     /**
-     * `DOWNLOAD_FAILED`: a model download failed (HTTP error, network error, timeout,
-     * redirects, a short body) or was cancelled; a retry resumes it.
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class DownloadFailed_ extends UniffiError implements DownloadFailed__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.DownloadFailed;
-        readonly inner: 
-Readonly<{message: string; status: number}>;
-        constructor(
-inner: {message: string; status: number }) {
-            super("LlmError", "DownloadFailed");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.DownloadFailed;
+    readonly inner: Readonly<{ message: string; status: number }>;
+    constructor(inner: { message: string; status: number }) {
+      super('LlmError', 'DownloadFailed');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string; status: number }): DownloadFailed_ {
-            return new DownloadFailed_(inner);
-        }
-
-        static instanceOf(obj: any): obj is DownloadFailed_ {
-            return obj.tag === LlmError_Tags.DownloadFailed;
-        }
-        static hasInner(obj: any): obj is DownloadFailed_ {
-            return DownloadFailed_.instanceOf(obj);
-        }
-
-        static getInner(obj: DownloadFailed_): 
-Readonly<{message: string; status: number}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string; status: number }): DownloadFailed_ {
+      return new DownloadFailed_(inner);
     }
 
-    type DownloadIntegrityMismatch__interface = {
-        tag: LlmError_Tags.DownloadIntegrityMismatch;
-        inner: 
-Readonly<{message: string}>
-    };
+    static instanceOf(obj: any): obj is DownloadFailed_ {
+      return obj.tag === LlmError_Tags.DownloadFailed;
+    }
+    static hasInner(obj: any): obj is DownloadFailed_ {
+      return DownloadFailed_.instanceOf(obj);
+    }
+
+    static getInner(obj: DownloadFailed_): Readonly<{ message: string; status: number }> {
+      return obj.inner;
+    }
+  }
+
+  type DownloadIntegrityMismatch__interface = {
+    tag: LlmError_Tags.DownloadIntegrityMismatch;
+    inner: Readonly<{ message: string }>;
+  };
+  /**
+   * `DOWNLOAD_INTEGRITY_MISMATCH`: the downloaded file's size or SHA-256 is not the
+   * expected one (the file was deleted).
+   */
+  class DownloadIntegrityMismatch_ extends UniffiError implements DownloadIntegrityMismatch__interface {
     /**
-     * `DOWNLOAD_INTEGRITY_MISMATCH`: the downloaded file's size or SHA-256 is not the
-     * expected one (the file was deleted).
+     * @private
+     * This field is private and should not be used, use `tag` instead.
      */
-    class DownloadIntegrityMismatch_ extends UniffiError implements DownloadIntegrityMismatch__interface {
-        /**
-         * @private
-         * This field is private and should not be used, use `tag` instead.
-         */
-        readonly [uniffiTypeNameSymbol] = "LlmError";
-        readonly tag = LlmError_Tags.DownloadIntegrityMismatch;
-        readonly inner: 
-Readonly<{message: string}>;
-        constructor(
-inner: {message: string }) {
-            super("LlmError", "DownloadIntegrityMismatch");
+    readonly [uniffiTypeNameSymbol] = 'LlmError';
+    readonly tag = LlmError_Tags.DownloadIntegrityMismatch;
+    readonly inner: Readonly<{ message: string }>;
+    constructor(inner: { message: string }) {
+      super('LlmError', 'DownloadIntegrityMismatch');
 
-            this.inner = Object.freeze(inner);
-        }
-        static new(
-inner: {message: string }): DownloadIntegrityMismatch_ {
-            return new DownloadIntegrityMismatch_(inner);
-        }
-
-        static instanceOf(obj: any): obj is DownloadIntegrityMismatch_ {
-            return obj.tag === LlmError_Tags.DownloadIntegrityMismatch;
-        }
-        static hasInner(obj: any): obj is DownloadIntegrityMismatch_ {
-            return DownloadIntegrityMismatch_.instanceOf(obj);
-        }
-
-        static getInner(obj: DownloadIntegrityMismatch_): 
-Readonly<{message: string}> {
-            return obj.inner;
-        }
-
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: { message: string }): DownloadIntegrityMismatch_ {
+      return new DownloadIntegrityMismatch_(inner);
     }
 
-    function instanceOf(obj: any): obj is LlmError {
-        return obj[uniffiTypeNameSymbol] === "LlmError";
+    static instanceOf(obj: any): obj is DownloadIntegrityMismatch_ {
+      return obj.tag === LlmError_Tags.DownloadIntegrityMismatch;
+    }
+    static hasInner(obj: any): obj is DownloadIntegrityMismatch_ {
+      return DownloadIntegrityMismatch_.instanceOf(obj);
     }
 
-    return Object.freeze({
-        instanceOf,
-  ModelLoadFailed: ModelLoadFailed_, 
-  ContextCreateFailed: ContextCreateFailed_, 
-  ContextExhausted: ContextExhausted_, 
-  InferenceFailed: InferenceFailed_, 
-  StreamFailed: StreamFailed_, 
-  EmbeddingFailed: EmbeddingFailed_, 
-  NotInitialized: NotInitialized_, 
-  InvalidOption: InvalidOption_, 
-  InsufficientMemory: InsufficientMemory_, 
-  CacheCorrupt: CacheCorrupt_, 
-  QuantizeFailed: QuantizeFailed_, 
-  InvalidPath: InvalidPath_, 
-  DownloadFailed: DownloadFailed_, 
-  DownloadIntegrityMismatch: DownloadIntegrityMismatch_
-    });
+    static getInner(obj: DownloadIntegrityMismatch_): Readonly<{ message: string }> {
+      return obj.inner;
+    }
+  }
 
+  function instanceOf(obj: any): obj is LlmError {
+    return obj[uniffiTypeNameSymbol] === 'LlmError';
+  }
+
+  return Object.freeze({
+    instanceOf,
+    ModelLoadFailed: ModelLoadFailed_,
+    ContextCreateFailed: ContextCreateFailed_,
+    ContextExhausted: ContextExhausted_,
+    InferenceFailed: InferenceFailed_,
+    StreamFailed: StreamFailed_,
+    EmbeddingFailed: EmbeddingFailed_,
+    NotInitialized: NotInitialized_,
+    InvalidOption: InvalidOption_,
+    InsufficientMemory: InsufficientMemory_,
+    CacheCorrupt: CacheCorrupt_,
+    QuantizeFailed: QuantizeFailed_,
+    InvalidPath: InvalidPath_,
+    DownloadFailed: DownloadFailed_,
+    DownloadIntegrityMismatch: DownloadIntegrityMismatch_,
+  });
 })();
 /**
  * Errors returned to JavaScript; every variant carries a human-readable message.
  */
 export type LlmError = InstanceType<
-    typeof LlmError['ModelLoadFailed' | 'ContextCreateFailed' | 'ContextExhausted' | 'InferenceFailed' | 'StreamFailed' | 'EmbeddingFailed' | 'NotInitialized' | 'InvalidOption' | 'InsufficientMemory' | 'CacheCorrupt' | 'QuantizeFailed' | 'InvalidPath' | 'DownloadFailed' | 'DownloadIntegrityMismatch']
+  (typeof LlmError)[
+    | 'ModelLoadFailed'
+    | 'ContextCreateFailed'
+    | 'ContextExhausted'
+    | 'InferenceFailed'
+    | 'StreamFailed'
+    | 'EmbeddingFailed'
+    | 'NotInitialized'
+    | 'InvalidOption'
+    | 'InsufficientMemory'
+    | 'CacheCorrupt'
+    | 'QuantizeFailed'
+    | 'InvalidPath'
+    | 'DownloadFailed'
+    | 'DownloadIntegrityMismatch']
 >;
 
 // FfiConverter for enum LlmError
 const FfiConverterTypeLlmError = (() => {
-    type TypeName = LlmError;
-    class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
-        readFromCursor(c: Cursor): TypeName {
-            switch (c.readI32()) {
-                case 1: return new LlmError.ModelLoadFailed({message: FfiConverterString.readFromCursor(c) });
-                case 2: return new LlmError.ContextCreateFailed({message: FfiConverterString.readFromCursor(c) });
-                case 3: return new LlmError.ContextExhausted({message: FfiConverterString.readFromCursor(c) });
-                case 4: return new LlmError.InferenceFailed({message: FfiConverterString.readFromCursor(c) });
-                case 5: return new LlmError.StreamFailed({message: FfiConverterString.readFromCursor(c) });
-                case 6: return new LlmError.EmbeddingFailed({message: FfiConverterString.readFromCursor(c) });
-                case 7: return new LlmError.NotInitialized({message: FfiConverterString.readFromCursor(c) });
-                case 8: return new LlmError.InvalidOption({message: FfiConverterString.readFromCursor(c) });
-                case 9: return new LlmError.InsufficientMemory({message: FfiConverterString.readFromCursor(c) });
-                case 10: return new LlmError.CacheCorrupt({message: FfiConverterString.readFromCursor(c) });
-                case 11: return new LlmError.QuantizeFailed({message: FfiConverterString.readFromCursor(c) });
-                case 12: return new LlmError.InvalidPath({message: FfiConverterString.readFromCursor(c) });
-                case 13: return new LlmError.DownloadFailed({message: FfiConverterString.readFromCursor(c), status: FfiConverterUInt16.readFromCursor(c) });
-                case 14: return new LlmError.DownloadIntegrityMismatch({message: FfiConverterString.readFromCursor(c) });
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        writeIntoCursor(value: TypeName, c: Cursor): void {
-            switch (value.tag) {
-                case LlmError_Tags.ModelLoadFailed: {
-                    c.writeI32(1);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.ContextCreateFailed: {
-                    c.writeI32(2);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.ContextExhausted: {
-                    c.writeI32(3);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.InferenceFailed: {
-                    c.writeI32(4);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.StreamFailed: {
-                    c.writeI32(5);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.EmbeddingFailed: {
-                    c.writeI32(6);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.NotInitialized: {
-                    c.writeI32(7);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.InvalidOption: {
-                    c.writeI32(8);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.InsufficientMemory: {
-                    c.writeI32(9);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.CacheCorrupt: {
-                    c.writeI32(10);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.QuantizeFailed: {
-                    c.writeI32(11);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.InvalidPath: {
-                    c.writeI32(12);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                case LlmError_Tags.DownloadFailed: {
-                    c.writeI32(13);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    FfiConverterUInt16.writeIntoCursor(inner.status, c);
-                    return;
-                }
-                case LlmError_Tags.DownloadIntegrityMismatch: {
-                    c.writeI32(14);
-                    const inner = value.inner;
-                    FfiConverterString.writeIntoCursor(inner.message, c);
-                    return;
-                }
-                default:
-                    // Throwing from here means that LlmError_Tags hasn't matched an ordinal.
-                    throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
-        allocationSize(value: TypeName): number {
-            switch (value.tag) {
-                case LlmError_Tags.ModelLoadFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.ContextCreateFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.ContextExhausted: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.InferenceFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.StreamFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.EmbeddingFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.NotInitialized: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.InvalidOption: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.InsufficientMemory: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.CacheCorrupt: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.QuantizeFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.InvalidPath: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                case LlmError_Tags.DownloadFailed: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    size += FfiConverterUInt16.allocationSize(inner.status);
-                    return size;
-                }
-                case LlmError_Tags.DownloadIntegrityMismatch: {
-                    const inner = value.inner;
-                    let size = 4;
-                    size += FfiConverterString.allocationSize(inner.message);
-                    return size;
-                }
-                default: throw new UniffiInternalError.UnexpectedEnumCase();
-            }
-        }
+  type TypeName = LlmError;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return new LlmError.ModelLoadFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 2:
+          return new LlmError.ContextCreateFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 3:
+          return new LlmError.ContextExhausted({ message: FfiConverterString.readFromCursor(c) });
+        case 4:
+          return new LlmError.InferenceFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 5:
+          return new LlmError.StreamFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 6:
+          return new LlmError.EmbeddingFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 7:
+          return new LlmError.NotInitialized({ message: FfiConverterString.readFromCursor(c) });
+        case 8:
+          return new LlmError.InvalidOption({ message: FfiConverterString.readFromCursor(c) });
+        case 9:
+          return new LlmError.InsufficientMemory({ message: FfiConverterString.readFromCursor(c) });
+        case 10:
+          return new LlmError.CacheCorrupt({ message: FfiConverterString.readFromCursor(c) });
+        case 11:
+          return new LlmError.QuantizeFailed({ message: FfiConverterString.readFromCursor(c) });
+        case 12:
+          return new LlmError.InvalidPath({ message: FfiConverterString.readFromCursor(c) });
+        case 13:
+          return new LlmError.DownloadFailed({
+            message: FfiConverterString.readFromCursor(c),
+            status: FfiConverterUInt16.readFromCursor(c),
+          });
+        case 14:
+          return new LlmError.DownloadIntegrityMismatch({ message: FfiConverterString.readFromCursor(c) });
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
     }
-    return new FFIConverter();
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value.tag) {
+        case LlmError_Tags.ModelLoadFailed: {
+          c.writeI32(1);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.ContextCreateFailed: {
+          c.writeI32(2);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.ContextExhausted: {
+          c.writeI32(3);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.InferenceFailed: {
+          c.writeI32(4);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.StreamFailed: {
+          c.writeI32(5);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.EmbeddingFailed: {
+          c.writeI32(6);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.NotInitialized: {
+          c.writeI32(7);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.InvalidOption: {
+          c.writeI32(8);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.InsufficientMemory: {
+          c.writeI32(9);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.CacheCorrupt: {
+          c.writeI32(10);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.QuantizeFailed: {
+          c.writeI32(11);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.InvalidPath: {
+          c.writeI32(12);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        case LlmError_Tags.DownloadFailed: {
+          c.writeI32(13);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          FfiConverterUInt16.writeIntoCursor(inner.status, c);
+          return;
+        }
+        case LlmError_Tags.DownloadIntegrityMismatch: {
+          c.writeI32(14);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.message, c);
+          return;
+        }
+        default:
+          // Throwing from here means that LlmError_Tags hasn't matched an ordinal.
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+    allocationSize(value: TypeName): number {
+      switch (value.tag) {
+        case LlmError_Tags.ModelLoadFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.ContextCreateFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.ContextExhausted: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.InferenceFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.StreamFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.EmbeddingFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.NotInitialized: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.InvalidOption: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.InsufficientMemory: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.CacheCorrupt: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.QuantizeFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.InvalidPath: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        case LlmError_Tags.DownloadFailed: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          size += FfiConverterUInt16.allocationSize(inner.status);
+          return size;
+        }
+        case LlmError_Tags.DownloadIntegrityMismatch: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.message);
+          return size;
+        }
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+  }
+  return new FFIConverter();
 })();
 
 /**
@@ -3983,1446 +4107,1479 @@ const FfiConverterTypeLlmError = (() => {
  * connects it to an `AbortSignal`).
  */
 export interface CancelTokenLike {
-    
-/**
- * Ask the running operation to stop (checked between tokens and prompt batches).
- */
-    cancel(): void;
-/**
- * Whether `cancel` was called.
- */
-    isCancelled(): boolean;
+  /**
+   * Ask the running operation to stop (checked between tokens and prompt batches).
+   */
+  cancel(): void;
+  /**
+   * Whether `cancel` was called.
+   */
+  isCancelled(): boolean;
 }
 /**
  * @deprecated Use `CancelTokenLike` instead.
  */
 export type CancelTokenInterface = CancelTokenLike;
 
-
 /**
  * A cancellation flag JavaScript can set while an async call runs (the TypeScript layer
  * connects it to an `AbortSignal`).
  */
 export class CancelToken extends UniffiAbstractObject implements CancelTokenLike {
-
-    readonly [uniffiTypeNameSymbol] = "CancelToken";
-    readonly [destructorGuardSymbol]: UniffiGcObject;
-    readonly [pointerLiteralSymbol]: UniffiHandle;
-/**
- * A token that is not cancelled.
- */
-    constructor() {
-        super();
-        const pointer =
-            uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_constructor_canceltoken_new(
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  readonly [uniffiTypeNameSymbol] = 'CancelToken';
+  readonly [destructorGuardSymbol]: UniffiGcObject;
+  readonly [pointerLiteralSymbol]: UniffiHandle;
+  /**
+   * A token that is not cancelled.
+   */
+  constructor() {
+    super();
+    const pointer = uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_constructor_canceltoken_new(callStatus);
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
-        this[pointerLiteralSymbol] = pointer;
-        this[destructorGuardSymbol] = uniffiTypeCancelTokenObjectFactory.bless(pointer);
-    }
+    this[pointerLiteralSymbol] = pointer;
+    this[destructorGuardSymbol] = uniffiTypeCancelTokenObjectFactory.bless(pointer);
+  }
 
-    
-
-    
-/**
- * Ask the running operation to stop (checked between tokens and prompt batches).
- */
-    cancel(): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_cancel(
-                uniffiTypeCancelTokenObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  /**
+   * Ask the running operation to stop (checked between tokens and prompt batches).
+   */
+  cancel(): void {
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_cancel(
+          uniffiTypeCancelTokenObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
-    }
-    
-/**
- * Whether `cancel` was called.
- */
-    isCancelled(): boolean {
-    return FfiConverterBool.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_is_cancelled(
-                uniffiTypeCancelTokenObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
+  }
 
-    uniffiDestroy(): void {
-        const ptr = (this as any)[destructorGuardSymbol];
-        if (ptr !== undefined) {
-            const pointer = uniffiTypeCancelTokenObjectFactory.pointer(this);
-            uniffiTypeCancelTokenObjectFactory.freePointer(pointer);
-            uniffiTypeCancelTokenObjectFactory.unbless(ptr);
-            delete (this as any)[destructorGuardSymbol];
-        }
-    }
+  /**
+   * Whether `cancel` was called.
+   */
+  isCancelled(): boolean {
+    return FfiConverterBool.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_canceltoken_is_cancelled(
+            uniffiTypeCancelTokenObjectFactory.clonePointer(this),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
 
-    static instanceOf(obj_: any): obj_ is CancelToken {
-        return uniffiTypeCancelTokenObjectFactory.isConcreteType(obj_);
+  uniffiDestroy(): void {
+    const ptr = (this as any)[destructorGuardSymbol];
+    if (ptr !== undefined) {
+      const pointer = uniffiTypeCancelTokenObjectFactory.pointer(this);
+      uniffiTypeCancelTokenObjectFactory.freePointer(pointer);
+      uniffiTypeCancelTokenObjectFactory.unbless(ptr);
+      delete (this as any)[destructorGuardSymbol];
     }
+  }
 
-    
+  static instanceOf(obj_: any): obj_ is CancelToken {
+    return uniffiTypeCancelTokenObjectFactory.isConcreteType(obj_);
+  }
 }
 
 const uniffiTypeCancelTokenObjectFactory: UniffiObjectFactory<CancelTokenLike> = (() => {
-    
-    return {
+  return {
     create(pointer: UniffiHandle): CancelTokenLike {
-        const instance = Object.create(CancelToken.prototype);
-        instance[pointerLiteralSymbol] = pointer;
-        instance[destructorGuardSymbol] = this.bless(pointer);
-        instance[uniffiTypeNameSymbol] = "CancelToken";
-        return instance;
+      const instance = Object.create(CancelToken.prototype);
+      instance[pointerLiteralSymbol] = pointer;
+      instance[destructorGuardSymbol] = this.bless(pointer);
+      instance[uniffiTypeNameSymbol] = 'CancelToken';
+      return instance;
     },
 
-    
     bless(p: UniffiHandle): UniffiGcObject {
-        return uniffiCaller.rustCall(
-            /*caller:*/ (status) =>
-                nativeModule().ubrn_uniffi_internal_fn_method_canceltoken_ffi__bless_pointer(p, status),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      return uniffiCaller.rustCall(
+        /*caller:*/ (status) => nativeModule().ubrn_uniffi_internal_fn_method_canceltoken_ffi__bless_pointer(p, status),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     unbless(ptr_: UniffiGcObject) {
-        ptr_.markDestroyed();
+      ptr_.markDestroyed();
     },
 
     pointer(obj_: CancelTokenLike): UniffiHandle {
-        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
-            throw new UniffiInternalError.UnexpectedNullPointer();
-        }
-        return (obj_ as any)[pointerLiteralSymbol];
+      if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+        throw new UniffiInternalError.UnexpectedNullPointer();
+      }
+      return (obj_ as any)[pointerLiteralSymbol];
     },
 
     clonePointer(obj_: CancelTokenLike): UniffiHandle {
-        const pointer = this.pointer(obj_);
-        return uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_canceltoken(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      const pointer = this.pointer(obj_);
+      return uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_canceltoken(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     freePointer(pointer: UniffiHandle): void {
-        uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_canceltoken(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_canceltoken(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     isConcreteType(obj_: any): obj_ is CancelTokenLike {
-        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "CancelToken";
+      return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === 'CancelToken';
     },
-}})();
+  };
+})();
 const FfiConverterTypeCancelToken = new FfiConverterObject(uniffiTypeCancelTokenObjectFactory);
 
 /**
  * A download started by [`start_download`]; dropping it cancels the transfer.
  */
 export interface DownloadTaskLike {
-    
-/**
- * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
- * `DownloadFailed` error saying it was cancelled.
- */
-    cancel(): void;
-/**
- * Wait for the next progress report (reports in between are skipped); the last one has
- * `done` set and is returned again by later calls. A failed download raises its error.
- */
-    next(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<DownloadProgress>;
+  /**
+   * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+   * `DownloadFailed` error saying it was cancelled.
+   */
+  cancel(): void;
+  /**
+   * Wait for the next progress report (reports in between are skipped); the last one has
+   * `done` set and is returned again by later calls. A failed download raises its error.
+   */
+  next(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<DownloadProgress>;
 }
 /**
  * @deprecated Use `DownloadTaskLike` instead.
  */
 export type DownloadTaskInterface = DownloadTaskLike;
 
-
 /**
  * A download started by [`start_download`]; dropping it cancels the transfer.
  */
 export class DownloadTask extends UniffiAbstractObject implements DownloadTaskLike {
-
-    readonly [uniffiTypeNameSymbol] = "DownloadTask";
-    readonly [destructorGuardSymbol]: UniffiGcObject;
-    readonly [pointerLiteralSymbol]: UniffiHandle;
-    // No primary constructor declared for this class.
-private constructor(pointer: UniffiHandle) {
+  readonly [uniffiTypeNameSymbol] = 'DownloadTask';
+  readonly [destructorGuardSymbol]: UniffiGcObject;
+  readonly [pointerLiteralSymbol]: UniffiHandle;
+  // No primary constructor declared for this class.
+  private constructor(pointer: UniffiHandle) {
     super();
     this[pointerLiteralSymbol] = pointer;
     this[destructorGuardSymbol] = uniffiTypeDownloadTaskObjectFactory.bless(pointer);
-}
+  }
 
-    
-
-    
-/**
- * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
- * `DownloadFailed` error saying it was cancelled.
- */
-    cancel(): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(
-                uniffiTypeDownloadTaskObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  /**
+   * Stop the transfer (the partial file stays for a later resume); `next()` then raises a
+   * `DownloadFailed` error saying it was cancelled.
+   */
+  cancel(): void {
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_cancel(
+          uniffiTypeDownloadTaskObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
-    }
-    
-/**
- * Wait for the next progress report (reports in between are skipped); the last one has
- * `done` set and is returned again by later calls. A failed download raises its error.
- */
-    async next(asyncOpts_?: { signal: AbortSignal }): Promise<DownloadProgress> /*throws*/ {
+  }
+
+  /**
+   * Wait for the next progress report (reports in between are skipped); the last one has
+   * `done` set and is returned again by later calls. A failed download raises its error.
+   */
+  async next(asyncOpts_?: { signal: AbortSignal }): Promise<DownloadProgress> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(
-                    uniffiTypeDownloadTaskObjectFactory.clonePointer(this)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeDownloadProgress.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_downloadtask_next(
+            uniffiTypeDownloadTaskObjectFactory.clonePointer(this),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeDownloadProgress.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
+  }
 
-    uniffiDestroy(): void {
-        const ptr = (this as any)[destructorGuardSymbol];
-        if (ptr !== undefined) {
-            const pointer = uniffiTypeDownloadTaskObjectFactory.pointer(this);
-            uniffiTypeDownloadTaskObjectFactory.freePointer(pointer);
-            uniffiTypeDownloadTaskObjectFactory.unbless(ptr);
-            delete (this as any)[destructorGuardSymbol];
-        }
+  uniffiDestroy(): void {
+    const ptr = (this as any)[destructorGuardSymbol];
+    if (ptr !== undefined) {
+      const pointer = uniffiTypeDownloadTaskObjectFactory.pointer(this);
+      uniffiTypeDownloadTaskObjectFactory.freePointer(pointer);
+      uniffiTypeDownloadTaskObjectFactory.unbless(ptr);
+      delete (this as any)[destructorGuardSymbol];
     }
+  }
 
-    static instanceOf(obj_: any): obj_ is DownloadTask {
-        return uniffiTypeDownloadTaskObjectFactory.isConcreteType(obj_);
-    }
-
-    
+  static instanceOf(obj_: any): obj_ is DownloadTask {
+    return uniffiTypeDownloadTaskObjectFactory.isConcreteType(obj_);
+  }
 }
 
 const uniffiTypeDownloadTaskObjectFactory: UniffiObjectFactory<DownloadTaskLike> = (() => {
-    
-    return {
+  return {
     create(pointer: UniffiHandle): DownloadTaskLike {
-        const instance = Object.create(DownloadTask.prototype);
-        instance[pointerLiteralSymbol] = pointer;
-        instance[destructorGuardSymbol] = this.bless(pointer);
-        instance[uniffiTypeNameSymbol] = "DownloadTask";
-        return instance;
+      const instance = Object.create(DownloadTask.prototype);
+      instance[pointerLiteralSymbol] = pointer;
+      instance[destructorGuardSymbol] = this.bless(pointer);
+      instance[uniffiTypeNameSymbol] = 'DownloadTask';
+      return instance;
     },
 
-    
     bless(p: UniffiHandle): UniffiGcObject {
-        return uniffiCaller.rustCall(
-            /*caller:*/ (status) =>
-                nativeModule().ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(p, status),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      return uniffiCaller.rustCall(
+        /*caller:*/ (status) =>
+          nativeModule().ubrn_uniffi_internal_fn_method_downloadtask_ffi__bless_pointer(p, status),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     unbless(ptr_: UniffiGcObject) {
-        ptr_.markDestroyed();
+      ptr_.markDestroyed();
     },
 
     pointer(obj_: DownloadTaskLike): UniffiHandle {
-        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
-            throw new UniffiInternalError.UnexpectedNullPointer();
-        }
-        return (obj_ as any)[pointerLiteralSymbol];
+      if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+        throw new UniffiInternalError.UnexpectedNullPointer();
+      }
+      return (obj_ as any)[pointerLiteralSymbol];
     },
 
     clonePointer(obj_: DownloadTaskLike): UniffiHandle {
-        const pointer = this.pointer(obj_);
-        return uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      const pointer = this.pointer(obj_);
+      return uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_downloadtask(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     freePointer(pointer: UniffiHandle): void {
-        uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_downloadtask(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     isConcreteType(obj_: any): obj_ is DownloadTaskLike {
-        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "DownloadTask";
+      return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === 'DownloadTask';
     },
-}})();
+  };
+})();
 const FfiConverterTypeDownloadTask = new FfiConverterObject(uniffiTypeDownloadTaskObjectFactory);
 
 /**
  * A streamed generation started by `LlmContext::stream`.
  */
 export interface TokenStreamLike {
-    
-/**
- * Stop decoding (between tokens). The stream then ends with finish reason `Cancelled`.
- */
-    cancel(): void;
-/**
- * Cancel and wait for the generation to end; returns its result (text generated so far,
- * tokens, finish reason, timings).
- */
-    finish(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<GenerationResult>;
-/**
- * Wait for the next text pieces. After the last chunk (`done`), returns it again.
- */
-    next(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<StreamChunk>;
+  /**
+   * Stop decoding (between tokens). The stream then ends with finish reason `Cancelled`.
+   */
+  cancel(): void;
+  /**
+   * Cancel and wait for the generation to end; returns its result (text generated so far,
+   * tokens, finish reason, timings).
+   */
+  finish(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<GenerationResult>;
+  /**
+   * Wait for the next text pieces. After the last chunk (`done`), returns it again.
+   */
+  next(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<StreamChunk>;
 }
 /**
  * @deprecated Use `TokenStreamLike` instead.
  */
 export type TokenStreamInterface = TokenStreamLike;
 
-
 /**
  * A streamed generation started by `LlmContext::stream`.
  */
 export class TokenStream extends UniffiAbstractObject implements TokenStreamLike {
-
-    readonly [uniffiTypeNameSymbol] = "TokenStream";
-    readonly [destructorGuardSymbol]: UniffiGcObject;
-    readonly [pointerLiteralSymbol]: UniffiHandle;
-    // No primary constructor declared for this class.
-private constructor(pointer: UniffiHandle) {
+  readonly [uniffiTypeNameSymbol] = 'TokenStream';
+  readonly [destructorGuardSymbol]: UniffiGcObject;
+  readonly [pointerLiteralSymbol]: UniffiHandle;
+  // No primary constructor declared for this class.
+  private constructor(pointer: UniffiHandle) {
     super();
     this[pointerLiteralSymbol] = pointer;
     this[destructorGuardSymbol] = uniffiTypeTokenStreamObjectFactory.bless(pointer);
-}
+  }
 
-    
-
-    
-/**
- * Stop decoding (between tokens). The stream then ends with finish reason `Cancelled`.
- */
-    cancel(): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_cancel(
-                uniffiTypeTokenStreamObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  /**
+   * Stop decoding (between tokens). The stream then ends with finish reason `Cancelled`.
+   */
+  cancel(): void {
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_cancel(
+          uniffiTypeTokenStreamObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
-    }
-    
-/**
- * Cancel and wait for the generation to end; returns its result (text generated so far,
- * tokens, finish reason, timings).
- */
-    async finish(asyncOpts_?: { signal: AbortSignal }): Promise<GenerationResult> /*throws*/ {
+  }
+
+  /**
+   * Cancel and wait for the generation to end; returns its result (text generated so far,
+   * tokens, finish reason, timings).
+   */
+  async finish(asyncOpts_?: { signal: AbortSignal }): Promise<GenerationResult> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_finish(
-                    uniffiTypeTokenStreamObjectFactory.clonePointer(this)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeGenerationResult.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_finish(
+            uniffiTypeTokenStreamObjectFactory.clonePointer(this),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeGenerationResult.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Wait for the next text pieces. After the last chunk (`done`), returns it again.
- */
-    async next(asyncOpts_?: { signal: AbortSignal }): Promise<StreamChunk> /*throws*/ {
+  }
+
+  /**
+   * Wait for the next text pieces. After the last chunk (`done`), returns it again.
+   */
+  async next(asyncOpts_?: { signal: AbortSignal }): Promise<StreamChunk> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(
-                    uniffiTypeTokenStreamObjectFactory.clonePointer(this)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeStreamChunk.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(
+            uniffiTypeTokenStreamObjectFactory.clonePointer(this),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeStreamChunk.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
+  }
 
-    uniffiDestroy(): void {
-        const ptr = (this as any)[destructorGuardSymbol];
-        if (ptr !== undefined) {
-            const pointer = uniffiTypeTokenStreamObjectFactory.pointer(this);
-            uniffiTypeTokenStreamObjectFactory.freePointer(pointer);
-            uniffiTypeTokenStreamObjectFactory.unbless(ptr);
-            delete (this as any)[destructorGuardSymbol];
-        }
+  uniffiDestroy(): void {
+    const ptr = (this as any)[destructorGuardSymbol];
+    if (ptr !== undefined) {
+      const pointer = uniffiTypeTokenStreamObjectFactory.pointer(this);
+      uniffiTypeTokenStreamObjectFactory.freePointer(pointer);
+      uniffiTypeTokenStreamObjectFactory.unbless(ptr);
+      delete (this as any)[destructorGuardSymbol];
     }
+  }
 
-    static instanceOf(obj_: any): obj_ is TokenStream {
-        return uniffiTypeTokenStreamObjectFactory.isConcreteType(obj_);
-    }
-
-    
+  static instanceOf(obj_: any): obj_ is TokenStream {
+    return uniffiTypeTokenStreamObjectFactory.isConcreteType(obj_);
+  }
 }
 
 const uniffiTypeTokenStreamObjectFactory: UniffiObjectFactory<TokenStreamLike> = (() => {
-    
-    return {
+  return {
     create(pointer: UniffiHandle): TokenStreamLike {
-        const instance = Object.create(TokenStream.prototype);
-        instance[pointerLiteralSymbol] = pointer;
-        instance[destructorGuardSymbol] = this.bless(pointer);
-        instance[uniffiTypeNameSymbol] = "TokenStream";
-        return instance;
+      const instance = Object.create(TokenStream.prototype);
+      instance[pointerLiteralSymbol] = pointer;
+      instance[destructorGuardSymbol] = this.bless(pointer);
+      instance[uniffiTypeNameSymbol] = 'TokenStream';
+      return instance;
     },
 
-    
     bless(p: UniffiHandle): UniffiGcObject {
-        return uniffiCaller.rustCall(
-            /*caller:*/ (status) =>
-                nativeModule().ubrn_uniffi_internal_fn_method_tokenstream_ffi__bless_pointer(p, status),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      return uniffiCaller.rustCall(
+        /*caller:*/ (status) => nativeModule().ubrn_uniffi_internal_fn_method_tokenstream_ffi__bless_pointer(p, status),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     unbless(ptr_: UniffiGcObject) {
-        ptr_.markDestroyed();
+      ptr_.markDestroyed();
     },
 
     pointer(obj_: TokenStreamLike): UniffiHandle {
-        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
-            throw new UniffiInternalError.UnexpectedNullPointer();
-        }
-        return (obj_ as any)[pointerLiteralSymbol];
+      if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+        throw new UniffiInternalError.UnexpectedNullPointer();
+      }
+      return (obj_ as any)[pointerLiteralSymbol];
     },
 
     clonePointer(obj_: TokenStreamLike): UniffiHandle {
-        const pointer = this.pointer(obj_);
-        return uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      const pointer = this.pointer(obj_);
+      return uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     freePointer(pointer: UniffiHandle): void {
-        uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     isConcreteType(obj_: any): obj_ is TokenStreamLike {
-        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "TokenStream";
+      return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === 'TokenStream';
     },
-}})();
+  };
+})();
 const FfiConverterTypeTokenStream = new FfiConverterObject(uniffiTypeTokenStreamObjectFactory);
 
 /**
  * An inference context: a KV cache and worker threads for one model.
  */
 export interface LlmContextLike {
-    
-/**
- * Measure prompt and generation speed (greedy decoding of a synthetic prompt, cache
- * cleared before and after each iteration).
- */
-    benchmark(params: BenchmarkParams, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<BenchmarkResult>;
-/**
- * Empty the KV cache (waits for a running generation).
- */
-    clear(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<void>;
-/**
- * Context size in tokens.
- */
-    contextSize(): number;
-/**
- * Release the KV cache and worker threads; a running generation is cancelled first.
- */
-    dispose(): void;
-/**
- * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
- * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
- * prompt batches with an error.
- */
-    embed(text: string, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<number>>;
-/**
- * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
- * decoding between tokens; the result then has finish reason `Cancelled`. On a context
- * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
- */
-    generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<GenerationResult>;
-/**
- * Generate every request, up to the context's `max_sequences` at a time (the others
- * wait for a free sequence), and return the results in request order; each equals what
- * `generate` gives its request alone (greedy: token for token). Requests with tools are
- * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
- * `Cancelled`.
- */
-    generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<Array<GenerationResult>>;
-/**
- * Numbers of the last generation, if any.
- */
-    getPerf(): Perf | undefined;
-/**
- * Whether `dispose` was called.
- */
-    isDisposed(): boolean;
-/**
- * Whether `generate` and `stream` with `params` share the context's sequences with
- * concurrent requests (`max_sequences` above 1, no tools; see
- * `scheduled.rs`) rather than run alone after the others.
- */
-    isScheduled(params: GenerateParams): boolean;
-/**
- * Restore a state saved by `save_session` with the same model; a later prompt that starts
- * with the restored tokens does not evaluate them again. A file of another model, or a
- * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
- */
-    loadSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<SessionLoadResult>;
-/**
- * Sequences this context can generate at once (its `max_sequences`).
- */
-    maxSequences(): number;
-/**
- * Write the cached tokens and their keys and values to `path` (waits for a running
- * generation); returns the number of tokens saved.
- */
-    saveSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<number>;
-/**
- * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
- * as the stream is read, so stopping to read and cancelling wastes no tokens.
- */
-    stream(params: GenerateParams) /*throws*/: TokenStreamLike;
-/**
- * Evaluate one token and clear the cache, so the first real request runs at full speed.
- */
-    warmup(asyncOpts_?: { signal: AbortSignal }) /*throws*/: Promise<void>;
+  /**
+   * Measure prompt and generation speed (greedy decoding of a synthetic prompt, cache
+   * cleared before and after each iteration).
+   */
+  benchmark(params: BenchmarkParams, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<BenchmarkResult>;
+  /**
+   * Empty the KV cache (waits for a running generation).
+   */
+  clear(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<void>;
+  /**
+   * Context size in tokens.
+   */
+  contextSize(): number;
+  /**
+   * Release the KV cache and worker threads; a running generation is cancelled first.
+   */
+  dispose(): void;
+  /**
+   * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
+   * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
+   * prompt batches with an error.
+   */
+  embed(
+    text: string,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<Array<number>>;
+  /**
+   * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
+   * decoding between tokens; the result then has finish reason `Cancelled`. On a context
+   * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
+   */
+  generate(
+    params: GenerateParams,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<GenerationResult>;
+  /**
+   * Generate every request, up to the context's `max_sequences` at a time (the others
+   * wait for a free sequence), and return the results in request order; each equals what
+   * `generate` gives its request alone (greedy: token for token). Requests with tools are
+   * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+   * `Cancelled`.
+   */
+  generateBatch(
+    params: Array<GenerateParams>,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<Array<GenerationResult>>;
+  /**
+   * Numbers of the last generation, if any.
+   */
+  getPerf(): Perf | undefined;
+  /**
+   * Whether `dispose` was called.
+   */
+  isDisposed(): boolean;
+  /**
+   * Whether `generate` and `stream` with `params` share the context's sequences with
+   * concurrent requests (`max_sequences` above 1, no tools; see
+   * `scheduled.rs`) rather than run alone after the others.
+   */
+  isScheduled(params: GenerateParams): boolean;
+  /**
+   * Restore a state saved by `save_session` with the same model; a later prompt that starts
+   * with the restored tokens does not evaluate them again. A file of another model, or a
+   * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
+   */
+  loadSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<SessionLoadResult>;
+  /**
+   * Sequences this context can generate at once (its `max_sequences`).
+   */
+  maxSequences(): number;
+  /**
+   * Write the cached tokens and their keys and values to `path` (waits for a running
+   * generation); returns the number of tokens saved.
+   */
+  saveSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<number>;
+  /**
+   * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
+   * as the stream is read, so stopping to read and cancelling wastes no tokens.
+   */
+  stream(params: GenerateParams) /*throws*/ : TokenStreamLike;
+  /**
+   * Evaluate one token and clear the cache, so the first real request runs at full speed.
+   */
+  warmup(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<void>;
 }
 /**
  * @deprecated Use `LlmContextLike` instead.
  */
 export type LlmContextInterface = LlmContextLike;
 
-
 /**
  * An inference context: a KV cache and worker threads for one model.
  */
 export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
-
-    readonly [uniffiTypeNameSymbol] = "LlmContext";
-    readonly [destructorGuardSymbol]: UniffiGcObject;
-    readonly [pointerLiteralSymbol]: UniffiHandle;
-    // No primary constructor declared for this class.
-private constructor(pointer: UniffiHandle) {
+  readonly [uniffiTypeNameSymbol] = 'LlmContext';
+  readonly [destructorGuardSymbol]: UniffiGcObject;
+  readonly [pointerLiteralSymbol]: UniffiHandle;
+  // No primary constructor declared for this class.
+  private constructor(pointer: UniffiHandle) {
     super();
     this[pointerLiteralSymbol] = pointer;
     this[destructorGuardSymbol] = uniffiTypeLlmContextObjectFactory.bless(pointer);
-}
+  }
 
-    
-
-    
-/**
- * Measure prompt and generation speed (greedy decoding of a synthetic prompt, cache
- * cleared before and after each iteration).
- */
-    async benchmark(params: BenchmarkParams, asyncOpts_?: { signal: AbortSignal }): Promise<BenchmarkResult> /*throws*/ {
+  /**
+   * Measure prompt and generation speed (greedy decoding of a synthetic prompt, cache
+   * cleared before and after each iteration).
+   */
+  async benchmark(params: BenchmarkParams, asyncOpts_?: { signal: AbortSignal }): Promise<BenchmarkResult> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_benchmark(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterTypeBenchmarkParams.lower(params, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeBenchmarkResult.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_benchmark(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterTypeBenchmarkParams.lower(params, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeBenchmarkResult.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Empty the KV cache (waits for a running generation).
- */
-    async clear(asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
+  }
+
+  /**
+   * Empty the KV cache (waits for a running generation).
+   */
+  async clear(asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_clear(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
-            /*liftFunc:*/ (_v) => {},
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_clear(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+        /*liftFunc:*/ (_v) => {},
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Context size in tokens.
- */
-    contextSize(): number {
-    return FfiConverterUInt32.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Release the KV cache and worker threads; a running generation is cancelled first.
- */
-    dispose(): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  }
+
+  /**
+   * Context size in tokens.
+   */
+  contextSize(): number {
+    return FfiConverterUInt32.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
     );
-    }
-    
-/**
- * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
- * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
- * prompt batches with an error.
- */
-    async embed(text: string, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<Array<number>> /*throws*/ {
+  }
+
+  /**
+   * Release the KV cache and worker threads; a running generation is cancelled first.
+   */
+  dispose(): void {
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(
+          uniffiTypeLlmContextObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+  }
+
+  /**
+   * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
+   * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
+   * prompt batches with an error.
+   */
+  async embed(
+    text: string,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<Array<number>> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(text, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterSequenceFloat32.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterString.lower(text, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterSequenceFloat32.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
- * decoding between tokens; the result then has finish reason `Cancelled`. On a context
- * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
- */
-    async generate(params: GenerateParams, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<GenerationResult> /*throws*/ {
+  }
+
+  /**
+   * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
+   * decoding between tokens; the result then has finish reason `Cancelled`. On a context
+   * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
+   */
+  async generate(
+    params: GenerateParams,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<GenerationResult> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeGenerationResult.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeGenerationResult.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Generate every request, up to the context's `max_sequences` at a time (the others
- * wait for a free sequence), and return the results in request order; each equals what
- * `generate` gives its request alone (greedy: token for token). Requests with tools are
- * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
- * `Cancelled`.
- */
-    async generateBatch(params: Array<GenerateParams>, cancel: CancelTokenLike | undefined, asyncOpts_?: { signal: AbortSignal }): Promise<Array<GenerationResult>> /*throws*/ {
+  }
+
+  /**
+   * Generate every request, up to the context's `max_sequences` at a time (the others
+   * wait for a free sequence), and return the results in request order; each equals what
+   * `generate` gives its request alone (greedy: token for token). Requests with tools are
+   * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+   * `Cancelled`.
+   */
+  async generateBatch(
+    params: Array<GenerateParams>,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<Array<GenerationResult>> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterSequenceTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterSequenceTypeGenerationResult.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterSequenceTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterSequenceTypeGenerationResult.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Numbers of the last generation, if any.
- */
-    getPerf(): Perf | undefined {
+  }
+
+  /**
+   * Numbers of the last generation, if any.
+   */
+  getPerf(): Perf | undefined {
     const __rb: Uint8Array = uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(
+          uniffiTypeLlmContextObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
     try {
-        return FfiConverterOptionalTypePerf.lift(__rb);
+      return FfiConverterOptionalTypePerf.lift(__rb);
     } finally {
-        nativeModule().rustbuffer_free(__rb);
+      nativeModule().rustbuffer_free(__rb);
     }
-    }
-    
-/**
- * Whether `dispose` was called.
- */
-    isDisposed(): boolean {
-    return FfiConverterBool.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Whether `generate` and `stream` with `params` share the context's sequences with
- * concurrent requests (`max_sequences` above 1, no tools; see
- * `scheduled.rs`) rather than run alone after the others.
- */
-    isScheduled(params: GenerateParams): boolean {
-    return FfiConverterBool.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-        FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Restore a state saved by `save_session` with the same model; a later prompt that starts
- * with the restored tokens does not evaluate them again. A file of another model, or a
- * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
- */
-    async loadSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<SessionLoadResult> /*throws*/ {
+  }
+
+  /**
+   * Whether `dispose` was called.
+   */
+  isDisposed(): boolean {
+    return FfiConverterBool.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
+
+  /**
+   * Whether `generate` and `stream` with `params` share the context's sequences with
+   * concurrent requests (`max_sequences` above 1, no tools; see
+   * `scheduled.rs`) rather than run alone after the others.
+   */
+  isScheduled(params: GenerateParams): boolean {
+    return FfiConverterBool.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
+
+  /**
+   * Restore a state saved by `save_session` with the same model; a later prompt that starts
+   * with the restored tokens does not evaluate them again. A file of another model, or a
+   * corrupt or truncated one, is a `CacheCorrupt` error and leaves the context as it was.
+   */
+  async loadSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<SessionLoadResult> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(path, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            // Borrowed view over foreign memory: the call site owns the free,
-            // as on the sync paths. Unconditional — a no-op where buffers are
-            // already JS-owned.
-            /*liftFunc:*/ (__rb) => {
-                try {
-                    return FfiConverterTypeSessionLoadResult.lift(__rb);
-                } finally {
-                    nativeModule().rustbuffer_free(__rb);
-                }
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeSessionLoadResult.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Sequences this context can generate at once (its `max_sequences`).
- */
-    maxSequences(): number {
-    return FfiConverterUInt32.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Write the cached tokens and their keys and values to `path` (waits for a running
- * generation); returns the number of tokens saved.
- */
-    async saveSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<number> /*throws*/ {
+  }
+
+  /**
+   * Sequences this context can generate at once (its `max_sequences`).
+   */
+  maxSequences(): number {
+    return FfiConverterUInt32.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
+
+  /**
+   * Write the cached tokens and their keys and values to `path` (waits for a running
+   * generation); returns the number of tokens saved.
+   */
+  async saveSession(path: string, asyncOpts_?: { signal: AbortSignal }): Promise<number> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this),FfiConverterString.lower(path, nativeModule().rustbuffer_alloc)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u32,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_u32,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_u32,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_u32,
-            // Async returns always go through the JS-side converter: the
-            // FFI symbol returns the future handle (u64), and the user-level
-            // RustBuffer comes back via the shared `rust_future_complete_*`
-            // export. The bytes the runtime hands back must be deserialized
-            // here using the per-callable return-type converter.
-            /*liftFunc:*/ FfiConverterUInt32.lift.bind(FfiConverterUInt32),
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_u32,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_u32,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_u32,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_u32,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        /*liftFunc:*/ FfiConverterUInt32.lift.bind(FfiConverterUInt32),
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
-/**
- * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
- * as the stream is read, so stopping to read and cancelling wastes no tokens.
- */
-    stream(params: GenerateParams): TokenStreamLike /*throws*/ {
-    return FfiConverterTypeTokenStream.lift(uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(
-                uniffiTypeLlmContextObjectFactory.clonePointer(this),
-        FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Evaluate one token and clear the cache, so the first real request runs at full speed.
- */
-    async warmup(asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
+  }
+
+  /**
+   * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
+   * as the stream is read, so stopping to read and cancelling wastes no tokens.
+   */
+  stream(params: GenerateParams): TokenStreamLike /*throws*/ {
+    return FfiConverterTypeTokenStream.lift(
+      uniffiCaller.rustCallWithError(
+        /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
+
+  /**
+   * Evaluate one token and clear the cache, so the first real request runs at full speed.
+   */
+  async warmup(asyncOpts_?: { signal: AbortSignal }): Promise<void> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
     try {
-        return await uniffiRustCallAsync(
-            /*rustCaller:*/ uniffiCaller,
-            /*rustFutureFunc:*/ () => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(
-                    uniffiTypeLlmContextObjectFactory.clonePointer(this)
-                );
-            },
-            /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
-            /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
-            /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
-            /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
-            /*liftFunc:*/ (_v) => {},
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-            /*asyncOpts:*/ asyncOpts_,
-            /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError)
-        );
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+        /*liftFunc:*/ (_v) => {},
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
     } catch (__error: any) {
-        if (uniffiIsDebug && __error instanceof Error) {
-            __error.stack = __stack;
-        }
-        throw __error;
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
     }
-    }
-    
+  }
 
-    uniffiDestroy(): void {
-        const ptr = (this as any)[destructorGuardSymbol];
-        if (ptr !== undefined) {
-            const pointer = uniffiTypeLlmContextObjectFactory.pointer(this);
-            uniffiTypeLlmContextObjectFactory.freePointer(pointer);
-            uniffiTypeLlmContextObjectFactory.unbless(ptr);
-            delete (this as any)[destructorGuardSymbol];
-        }
+  uniffiDestroy(): void {
+    const ptr = (this as any)[destructorGuardSymbol];
+    if (ptr !== undefined) {
+      const pointer = uniffiTypeLlmContextObjectFactory.pointer(this);
+      uniffiTypeLlmContextObjectFactory.freePointer(pointer);
+      uniffiTypeLlmContextObjectFactory.unbless(ptr);
+      delete (this as any)[destructorGuardSymbol];
     }
+  }
 
-    static instanceOf(obj_: any): obj_ is LlmContext {
-        return uniffiTypeLlmContextObjectFactory.isConcreteType(obj_);
-    }
-
-    
+  static instanceOf(obj_: any): obj_ is LlmContext {
+    return uniffiTypeLlmContextObjectFactory.isConcreteType(obj_);
+  }
 }
 
 const uniffiTypeLlmContextObjectFactory: UniffiObjectFactory<LlmContextLike> = (() => {
-    
-    return {
+  return {
     create(pointer: UniffiHandle): LlmContextLike {
-        const instance = Object.create(LlmContext.prototype);
-        instance[pointerLiteralSymbol] = pointer;
-        instance[destructorGuardSymbol] = this.bless(pointer);
-        instance[uniffiTypeNameSymbol] = "LlmContext";
-        return instance;
+      const instance = Object.create(LlmContext.prototype);
+      instance[pointerLiteralSymbol] = pointer;
+      instance[destructorGuardSymbol] = this.bless(pointer);
+      instance[uniffiTypeNameSymbol] = 'LlmContext';
+      return instance;
     },
 
-    
     bless(p: UniffiHandle): UniffiGcObject {
-        return uniffiCaller.rustCall(
-            /*caller:*/ (status) =>
-                nativeModule().ubrn_uniffi_internal_fn_method_llmcontext_ffi__bless_pointer(p, status),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      return uniffiCaller.rustCall(
+        /*caller:*/ (status) => nativeModule().ubrn_uniffi_internal_fn_method_llmcontext_ffi__bless_pointer(p, status),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     unbless(ptr_: UniffiGcObject) {
-        ptr_.markDestroyed();
+      ptr_.markDestroyed();
     },
 
     pointer(obj_: LlmContextLike): UniffiHandle {
-        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
-            throw new UniffiInternalError.UnexpectedNullPointer();
-        }
-        return (obj_ as any)[pointerLiteralSymbol];
+      if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+        throw new UniffiInternalError.UnexpectedNullPointer();
+      }
+      return (obj_ as any)[pointerLiteralSymbol];
     },
 
     clonePointer(obj_: LlmContextLike): UniffiHandle {
-        const pointer = this.pointer(obj_);
-        return uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_llmcontext(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      const pointer = this.pointer(obj_);
+      return uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_llmcontext(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     freePointer(pointer: UniffiHandle): void {
-        uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_llmcontext(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_llmcontext(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     isConcreteType(obj_: any): obj_ is LlmContextLike {
-        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "LlmContext";
+      return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === 'LlmContext';
     },
-}})();
+  };
+})();
 const FfiConverterTypeLlmContext = new FfiConverterObject(uniffiTypeLlmContextObjectFactory);
 
 /**
  * A loaded model. Disposing it releases the weights once no context uses them.
  */
 export interface LlmModelLike {
-    
-/**
- * Render `messages` with the model's chat template.
- */
-    applyChatTemplate(messages: Array<ChatMessage>, addGenerationPrompt: boolean) /*throws*/: string;
-/**
- * A new inference context (its own KV cache) for this model.
- */
-    createContext(options: ContextOptions) /*throws*/: LlmContextLike;
-/**
- * A new inference context (like `create_context`) that decodes speculatively with
- * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
- * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
- */
-    createSpeculativeContext(options: ContextOptions, speculative: SpeculativeOptions, draft: LlmModelLike | undefined) /*throws*/: LlmContextLike;
-/**
- * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
- */
-    detokenize(tokens: Array<number>, special: boolean) /*throws*/: string;
-/**
- * Release the model (contexts made from it keep their own reference until disposed).
- */
-    dispose(): void;
-/**
- * Memory needed for a context of `context_size` tokens (0: the model's default).
- */
-    estimateMemory(contextSize: number) /*throws*/: MemoryEstimate;
-/**
- * Facts about the model.
- */
-    info() /*throws*/: ModelInfo;
-/**
- * Whether `dispose` was called.
- */
-    isDisposed(): boolean;
-/**
- * Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
- * special-token text into those tokens.
- */
-    tokenize(text: string, addSpecial: boolean, parseSpecial: boolean) /*throws*/: Array<number>;
+  /**
+   * Render `messages` with the model's chat template.
+   */
+  applyChatTemplate(messages: Array<ChatMessage>, addGenerationPrompt: boolean) /*throws*/ : string;
+  /**
+   * A new inference context (its own KV cache) for this model.
+   */
+  createContext(options: ContextOptions) /*throws*/ : LlmContextLike;
+  /**
+   * A new inference context (like `create_context`) that decodes speculatively with
+   * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
+   * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
+   */
+  createSpeculativeContext(
+    options: ContextOptions,
+    speculative: SpeculativeOptions,
+    draft: LlmModelLike | undefined,
+  ) /*throws*/ : LlmContextLike;
+  /**
+   * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
+   */
+  detokenize(tokens: Array<number>, special: boolean) /*throws*/ : string;
+  /**
+   * Release the model (contexts made from it keep their own reference until disposed).
+   */
+  dispose(): void;
+  /**
+   * Memory needed for a context of `context_size` tokens (0: the model's default).
+   */
+  estimateMemory(contextSize: number) /*throws*/ : MemoryEstimate;
+  /**
+   * Facts about the model.
+   */
+  info() /*throws*/ : ModelInfo;
+  /**
+   * Whether `dispose` was called.
+   */
+  isDisposed(): boolean;
+  /**
+   * Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
+   * special-token text into those tokens.
+   */
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean) /*throws*/ : Array<number>;
 }
 /**
  * @deprecated Use `LlmModelLike` instead.
  */
 export type LlmModelInterface = LlmModelLike;
 
-
 /**
  * A loaded model. Disposing it releases the weights once no context uses them.
  */
 export class LlmModel extends UniffiAbstractObject implements LlmModelLike {
-
-    readonly [uniffiTypeNameSymbol] = "LlmModel";
-    readonly [destructorGuardSymbol]: UniffiGcObject;
-    readonly [pointerLiteralSymbol]: UniffiHandle;
-    // No primary constructor declared for this class.
-private constructor(pointer: UniffiHandle) {
+  readonly [uniffiTypeNameSymbol] = 'LlmModel';
+  readonly [destructorGuardSymbol]: UniffiGcObject;
+  readonly [pointerLiteralSymbol]: UniffiHandle;
+  // No primary constructor declared for this class.
+  private constructor(pointer: UniffiHandle) {
     super();
     this[pointerLiteralSymbol] = pointer;
     this[destructorGuardSymbol] = uniffiTypeLlmModelObjectFactory.bless(pointer);
-}
+  }
 
-    
-
-    
-/**
- * Render `messages` with the model's chat template.
- */
-    applyChatTemplate(messages: Array<ChatMessage>, addGenerationPrompt: boolean): string /*throws*/ {
+  /**
+   * Render `messages` with the model's chat template.
+   */
+  applyChatTemplate(messages: Array<ChatMessage>, addGenerationPrompt: boolean): string /*throws*/ {
     const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterSequenceTypeChatMessage.lower(messages, nativeModule().rustbuffer_alloc),
-        FfiConverterBool.lower(addGenerationPrompt, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_apply_chat_template(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          FfiConverterSequenceTypeChatMessage.lower(messages, nativeModule().rustbuffer_alloc),
+          FfiConverterBool.lower(addGenerationPrompt, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
     );
     try {
-        return FfiConverterString.lift(__rb);
+      return FfiConverterString.lift(__rb);
     } finally {
-        nativeModule().rustbuffer_free(__rb);
+      nativeModule().rustbuffer_free(__rb);
     }
-    }
-    
-/**
- * A new inference context (its own KV cache) for this model.
- */
-    createContext(options: ContextOptions): LlmContextLike /*throws*/ {
-    return FfiConverterTypeLlmContext.lift(uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * A new inference context (like `create_context`) that decodes speculatively with
- * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
- * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
- */
-    createSpeculativeContext(options: ContextOptions, speculative: SpeculativeOptions, draft: LlmModelLike | undefined): LlmContextLike /*throws*/ {
-    return FfiConverterTypeLlmContext.lift(uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
-        FfiConverterTypeSpeculativeOptions.lower(speculative, nativeModule().rustbuffer_alloc),
-        FfiConverterOptionalTypeLlmModel.lower(draft, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
- */
-    detokenize(tokens: Array<number>, special: boolean): string /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterSequenceUInt32.lower(tokens, nativeModule().rustbuffer_alloc),
-        FfiConverterBool.lower(special, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterString.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
-    
-/**
- * Release the model (contexts made from it keep their own reference until disposed).
- */
-    dispose(): void {uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => { nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    }
-    
-/**
- * Memory needed for a context of `context_size` tokens (0: the model's default).
- */
-    estimateMemory(contextSize: number): MemoryEstimate /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterTypeMemoryEstimate.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
-    
-/**
- * Facts about the model.
- */
-    info(): ModelInfo /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterTypeModelInfo.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
-    
-/**
- * Whether `dispose` was called.
- */
-    isDisposed(): boolean {
-    return FfiConverterBool.lift(uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    ));
-    }
-    
-/**
- * Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
- * special-token text into those tokens.
- */
-    tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Array<number> /*throws*/ {
-    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
-            /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
-            /*caller:*/ (callStatus) => {
-                return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(
-                uniffiTypeLlmModelObjectFactory.clonePointer(this),
-        FfiConverterString.lower(text, nativeModule().rustbuffer_alloc),
-        FfiConverterBool.lower(addSpecial, nativeModule().rustbuffer_alloc),
-        FfiConverterBool.lower(parseSpecial, nativeModule().rustbuffer_alloc),
-                callStatus);
-            },
-            /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-    );
-    try {
-        return FfiConverterSequenceUInt32.lift(__rb);
-    } finally {
-        nativeModule().rustbuffer_free(__rb);
-    }
-    }
-    
+  }
 
-    uniffiDestroy(): void {
-        const ptr = (this as any)[destructorGuardSymbol];
-        if (ptr !== undefined) {
-            const pointer = uniffiTypeLlmModelObjectFactory.pointer(this);
-            uniffiTypeLlmModelObjectFactory.freePointer(pointer);
-            uniffiTypeLlmModelObjectFactory.unbless(ptr);
-            delete (this as any)[destructorGuardSymbol];
-        }
-    }
+  /**
+   * A new inference context (its own KV cache) for this model.
+   */
+  createContext(options: ContextOptions): LlmContextLike /*throws*/ {
+    return FfiConverterTypeLlmContext.lift(
+      uniffiCaller.rustCallWithError(
+        /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_context(
+            uniffiTypeLlmModelObjectFactory.clonePointer(this),
+            FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
 
-    static instanceOf(obj_: any): obj_ is LlmModel {
-        return uniffiTypeLlmModelObjectFactory.isConcreteType(obj_);
-    }
+  /**
+   * A new inference context (like `create_context`) that decodes speculatively with
+   * `speculative`, drafting with prompt lookup and/or `draft` (a model with this model's
+   * vocabulary, else INVALID_OPTION). The output is what plain decoding gives.
+   */
+  createSpeculativeContext(
+    options: ContextOptions,
+    speculative: SpeculativeOptions,
+    draft: LlmModelLike | undefined,
+  ): LlmContextLike /*throws*/ {
+    return FfiConverterTypeLlmContext.lift(
+      uniffiCaller.rustCallWithError(
+        /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_create_speculative_context(
+            uniffiTypeLlmModelObjectFactory.clonePointer(this),
+            FfiConverterTypeContextOptions.lower(options, nativeModule().rustbuffer_alloc),
+            FfiConverterTypeSpeculativeOptions.lower(speculative, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeLlmModel.lower(draft, nativeModule().rustbuffer_alloc),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
 
-    
+  /**
+   * Text of `tokens` (control tokens rendered only when `special`). Unknown ids are an error.
+   */
+  detokenize(tokens: Array<number>, special: boolean): string /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          FfiConverterSequenceUInt32.lower(tokens, nativeModule().rustbuffer_alloc),
+          FfiConverterBool.lower(special, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+      return FfiConverterString.lift(__rb);
+    } finally {
+      nativeModule().rustbuffer_free(__rb);
+    }
+  }
+
+  /**
+   * Release the model (contexts made from it keep their own reference until disposed).
+   */
+  dispose(): void {
+    uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+  }
+
+  /**
+   * Memory needed for a context of `context_size` tokens (0: the model's default).
+   */
+  estimateMemory(contextSize: number): MemoryEstimate /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+      return FfiConverterTypeMemoryEstimate.lift(__rb);
+    } finally {
+      nativeModule().rustbuffer_free(__rb);
+    }
+  }
+
+  /**
+   * Facts about the model.
+   */
+  info(): ModelInfo /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+      return FfiConverterTypeModelInfo.lift(__rb);
+    } finally {
+      nativeModule().rustbuffer_free(__rb);
+    }
+  }
+
+  /**
+   * Whether `dispose` was called.
+   */
+  isDisposed(): boolean {
+    return FfiConverterBool.lift(
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(
+            uniffiTypeLlmModelObjectFactory.clonePointer(this),
+            callStatus,
+          );
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      ),
+    );
+  }
+
+  /**
+   * Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns
+   * special-token text into those tokens.
+   */
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Array<number> /*throws*/ {
+    const __rb: Uint8Array = uniffiCaller.rustCallWithError(
+      /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(
+          uniffiTypeLlmModelObjectFactory.clonePointer(this),
+          FfiConverterString.lower(text, nativeModule().rustbuffer_alloc),
+          FfiConverterBool.lower(addSpecial, nativeModule().rustbuffer_alloc),
+          FfiConverterBool.lower(parseSpecial, nativeModule().rustbuffer_alloc),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+      return FfiConverterSequenceUInt32.lift(__rb);
+    } finally {
+      nativeModule().rustbuffer_free(__rb);
+    }
+  }
+
+  uniffiDestroy(): void {
+    const ptr = (this as any)[destructorGuardSymbol];
+    if (ptr !== undefined) {
+      const pointer = uniffiTypeLlmModelObjectFactory.pointer(this);
+      uniffiTypeLlmModelObjectFactory.freePointer(pointer);
+      uniffiTypeLlmModelObjectFactory.unbless(ptr);
+      delete (this as any)[destructorGuardSymbol];
+    }
+  }
+
+  static instanceOf(obj_: any): obj_ is LlmModel {
+    return uniffiTypeLlmModelObjectFactory.isConcreteType(obj_);
+  }
 }
 
 const uniffiTypeLlmModelObjectFactory: UniffiObjectFactory<LlmModelLike> = (() => {
-    
-    return {
+  return {
     create(pointer: UniffiHandle): LlmModelLike {
-        const instance = Object.create(LlmModel.prototype);
-        instance[pointerLiteralSymbol] = pointer;
-        instance[destructorGuardSymbol] = this.bless(pointer);
-        instance[uniffiTypeNameSymbol] = "LlmModel";
-        return instance;
+      const instance = Object.create(LlmModel.prototype);
+      instance[pointerLiteralSymbol] = pointer;
+      instance[destructorGuardSymbol] = this.bless(pointer);
+      instance[uniffiTypeNameSymbol] = 'LlmModel';
+      return instance;
     },
 
-    
     bless(p: UniffiHandle): UniffiGcObject {
-        return uniffiCaller.rustCall(
-            /*caller:*/ (status) =>
-                nativeModule().ubrn_uniffi_internal_fn_method_llmmodel_ffi__bless_pointer(p, status),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      return uniffiCaller.rustCall(
+        /*caller:*/ (status) => nativeModule().ubrn_uniffi_internal_fn_method_llmmodel_ffi__bless_pointer(p, status),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     unbless(ptr_: UniffiGcObject) {
-        ptr_.markDestroyed();
+      ptr_.markDestroyed();
     },
 
     pointer(obj_: LlmModelLike): UniffiHandle {
-        if ((obj_ as any)[destructorGuardSymbol] === undefined) {
-            throw new UniffiInternalError.UnexpectedNullPointer();
-        }
-        return (obj_ as any)[pointerLiteralSymbol];
+      if ((obj_ as any)[destructorGuardSymbol] === undefined) {
+        throw new UniffiInternalError.UnexpectedNullPointer();
+      }
+      return (obj_ as any)[pointerLiteralSymbol];
     },
 
     clonePointer(obj_: LlmModelLike): UniffiHandle {
-        const pointer = this.pointer(obj_);
-        return uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      const pointer = this.pointer(obj_);
+      return uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_clone_llmmodel(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     freePointer(pointer: UniffiHandle): void {
-        uniffiCaller.rustCall(
-            /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_llmmodel(pointer, callStatus),
-            /*liftString:*/ FfiConverterString.lift
-        );
+      uniffiCaller.rustCall(
+        /*caller:*/ (callStatus) => nativeModule().ubrn_uniffi_local_llm_ffi_fn_free_llmmodel(pointer, callStatus),
+        /*liftString:*/ FfiConverterString.lift,
+      );
     },
 
     isConcreteType(obj_: any): obj_ is LlmModelLike {
-        return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === "LlmModel";
+      return obj_[destructorGuardSymbol] && obj_[uniffiTypeNameSymbol] === 'LlmModel';
     },
-}})();
+  };
+})();
 const FfiConverterTypeLlmModel = new FfiConverterObject(uniffiTypeLlmModelObjectFactory);
 
 // FfiConverter for Array<Perf>
@@ -5506,7 +5663,6 @@ const FfiConverterSequenceTypeCacheEntry = new FfiConverterArray(FfiConverterTyp
 // FfiConverter for Array<LogRecord>
 const FfiConverterSequenceTypeLogRecord = new FfiConverterArray(FfiConverterTypeLogRecord);
 
-
 /**
  * This should be called before anything else.
  *
@@ -5518,177 +5674,183 @@ const FfiConverterSequenceTypeLogRecord = new FfiConverterArray(FfiConverterType
  * It also initializes the machinery to enable Rust to talk back to Javascript.
  */
 function uniffiEnsureInitialized() {
-    // Get the bindings contract version from our ComponentInterface
-    const bindingsContractVersion = 30;
-    // Get the scaffolding contract version by calling the into the dylib
-    const scaffoldingContractVersion = nativeModule().ubrn_ffi_local_llm_ffi_uniffi_contract_version();
-    if (bindingsContractVersion !== scaffoldingContractVersion) {
-        throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 59901) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_default_model_cache_dir");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_kind_name");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_memory() !== 49777) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_device_memory");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_estimate_model_memory");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 29877) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_name");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 24894) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_get_backends");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model() !== 28061) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_is_remote_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_library_version");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models() !== 15141) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_list_cached_models");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 1348) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_load_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model() !== 46799) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_lookup_cached_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path() !== 1338) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_model_cache_path");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_next_log_records");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count() !== 13731) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_optimal_thread_count");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model() !== 6011) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_quantize_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model() !== 17073) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_remove_cached_model");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url() !== 56839) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_resolve_model_url");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture() !== 9231) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_capture");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level() !== 58563) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_set_log_level");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_start_download() !== 19735) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_func_start_download");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new() !== 3024) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_constructor_canceltoken_new");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_cancel() !== 44007) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_canceltoken_cancel");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled() !== 50239) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel() !== 2829) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_cancel");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next() !== 3306) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_downloadtask_next");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark() !== 14107) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_clear() !== 45610) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_clear");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size() !== 34201) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_context_size");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose() !== 27427) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_dispose");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_embed");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 4866) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 7949) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_load_session");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_save_session");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_stream");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup() !== 42499) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmcontext_warmup");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template() !== 27643) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context() !== 9230) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_create_context");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context() !== 4515) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize() !== 49693) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose() !== 15340) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_dispose");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 45596) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info() !== 20672) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_info");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed() !== 2763) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize() !== 62641) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel() !== 60275) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_tokenstream_cancel");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish() !== 12175) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_tokenstream_finish");
-    }
-    if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next() !== 21278) {
-        throw new UniffiInternalError.ApiChecksumMismatch("uniffi_local_llm_ffi_checksum_method_tokenstream_next");
-    }
-
-    }
+  // Get the bindings contract version from our ComponentInterface
+  const bindingsContractVersion = 30;
+  // Get the scaffolding contract version by calling the into the dylib
+  const scaffoldingContractVersion = nativeModule().ubrn_ffi_local_llm_ffi_uniffi_contract_version();
+  if (bindingsContractVersion !== scaffoldingContractVersion) {
+    throw new UniffiInternalError.ContractVersionMismatch(scaffoldingContractVersion, bindingsContractVersion);
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 59901) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_default_model_cache_dir');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_device_kind_name');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_memory() !== 49777) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_device_memory');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_engine_limits() !== 9015) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_engine_limits');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_estimate_model_memory');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 29877) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_finish_reason_name');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name() !== 24894) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_get_backends');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model() !== 28061) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_is_remote_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_library_version() !== 59129) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_library_version');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models() !== 15141) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_list_cached_models');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_load_model() !== 1348) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_load_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_lookup_cached_model() !== 46799) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_lookup_cached_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_model_cache_path() !== 1338) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_model_cache_path');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_next_log_records() !== 16332) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_next_log_records');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_optimal_thread_count() !== 13731) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_optimal_thread_count');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model() !== 6011) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_quantize_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_remove_cached_model() !== 17073) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_remove_cached_model');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_resolve_model_url() !== 56839) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_resolve_model_url');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_capture() !== 9231) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_set_log_capture');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_set_log_level() !== 58563) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_set_log_level');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_start_download() !== 19735) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_start_download');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_constructor_canceltoken_new() !== 3024) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_constructor_canceltoken_new');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_cancel() !== 44007) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_canceltoken_cancel');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled() !== 50239) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_cancel() !== 2829) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_downloadtask_cancel');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_downloadtask_next() !== 3306) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_downloadtask_next');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark() !== 14107) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_clear() !== 45610) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_clear');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size() !== 34201) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_context_size');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose() !== 27427) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_dispose');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_embed');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 4866) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_generate');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 7949) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_load_session');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_save_session');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_stream');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup() !== 42499) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_warmup');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template() !== 27643) {
+    throw new UniffiInternalError.ApiChecksumMismatch(
+      'uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template',
+    );
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_context() !== 9230) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_create_context');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context() !== 4515) {
+    throw new UniffiInternalError.ApiChecksumMismatch(
+      'uniffi_local_llm_ffi_checksum_method_llmmodel_create_speculative_context',
+    );
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize() !== 49693) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose() !== 15340) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_dispose');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 45596) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info() !== 20672) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_info');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed() !== 2763) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize() !== 62641) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_cancel() !== 60275) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_tokenstream_cancel');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish() !== 12175) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_tokenstream_finish');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next() !== 21278) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_tokenstream_next');
+  }
+}
 
 export default Object.freeze({
   initialize: uniffiEnsureInitialized,
@@ -5705,6 +5867,7 @@ export default Object.freeze({
     FfiConverterTypeDownloadParams,
     FfiConverterTypeDownloadProgress,
     FfiConverterTypeDownloadTask,
+    FfiConverterTypeEngineLimits,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
@@ -5730,5 +5893,5 @@ export default Object.freeze({
     FfiConverterTypeToolCall,
     FfiConverterTypeToolChoice,
     FfiConverterTypeTopLogprob,
-  }
+  },
 });

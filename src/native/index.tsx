@@ -38,3 +38,4 @@ export async function uniffiInitAsync() {
 export default {
   local_llm_ffi,
 };
+

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use local_llm_engine::quantize::{QuantizeOptions, Target};
+use local_llm_engine::convert::{QuantizeOptions, Target};
 use local_llm_engine::Result;
 
 /// Options of `local-llm quantize`.

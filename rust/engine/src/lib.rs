@@ -3,7 +3,8 @@
 //! Module map (mirrors the architecture):
 //! - [`gguf`]: memory-mapped GGUF reader with full validation.
 //! - [`quant`]: tensor element types, block formats, dequantization and dot-product kernels.
-//! - [`quantize`]: F32/F16/BF16 GGUF → quantized GGUF, like llama-quantize.
+//! - [`convert`]: writing a model file in another format: F32/F16/BF16 GGUF → quantized GGUF
+//!   like llama-quantize (`quantize_file`), or a float copy (`convert_file`).
 //! - [`backend`]: device registry (the CPU always; accelerators such as the IBM Z NNPA
 //!   when present), weight placement and the matmul engine.
 //! - [`model`]: transformer architectures (llama family, qwen2/qwen3, gemma3).
@@ -17,6 +18,7 @@ mod macros;
 
 pub mod backend;
 pub mod chat;
+pub mod convert;
 pub mod error;
 mod fallible;
 pub mod gguf;
@@ -24,7 +26,6 @@ pub mod grammar;
 pub mod log;
 pub mod model;
 pub mod quant;
-pub mod quantize;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;

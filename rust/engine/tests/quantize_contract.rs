@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use local_llm_engine::convert::{convert_file, quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::quant::GgmlType;
-use local_llm_engine::quantize::{convert_file, quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,

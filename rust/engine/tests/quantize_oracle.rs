@@ -15,9 +15,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use local_llm_engine::convert::{convert_file, quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::quant::{dequantize, GgmlType};
-use local_llm_engine::quantize::{convert_file, quantize_file, FileType, QuantizeOptions};
 
 /// The llama-quantize binary, or `None` when the skip variable is set.
 fn llama_quantize() -> Option<PathBuf> {

@@ -9,8 +9,8 @@ mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use local_llm_engine::convert::{quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::grammar::GrammarRequest;
-use local_llm_engine::quantize::{quantize_file, FileType, QuantizeOptions};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     Context, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,

@@ -84,6 +84,36 @@ pub fn optimal_thread_count() -> u32 {
     u32::try_from(local_llm_engine::session::default_threads()).unwrap_or(u32::MAX)
 }
 
+/// The bounds the engine puts on options, for the TypeScript layer to check options against
+/// before a call (each is defined once, in the engine).
+#[derive(Clone, Debug, PartialEq, Eq, uniffi::Record)]
+pub struct EngineLimits {
+    /// Most sequences a context holds (`max_sequences`).
+    pub max_sequences: u32,
+    /// Most tokens speculative decoding drafts per step (`draft_n_max`).
+    pub max_draft: u32,
+    /// Longest n-gram prompt lookup matches (`lookup_ngram_max`).
+    pub max_lookup_ngram: u32,
+    /// Most alternatives reported per generated token (`n_probs`).
+    pub max_top_logprobs: u32,
+    /// Most iterations of a benchmark.
+    pub max_benchmark_iterations: u32,
+}
+
+/// The engine's option bounds.
+#[uniffi::export]
+pub fn engine_limits() -> EngineLimits {
+    use local_llm_engine::session;
+    EngineLimits {
+        max_sequences: session::MAX_SEQUENCES,
+        max_draft: session::MAX_DRAFT,
+        max_lookup_ngram: session::MAX_LOOKUP_NGRAM,
+        max_top_logprobs: u32::try_from(local_llm_engine::sampling::MAX_TOP_LOGPROBS)
+            .unwrap_or(u32::MAX),
+        max_benchmark_iterations: session::MAX_BENCHMARK_ITERATIONS,
+    }
+}
+
 /// The version of this library.
 #[uniffi::export]
 pub fn library_version() -> String {

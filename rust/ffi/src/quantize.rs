@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use local_llm_engine::quantize::{QuantizeOptions, Target};
+use local_llm_engine::convert::{QuantizeOptions, Target};
 
 use crate::context::{cancellable, CancelToken};
 use crate::error::{LlmError, Stage};

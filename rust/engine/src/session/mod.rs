@@ -21,6 +21,7 @@ mod schedule;
 mod speculative;
 mod state;
 
+pub use batch::MAX_SEQUENCES;
 use decode::{Decoding, Next};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;

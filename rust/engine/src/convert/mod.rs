@@ -1,5 +1,6 @@
-//! Model quantization: an F32/F16/BF16 GGUF in, a quantized GGUF out, like llama.cpp's
-//! `llama-quantize` without an importance matrix.
+//! Model file conversion (named apart from `quant`, the block formats and kernels):
+//! quantization, an F32/F16/BF16 GGUF in and a quantized GGUF out, like llama.cpp's
+//! `llama-quantize` without an importance matrix, and float copies.
 //!
 //! [`quantize_file`] picks each tensor's type as llama-quantize does for the chosen
 //! [`FileType`] mix (`policy`), quantizes with reimplementations of ggml's deterministic
