@@ -43,8 +43,8 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(dot_only(GgmlType::Q2_K, kquants::dot_q2_k));
     entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
     let wide = isa == Isa::Wide;
-    entry(k_format::<Q4K>(isa, wide.then_some(ktile_q4k)));
-    entry(k_format::<Q5K>(isa, None));
+    entry(k_format::<Q45K<false>>(isa, wide.then_some(ktile_q4k)));
+    entry(k_format::<Q45K<true>>(isa, None));
     entry(k_format::<Q6K>(isa, wide.then_some(ktile_q6k)));
 }
 
@@ -229,41 +229,27 @@ trait KFormat {
     ) -> [f32; T];
 }
 
-/// Q4_K.
-struct Q4K;
-/// Q5_K.
-struct Q5K;
+/// Q4_K (`FIVE` false) and Q5_K (`FIVE` true), which share their row kernels.
+struct Q45K<const FIVE: bool>;
 /// Q6_K.
 struct Q6K;
 
-impl KFormat for Q4K {
-    const TY: GgmlType = GgmlType::Q4_K;
-    const DOT: DotFn = kquants::dot_q4_k;
+impl<const FIVE: bool> KFormat for Q45K<FIVE> {
+    const TY: GgmlType = if FIVE { GgmlType::Q5_K } else { GgmlType::Q4_K };
+    const DOT: DotFn = if FIVE {
+        kquants::dot_q5_k
+    } else {
+        kquants::dot_q4_k
+    };
     unsafe fn row<const VNNI: bool, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
         if VNNI {
-            kquants::dot_q45_k_rows_vnni::<false, T>(nb, x, y)
+            kquants::dot_q45_k_rows_vnni::<FIVE, T>(nb, x, y)
         } else {
-            kquants::dot_q45_k_rows::<false, T>(nb, x, y)
-        }
-    }
-}
-
-impl KFormat for Q5K {
-    const TY: GgmlType = GgmlType::Q5_K;
-    const DOT: DotFn = kquants::dot_q5_k;
-    unsafe fn row<const VNNI: bool, const T: usize>(
-        nb: usize,
-        x: *const u8,
-        y: [*const u8; T],
-    ) -> [f32; T] {
-        if VNNI {
-            kquants::dot_q45_k_rows_vnni::<true, T>(nb, x, y)
-        } else {
-            kquants::dot_q45_k_rows::<true, T>(nb, x, y)
+            kquants::dot_q45_k_rows::<FIVE, T>(nb, x, y)
         }
     }
 }
