@@ -53,6 +53,42 @@ test('createBatch of 4 equals each request answered alone', async () => {
   assert.equal(new Set(batch.map((b) => b.choices[0].message.content)).size, 4);
 });
 
+test('createBatch with tools, a JSON schema and log-probabilities equals each request answered alone', async () => {
+  const tools = [
+    {
+      type: 'function' as const,
+      function: {
+        name: 'get_weather',
+        description: 'Current weather in a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    },
+  ];
+  const schema = { type: 'object', properties: { colour: { type: 'string' } }, required: ['colour'] };
+  const requests: (ChatCompletionRequest & { stream?: false })[] = [
+    { ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' },
+    {
+      ...request('Name a colour as JSON.', 32),
+      response_format: { type: 'json_schema', json_schema: { name: 'c', schema } },
+    },
+    { ...request(QUESTIONS[1], 16), logprobs: true, top_logprobs: 2 },
+    { ...request('What is the weather in Rome?', 48), tools },
+  ];
+  const solo: ChatCompletionResponse[] = [];
+  for (const r of requests) {
+    solo.push(await within(ai.chat.completions.create(r), 60_000, 'a solo completion'));
+  }
+  assert.equal(solo[0].choices[0].finish_reason, 'tool_calls');
+  assert.ok('colour' in JSON.parse(solo[1].choices[0].message.content ?? ''));
+  assert.equal(solo[2].choices[0].logprobs?.content?.length, solo[2].usage.completion_tokens);
+  const batch = await within(ai.chat.completions.createBatch(requests), 60_000, 'createBatch');
+  batch.forEach((b, i) => {
+    assert.deepEqual(b.choices[0].message, solo[i].choices[0].message, `request ${i}`);
+    assert.deepEqual(b.choices[0].logprobs, solo[i].choices[0].logprobs, `request ${i}`);
+    assert.equal(b.choices[0].finish_reason, solo[i].choices[0].finish_reason, `request ${i}`);
+  });
+});
+
 test('generateBatch: BatchResult shape, per-prompt options, more prompts than sequences', async () => {
   const prompts = [
     'Once upon a time',

@@ -160,11 +160,6 @@ extern "C" {
         RustBuffer params, 
         RustBuffer cancel
     );
-    int8_t uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
-        /*handle*/ uint64_t ptr, 
-        RustBuffer params, 
-        RustCallStatus *uniffi_out_err
-    );
     uint32_t uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
         /*handle*/ uint64_t ptr, 
         RustCallStatus *uniffi_out_err
@@ -639,8 +634,6 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(
-    );
-    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(
     );
@@ -2262,14 +2255,6 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(rt, thisVal, args, count);
         }
     );
-    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled"] = jsi::Function::createFromHostFunction(
-        rt,
-        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled"),
-        2,
-        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
-            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(rt, thisVal, args, count);
-        }
-    );
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences"),
@@ -3310,14 +3295,6 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(rt, thisVal, args, count);
         }
     );
-    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled"] = jsi::Function::createFromHostFunction(
-        rt,
-        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled"),
-        0,
-        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
-            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(rt, thisVal, args, count);
-        }
-    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences"),
@@ -3866,16 +3843,6 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_gene
 
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
-}
-jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
-        RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
-        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), 
-            &status
-        );
-        uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
-
-        
-        return uniffi_jsi::Bridging<int8_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
@@ -4932,13 +4899,6 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_canceltok
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(
-        );
-
-        
-        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
-}
-jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
-        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(
         );
 
         

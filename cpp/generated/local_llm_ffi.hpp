@@ -30,7 +30,6 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_fn_clone_llmcontext(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_free_llmcontext(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_generate_batch(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
-    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_benchmark(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_clear(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
@@ -161,7 +160,6 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_canceltoken_cancel(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_canceltoken_is_cancelled(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
-    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_benchmark(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_clear(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);

@@ -168,8 +168,8 @@ export class ChatCompletions {
    * context overflow included: each request's messages are fitted by its strategy (`onOverflow`
    * is called per request, in order; a request that cannot fit rejects the whole batch with
    * CONTEXT_EXHAUSTED before any generation), its response carries its `_context`, and under
-   * 'sliding_window' its own sequence shifts while generating. Requests may not stream or offer
-   * tools (INVALID_OPTION).
+   * 'sliding_window' its own sequence shifts while generating. Requests may offer tools and use
+   * every other option of {@link create}, but may not stream (INVALID_OPTION).
    */
   async createBatch(paramsList: ChatCompletionRequest[]): Promise<ChatCompletionResponse[]> {
     if (!Array.isArray(paramsList)) {
@@ -179,9 +179,6 @@ export class ChatCompletions {
     const list = paramsList.map((params) => {
       if (params.stream === true) {
         throw invalidOption('stream', params.stream, 'false or unset in createBatch');
-      }
-      if (params.tools !== undefined && params.tools.length > 0) {
-        throw invalidOption('tools', params.tools, 'unset in createBatch (use create)');
       }
       return { options: this.options(params), model: params.model ?? this.modelName };
     });

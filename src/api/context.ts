@@ -151,24 +151,21 @@ function jsonSchema(format: ResponseFormat | undefined): string | undefined {
 }
 
 /**
- * An inference context: a KV cache plus worker threads for one model. Generations on one
- * context run one at a time (concurrent calls wait their turn natively); the cache keeps the
- * previous prompt so a follow-up sharing its prefix skips re-evaluating it.
+ * An inference context: worker threads and `maxSequences` sequences (1 by default), each a KV
+ * cache for one model. Every generation (`generate`, `stream`, batches, chat completions, with
+ * or without tools, grammars, log-probabilities or a draft model) takes a free sequence, or
+ * waits for one (first come, first served), and all running ones advance together, one forward
+ * pass per step (a `contextShift` shifts the request's own sequence); each answer equals the one
+ * it gets alone (greedy: token for token). A sequence's cache keeps its previous prompt, so a
+ * follow-up sharing its prefix skips re-evaluating it. The other calls (clear, embed, warmup,
+ * benchmark, sessions) need the whole context and run once the generations before them are done.
  *
- * With `maxSequences` above 1, concurrent `generate` / `stream` calls (and chat completions)
- * without tools are scheduled instead: each takes a free sequence (or waits for one, first
- * come first served) and all running ones advance together, one forward pass per token (a
- * `contextShift` shifts the request's own sequence); each answer equals the one it gets alone
- * (greedy: token for token). Requests with tools, and the other calls, run alone once the
- * scheduled ones are done.
- *
- * A stream holds the context (a scheduled stream: its sequence) only while it is read. A
- * request made on the context (generate, stream, clear, embed, warmup, benchmark) while a
- * stream is paused at a piece its consumer has not asked past cancels that stream, which then
- * rejects with STREAM_FAILED if read again; a scheduled request cancels a paused scheduled
- * stream only when paused streams hold every sequence (the oldest one). So a stream abandoned
- * without `return()` frees the context for the next request, and reading a second stream
- * inside the `for await` of a first one works (with one sequence, the first one then fails).
+ * A stream advances only while it is read. A call that needs the whole context, made while a
+ * stream is paused at a piece its consumer has not asked past, cancels that stream, which then
+ * rejects with STREAM_FAILED if read again; a generation cancels paused streams only when they
+ * hold every sequence (the oldest ones). So a stream abandoned without `return()` frees its
+ * sequence for the next request, and reading a second stream inside the `for await` of a first
+ * one works (with one sequence, the first one then fails).
  */
 export class InferenceContext {
   private handle: LlmContext | null;
@@ -214,12 +211,11 @@ export class InferenceContext {
     signal?.addEventListener('abort', onAbort);
     try {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
-      const scheduled = handle.isScheduled(params);
-      this.paused.preemptFor(scheduled, handle.maxSequences());
+      this.paused.preemptFor(handle.maxSequences());
       const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token)).catch(
         (e: unknown) => {
-          // A scheduled request aborted before it got a sequence ends with an error, not a result.
-          throw scheduled && signal?.aborted ? abortError(signal) : e;
+          // A request aborted before it got a sequence ends with an error, not a result.
+          throw signal?.aborted ? abortError(signal) : e;
         },
       );
       const result = toResult(native, options.nProbs !== undefined);
@@ -250,7 +246,7 @@ export class InferenceContext {
   }
 
   /**
-   * Addition: {@link generateBatch} for any {@link PromptSource} (without tools), returning each
+   * Addition: {@link generateBatch} for any {@link PromptSource}, returning each
    * whole generation. An abort of any request's `signal` stops them all; the promise then
    * rejects with an AbortError.
    */
@@ -273,8 +269,14 @@ export class InferenceContext {
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
         prompts.map((prompt, i) => toParams(prompt, list[i])),
       );
-      this.paused.preemptAll();
-      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generateBatch(params, token));
+      this.paused.preemptFor(handle.maxSequences());
+      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
+        handle.generateBatch(params, token),
+      ).catch((e: unknown) => {
+        // A request aborted before it got a sequence ends with an error, not a result.
+        const abortedNow = signals.find((s) => s.aborted);
+        throw abortedNow !== undefined ? abortError(abortedNow) : e;
+      });
       const results = native.map((r, i) => toResult(r, list[i].nProbs !== undefined));
       this.lastResult = results[results.length - 1] ?? this.lastResult;
       const abortedNow = signals.find((s) => s.aborted);
@@ -327,8 +329,7 @@ export class InferenceContext {
       throw abortError(signal);
     }
     const params = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => toParams(prompt, options));
-    const scheduled = handle.isScheduled(params);
-    this.paused.preemptFor(scheduled, handle.maxSequences());
+    this.paused.preemptFor(handle.maxSequences());
     const withLogprobs = options.nProbs !== undefined;
     const stream = wrapSync(LocalLLMErrorCode.STREAM_FAILED, () => handle.stream(params));
     const onAbort = () => stream.cancel();
@@ -342,8 +343,8 @@ export class InferenceContext {
     try {
       for (;;) {
         const chunk = await wrapAsync(LocalLLMErrorCode.STREAM_FAILED, () => stream.next()).catch((e: unknown) => {
-          // A scheduled stream aborted before it got a sequence ends with an error, not a result.
-          throw scheduled && signal?.aborted ? abortError(signal) : e;
+          // A stream aborted before it got a sequence ends with an error, not a result.
+          throw signal?.aborted ? abortError(signal) : e;
         });
         if (signal?.aborted) {
           break;
@@ -356,7 +357,7 @@ export class InferenceContext {
           parts.push({ text: '', logprobs });
         }
         for (const part of parts) {
-          this.paused.pause(preempt, scheduled);
+          this.paused.pause(preempt);
           try {
             yield part;
           } finally {

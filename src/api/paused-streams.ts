@@ -1,19 +1,19 @@
 /**
- * Which of a context's streams a new request cancels. A stream holds its context (a scheduled
- * stream: one of its sequences) only while it is read; while its consumer has not asked for the
- * next piece it is "paused", and a request made on the context meanwhile would wait for it
- * forever if the consumer never comes back. So a new request cancels the paused streams it
- * would wait for: a request that runs alone waits for all of them; a scheduled one (on a context
- * with several sequences) waits only for a free sequence, so it cancels the paused streams that
- * run alone and, when paused scheduled streams hold every sequence, the oldest one.
+ * Which of a context's streams a new request cancels. A stream holds one of its context's
+ * sequences, and advances only while it is read; while its consumer has not asked for the next
+ * piece it is "paused", and a request made on the context meanwhile would wait for it forever if
+ * the consumer never comes back. So a new request cancels the paused streams it would wait for:
+ * work that needs the whole context (clear, embed, warm-up, sessions, benchmarks) waits for all
+ * of them; a generation waits only for a free sequence, so while paused streams hold every
+ * sequence it cancels the oldest ones until one is free.
  */
 export class PausedStreams {
-  /** Cancel functions of the paused streams (oldest first), each with whether it is scheduled. */
-  private readonly paused = new Map<() => void, boolean>();
+  /** Cancel functions of the paused streams, oldest first. */
+  private readonly paused = new Set<() => void>();
 
-  /** A stream pauses at a piece: `cancel` stops it; `scheduled` says whether it shares sequences. */
-  pause(cancel: () => void, scheduled: boolean): void {
-    this.paused.set(cancel, scheduled);
+  /** A stream pauses at a piece: `cancel` stops it. */
+  pause(cancel: () => void): void {
+    this.paused.add(cancel);
   }
 
   /** The stream paused with `cancel` is read again (or ended). */
@@ -26,40 +26,25 @@ export class PausedStreams {
     return this.paused.size;
   }
 
-  /** Before a request that runs alone: cancel every paused stream. */
+  /** Before work that needs the whole context: cancel every paused stream. */
   preemptAll(): void {
-    for (const cancel of this.paused.keys()) {
+    for (const cancel of this.paused) {
       cancel();
     }
     this.paused.clear();
   }
 
   /**
-   * Before a request: cancel the paused streams it would wait for (every one when it runs alone;
-   * when it is `scheduled` on a context of `sequences` sequences, those that run alone and, while
-   * paused scheduled streams hold every sequence, the oldest of them).
+   * Before a generation on a context of `sequences` sequences: while paused streams hold every
+   * sequence, cancel the oldest of them.
    */
-  preemptFor(scheduled: boolean, sequences: number): void {
-    if (!scheduled) {
-      this.preemptAll();
-      return;
-    }
-    let held = 0;
-    for (const [cancel, isScheduled] of this.paused) {
-      if (isScheduled) {
-        held += 1;
-      } else {
-        cancel();
-        this.paused.delete(cancel);
-      }
-    }
-    for (const cancel of this.paused.keys()) {
-      if (held < sequences) {
+  preemptFor(sequences: number): void {
+    for (const cancel of this.paused) {
+      if (this.paused.size < sequences) {
         break;
       }
       cancel();
       this.paused.delete(cancel);
-      held -= 1;
     }
   }
 }

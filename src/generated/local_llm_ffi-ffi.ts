@@ -233,11 +233,6 @@ interface NativeModuleInterface {
     uniffiSelf: bigint,
     uniffi_out_err: UniffiRustCallStatus,
   ): number;
-  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
-    uniffiSelf: bigint,
-    params: Uint8Array,
-    uniffi_out_err: UniffiRustCallStatus,
-  ): number;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffiSelf: bigint, path: Uint8Array): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
     uniffiSelf: bigint,
@@ -339,7 +334,6 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
-  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;

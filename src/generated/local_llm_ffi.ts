@@ -4642,7 +4642,7 @@ export interface LlmContextLike {
   /**
    * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
    * decoding between tokens; the result then has finish reason `Cancelled`. On a context
-   * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
+   * with several sequences it runs alongside concurrent requests (see `max_sequences`).
    */
   generate(
     params: GenerateParams,
@@ -4652,8 +4652,9 @@ export interface LlmContextLike {
   /**
    * Generate every request, up to the context's `max_sequences` at a time (the others
    * wait for a free sequence), and return the results in request order; each equals what
-   * `generate` gives its request alone (greedy: token for token). Requests with tools are
-   * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+   * `generate` gives its request alone (greedy: token for token), tools, grammars,
+   * log-probabilities and speculative decoding included. The first request that fails
+   * fails the call. `cancel` (or abandoning the call) ends all of them with finish reason
    * `Cancelled`.
    */
   generateBatch(
@@ -4669,12 +4670,6 @@ export interface LlmContextLike {
    * Whether `dispose` was called.
    */
   isDisposed(): boolean;
-  /**
-   * Whether `generate` and `stream` with `params` share the context's sequences with
-   * concurrent requests (`max_sequences` above 1, no tools; see
-   * `scheduled.rs`) rather than run alone after the others.
-   */
-  isScheduled(params: GenerateParams): boolean;
   /**
    * Restore a state saved by `save_session` with the same model; a later prompt that starts
    * with the restored tokens does not evaluate them again. A file of another model, or a
@@ -4882,7 +4877,7 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
   /**
    * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
    * decoding between tokens; the result then has finish reason `Cancelled`. On a context
-   * with several sequences it runs alongside concurrent requests (see `is_scheduled`).
+   * with several sequences it runs alongside concurrent requests (see `max_sequences`).
    */
   async generate(
     params: GenerateParams,
@@ -4934,8 +4929,9 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
   /**
    * Generate every request, up to the context's `max_sequences` at a time (the others
    * wait for a free sequence), and return the results in request order; each equals what
-   * `generate` gives its request alone (greedy: token for token). Requests with tools are
-   * an error here. `cancel` (or abandoning the call) ends all of them with finish reason
+   * `generate` gives its request alone (greedy: token for token), tools, grammars,
+   * log-probabilities and speculative decoding included. The first request that fails
+   * fails the call. `cancel` (or abandoning the call) ends all of them with finish reason
    * `Cancelled`.
    */
   async generateBatch(
@@ -5014,26 +5010,6 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
         /*caller:*/ (callStatus) => {
           return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(
             uniffiTypeLlmContextObjectFactory.clonePointer(this),
-            callStatus,
-          );
-        },
-        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
-      ),
-    );
-  }
-
-  /**
-   * Whether `generate` and `stream` with `params` share the context's sequences with
-   * concurrent requests (`max_sequences` above 1, no tools; see
-   * `scheduled.rs`) rather than run alone after the others.
-   */
-  isScheduled(params: GenerateParams): boolean {
-    return FfiConverterBool.lift(
-      uniffiCaller.rustCall(
-        /*caller:*/ (callStatus) => {
-          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_is_scheduled(
-            uniffiTypeLlmContextObjectFactory.clonePointer(this),
-            FfiConverterTypeGenerateParams.lower(params, nativeModule().rustbuffer_alloc),
             callStatus,
           );
         },
@@ -5780,10 +5756,10 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_embed');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 4866) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 54607) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_generate');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 27988) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch() !== 6807) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf() !== 63487) {
@@ -5791,9 +5767,6 @@ function uniffiEnsureInitialized() {
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed() !== 39741) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed');
-  }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled() !== 7949) {
-    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_is_scheduled');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_load_session');

@@ -157,7 +157,7 @@ fn time_tg_parallel(ctx: &mut Context, depth: &[u32], gen: &[u32], seqs: usize) 
         request.sampling = SamplingParams::greedy();
         request.max_tokens = gen.len();
         request.stop_at_eog = false;
-        ctx.start_sequence(&request, None)?;
+        ctx.start_sequence(&request, None, &mut |_| {})?;
     }
     let start = Instant::now();
     while ctx.free_sequences() < all {

@@ -39,9 +39,10 @@ fn solo(model: &Arc<LoadedModel>, requests: &[GenerateRequest]) -> Vec<Generatio
         .collect()
 }
 
-fn assert_same(batch: &[Generation], alone: &[Generation]) {
+fn assert_same(batch: &[local_llm_engine::Result<Generation>], alone: &[Generation]) {
     assert_eq!(batch.len(), alone.len());
     for (i, (b, a)) in batch.iter().zip(alone).enumerate() {
+        let b = b.as_ref().unwrap_or_else(|e| panic!("request {i}: {e}"));
         assert_eq!(
             b.tokens, a.tokens,
             "request {i}: tokens differ from the solo run"
@@ -152,12 +153,12 @@ fn cancelling_one_sequence_leaves_the_others_unchanged() {
     let ids: Vec<usize> = requests
         .iter()
         .zip(&flags)
-        .map(|(r, f)| ctx.start_sequence(r, Some(f.clone())).unwrap())
+        .map(|(r, f)| ctx.start_sequence(r, Some(f.clone()), &mut |_| {}).unwrap())
         .collect();
     assert_eq!(ctx.free_sequences(), 0);
     // A fifth request finds no free sequence; a single generation must wait too.
     assert!(matches!(
-        ctx.start_sequence(&requests[0], None),
+        ctx.start_sequence(&requests[0], None, &mut |_| {}),
         Err(Error::InvalidOption(_))
     ));
     assert!(matches!(
@@ -176,7 +177,7 @@ fn cancelling_one_sequence_leaves_the_others_unchanged() {
         let ready = |id: usize| !(paused && id == ids[3]);
         for (id, g) in ctx.step_sequences(&ready, &mut |_, _| {}).unwrap() {
             let i = ids.iter().position(|&s| s == id).unwrap();
-            done[i] = Some(g);
+            done[i] = Some(g.expect("generation"));
         }
         assert!(steps < 200, "the batch never finished");
     }
@@ -221,5 +222,6 @@ fn bad_settings_and_bad_requests_are_typed_errors() {
     let cancelled = ctx.generate_batch(&requests()[..2], Some(&cancel)).unwrap();
     assert!(cancelled
         .iter()
+        .map(|g| g.as_ref().expect("generation"))
         .all(|g| g.finish_reason == FinishReason::Cancelled && g.tokens.is_empty()));
 }

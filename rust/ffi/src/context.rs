@@ -143,7 +143,7 @@ impl LlmContext {
 
     /// Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
     /// decoding between tokens; the result then has finish reason `Cancelled`. On a context
-    /// with several sequences it runs alongside concurrent requests (see `is_scheduled`).
+    /// with several sequences it runs alongside concurrent requests (see `max_sequences`).
     pub async fn generate(
         &self,
         params: GenerateParams,
@@ -151,15 +151,7 @@ impl LlmContext {
     ) -> Result<GenerationResult, LlmError> {
         let shared = self.check()?;
         cancellable(cancel, |flag| async move {
-            match crate::scheduled::generate(&shared, &params, &flag).await {
-                Some(result) => result,
-                None => {
-                    crate::run_blocking(Stage::Generate, move || {
-                        shared.generate(&params, &flag, &mut |_| {}, Stage::Generate)
-                    })
-                    .await
-                }
-            }
+            crate::scheduled::generate(&shared, &params, &flag).await
         })
         .await
     }

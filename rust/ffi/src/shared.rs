@@ -3,21 +3,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use local_llm_engine::session::{
-    Context, ExclusiveTurn, FinishReason, GenerateEvent, GenerateRequest, Generation, Scheduler,
-};
+use local_llm_engine::session::{Context, ExclusiveTurn, FinishReason, Generation, Scheduler};
 
 use crate::error::{LlmError, Stage};
-use crate::records::{GenerateParams, GenerationResult, Perf};
+use crate::records::{GenerationResult, Perf};
 
 /// State shared by a context object and its workers.
 pub(crate) struct Shared {
-    /// The engine context; locked only by workers, so exclusive work runs one at a time (the
-    /// scheduler's loop holds it while scheduled requests run, see `scheduled.rs`).
+    /// The engine context; locked only by workers, so whole-context work runs one at a time
+    /// (the scheduler's loop holds it while generations run, see `scheduled.rs`).
     engine: Mutex<Option<Context>>,
-    /// Sequences of the context (`max_sequences`).
-    pub(crate) max_sequences: usize,
-    /// Concurrent requests sharing the context's sequences (when `max_sequences` > 1).
+    /// The generations sharing the context's sequences.
     pub(crate) scheduler: Scheduler,
     disposed: AtomicBool,
     perf: Mutex<Option<Perf>>,
@@ -35,7 +31,6 @@ impl Shared {
     /// Shared state around a new engine context.
     pub(crate) fn new(ctx: Context) -> Arc<Self> {
         Arc::new_cyclic(|me| Shared {
-            max_sequences: ctx.max_sequences(),
             scheduler: Scheduler::new(),
             engine: Mutex::new(Some(ctx)),
             disposed: AtomicBool::new(false),
@@ -82,16 +77,14 @@ impl Shared {
         }
     }
 
-    /// Run `work` with the engine context (waiting for other generations to finish). On a
-    /// context with several sequences it takes its turn in the scheduler's arrival order:
-    /// scheduled requests that arrive meanwhile wait until it is done (see `scheduled.rs`).
+    /// Run `work`, which needs the whole engine context (clear, warm-up, embeddings, session
+    /// files, benchmarks), once the generations before it are done: it takes its turn in the
+    /// scheduler's arrival order, so generations that arrive meanwhile wait until it is done
+    /// (see `scheduled.rs`).
     pub(crate) fn with_engine<T>(
         &self,
         work: impl FnOnce(&mut Context) -> Result<T, LlmError>,
     ) -> Result<T, LlmError> {
-        if self.max_sequences < 2 {
-            return self.lock_engine(work);
-        }
         let _turn = Turn(self, Some(self.scheduler.enter_exclusive()));
         self.lock_engine(work)
     }
@@ -135,27 +128,6 @@ impl Shared {
         result
     }
 
-    /// Generate with `params`, passing text pieces and log-probabilities to `on_event`. A
-    /// cancelled generation is a result with finish reason `Cancelled` (as the engine returns
-    /// it), except one cut short by `dispose`: that is the disposed-context error, since it did
-    /// not end as asked.
-    pub(crate) fn generate(
-        &self,
-        params: &GenerateParams,
-        cancel: &Arc<AtomicBool>,
-        on_event: &mut dyn FnMut(GenerateEvent),
-        stage: Stage,
-    ) -> Result<GenerationResult, LlmError> {
-        let request = params
-            .to_request()
-            .map_err(|e| LlmError::from_engine(e, stage))?;
-        self.track(cancel);
-        let generation = self.with_engine(|ctx| {
-            Ok(ctx.generate_events(&request, on_event, Some(cancel.as_ref())))
-        })?;
-        self.settle(generation, stage)
-    }
-
     /// The result of a generation that ended with `outcome`: it becomes the last one's
     /// numbers; one cut short by `dispose` (cancelled, also before it started) is the
     /// disposed-context error, since it did not end as asked.
@@ -176,24 +148,6 @@ impl Shared {
             return Err(LlmError::disposed("context"));
         }
         Ok(result)
-    }
-
-    /// Generate `requests` together (see `Context::generate_batch`); cancelled by `cancel` or
-    /// `dispose` (then the disposed-context error).
-    pub(crate) fn generate_batch(
-        &self,
-        requests: &[GenerateRequest],
-        cancel: &Arc<AtomicBool>,
-    ) -> Result<Vec<GenerationResult>, LlmError> {
-        self.track(cancel);
-        let results = self.with_engine(|ctx| {
-            ctx.generate_batch(requests, Some(cancel.as_ref()))
-                .map_err(|e| LlmError::from_engine(e, Stage::Generate))
-        })?;
-        if self.is_disposed() {
-            return Err(LlmError::disposed("context"));
-        }
-        Ok(results.into_iter().map(GenerationResult::from).collect())
     }
 }
 

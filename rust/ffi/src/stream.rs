@@ -1,25 +1,19 @@
-//! Pull-style streaming: a worker generates while JavaScript awaits [`TokenStream::next`].
-//! The worker hands over one piece of text at a time and waits until JavaScript asks for the
-//! next one, so when JavaScript stops reading (a `break`, an abort) and cancels, no token is
-//! decoded that nobody asked for. Rust never calls into JavaScript. On a context with several
-//! sequences, the scheduler's loop generates instead (`StreamSink`), stepping the stream's
-//! sequence only while its reader asks for more.
+//! Pull-style streaming: the scheduler's loop generates while JavaScript awaits
+//! [`TokenStream::next`]. It steps the stream's sequence only while its reader asks for more
+//! (`StreamSink`), so when JavaScript stops reading (a `break`, an abort) and cancels, no
+//! token is decoded that nobody asked for. Rust never calls into JavaScript.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
-use std::time::Duration;
 
 use local_llm_engine::sampling::TokenLogprob;
-use local_llm_engine::session::{GenerateEvent, GenerateRequest, Generation, JobSink};
+use local_llm_engine::session::{GenerateEvent, Generation, JobSink};
 use tokio::sync::mpsc;
 
 use crate::error::{LlmError, Stage};
 use crate::records::{GenerateParams, GenerationResult};
-use crate::scheduled::{scheduled_request, submit};
+use crate::scheduled::{request, submit};
 use crate::shared::Shared;
-
-/// How often a stream waiting for its reader checks whether it was cancelled by `dispose`.
-const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// What a generation hands its stream.
 enum Event {
@@ -51,53 +45,18 @@ pub struct TokenStream {
     started: AtomicBool,
     cancel: Arc<AtomicBool>,
     outcome: Mutex<Option<Result<GenerationResult, LlmError>>>,
-    /// The context of a scheduled stream, whose scheduler's loop is woken when the reader
-    /// wants more or cancels.
-    scheduled: Option<Arc<Shared>>,
+    /// The stream's context, whose scheduler's loop is woken when the reader wants more or
+    /// cancels.
+    shared: Arc<Shared>,
 }
 
 impl TokenStream {
+    /// `params` on the context's scheduler (see `scheduled.rs`).
     pub(crate) fn start(
         shared: Arc<Shared>,
         params: GenerateParams,
     ) -> Result<Arc<Self>, LlmError> {
-        if let Some(request) = scheduled_request(&shared, &params) {
-            return Self::start_scheduled(&shared, request);
-        }
-        let rt = crate::runtime().ok_or_else(|| LlmError::worker_failed(Stage::Stream))?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (demand_tx, demand_rx) = std_mpsc::channel::<()>();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = cancel.clone();
-        rt.spawn_blocking(move || {
-            let mut on_event = |event: GenerateEvent| match event {
-                GenerateEvent::Logprob(lp) => {
-                    let _ = tx.send(Event::Logprob(lp.clone()));
-                }
-                GenerateEvent::Text(piece) => {
-                    let _ = tx.send(Event::Text(piece.to_string()));
-                    // Wait until the reader wants more (an error means it cancelled or went
-                    // away). The flag is polled too: `dispose` sets it, and must free the
-                    // context of a stream that nobody reads any more.
-                    while !flag.load(Ordering::Relaxed) {
-                        match demand_rx.recv_timeout(CANCEL_POLL) {
-                            Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
-                            _ => break,
-                        }
-                    }
-                }
-            };
-            let result = shared.generate(&params, &flag, &mut on_event, Stage::Stream);
-            let _ = tx.send(Event::Done(result));
-        });
-        Ok(Self::new(rx, demand_tx, cancel, None))
-    }
-
-    /// `request` on the context's scheduler (see `scheduled.rs`).
-    fn start_scheduled(
-        shared: &Arc<Shared>,
-        request: GenerateRequest,
-    ) -> Result<Arc<Self>, LlmError> {
+        let request = request(&params, Stage::Stream)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (demand_tx, demand_rx) = std_mpsc::channel::<()>();
         let cancel = Arc::new(AtomicBool::new(false));
@@ -107,17 +66,17 @@ impl TokenStream {
             demand: demand_rx,
             wanted: true,
         };
-        submit(shared, request, &cancel, Box::new(sink), Stage::Stream)?;
-        Ok(Self::new(rx, demand_tx, cancel, Some(shared.clone())))
+        submit(&shared, request, &cancel, Box::new(sink), Stage::Stream)?;
+        Ok(Self::new(rx, demand_tx, cancel, shared))
     }
 
     /// The stream reading `events`, asking for each piece after the first on `demand`;
-    /// `cancel` stops the generation; the scheduler of `scheduled` (if any) is woken after either.
+    /// `cancel` stops the generation; the scheduler of `shared` is woken after either.
     fn new(
         events: mpsc::UnboundedReceiver<Event>,
         demand: std_mpsc::Sender<()>,
         cancel: Arc<AtomicBool>,
-        scheduled: Option<Arc<Shared>>,
+        shared: Arc<Shared>,
     ) -> Arc<Self> {
         Arc::new(TokenStream {
             events: tokio::sync::Mutex::new(events),
@@ -125,14 +84,12 @@ impl TokenStream {
             started: AtomicBool::new(false),
             cancel,
             outcome: Mutex::new(None),
-            scheduled,
+            shared,
         })
     }
 
     fn wake(&self) {
-        if let Some(shared) = &self.scheduled {
-            shared.scheduler.wake();
-        }
+        self.shared.scheduler.wake();
     }
 
     fn lock_outcome(
@@ -245,7 +202,7 @@ impl Drop for TokenStream {
     }
 }
 
-/// Hands a scheduled stream's pieces to its reader, one piece per demand: the scheduler's
+/// Hands a stream's pieces to its reader, one piece per demand: the scheduler's
 /// loop steps its sequence only while the reader has asked for more (or cancelled).
 struct StreamSink {
     shared: Arc<Shared>,
@@ -273,6 +230,7 @@ impl JobSink for StreamSink {
                 let _ = self.events.send(Event::Text(piece.to_string()));
                 self.wanted = false;
             }
+            GenerateEvent::PromptProgress { .. } => {}
         }
     }
 

@@ -1,17 +1,17 @@
 //! One generation's token-by-token state: sampling (optionally grammar-constrained), stop
-//! strings, text decoding and log-probabilities. [`Context::generate`](super::Context::generate)
-//! drives one of these; the batched generation drives one per sequence, so a sequence decodes
-//! the same tokens alone or in a batch.
+//! strings, text decoding, log-probabilities and tool calls. Every running sequence has one
+//! (see `step.rs`), so a request decodes the same tokens alone or in a batch.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Timings};
 use super::LoadedModel;
-use crate::grammar::{Constraint, Step};
+use crate::chat::{offered_tools, parse_tool_calls, tool_call_grammar, ToolCallStream, ToolChoice};
+use crate::grammar::{Constraint, GrammarRequest, Step};
 use crate::sampling::{token_logprob, Sampler, StopMatcher, TokenLogprob};
 use crate::tokenizer::StreamDecoder;
-use crate::Result;
+use crate::{Error, Result};
 
 /// What [`Decoding::step`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,14 +33,31 @@ pub(super) struct Decoding {
     text: String,
     tokens: Vec<u32>,
     logprobs: Vec<TokenLogprob>,
+    /// Holds back text that may be a tool call (requests that parse tool calls only).
+    tool_filter: Option<ToolCallStream>,
     start: Instant,
 }
 
+/// The grammar `request` decodes under: its own, else (when it parses tool calls) the one that
+/// constrains the call — all of the output under `required`/named, from `<tool_call>` on under
+/// `auto` where the template writes calls as such blocks.
+fn effective_grammar(
+    model: &LoadedModel,
+    request: &GenerateRequest,
+) -> Result<Option<GrammarRequest>> {
+    if request.grammar.is_some() || !request.parses_tools() {
+        return Ok(request.grammar.clone());
+    }
+    let blocks = model.chat_template().writes_tool_call_blocks();
+    tool_call_grammar(&request.tools, &request.tool_choice, blocks)
+}
+
 impl Decoding {
-    /// The state for `request` (its grammar compiled) before its first token.
+    /// The state for `request` (its grammar, or the grammar of its tool calls, compiled)
+    /// before its first token.
     pub(super) fn new(model: &Arc<LoadedModel>, request: &GenerateRequest) -> Result<Self> {
         let sampler = Sampler::new(request.sampling.clone())?;
-        let constraint = match &request.grammar {
+        let constraint = match &effective_grammar(model, request)? {
             Some(g) => Some(Constraint::new(
                 g.compile()?,
                 model.token_table(),
@@ -58,6 +75,7 @@ impl Decoding {
             text: String::new(),
             tokens: Vec::new(),
             logprobs: Vec::new(),
+            tool_filter: request.parses_tools().then(ToolCallStream::new),
             start: Instant::now(),
         })
     }
@@ -72,10 +90,18 @@ impl Decoding {
         self.start = Instant::now();
     }
 
+    /// Add `piece` to the text and pass on what of it is certainly not a tool call.
     fn emit(&mut self, piece: String, on_event: &mut dyn FnMut(GenerateEvent)) {
-        if !piece.is_empty() {
-            on_event(GenerateEvent::Text(&piece));
-            self.text.push_str(&piece);
+        if piece.is_empty() {
+            return;
+        }
+        self.text.push_str(&piece);
+        let safe = match &mut self.tool_filter {
+            Some(filter) => filter.push(&piece),
+            None => piece,
+        };
+        if !safe.is_empty() {
+            on_event(GenerateEvent::Text(&safe));
         }
     }
 
@@ -134,14 +160,17 @@ impl Decoding {
     }
 
     /// End the generation for `finish_reason`: pass on held-back text (unless a stop string
-    /// ended it) and build the result.
+    /// ended it) and build the result. With tools, calls found in the output are returned in
+    /// [`Generation::tool_calls`] with finish reason [`FinishReason::ToolCalls`], and the held
+    /// text is passed on when it holds none; under [`ToolChoice::Required`] or a named choice,
+    /// output without a call is an [`Error::ToolCall`].
     pub(super) fn finish(
         mut self,
         finish_reason: FinishReason,
         prompt_tokens: usize,
         mut timings: Timings,
         on_event: &mut dyn FnMut(GenerateEvent),
-    ) -> Generation {
+    ) -> Result<Generation> {
         if finish_reason != FinishReason::StopString {
             let rest = self.decoder.finish();
             let (safe, stopped) = self.stops.push(&rest);
@@ -153,14 +182,46 @@ impl Decoding {
         }
         timings.generated_tokens = self.tokens.len();
         timings.generation_ms = self.start.elapsed().as_secs_f64() * 1e3;
-        Generation {
-            text: self.text,
+        let mut generation = Generation {
+            text: std::mem::take(&mut self.text),
             tool_calls: Vec::new(),
             tokens: self.tokens,
             logprobs: self.logprobs,
             prompt_tokens,
             finish_reason,
             timings,
+        };
+        let Some(mut filter) = self.tool_filter else {
+            return Ok(generation);
+        };
+        let request = &self.request;
+        let parsed = parse_tool_calls(
+            &generation.text,
+            offered_tools(&request.tools, &request.tool_choice),
+        );
+        let cancelled = finish_reason == FinishReason::Cancelled;
+        if parsed.calls.is_empty() {
+            let rest = filter.flush();
+            if !rest.is_empty() {
+                on_event(GenerateEvent::Text(&rest));
+            }
+            let forced = matches!(
+                request.tool_choice,
+                ToolChoice::Required | ToolChoice::Function { .. }
+            );
+            if forced && !cancelled {
+                return Err(Error::ToolCall(format!(
+                    "tool_choice requires a tool call but the model answered with text: {:?}",
+                    generation.text.chars().take(200).collect::<String>()
+                )));
+            }
+            return Ok(generation);
         }
+        generation.text = parsed.content.unwrap_or_default();
+        generation.tool_calls = parsed.calls;
+        if !cancelled {
+            generation.finish_reason = FinishReason::ToolCalls;
+        }
+        Ok(generation)
     }
 }

@@ -4,10 +4,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::backend::Threads;
-use crate::chat::{offered_tools, parse_tool_calls, tool_call_grammar, ToolCallStream, ToolChoice};
 use crate::model::{KvCache, Model, ModelConfig, Output};
 use crate::{Error, Result};
 
@@ -20,9 +18,9 @@ mod request;
 mod schedule;
 mod speculative;
 mod state;
+mod step;
 
 pub use batch::MAX_SEQUENCES;
-use decode::{Decoding, Next};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;
 pub use overflow::ContextShift;
@@ -83,24 +81,60 @@ fn check_available(kv_bytes: u64, n_ctx: usize) -> Result<()> {
     }
 }
 
-/// An inference context: a KV cache, worker threads and the tokens the cache holds, plus
-/// the other sequences of a context created with `max_sequences` above 1 (see
-/// [`Context::generate_batch`]).
+/// An inference context: worker threads and one or more sequences, each a KV cache of `n_ctx`
+/// positions with the tokens it holds and the generation running on it, if any (see `step.rs`:
+/// a single generation is one sequence started and stepped to its end).
 pub struct Context {
     model: Arc<LoadedModel>,
-    cache: KvCache,
     threads: Threads,
     n_batch: usize,
-    cached: Vec<u32>,
-    /// How many of the cached positions a prompt may reuse (fewer than cached after a
-    /// context shift: the moved ones were computed with dropped tokens in view).
-    reusable: usize,
-    sequences: batch::Sequences,
+    /// At least one; [`Context::eval`] and the session files use the first.
+    seqs: Vec<Sequence>,
+    /// The last step's logits, kept so that each step reuses their memory.
+    step_logits: Vec<f32>,
     /// Speculative decoding (see [`Context::set_speculative`]); none: plain decoding.
     speculation: Option<speculative::Speculation>,
 }
 
-/// One sequence's cache and the tokens it holds.
+/// One sequence of a context.
+struct Sequence {
+    cache: KvCache,
+    /// The tokens `cache` holds.
+    cached: Vec<u32>,
+    /// How many of the cached positions a prompt may reuse (fewer than cached after a
+    /// context shift: the moved ones were computed with dropped tokens in view).
+    reusable: usize,
+    /// The draft model's cache for this sequence (speculative decoding with a draft model).
+    draft: Option<speculative::DraftCache>,
+    /// The generation running on it.
+    running: Option<step::Running>,
+}
+
+impl Sequence {
+    /// An empty sequence of `n_ctx` positions.
+    fn new(model: &Model, n_ctx: usize) -> Result<Self> {
+        Ok(Sequence {
+            cache: model.new_cache(n_ctx)?,
+            cached: Vec::new(),
+            reusable: usize::MAX,
+            draft: None,
+            running: None,
+        })
+    }
+
+    /// Forget the cached tokens (also the draft model's) and the running generation.
+    fn clear(&mut self) {
+        self.cache.truncate(0);
+        self.cached.clear();
+        self.reusable = usize::MAX;
+        if let Some(draft) = &mut self.draft {
+            draft.clear();
+        }
+        self.running = None;
+    }
+}
+
+/// A cache and the tokens it holds.
 struct SeqState<'a> {
     cache: &'a mut KvCache,
     cached: &'a mut Vec<u32>,
@@ -176,16 +210,17 @@ impl Context {
                 "{threads} threads is too many"
             )));
         }
-        let n_seq = batch::Sequences::count(options)?;
+        let n_seq = batch::sequence_count(options)?;
         let kv_bytes = model.model().config().kv_cache_bytes(n_ctx);
         check_available(kv_bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
+        let seqs = (0..n_seq)
+            .map(|_| Sequence::new(model.model(), n_ctx))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Context {
-            cache: model.model().new_cache(n_ctx)?,
-            sequences: batch::Sequences::new(model.model(), n_ctx, n_seq)?,
+            seqs,
             threads: Threads::new(threads)?,
             n_batch: options.n_batch as usize,
-            cached: Vec::new(),
-            reusable: usize::MAX,
+            step_logits: Vec::new(),
             speculation: None,
             model,
         })
@@ -196,9 +231,9 @@ impl Context {
         &self.model
     }
 
-    /// Context size in tokens.
+    /// Context size in tokens (of each sequence).
     pub fn n_ctx(&self) -> usize {
-        self.cache.capacity()
+        self.seqs[0].cache.capacity()
     }
 
     /// Worker threads.
@@ -206,13 +241,20 @@ impl Context {
         self.threads.count()
     }
 
-    /// Empty the KV cache (of every sequence; batched generations still running are
-    /// dropped).
+    /// Empty the KV cache of every sequence (generations still running are dropped).
     pub fn clear(&mut self) {
-        self.cache.truncate(0);
-        self.cached.clear();
-        self.reusable = usize::MAX;
-        self.sequences.clear();
+        self.seqs.iter_mut().for_each(Sequence::clear);
+    }
+
+    /// [`Error::InvalidOption`] while generations run (started with
+    /// [`Context::start_sequence`] and not yet ended).
+    fn check_idle(&self) -> Result<()> {
+        match self.seqs.iter().filter(|s| s.running.is_some()).count() {
+            0 => Ok(()),
+            n => Err(Error::InvalidOption(format!(
+                "{n} generations are running on this context; finish them first"
+            ))),
+        }
     }
 
     /// Tokens for a prompt.
@@ -234,10 +276,10 @@ impl Context {
         }
     }
 
-    /// Evaluate `tokens` after the cached ones in batches, calling `progress(done, total)`
-    /// after each batch, and return what `output` asks for from the last batch (for
-    /// [`Output::AllLogits`] / [`Output::Hidden`]: every token of every batch). Not while
-    /// batched sequences run ([`Error::InvalidOption`]).
+    /// Evaluate `tokens` after the tokens cached in the first sequence, in batches, calling
+    /// `progress(done, total)` after each batch, and return what `output` asks for from the
+    /// last batch (for [`Output::AllLogits`] / [`Output::Hidden`]: every token of every
+    /// batch). Not while generations run ([`Error::InvalidOption`]).
     pub fn eval(
         &mut self,
         tokens: &[u32],
@@ -245,27 +287,28 @@ impl Context {
         progress: &mut dyn FnMut(usize, usize),
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<f32>> {
-        self.sequences.check_idle()?;
-        let seq = SeqState {
-            cache: &mut self.cache,
-            cached: &mut self.cached,
-        };
+        self.check_idle()?;
+        let seq = &mut self.seqs[0];
         let run = Runner {
             model: self.model.model(),
             threads: &self.threads,
             n_batch: self.n_batch,
         };
-        run.eval(seq, tokens, output, progress, cancel)
+        let state = SeqState {
+            cache: &mut seq.cache,
+            cached: &mut seq.cached,
+        };
+        run.eval(state, tokens, output, progress, cancel)
     }
 
     /// Generate from `request`, calling `on_text` with each new piece of text (never a partial
     /// UTF-8 character, never text that may still turn out to be a stop string). Generation
-    /// stops when `cancel` becomes true (checked between tokens).
+    /// stops when `cancel` becomes true (checked between tokens and between prompt batches).
     ///
     /// With tools (and a choice other than none), text that may be a tool call is held back
-    /// from `on_text` (see [`ToolCallStream`]); calls found in the output are returned in
-    /// [`Generation::tool_calls`] with finish reason [`FinishReason::ToolCalls`], and the held
-    /// text is passed on when it holds none. Under [`ToolChoice::Required`] or a named choice,
+    /// from `on_text`; calls found in the output are returned in [`Generation::tool_calls`]
+    /// with finish reason [`FinishReason::ToolCalls`], and the held text is passed on when it
+    /// holds none. Under [`ToolChoice`](crate::chat::ToolChoice) `Required` or a named choice,
     /// output without a call is an [`Error::ToolCall`].
     pub fn generate(
         &mut self,
@@ -281,160 +324,28 @@ impl Context {
         self.generate_events(request, &mut on_event, cancel)
     }
 
-    /// [`Context::generate`], also reporting log-probabilities as they are computed.
+    /// [`Context::generate`], also reporting prompt progress and log-probabilities as they
+    /// are computed: one sequence started ([`Context::start_sequence`]) and stepped
+    /// ([`Context::step_sequences`]) to its end. Not while other generations run
+    /// ([`Error::InvalidOption`]).
     pub fn generate_events(
         &mut self,
         request: &GenerateRequest,
         on_event: &mut dyn FnMut(GenerateEvent),
         cancel: Option<&AtomicBool>,
     ) -> Result<Generation> {
-        request.validate()?;
-        if !request.parses_tools() {
-            return self.generate_raw(request, on_event, cancel);
+        self.check_idle()?;
+        let flag = Arc::new(AtomicBool::new(false));
+        self.start(request, Some(flag.clone()), cancel, on_event)?;
+        loop {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                flag.store(true, Ordering::Relaxed);
+            }
+            let mut ended = self.step_sequences(&|_| true, &mut |_, event| on_event(event))?;
+            if let Some((_, generation)) = ended.pop() {
+                return generation;
+            }
         }
-        // Constrain the call (all of the output under `required`/named, from `<tool_call>` on
-        // under `auto` where calls are such blocks) unless the caller brought a grammar.
-        let constrained;
-        let blocks = self.model.chat_template().writes_tool_call_blocks();
-        let request = match &request.grammar {
-            None => match tool_call_grammar(&request.tools, &request.tool_choice, blocks)? {
-                Some(grammar) => {
-                    constrained = GenerateRequest {
-                        grammar: Some(grammar),
-                        ..request.clone()
-                    };
-                    &constrained
-                }
-                None => request,
-            },
-            Some(_) => request,
-        };
-        let mut filter = ToolCallStream::new();
-        let mut filtered = |event: GenerateEvent| match event {
-            GenerateEvent::Text(t) => {
-                let safe = filter.push(t);
-                if !safe.is_empty() {
-                    on_event(GenerateEvent::Text(&safe));
-                }
-            }
-            other => on_event(other),
-        };
-        let mut generation = self.generate_raw(request, &mut filtered, cancel)?;
-        let offered = offered_tools(&request.tools, &request.tool_choice);
-        let parsed = parse_tool_calls(&generation.text, offered);
-        if parsed.calls.is_empty() {
-            let rest = filter.flush();
-            if !rest.is_empty() {
-                on_event(GenerateEvent::Text(&rest));
-            }
-            let forced = matches!(
-                request.tool_choice,
-                ToolChoice::Required | ToolChoice::Function { .. }
-            );
-            if forced && generation.finish_reason != FinishReason::Cancelled {
-                return Err(Error::ToolCall(format!(
-                    "tool_choice requires a tool call but the model answered with text: {:?}",
-                    generation.text.chars().take(200).collect::<String>()
-                )));
-            }
-            return Ok(generation);
-        }
-        generation.text = parsed.content.unwrap_or_default();
-        generation.tool_calls = parsed.calls;
-        if generation.finish_reason != FinishReason::Cancelled {
-            generation.finish_reason = FinishReason::ToolCalls;
-        }
-        Ok(generation)
-    }
-
-    fn generate_raw(
-        &mut self,
-        request: &GenerateRequest,
-        on_event: &mut dyn FnMut(GenerateEvent),
-        cancel: Option<&AtomicBool>,
-    ) -> Result<Generation> {
-        self.sequences.check_idle()?;
-        let prompt = self.request_tokens(request)?;
-        check_prompt(&prompt, self.cache.capacity())?;
-        // A handle of its own: a context shift borrows the context mutably while decoding.
-        let model = self.model.clone();
-        let mut decoding = Decoding::new(&model, request)?;
-        // Reuse the longest cached prefix, keeping at least one token to evaluate.
-        let common = common_prefix(&self.cached, &prompt).min(self.reusable);
-        self.cache.truncate(common);
-        self.cached.truncate(common);
-        self.reusable = usize::MAX;
-
-        let start = Instant::now();
-        let evaluated = self.eval(
-            &prompt[common..],
-            Output::LastLogits,
-            &mut |_, _| {},
-            cancel,
-        );
-        let evaluated = evaluated.and_then(|l| self.prefill_draft(&prompt, cancel).map(|()| l));
-        let mut timings = Timings {
-            prompt_tokens: prompt.len() - common,
-            prompt_ms: start.elapsed().as_secs_f64() * 1e3,
-            ..Timings::default()
-        };
-        let mut logits = match evaluated {
-            Ok(logits) => logits,
-            // Cancelled during the prompt: the same shape as a cancel while decoding, with the
-            // prompt tokens that were evaluated (each finished batch extends `cached`).
-            Err(Error::Cancelled) => {
-                timings.prompt_tokens = self.cached.len().saturating_sub(common);
-                return Ok(decoding.finish(
-                    FinishReason::Cancelled,
-                    prompt.len(),
-                    timings,
-                    on_event,
-                ));
-            }
-            Err(e) => return Err(e),
-        };
-        decoding.start_clock();
-        if let Some(mut spec) = self.speculation.take() {
-            let mut stats = speculative::DraftStats::default();
-            let result = self.decode_speculative(
-                &mut spec,
-                &mut decoding,
-                &logits,
-                request,
-                prompt.len(),
-                on_event,
-                cancel,
-                &mut stats,
-            );
-            self.speculation = Some(spec);
-            timings.draft_tokens = stats.drafted;
-            timings.draft_accepted = stats.accepted;
-            return Ok(decoding.finish(result?, prompt.len(), timings, on_event));
-        }
-        let finish_reason = loop {
-            let cancelled = cancel.is_some_and(|c| c.load(Ordering::Relaxed));
-            let token = match decoding.step(&logits, &self.cached, cancelled, on_event) {
-                Next::Token(t) => t,
-                Next::Done(reason) => break reason,
-            };
-            if self.cache.len() >= self.cache.capacity() {
-                let shifted = match &request.context_shift {
-                    Some(shift) => self.shift(shift, prompt.len())?,
-                    None => false,
-                };
-                if !shifted {
-                    break FinishReason::ContextFull;
-                }
-            }
-            logits = self.model.model().forward(
-                &[token],
-                &mut self.cache,
-                &self.threads,
-                Output::LastLogits,
-            )?;
-            self.cached.push(token);
-        };
-        Ok(decoding.finish(finish_reason, prompt.len(), timings, on_event))
     }
 }
 

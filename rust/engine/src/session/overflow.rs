@@ -2,7 +2,6 @@
 //! the rest and move what follows down (llama.cpp's context shift, see
 //! [`Model::shift_cache`](crate::model::Model::shift_cache)).
 
-use super::Context;
 use crate::model::{KvCache, Model};
 use crate::Result;
 
@@ -51,27 +50,6 @@ pub(super) fn shift_sequence(
     model.shift_cache(cache, n_keep, n_discard)?;
     cached.drain(n_keep..n_keep + n_discard);
     Ok(Some(n_keep))
-}
-
-impl Context {
-    /// Shift the full cache as `shift` plans it for a prompt of `n_prompt` tokens; `false`
-    /// when nothing can be dropped (the generation then ends as without a shift).
-    pub(super) fn shift(&mut self, shift: &ContextShift, n_prompt: usize) -> Result<bool> {
-        let kept = shift_sequence(
-            self.model.model(),
-            self.model.tokenizer().bos(),
-            &mut self.cache,
-            &mut self.cached,
-            shift,
-            n_prompt,
-        )?;
-        // The moved positions were computed with the dropped tokens in view: a later prompt
-        // may reuse only the kept start, not them.
-        if let Some(n_keep) = kept {
-            self.reusable = self.reusable.min(n_keep);
-        }
-        Ok(kept.is_some())
-    }
 }
 
 #[cfg(test)]

@@ -93,6 +93,14 @@ impl GenerateRequest {
 /// What [`Context::generate_events`](super::Context::generate_events) reports while generating.
 #[derive(Debug)]
 pub enum GenerateEvent<'a> {
+    /// Prompt processing: `evaluated` of the `total` prompt tokens not reused from the cache
+    /// were evaluated (reported after each batch).
+    PromptProgress {
+        /// Tokens evaluated so far.
+        evaluated: usize,
+        /// Tokens to evaluate.
+        total: usize,
+    },
     /// A new piece of text (see [`Context::generate`](super::Context::generate)).
     Text(&'a str),
     /// A generated token's log-probabilities (only when the request asks for them), reported

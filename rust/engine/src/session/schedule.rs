@@ -5,13 +5,13 @@
 //! to its own [`JobSink`]. A sink that is not ready (a stream whose reader has not asked for
 //! more) keeps its sequence without holding up the others.
 //!
-//! Requests share the step unless they parse tool calls ([`GenerateRequest::shares_steps`]);
-//! those run alone with [`Context::generate`] while no loop runs. So that such exclusive work
-//! is not starved by a stream of new requests, it takes a turn in the arrival order
-//! ([`Scheduler::enter_exclusive`]): from then on the loop admits only requests that arrived
-//! before it, and stops when they are done; requests that arrived later wait until the
-//! exclusive work has run ([`Scheduler::leave_exclusive`]). Grammars, JSON schemas, stop
-//! strings, log-probabilities and context shifts work per sequence.
+//! Every generation feature works per sequence (tools, grammars, stop strings,
+//! log-probabilities, context shifts, speculative decoding), so every request shares the
+//! step. Work that needs the whole context while no loop runs (clearing it, session files,
+//! embeddings, benchmarks) takes a turn in the arrival order ([`Scheduler::enter_exclusive`])
+//! so that a stream of new requests cannot starve it: from then on the loop admits only
+//! requests that arrived before it, and stops when they are done; requests that arrived later
+//! wait until the exclusive work has run ([`Scheduler::leave_exclusive`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,14 +26,6 @@ use crate::{Error, Result};
 /// cancellation flags again (a wake-up ends the sleep sooner).
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
-impl GenerateRequest {
-    /// Whether this request can share a batched step with others ([`Scheduler`]): it does not
-    /// parse tool calls (a context shift is per sequence, see [`Context::step_sequences`]).
-    pub fn shares_steps(&self) -> bool {
-        !self.parses_tools()
-    }
-}
-
 /// Where a scheduled request's output goes. Its methods are called on the loop's thread.
 pub trait JobSink: Send {
     /// Whether the request wants its next token now. A request that is not ready keeps its
@@ -42,7 +34,8 @@ pub trait JobSink: Send {
         true
     }
 
-    /// A piece of text or a log-probability, as [`Context::generate_events`] reports them.
+    /// Prompt progress, a piece of text or a log-probability, as
+    /// [`Context::generate_events`] reports them.
     fn event(&mut self, event: GenerateEvent);
 
     /// The end: the generation, or why it could not run (its request was invalid, the step
@@ -258,8 +251,10 @@ impl Scheduler {
             if idle {
                 return;
             }
-            for job in admit {
-                match ctx.start_sequence(&job.request, Some(job.cancel.clone())) {
+            for mut job in admit {
+                let cancel = Some(job.cancel.clone());
+                let started = ctx.start_sequence(&job.request, cancel, &mut |e| job.sink.event(e));
+                match started {
                     Ok(id) => slots[id] = Some(job),
                     Err(e) => job.sink.done(Err(e)),
                 }
@@ -290,7 +285,7 @@ impl Scheduler {
                 Ok(done) => {
                     for (id, generation) in done {
                         if let Some(job) = slots[id].take() {
-                            job.sink.done(Ok(generation));
+                            job.sink.done(generation);
                         }
                     }
                 }

@@ -15,14 +15,14 @@
 //! keeps the target's token, drops the rest of the draft and rolls the KV cache back to it
 //! (positions past the cache's length are simply overwritten later, also in Gemma 3's
 //! sliding-window layers, whose window is applied when attending). Greedy output is therefore
-//! identical to plain decoding, and every other option combines with speculation. Batched
-//! sequences ([`Context::generate_batch`]) always decode plainly.
+//! identical to plain decoding, and every other option combines with speculation. Every
+//! sequence of a context drafts for itself (its own lookup history, its own draft-model
+//! cache), in a batch as alone; its drafted tokens are fed with its chosen one in the step's
+//! forward pass (see `step.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::decode::{Decoding, Next};
-use super::request::{FinishReason, GenerateEvent, GenerateRequest};
 use super::{check_available, Context, LoadedModel, Runner, SeqState};
 use crate::backend::Threads;
 use crate::model::{KvCache, Output};
@@ -84,9 +84,8 @@ impl SpeculativeOptions {
     }
 }
 
-/// A draft model decoding greedily on its own cache.
-struct DraftModel {
-    model: Arc<LoadedModel>,
+/// A sequence's cache in the draft model, and the tokens it holds.
+pub(super) struct DraftCache {
     cache: KvCache,
     cached: Vec<u32>,
 }
@@ -94,16 +93,21 @@ struct DraftModel {
 /// A context's speculative decoding settings and draft model.
 pub(super) struct Speculation {
     options: SpeculativeOptions,
-    draft: Option<DraftModel>,
-    /// How many tokens the next step drafts, adapted to how many were accepted (see
-    /// [`Speculation::adapt`]).
-    budget: usize,
+    draft: Option<Arc<LoadedModel>>,
 }
 
-/// Tokens drafted and accepted during one generation.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct DraftStats {
+/// One generation's drafting: how many tokens the next step drafts, and how many were drafted
+/// and accepted so far.
+pub(super) struct Drafting {
+    /// Adapted to how many were accepted (see [`Drafting::adapt`]).
+    budget: usize,
+    n_max: usize,
+    /// The first token of a lookup draft too short to verify, compared with the token chosen
+    /// instead (see [`Drafting::adapt`]).
+    shadow: Option<u32>,
+    /// Tokens drafted and checked.
     pub(super) drafted: usize,
+    /// Drafted tokens accepted.
     pub(super) accepted: usize,
 }
 
@@ -149,11 +153,18 @@ fn lookup(history: &[u32], ngram_max: usize, n_max: usize) -> Vec<u32> {
     Vec::new()
 }
 
-impl DraftModel {
-    /// Evaluate what of `history` the draft's cache does not hold yet (reusing the common
-    /// prefix) and return the logits after it.
+impl DraftCache {
+    /// Forget the cached tokens.
+    pub(super) fn clear(&mut self) {
+        self.cache.truncate(0);
+        self.cached.clear();
+    }
+
+    /// Evaluate with `model` what of `history` the cache does not hold yet (reusing the
+    /// common prefix) and return the logits after it.
     fn catch_up(
         &mut self,
+        model: &LoadedModel,
         history: &[u32],
         threads: &Threads,
         n_batch: usize,
@@ -163,7 +174,7 @@ impl DraftModel {
         self.cache.truncate(common);
         self.cached.truncate(common);
         let run = Runner {
-            model: self.model.model(),
+            model: model.model(),
             threads,
             n_batch,
         };
@@ -180,10 +191,11 @@ impl DraftModel {
         )
     }
 
-    /// Up to `n_max` tokens the draft model chooses greedily after `history`, stopping after
-    /// an end-of-generation token.
+    /// Up to `n_max` tokens `model` chooses greedily after `history`, stopping after an
+    /// end-of-generation token.
     fn propose(
         &mut self,
+        model: &LoadedModel,
         history: &[u32],
         n_max: usize,
         threads: &Threads,
@@ -195,46 +207,113 @@ impl DraftModel {
         if n_max == 0 {
             return Ok(Vec::new());
         }
-        let mut logits = self.catch_up(history, threads, n_batch, None)?;
+        let mut logits = self.catch_up(model, history, threads, n_batch, None)?;
         let mut drafts = Vec::new();
         loop {
             let token = argmax(&logits);
             drafts.push(token);
-            if drafts.len() >= n_max || self.model.tokenizer().is_eog(token) {
+            if drafts.len() >= n_max || model.tokenizer().is_eog(token) {
                 return Ok(drafts);
             }
-            logits = self.model.model().forward(
-                &[token],
-                &mut self.cache,
-                threads,
-                Output::LastLogits,
-            )?;
+            logits =
+                model
+                    .model()
+                    .forward(&[token], &mut self.cache, threads, Output::LastLogits)?;
             self.cached.push(token);
         }
     }
 }
 
 impl Speculation {
-    /// Drafts following `history` (at most `n_max`; none when shorter than `draft_n_min`),
-    /// and whether they came from prompt lookup.
-    fn propose(
+    /// The drafting state of a new generation.
+    pub(super) fn drafting(&self) -> Drafting {
+        let n_max = self.options.draft_n_max as usize;
+        Drafting {
+            budget: n_max,
+            n_max,
+            shadow: None,
+            drafted: 0,
+            accepted: 0,
+        }
+    }
+
+    /// Let the draft model (if any) read `prompt` into `draft` now, so that its prompt
+    /// processing counts as prompt time and not as generation time (its first draft then
+    /// evaluates only the new tokens). [`Error::Cancelled`] when `cancel` is set meanwhile.
+    pub(super) fn prefill(
+        &self,
+        draft: &mut DraftCache,
+        prompt: &[u32],
+        threads: &Threads,
+        n_batch: usize,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<()> {
+        match &self.draft {
+            Some(model) => draft
+                .catch_up(model, prompt, threads, n_batch, cancel)
+                .map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drafting {
+    /// How many tokens to draft after the next one, with `room` positions left in the cache
+    /// after it and `remaining` tokens left to generate (a small budget still looks up
+    /// tokens, to compare; a draft model drafts them).
+    pub(super) fn n_max(&self, room: usize, remaining: usize) -> usize {
+        self.budget
+            .max(MIN_LOOKUP_VERIFIED)
+            .min(room)
+            .min(remaining.saturating_sub(1))
+    }
+
+    /// Drafts following `cached` and `token` (at most `n_max`; none when shorter than
+    /// `draft_n_min`, or when a lookup draft is too short to verify), by prompt lookup or
+    /// else by `spec`'s draft model on the sequence's `draft` cache.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn propose(
         &mut self,
-        history: &[u32],
+        spec: &Speculation,
+        draft: Option<&mut DraftCache>,
+        cached: &[u32],
+        token: u32,
         n_max: usize,
         threads: &Threads,
         n_batch: usize,
-    ) -> Result<(Vec<u32>, bool)> {
-        let mut drafts = lookup(history, self.options.lookup_ngram_max as usize, n_max);
+    ) -> Result<Vec<u32>> {
+        let mut history = Vec::with_capacity(cached.len() + 1);
+        history.extend_from_slice(cached);
+        history.push(token);
+        let options = &spec.options;
+        let mut drafts = lookup(&history, options.lookup_ngram_max as usize, n_max);
         let looked_up = !drafts.is_empty();
         if !looked_up {
-            if let Some(draft) = &mut self.draft {
-                drafts = draft.propose(history, n_max, threads, n_batch)?;
+            if let (Some(model), Some(draft)) = (&spec.draft, draft) {
+                drafts = draft.propose(model, &history, n_max, threads, n_batch)?;
             }
         }
-        if drafts.len() < self.options.draft_n_min as usize {
+        if drafts.len() < options.draft_n_min as usize {
             drafts.clear();
         }
-        Ok((drafts, looked_up))
+        if looked_up && drafts.len().min(self.budget) < MIN_LOOKUP_VERIFIED {
+            self.shadow = drafts.first().copied();
+            drafts.clear();
+        }
+        self.drafted += drafts.len();
+        Ok(drafts)
+    }
+
+    /// A step that drafted nothing chose `token`.
+    pub(super) fn chose(&mut self, token: u32) {
+        let hit = self.shadow.take() == Some(token);
+        self.adapt(0, 0, hit);
+    }
+
+    /// A step checked `drafted` tokens and accepted `accepted` of them.
+    pub(super) fn checked(&mut self, drafted: usize, accepted: usize) {
+        self.accepted += accepted;
+        self.adapt(drafted, accepted, false);
     }
 
     /// Adapt the draft budget after a step that drafted `drafted` tokens and accepted
@@ -244,15 +323,14 @@ impl Speculation {
     /// are not verified but their first token is compared with the token chosen
     /// (`shadow_hit`), which restarts drafting at that minimum.
     fn adapt(&mut self, drafted: usize, accepted: usize, shadow_hit: bool) {
-        let n_max = self.options.draft_n_max as usize;
         self.budget = if drafted == 0 {
             if shadow_hit {
-                MIN_LOOKUP_VERIFIED.min(n_max)
+                MIN_LOOKUP_VERIFIED.min(self.n_max)
             } else {
                 self.budget
             }
         } else if accepted == drafted {
-            (self.budget.max(1) * 2).min(n_max)
+            (self.budget.max(1) * 2).min(self.n_max)
         } else {
             accepted
         };
@@ -262,155 +340,50 @@ impl Speculation {
 impl Context {
     /// Decode later generations speculatively with `options`, drafting with prompt lookup
     /// and/or `draft` (a model with this model's vocabulary, else [`Error::InvalidOption`];
-    /// it gets a KV cache of this context's size, [`Error::InsufficientMemory`] when that does
-    /// not fit). Speculation is off when `draft_n_max` is 0 or neither a draft model nor
-    /// lookup is given. The output is what plain decoding gives (see the module
-    /// documentation); the result's [`Timings`](super::Timings) count drafted and accepted
-    /// tokens.
+    /// it gets a KV cache of this context's size for each sequence,
+    /// [`Error::InsufficientMemory`] when those do not fit). Speculation is off when
+    /// `draft_n_max` is 0 or neither a draft model nor lookup is given. The output is what
+    /// plain decoding gives (see the module documentation); the result's
+    /// [`Timings`](super::Timings) count drafted and accepted tokens. Not while generations
+    /// run ([`Error::InvalidOption`]).
     pub fn set_speculative(
         &mut self,
         options: &SpeculativeOptions,
         draft: Option<Arc<LoadedModel>>,
     ) -> Result<()> {
         options.validate()?;
-        let draft = match draft {
-            Some(model) => {
-                check_same_vocabulary(&self.model, &model)?;
-                let n_ctx = self.n_ctx();
-                check_available(model.model().config().kv_cache_bytes(n_ctx), n_ctx)?;
-                Some(DraftModel {
+        self.check_idle()?;
+        let (n_ctx, n_seq) = (self.n_ctx(), self.seqs.len());
+        if let Some(model) = &draft {
+            check_same_vocabulary(&self.model, model)?;
+            let bytes = model.model().config().kv_cache_bytes(n_ctx);
+            check_available(bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
+        }
+        let on = options.draft_n_max > 0 && (draft.is_some() || options.lookup_ngram_max > 0);
+        let draft = draft.filter(|_| on);
+        let mut caches = Vec::with_capacity(n_seq);
+        for _ in 0..n_seq {
+            caches.push(match &draft {
+                Some(model) => Some(DraftCache {
                     cache: model.model().new_cache(n_ctx)?,
                     cached: Vec::new(),
-                    model,
-                })
-            }
-            None => None,
-        };
-        let on = options.draft_n_max > 0 && (draft.is_some() || options.lookup_ngram_max > 0);
+                }),
+                None => None,
+            });
+        }
+        for (seq, cache) in self.seqs.iter_mut().zip(caches) {
+            seq.draft = cache;
+        }
         self.speculation = on.then(|| Speculation {
             options: options.clone(),
             draft,
-            budget: 0,
         });
         Ok(())
     }
 
     /// The draft model speculative decoding uses, if any.
     pub fn draft_model(&self) -> Option<&Arc<LoadedModel>> {
-        self.speculation
-            .as_ref()
-            .and_then(|s| s.draft.as_ref())
-            .map(|d| &d.model)
-    }
-
-    /// Let the draft model (if any) read `prompt` now, so that its prompt processing counts as
-    /// prompt time and not as generation time (its first draft then evaluates only the new
-    /// tokens). [`Error::Cancelled`] when `cancel` is set meanwhile.
-    pub(super) fn prefill_draft(
-        &mut self,
-        prompt: &[u32],
-        cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
-        let Some(draft) = self.speculation.as_mut().and_then(|s| s.draft.as_mut()) else {
-            return Ok(());
-        };
-        draft
-            .catch_up(prompt, &self.threads, self.n_batch, cancel)
-            .map(drop)
-    }
-
-    /// Forget cached positions from `len` on.
-    fn roll_back(&mut self, len: usize) {
-        self.cache.truncate(len);
-        self.cached.truncate(len);
-    }
-
-    /// The decoding loop of [`Context::generate`] with speculation: from the prompt's
-    /// `logits` to the end of the generation.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn decode_speculative(
-        &mut self,
-        spec: &mut Speculation,
-        decoding: &mut Decoding,
-        logits: &[f32],
-        request: &GenerateRequest,
-        n_prompt: usize,
-        on_event: &mut dyn FnMut(GenerateEvent),
-        cancel: Option<&AtomicBool>,
-        stats: &mut DraftStats,
-    ) -> Result<FinishReason> {
-        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
-        let n_vocab = self.model.model().config().n_vocab;
-        let mut token = match decoding.step(logits, &self.cached, cancelled(), on_event) {
-            Next::Token(t) => t,
-            Next::Done(reason) => return Ok(reason),
-        };
-        let mut history = Vec::new();
-        spec.budget = spec.options.draft_n_max as usize;
-        loop {
-            if self.cache.len() >= self.cache.capacity() {
-                let shifted = match &request.context_shift {
-                    Some(shift) => self.shift(shift, n_prompt)?,
-                    None => false,
-                };
-                if !shifted {
-                    return Ok(FinishReason::ContextFull);
-                }
-            }
-            // Room in the cache after `token`, and no draft past the last token to generate.
-            // A small budget still looks up tokens, to compare (a draft model drafts them).
-            let n_max = spec
-                .budget
-                .max(MIN_LOOKUP_VERIFIED)
-                .min(self.cache.capacity() - self.cache.len() - 1)
-                .min(decoding.remaining().saturating_sub(1));
-            let (mut drafts, looked_up) = if n_max == 0 || cancelled() {
-                (Vec::new(), false)
-            } else {
-                history.clear();
-                history.extend_from_slice(&self.cached);
-                history.push(token);
-                spec.propose(&history, n_max, &self.threads, self.n_batch)?
-            };
-            let mut shadow = None;
-            if looked_up && drafts.len().min(spec.budget) < MIN_LOOKUP_VERIFIED {
-                shadow = drafts.first().copied();
-                drafts.clear();
-            }
-            let mut batch = Vec::with_capacity(drafts.len() + 1);
-            batch.push(token);
-            batch.extend_from_slice(&drafts);
-            let base = self.cached.len();
-            let rows = self.model.model().forward(
-                &batch,
-                &mut self.cache,
-                &self.threads,
-                Output::AllLogits,
-            )?;
-            self.cached.extend_from_slice(&batch);
-            stats.drafted += drafts.len();
-            // Row i holds the logits after batch[i]: choose from it as plain decoding would,
-            // and go on while the choice is the next drafted token.
-            let mut i = 0;
-            token = loop {
-                let row = &rows[i * n_vocab..(i + 1) * n_vocab];
-                match decoding.step(row, &self.cached[..base + 1 + i], cancelled(), on_event) {
-                    Next::Done(reason) => {
-                        self.roll_back(base + 1 + i);
-                        return Ok(reason);
-                    }
-                    Next::Token(t) if drafts.get(i) == Some(&t) => {
-                        stats.accepted += 1;
-                        i += 1;
-                    }
-                    Next::Token(t) => {
-                        self.roll_back(base + 1 + i);
-                        spec.adapt(drafts.len(), i, shadow == Some(t));
-                        break t;
-                    }
-                }
-            };
-        }
+        self.speculation.as_ref().and_then(|s| s.draft.as_ref())
     }
 }
 
@@ -436,11 +409,12 @@ mod tests {
 
     #[test]
     fn the_budget_grows_with_full_acceptance_and_shrinks_to_what_was_accepted() {
-        let mut spec = Speculation {
+        let spec = Speculation {
             options: SpeculativeOptions::default(),
             draft: None,
-            budget: 8,
         };
+        let mut spec = spec.drafting();
+        assert_eq!(spec.budget, 8);
         spec.adapt(8, 3, false);
         assert_eq!(spec.budget, 3);
         spec.adapt(3, 3, false);

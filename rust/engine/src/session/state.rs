@@ -129,32 +129,33 @@ fn u32_field(value: usize, what: &str) -> Result<[u8; 4]> {
 }
 
 impl Context {
-    /// Write this context's state (its cached tokens and their keys and values) to `path`;
-    /// returns the number of tokens saved.
+    /// Write the state of this context's first sequence (its cached tokens and their keys
+    /// and values; the one [`Context::eval`] uses and a single-sequence context generates on)
+    /// to `path`; returns the number of tokens saved.
     pub fn save_state(&self, path: &Path) -> Result<usize> {
-        let n = self.cached.len();
-        let (n_layer, kw, vw) = self.cache.layout();
+        let n = self.seqs[0].cached.len();
+        let (n_layer, kw, vw) = self.seqs[0].cache.layout();
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
         out.extend_from_slice(&model_fingerprint(&self.model).to_le_bytes());
         for (value, what) in [
-            (self.cache.capacity(), "context size"),
+            (self.seqs[0].cache.capacity(), "context size"),
             (n_layer, "layer count"),
             (kw, "key width"),
             (vw, "value width"),
             (n, "token count"),
-            (self.reusable.min(n), "reusable token count"),
+            (self.seqs[0].reusable.min(n), "reusable token count"),
         ] {
             out.extend_from_slice(&u32_field(value, what)?);
         }
-        for t in &self.cached {
+        for t in &self.seqs[0].cached {
             out.extend_from_slice(&t.to_le_bytes());
         }
         for layer in 0..n_layer {
-            for x in self.cache.keys(layer)[..n * kw]
+            for x in self.seqs[0].cache.keys(layer)[..n * kw]
                 .iter()
-                .chain(&self.cache.values(layer)[..n * vw])
+                .chain(&self.seqs[0].cache.values(layer)[..n * vw])
             {
                 out.extend_from_slice(&x.to_le_bytes());
             }
@@ -168,11 +169,12 @@ impl Context {
         Ok(n)
     }
 
-    /// Restore the state saved in `path` by [`Context::save_state`] (by a context of the same
-    /// model with the same layout, whose tokens fit this context); returns the restored
-    /// tokens. A file of another model or format version, or a corrupt or truncated one, is
+    /// Restore into the first sequence the state saved in `path` by [`Context::save_state`]
+    /// (by a context of the same model with the same layout, whose tokens fit this context);
+    /// returns the restored tokens. Not while generations run ([`Error::InvalidOption`]). A file of another model or format version, or a corrupt or truncated one, is
     /// an [`Error::SessionFile`] and leaves this context as it was.
     pub fn load_state(&mut self, path: &Path) -> Result<Vec<u32>> {
+        self.check_idle()?;
         let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
         let file_len = file.metadata().map_err(|e| io_error(path, e))?.len();
         let mut header = [0u8; HEADER_LEN];
@@ -198,7 +200,7 @@ impl Context {
         let field = |i: usize| u32_at(&header, 20 + 4 * i) as usize;
         let (n_ctx, layout, n, reusable) =
             (field(0), (field(1), field(2), field(3)), field(4), field(5));
-        let (n_layer, kw, vw) = self.cache.layout();
+        let (n_layer, kw, vw) = self.seqs[0].cache.layout();
         if layout != (n_layer, kw, vw) {
             return Err(bad(format!(
                 "the session file's cache layout {layout:?} (layers, key and value widths) is \
@@ -216,10 +218,10 @@ impl Context {
                  tokens) says {expected}: it is truncated or corrupt"
             )));
         }
-        if n > self.cache.capacity() {
+        if n > self.seqs[0].cache.capacity() {
             return Err(Error::ContextExhausted {
                 needed: n,
-                capacity: self.cache.capacity(),
+                capacity: self.seqs[0].cache.capacity(),
             });
         }
         // The file's length, which fits in memory as the cache of `n` positions does.
@@ -258,13 +260,13 @@ impl Context {
             at += 2 * dst.len();
         };
         for layer in 0..n_layer {
-            let (keys, values) = self.cache.layer_mut(layer);
+            let (keys, values) = self.seqs[0].cache.layer_mut(layer);
             read(&mut keys[..n * kw]);
             read(&mut values[..n * vw]);
         }
-        self.cache.set_len(n);
-        self.cached = tokens.clone();
-        self.reusable = if reusable >= n { usize::MAX } else { reusable };
+        self.seqs[0].cache.set_len(n);
+        self.seqs[0].cached = tokens.clone();
+        self.seqs[0].reusable = if reusable >= n { usize::MAX } else { reusable };
         Ok(tokens)
     }
 }
