@@ -8,7 +8,7 @@ Pod::Spec.new do |s|
   unless File.exist?(File.join(__dir__, "LocalLlmFramework.xcframework", "Info.plist"))
     raise "react-native-local-llm: the prebuilt Rust library LocalLlmFramework.xcframework is " \
       "missing (a git checkout has none). Make it in #{__dir__} with `npm run build:mobile -- ios` " \
-      "(scripts/build-mobile.sh), then run pod install again."
+      "(scripts/mobile/build-mobile.sh), then run pod install again."
   end
   s.name         = "LocalLlm"
   s.version      = package["version"]

@@ -15,7 +15,7 @@ const under = (dir) => new RegExp(`^${escape(path.join(root, dir))}([/\\\\].*)?$
 const peers = Object.keys(pkg.peerDependencies);
 const defaults = getDefaultConfig(__dirname);
 // LOCAL_LLM_EXAMPLE_LIB=1 bundles the built lib/module instead, as apps that install the
-// package from npm do (scripts/example-test.sh checks both).
+// package from npm do (scripts/checks/example-test.sh checks both).
 const conditions = process.env.LOCAL_LLM_EXAMPLE_LIB === '1' ? [] : ['source'];
 
 module.exports = mergeConfig(defaults, {

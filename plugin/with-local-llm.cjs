@@ -4,7 +4,7 @@
 //     library exists for (CMake stops otherwise), and minSdk at least 24 (what it is built for).
 //   iOS: the increased-memory-limit and extended-virtual-addressing entitlements, so that a
 //     model of a few GB can be mapped and run without the app being killed for its memory.
-// It warns at prebuild time when the prebuilt libraries (scripts/build-mobile.sh) are missing.
+// It warns at prebuild time when the prebuilt libraries (scripts/mobile/build-mobile.sh) are missing.
 // CommonJS (.cjs in this ESM package): Expo loads app.plugin.js by transpiling it to CommonJS
 // and `require`s what it imports; requiring an ES module fails on Node 20 (expo 57's prebuild:
 // ERR_INTERNAL_ASSERTION "Cannot require() ES Module ... not yet fully loaded").
@@ -22,7 +22,7 @@ const {
 const PACKAGE_ROOT = join(__dirname, '..');
 const PACKAGE = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8'));
 
-/** The Android ABIs the Rust library is built for (ubrn.config.yaml, scripts/build-mobile.sh). */
+/** The Android ABIs the Rust library is built for (ubrn.config.yaml, scripts/mobile/build-mobile.sh). */
 const ANDROID_ABIS = ['arm64-v8a', 'armeabi-v7a', 'x86_64', 'x86'];
 /** The lowest Android API level the Rust library is built for. */
 const MIN_SDK = 24;

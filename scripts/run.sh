@@ -16,7 +16,7 @@ fi
 
 MODEL="${LOCAL_LLM_MODEL:-smollm2}"
 case "$MODEL" in
-    smollm2 | gemma3) MODEL="$(scripts/fetch-models.sh "$MODEL")" ;;
+    smollm2 | gemma3) MODEL="$(scripts/setup/fetch-models.sh "$MODEL")" ;;
 esac
 
 cargo build --release --locked -p local-llm-cli >&2

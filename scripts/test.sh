@@ -4,21 +4,21 @@
 #   2. cargo fmt --check
 #   3. cargo clippy --workspace --all-targets -- -D warnings
 #   4. cargo test --workspace   (extra arguments go to cargo test, e.g. a test-name filter)
-#   5. import cycles between source files (scripts/module-cycles.py) for engine, ffi and cli;
+#   5. import cycles between source files (scripts/checks/module-cycles.py) for engine, ffi and cli;
 #      TypeScript lint and format: `npm run lint` (eslint with React Native's config and
 #      prettier, as react-native-builder-bob's template; `npm run format` fixes)
-#   6. js: bindings, C++ link check, JS tests (scripts/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
+#   6. js: bindings, C++ link check, JS tests (scripts/checks/js-test.sh; LOCAL_LLM_SKIP_JS=1 skips)
 #   7. package: npm pack, the unpacked Rust workspace checks, a consumer type-checks it
-#      (scripts/pack-test.sh; LOCAL_LLM_SKIP_PACK=1 skips)
+#      (scripts/checks/pack-test.sh; LOCAL_LLM_SKIP_PACK=1 skips)
 #   8. example app: tsc, Metro production bundles for android and ios, codegen
-#      (scripts/example-test.sh; LOCAL_LLM_SKIP_EXAMPLE=1 skips)
-#      then the Expo config plugin under the real `expo prebuild` (scripts/expo-prebuild-test.sh;
+#      (scripts/checks/example-test.sh; LOCAL_LLM_SKIP_EXAMPLE=1 skips)
+#      then the Expo config plugin under the real `expo prebuild` (scripts/checks/expo-prebuild-test.sh;
 #      LOCAL_LLM_SKIP_EXPO=1 skips)
 #   9. phone libraries: arm64-v8a and aarch64-apple-ios static libraries, symbol and platform
-#      checks, JSI C++ compiled for both (scripts/mobile-test.sh; LOCAL_LLM_SKIP_MOBILE=1 skips)
+#      checks, JSI C++ compiled for both (scripts/mobile/mobile-test.sh; LOCAL_LLM_SKIP_MOBILE=1 skips)
 #  10. fuzz smoke: each libFuzzer target of rust/fuzz for LOCAL_LLM_FUZZ_SECONDS (default 20)
-#      (scripts/fuzz-smoke.sh; LOCAL_LLM_SKIP_FUZZ=1 skips)
-#  11. scripts/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
+#      (scripts/checks/fuzz-smoke.sh; LOCAL_LLM_SKIP_FUZZ=1 skips)
+#  11. scripts/checks/cross-test.sh: the engine's tests for s390x and aarch64 under qemu-user
 # Exits non-zero on the first failure and prints each stage's time and the free disk space at
 # the end. When the disk holding the build folders has less than LOCAL_LLM_PRUNE_BELOW_GB
 # (default 30) GiB free, the build folder a finished stage alone uses is deleted (the mobile,
@@ -95,9 +95,9 @@ done
 if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
     echo "LOCAL_LLM_SKIP_REAL_MODELS=1: not fetching the real models"
 else
-    scripts/fetch-models.sh all
+    scripts/setup/fetch-models.sh all
 fi
-scripts/setup-test-deps.sh
+scripts/setup/setup-test-deps.sh
 if [[ -x "$ROOT/.cache/venv/bin/python3" ]]; then
     export PATH="$ROOT/.cache/venv/bin:$PATH"
 fi
@@ -120,7 +120,7 @@ fi
 
 section "import cycles between source files"
 for crate in engine ffi cli; do
-    python3 scripts/module-cycles.py "rust/$crate/src"
+    python3 scripts/checks/module-cycles.py "rust/$crate/src"
 done
 
 section "TypeScript lint and format: eslint + prettier (npm run lint)"
@@ -133,20 +133,20 @@ section "js: bindings, C++ link check, JS tests"
 if [[ "${LOCAL_LLM_SKIP_JS:-}" == 1 || "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
     echo "LOCAL_LLM_SKIP_JS=1 or LOCAL_LLM_SKIP_REAL_MODELS=1: skipped"
 else
-    scripts/js-test.sh
+    scripts/checks/js-test.sh
 fi
 
 section "package: npm pack, unpacked Rust workspace, consumer type-check"
-unless_skipped LOCAL_LLM_SKIP_PACK scripts/pack-test.sh
+unless_skipped LOCAL_LLM_SKIP_PACK scripts/checks/pack-test.sh
 
 section "example app: tsc, Metro bundles (android, ios), codegen"
-unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/example-test.sh
+unless_skipped LOCAL_LLM_SKIP_EXAMPLE scripts/checks/example-test.sh
 
 section "expo prebuild: the config plugin under expo 57 (android, ios)"
-unless_skipped LOCAL_LLM_SKIP_EXPO scripts/expo-prebuild-test.sh
+unless_skipped LOCAL_LLM_SKIP_EXPO scripts/checks/expo-prebuild-test.sh
 
 section "phone libraries: build arm64-v8a + aarch64-apple-ios, symbol and platform checks"
-unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile-test.sh
+unless_skipped LOCAL_LLM_SKIP_MOBILE scripts/mobile/mobile-test.sh
 prune_if_low "$CACHE/target-mobile" "$CACHE"/ubrn-*/target/debug/{deps,build,incremental}
 
 section "fuzz smoke: GGUF reader, tokenizer, chat templates, sampling, grammar, JSON schema, session files (libFuzzer + ASan)"
@@ -154,16 +154,16 @@ FUZZ_TARGETS=(gguf tokenizer chat_template sampling grammar json_schema state_fi
 if [[ "${LOCAL_LLM_SKIP_REAL_MODELS:-}" == 1 ]]; then
     FUZZ_TARGETS=(gguf chat_template sampling grammar json_schema state_file) # the tokenizer target reads the real models
 fi
-unless_skipped LOCAL_LLM_SKIP_FUZZ scripts/fuzz-smoke.sh "${LOCAL_LLM_FUZZ_SECONDS:-20}" "${FUZZ_TARGETS[@]}"
+unless_skipped LOCAL_LLM_SKIP_FUZZ scripts/checks/fuzz-smoke.sh "${LOCAL_LLM_FUZZ_SECONDS:-20}" "${FUZZ_TARGETS[@]}"
 
 section "cross: s390x + aarch64 under qemu"
 if [[ "${LOCAL_LLM_SKIP_CROSS:-}" == 1 ]]; then
     echo "LOCAL_LLM_SKIP_CROSS=1: skipped"
 else
     prune_if_low "$ROOT/rust/fuzz/target"
-    scripts/cross-test.sh s390x
+    scripts/checks/cross-test.sh s390x
     prune_if_low "${LOCAL_LLM_CROSS_TARGET_PREFIX:-$ROOT/target/cross}-s390x"
-    scripts/cross-test.sh aarch64
+    scripts/checks/cross-test.sh aarch64
 fi
 
 section "all checks passed"

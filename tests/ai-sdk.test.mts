@@ -1,5 +1,5 @@
 // The Vercel AI SDK provider (`ai.languageModel()`) driven by the real `ai` package on the real
-// engine (run by scripts/js-test.sh with LOCAL_LLM_MODEL = SmolLM2): generateText, streamText,
+// engine (run by scripts/checks/js-test.sh with LOCAL_LLM_MODEL = SmolLM2): generateText, streamText,
 // generateObject with a zod schema, tool calls with a tool round trip, aborts and errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +13,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 
 let ai: LocalLLM;
 before(async () => {

@@ -1,4 +1,4 @@
-// Batched generation on the real engine with the default model (run by scripts/js-test.sh):
+// Batched generation on the real engine with the default model (run by scripts/checks/js-test.sh):
 // `chat.completions.createBatch` and `InferenceContext.generateBatch` in local-llm-js-core's
 // shapes, each answer equal to the same request answered alone, queueing beyond
 // `maxSequences`, aborts and bad input. Every wait is bounded, so a hang fails the test.

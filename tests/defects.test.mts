@@ -1,5 +1,5 @@
 // Regression tests of the TypeScript/FFI defects of issue 14 and the option validation of
-// issue 16, on the real engine with the default model (run by scripts/js-test.sh). Every wait is
+// issue 16, on the real engine with the default model (run by scripts/checks/js-test.sh). Every wait is
 // bounded, so a regression fails instead of hanging.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,7 +23,7 @@ setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
 const CLI = process.env.LOCAL_LLM_CLI ?? '';
-assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/js-test.sh)');
+assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/checks/js-test.sh)');
 
 const STORY: ChatMessage[] = [{ role: 'user', content: 'Write a long story about a dragon.' }];
 const LONG_TEXT = 'The quick brown fox jumps over the lazy dog near the river bank. '.repeat(10);

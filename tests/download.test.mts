@@ -23,7 +23,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 

@@ -25,10 +25,10 @@ export function code(c: LocalLLMErrorCode) {
   };
 }
 
-/** The default model's path from `LOCAL_LLM_MODEL` (set by scripts/js-test.sh); fails without it. */
+/** The default model's path from `LOCAL_LLM_MODEL` (set by scripts/checks/js-test.sh); fails without it. */
 export function defaultModel(): string {
   const model = process.env.LOCAL_LLM_MODEL ?? '';
-  assert.ok(model, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+  assert.ok(model, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
   return model;
 }
 

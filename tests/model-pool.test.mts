@@ -1,4 +1,4 @@
-// ModelPool, LocalLLM.pool and switchModel on the real engine (run by scripts/js-test.sh with
+// ModelPool, LocalLLM.pool and switchModel on the real engine (run by scripts/checks/js-test.sh with
 // LOCAL_LLM_MODEL = SmolLM2; Gemma 3 270M from the same folder when it is there): sharing by
 // alias and holder counts, and the memory accounting that refuses, before loading, a model the
 // pool's budget or the device's memory cannot hold.
@@ -21,7 +21,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 const GEMMA = join(dirname(MODEL), 'gemma-3-270m-q4_k_m.gguf');
 
 const isCode = (code: LocalLLMErrorCode) => (e: unknown) => {

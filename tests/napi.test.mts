@@ -1,6 +1,6 @@
 // Integration tests: the package's TypeScript API (src/api) over the ubrn-generated bindings in
 // their Node flavour (tests/generated/napi, @ubjs/node) calling the real Rust engine
-// (liblocal_llm_ffi.so) with the real default model. Run by scripts/js-test.sh, which builds
+// (liblocal_llm_ffi.so) with the real default model. Run by scripts/checks/js-test.sh, which builds
 // everything and sets LOCAL_LLM_MODEL and LOCAL_LLM_CLI (the engine's own CLI, the reference for
 // greedy text and token ids).
 import { test, before, after } from 'node:test';
@@ -32,7 +32,7 @@ setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
 const CLI = process.env.LOCAL_LLM_CLI ?? '';
-assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/js-test.sh)');
+assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/checks/js-test.sh)');
 
 const N = 24; // tokens for greedy comparisons
 const QUESTION = 'What is the capital of France? Answer in one sentence.';

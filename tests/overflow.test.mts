@@ -1,6 +1,6 @@
 // Chats that outgrow the context (local-llm-js-core's `contextOverflow` strategies and
 // `onOverflow`), the engine's context shift, and llama.rn's saveSession / loadSession, on the real
-// engine with the default model (run by scripts/js-test.sh).
+// engine with the default model (run by scripts/checks/js-test.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,7 +23,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 
 const CONTEXT = 256;
 // A request whose greedy answer counts on well past the context. Its top-2 log-probability gap

@@ -1,7 +1,7 @@
 // quantize(input, output, { type }) through the N-API bindings on the real engine: an F16 copy
 // of the default model (made by the engine's CLI) quantized to Q8_0 gives the same bytes as the
 // CLI's `quantize`, loads and generates the CLI's greedy text; bad options and inputs reject with typed errors; an
-// aborted call rejects with an AbortError and leaves no file. Run by scripts/js-test.sh.
+// aborted call rejects with an AbortError and leaves no file. Run by scripts/checks/js-test.sh.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -16,7 +16,7 @@ setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
 const CLI = process.env.LOCAL_LLM_CLI ?? '';
-assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/js-test.sh)');
+assert.ok(MODEL && CLI, 'LOCAL_LLM_MODEL and LOCAL_LLM_CLI must be set (run scripts/checks/js-test.sh)');
 
 let tmp: string;
 let f16: string;

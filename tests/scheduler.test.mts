@@ -1,4 +1,4 @@
-// Concurrent requests on one LocalLLM with several sequences (run by scripts/js-test.sh):
+// Concurrent requests on one LocalLLM with several sequences (run by scripts/checks/js-test.sh):
 // independent `chat.completions.create` calls and streams are scheduled onto free sequences and
 // advance together; each answer equals the same request answered by a one-sequence instance
 // (greedy); beyond `maxSequences` they wait and start in order; an abandoned or aborted request

@@ -1,4 +1,4 @@
-// A short soak through the JS API (the full one is scripts/soak.sh): 20 model load/free and 20
+// A short soak through the JS API (the full one is scripts/checks/soak.sh): 20 model load/free and 20
 // context create/dispose cycles, and 20 random aborts across parallel streams with every
 // promise settling within 30 s. Too few cycles for an RSS slope: growth is bounded loosely.
 import { test, after } from 'node:test';
@@ -11,7 +11,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 let model: Model | null = null;
 after(() => model?.dispose());
 

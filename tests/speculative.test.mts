@@ -1,4 +1,4 @@
-// Speculative decoding through the JS API on the real engine (run by scripts/js-test.sh):
+// Speculative decoding through the JS API on the real engine (run by scripts/checks/js-test.sh):
 // prompt lookup (`promptLookup`) and a draft model (`draftModel` / `draftNMax`, here the same
 // SmolLM2 file) give the same greedy answer as plain decoding, `_timing` reports the drafted
 // and accepted tokens, and a draft with another vocabulary (Gemma 3) is INVALID_OPTION.
@@ -95,7 +95,7 @@ test('a draft model with another vocabulary is INVALID_OPTION; bad draft options
       code(LocalLLMErrorCode.INVALID_OPTION),
     );
     if (!fs.existsSync(GEMMA)) {
-      t.skip(`${GEMMA} is missing (scripts/fetch-models.sh gemma3)`);
+      t.skip(`${GEMMA} is missing (scripts/setup/fetch-models.sh gemma3)`);
       return;
     }
     const gemma = await Model.load(GEMMA);

@@ -1,5 +1,5 @@
 // Tool calling and log-probabilities through the package's TypeScript API on the real engine
-// (run by scripts/js-test.sh, which sets LOCAL_LLM_MODEL to SmolLM2, whose template has no tool
+// (run by scripts/checks/js-test.sh, which sets LOCAL_LLM_MODEL to SmolLM2, whose template has no tool
 // support, so tools go through the documented fallback). A second model is SmolLM2's file with
 // a Qwen-style tool-aware template (written by gguf-py's gguf_new_metadata).
 import { test, before, after } from 'node:test';
@@ -25,7 +25,7 @@ native.default.initialize();
 setBindings(native as any);
 
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/js-test.sh)');
+assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 
 const TOOLS: ChatCompletionTool[] = [
   {

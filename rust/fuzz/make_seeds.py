@@ -6,7 +6,7 @@ Seeds are small on purpose (libFuzzer's speed falls with input size): two tiny l
 metadata-only GGUF with every value type for `gguf`; texts with special-token markup for
 `tokenizer`; templates and conversations for `chat_template`; option sets for `sampling`;
 session files of the tiny BPE model's layout for `state_file`.
-Requires the PyPI `gguf` and `numpy` packages (scripts/setup-test-deps.sh).
+Requires the PyPI `gguf` and `numpy` packages (scripts/setup/setup-test-deps.sh).
 """
 import os
 import struct

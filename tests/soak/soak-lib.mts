@@ -1,5 +1,5 @@
 // The soak checks of the JS API (issue 16), shared by the full run (tests/soak/soak.mts via
-// scripts/soak.sh) and the CI smoke (tests/soak-smoke.test.mts): model load/free and context
+// scripts/checks/soak.sh) and the CI smoke (tests/soak-smoke.test.mts): model load/free and context
 // create/dispose cycles with the process RSS sampled every `every` cycles (the slope of a
 // least-squares line through the samples, in KB per cycle), and random aborts across parallel
 // streams where every promise must settle within a deadline.

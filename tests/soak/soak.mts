@@ -1,4 +1,4 @@
-// The full soak (issue 16) through the package's TypeScript API: scripts/soak.sh runs it.
+// The full soak (issue 16) through the package's TypeScript API: scripts/checks/soak.sh runs it.
 //   node --expose-gc --import tsx tests/soak/soak.mts [--cycles N] [--aborts N] [--every N]
 // Prints a JSON report (RSS slopes in KB/cycle, abort outcomes) and exits non-zero when an
 // operation hung or failed unexpectedly, or a slope is above --max-slope KB/cycle (default 4).
@@ -14,7 +14,7 @@ function arg(name: string, fallback: number): number {
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 }
 const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
-if (!MODEL) throw new Error('LOCAL_LLM_MODEL must be set (scripts/soak.sh sets it)');
+if (!MODEL) throw new Error('LOCAL_LLM_MODEL must be set (scripts/checks/soak.sh sets it)');
 const cycles = arg('cycles', 1000);
 const every = arg('every', 50);
 const maxSlope = arg('max-slope', 4);

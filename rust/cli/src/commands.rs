@@ -40,7 +40,7 @@ pub fn model_path(arg: &ModelArg) -> Result<PathBuf> {
     let path = cache.join("models").join(DEFAULT_MODEL_FILE);
     if !path.exists() {
         return Err(Error::InvalidOption(format!(
-            "no --model given and the default model is not at {} (run scripts/fetch-models.sh)",
+            "no --model given and the default model is not at {} (run scripts/setup/fetch-models.sh)",
             path.display()
         )));
     }

@@ -1,5 +1,5 @@
 //! Resource limits through the `local-llm` binary: peak memory for hostile GGUF metadata
-//! (measured with `/usr/bin/time -v`, installed by scripts/setup-test-deps.sh) and a typed
+//! (measured with `/usr/bin/time -v`, installed by scripts/setup/setup-test-deps.sh) and a typed
 //! "insufficient memory" error, not an abort, for a context the process cannot hold (under
 //! `ulimit -v`).
 
@@ -43,7 +43,7 @@ fn peak_rss(args: &[&str]) -> (u64, Output) {
     let time = Path::new("/usr/bin/time");
     assert!(
         time.exists(),
-        "/usr/bin/time is missing: run scripts/setup-test-deps.sh (apt package `time`)"
+        "/usr/bin/time is missing: run scripts/setup/setup-test-deps.sh (apt package `time`)"
     );
     let out = Command::new(time)
         .arg("-v")

@@ -1,6 +1,6 @@
 //! `local-llm perplexity` against llama-perplexity (llama.cpp 0c1e570 from the PyPI sdist
-//! `llama-cpp-python==0.3.36`, built by `scripts/build-llama.sh`), on the pinned evaluation
-//! text of `scripts/fetch-eval-text.sh`, for both real models:
+//! `llama-cpp-python==0.3.36`, built by `scripts/setup/build-llama.sh`), on the pinned evaluation
+//! text of `scripts/setup/fetch-eval-text.sh`, for both real models:
 //! - both tools save their logits (`--kl-divergence-base`): the files' headers and token
 //!   sections must be byte-identical (same tokenization, chunking and format);
 //! - our perplexity must match llama-perplexity's within [`PPL_REL_BOUND`], or within twice
@@ -41,7 +41,7 @@ fn skip() -> bool {
 
 /// Runs a repository script and returns the path it prints.
 fn script_path(script: &str, args: &[&str]) -> PathBuf {
-    let out = Command::new(common::repo_root().join("scripts").join(script))
+    let out = Command::new(common::repo_root().join("scripts/setup").join(script))
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));

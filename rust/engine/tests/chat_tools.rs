@@ -249,7 +249,7 @@ fn jsonschema_valid(schema: &str, instances: &[Value]) -> Vec<bool> {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "pip install -r scripts/requirements-test.txt (jsonschema)"
+        "pip install -r scripts/setup/requirements-test.txt (jsonschema)"
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }

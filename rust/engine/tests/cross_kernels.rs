@@ -1,5 +1,5 @@
 //! Python-free kernel checks that run on every target, including under qemu-user
-//! (`scripts/cross-test.sh`): the SIMD dot products selected at run time (AVX2 on x86-64, NEON
+//! (`scripts/checks/cross-test.sh`): the SIMD dot products selected at run time (AVX2 on x86-64, NEON
 //! on aarch64) against the portable kernels, and the portable kernels against a plain f64 dot
 //! product of the dequantized rows. On big-endian s390x the latter shows that every block field
 //! is read as little-endian, because the reference goes through [`dequantize`], which the
@@ -153,7 +153,7 @@ fn extreme_scales(rng: &mut Rng, w: GgmlType, row: &mut [u8]) {
 }
 
 /// On aarch64 every NEON kernel (at the level selected, see `simd_level_is_the_native_one`;
-/// `scripts/cross-test.sh` runs this at each level) gives the portable kernel's result bit
+/// `scripts/checks/cross-test.sh` runs this at each level) gives the portable kernel's result bit
 /// for bit: one-row dot products, the far-apart row streams of decoding and the prompt tiles,
 /// on random rows and on rows with extreme scales.
 #[cfg(target_arch = "aarch64")]

@@ -1,6 +1,6 @@
 //! Greedy tokens on other targets and byte orders, token for token against the x86-64 host.
 //!
-//! `scripts/cross-test.sh` runs this file twice. First natively on the host, with
+//! `scripts/checks/cross-test.sh` runs this file twice. First natively on the host, with
 //! `LOCAL_LLM_CROSS_DIR` set: there each result is checked against llama.cpp (node-llama-cpp)
 //! and the inputs and expected token ids are written to that directory (a big-endian copy of a
 //! model made by the PyPI `gguf` package's `gguf_convert_endian`, and the host's greedy ids).
@@ -26,7 +26,7 @@ const SMOLLM2_PROMPT: [u32; 5] = [504, 3575, 282, 4649, 314];
 /// Generated tokens per prompt: a handful, since a forward pass is slow under emulation.
 const N_TOKENS: usize = 6;
 
-/// True under qemu (set by `scripts/cross-test.sh`): no oracles, compare with the host's files.
+/// True under qemu (set by `scripts/checks/cross-test.sh`): no oracles, compare with the host's files.
 fn cross() -> bool {
     std::env::var("LOCAL_LLM_CROSS").is_ok_and(|v| v == "1")
 }
@@ -60,7 +60,7 @@ fn fixtures(name: &str) -> Fixtures {
             assert!(
                 !cross(),
                 "LOCAL_LLM_CROSS=1 needs LOCAL_LLM_CROSS_DIR with the host's expected tokens: \
-                 run scripts/cross-test.sh"
+                 run scripts/checks/cross-test.sh"
             );
             let dir =
                 std::env::temp_dir().join(format!("local-llm-cross-{name}-{}", std::process::id()));
@@ -132,7 +132,7 @@ fn write_ids(path: &Path, ids: &[u32]) {
 fn read_ids(path: &Path) -> Vec<u32> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; the host run of scripts/cross-test.sh writes it first",
+            "{}: {e}; the host run of scripts/checks/cross-test.sh writes it first",
             path.display()
         )
     });

@@ -49,13 +49,13 @@ fn validate(items: &[Value]) -> Vec<Option<String>> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("python3 must be installed (scripts/setup-test-deps.sh)");
+        .expect("python3 must be installed (scripts/setup/setup-test-deps.sh)");
     let input = serde_json::to_vec(items).unwrap();
     child.stdin.take().unwrap().write_all(&input).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "validate.py failed (is jsonschema installed? run scripts/setup-test-deps.sh)"
+        "validate.py failed (is jsonschema installed? run scripts/setup/setup-test-deps.sh)"
     );
     let verdicts: Vec<Option<String>> = serde_json::from_slice(&out.stdout).unwrap();
     verdicts

@@ -1,6 +1,6 @@
 //! llama.cpp's own grammar tests run against our GBNF parser, matcher and JSON-schema converter.
 //!
-//! The cases are extracted at test time by `scripts/llama_grammar_cases.py` from llama.cpp's
+//! The cases are extracted at test time by `scripts/checks/llama_grammar_cases.py` from llama.cpp's
 //! test sources (test-grammar-integration.cpp: grammars and schemas with strings that must match
 //! and must not; test-grammar-parser.cpp: grammars that must parse or fail;
 //! test-json-schema-to-grammar.cpp: schemas that must convert or fail), taken from the PyPI sdist
@@ -44,7 +44,7 @@ fn cases() -> Option<Value> {
     }
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../scripts/llama_grammar_cases.py"
+        "/../../scripts/checks/llama_grammar_cases.py"
     );
     let out = Command::new("python3")
         .arg(script)

@@ -1,5 +1,5 @@
 //! The quantizer against llama.cpp's `llama-quantize` (built from the pinned llama.cpp sources
-//! by `scripts/build-llama.sh`). The real models are first written as F16 GGUFs by the
+//! by `scripts/setup/build-llama.sh`). The real models are first written as F16 GGUFs by the
 //! engine's `convert_file` (quantized tensors dequantized); llama-quantize and the engine
 //! then quantize the same F16 file to each mix, and the two outputs must agree: the same type
 //! for every tensor, the same metadata, and the tensor bytes identical block for block.
@@ -28,11 +28,11 @@ fn llama_quantize() -> Option<PathBuf> {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     Some(
         BIN.get_or_init(|| {
-            let script = common::repo_root().join("scripts/build-llama.sh");
+            let script = common::repo_root().join("scripts/setup/build-llama.sh");
             let out = Command::new(script)
                 .args(["llama-quantize", "native"])
                 .output()
-                .expect("running scripts/build-llama.sh");
+                .expect("running scripts/setup/build-llama.sh");
             assert!(
                 out.status.success(),
                 "building llama-quantize failed (set LOCAL_LLM_SKIP_LLAMA_SOURCES=1 to skip):\n{}",

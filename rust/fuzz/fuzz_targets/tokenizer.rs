@@ -1,6 +1,6 @@
 //! Fuzz target: tokenizer encode / decode / streaming decode on arbitrary text and token ids,
 //! with the real vocabularies of the test models (SmolLM2: byte-level BPE; Gemma 3:
-//! SentencePiece), from `scripts/fetch-models.sh`. Input: one flag byte (bit 0: tokenizer,
+//! SentencePiece), from `scripts/setup/fetch-models.sh`. Input: one flag byte (bit 0: tokenizer,
 //! bit 1: add special tokens, bit 2: parse special-token text), then the text; the same bytes
 //! read as little-endian u32 are decoded as token ids (valid or not), whole and streamed
 //! (control tokens omitted in both).
@@ -21,7 +21,7 @@ fn load(file: &str) -> Tokenizer {
         });
     let path = dir.join("models").join(file);
     let gguf = GgufFile::open(&path)
-        .unwrap_or_else(|e| panic!("{e}: run scripts/fetch-models.sh ({})", path.display()));
+        .unwrap_or_else(|e| panic!("{e}: run scripts/setup/fetch-models.sh ({})", path.display()));
     Tokenizer::from_gguf(&gguf).expect("the test model's tokenizer loads")
 }
 

@@ -1,8 +1,8 @@
 //! Shared helpers for the engine's integration tests.
 //!
 //! Use from a test file with `mod common;`. The helpers panic with a message that says
-//! what to run when something the tests need is missing (models: `scripts/fetch-models.sh`,
-//! oracles: `scripts/setup-test-deps.sh`).
+//! what to run when something the tests need is missing (models: `scripts/setup/fetch-models.sh`,
+//! oracles: `scripts/setup/setup-test-deps.sh`).
 //!
 //! Oracles (see README.md): llama.cpp through `tools/oracle/oracle.mjs` (node-llama-cpp),
 //! and Python with the PyPI `gguf`, `numpy` and `jinja2` packages.
@@ -44,7 +44,7 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("local-llm")
 }
 
-/// The path of a real model fetched by `scripts/fetch-models.sh`: `"smollm2"` or `"gemma3"`,
+/// The path of a real model fetched by `scripts/setup/fetch-models.sh`: `"smollm2"` or `"gemma3"`,
 /// or `None` when `LOCAL_LLM_SKIP_REAL_MODELS=1` (the test then returns early: it is skipped,
 /// and says so on stderr). The one helper every test uses to find a real model.
 ///
@@ -67,7 +67,7 @@ fn model_path(name: &str) -> PathBuf {
     let path = cache_dir().join("models").join(file);
     assert!(
         path.is_file(),
-        "model {name} not found at {}: run scripts/fetch-models.sh {name} \
+        "model {name} not found at {}: run scripts/setup/fetch-models.sh {name} \
          (or set LOCAL_LLM_SKIP_REAL_MODELS=1 to skip real-model tests)",
         path.display()
     );
@@ -75,7 +75,7 @@ fn model_path(name: &str) -> PathBuf {
 }
 
 /// The Python interpreter for test scripts: `.cache/venv/bin/python3` in the repo when
-/// `scripts/setup-test-deps.sh` made that venv, else `python3` from PATH.
+/// `scripts/setup/setup-test-deps.sh` made that venv, else `python3` from PATH.
 pub fn python() -> PathBuf {
     let venv = repo_root().join(".cache/venv/bin/python3");
     if venv.is_file() {
@@ -94,7 +94,7 @@ pub fn run_python<S: AsRef<std::ffi::OsStr>>(script: &Path, args: &[S]) -> Strin
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): run scripts/setup-test-deps.sh"));
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): run scripts/setup/setup-test-deps.sh"));
     assert!(
         output.status.success(),
         "python3 {} failed ({}):\n{}",
@@ -114,7 +114,7 @@ pub fn run_oracle(request: &Value) -> Value {
     let dir = repo_root().join("tools/oracle");
     assert!(
         dir.join("node_modules/node-llama-cpp").is_dir(),
-        "tools/oracle/node_modules is missing: run scripts/setup-test-deps.sh"
+        "tools/oracle/node_modules is missing: run scripts/setup/setup-test-deps.sh"
     );
     let mut child = Command::new("node")
         .arg(dir.join("oracle.mjs"))
