@@ -14,7 +14,7 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
 } from '../src/api/index.ts';
-import { code, defaultModel, within, QUESTIONS } from './helpers.mts';
+import { code, defaultModel, within, QUESTIONS, WEATHER_TOOLS } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
@@ -54,16 +54,7 @@ test('createBatch of 4 equals each request answered alone', async () => {
 });
 
 test('createBatch with tools, a JSON schema and log-probabilities equals each request answered alone', async () => {
-  const tools = [
-    {
-      type: 'function' as const,
-      function: {
-        name: 'get_weather',
-        description: 'Current weather in a city',
-        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-      },
-    },
-  ];
+  const tools = WEATHER_TOOLS;
   const schema = { type: 'object', properties: { colour: { type: 'string' } }, required: ['colour'] };
   const requests: (ChatCompletionRequest & { stream?: false })[] = [
     { ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' },

@@ -39,3 +39,15 @@ export const QUESTIONS = [
   'List three colours.',
   'Explain in one sentence why the sky is blue.',
 ];
+
+/** One OpenAI-style tool (a weather lookup by city), for requests that call tools. */
+export const WEATHER_TOOLS = [
+  {
+    type: 'function' as const,
+    function: {
+      name: 'get_weather',
+      description: 'Current weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  },
+];

@@ -16,7 +16,7 @@ import {
   type ChatCompletionRequest,
   type ChatCompletionResponse,
 } from '../src/api/index.ts';
-import { code, defaultModel, within, QUESTIONS } from './helpers.mts';
+import { code, defaultModel, within, QUESTIONS, WEATHER_TOOLS } from './helpers.mts';
 
 native.default.initialize();
 setBindings(native as any);
@@ -206,16 +206,7 @@ test('an abort ends one request and leaves the others as they were', async () =>
 });
 
 test('tools and a JSON schema mixed with plain requests in the same steps: all answer as alone', async () => {
-  const tools = [
-    {
-      type: 'function' as const,
-      function: {
-        name: 'get_weather',
-        description: 'Current weather in a city',
-        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-      },
-    },
-  ];
+  const tools = WEATHER_TOOLS;
   const withTools = { ...request('What is the weather in Paris?', 48), tools, tool_choice: 'required' as const };
   const schema = { type: 'object', properties: { colour: { type: 'string' } }, required: ['colour'] };
   const json = {
