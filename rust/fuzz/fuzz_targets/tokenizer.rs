@@ -20,8 +20,12 @@ fn load(file: &str) -> Tokenizer {
             PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/local-llm")
         });
     let path = dir.join("models").join(file);
-    let gguf = GgufFile::open(&path)
-        .unwrap_or_else(|e| panic!("{e}: run scripts/setup/fetch-models.sh ({})", path.display()));
+    let gguf = GgufFile::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "{e}: run scripts/setup/fetch-models.sh ({})",
+            path.display()
+        )
+    });
     Tokenizer::from_gguf(&gguf).expect("the test model's tokenizer loads")
 }
 

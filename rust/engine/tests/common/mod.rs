@@ -94,7 +94,9 @@ pub fn run_python<S: AsRef<std::ffi::OsStr>>(script: &Path, args: &[S]) -> Strin
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): run scripts/setup/setup-test-deps.sh"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run python3 ({e}): run scripts/setup/setup-test-deps.sh")
+        });
     assert!(
         output.status.success(),
         "python3 {} failed ({}):\n{}",
