@@ -19,6 +19,15 @@ hundred tokens learned from a small corpus, a ChatML chat template):
   mistral-f32    llama arch with linear rope scaling (factor 2, freq base 1e6),
                  SentencePiece vocab, every tensor F32 (an exact reference).
 
+Phone-scale kinds for speed measurements (F16 matrices, to be quantized by
+llama.cpp's llama-quantize; the vocabulary is padded with unused tokens to the
+real model's size, so the output head costs what it costs there):
+
+  llama-1b       Llama 3.2 1B's shape: d_model 2048, 16 layers, 32 heads, 8 KV
+                 heads, FFN 8192, 128256 tokens, tied embeddings (~1.24 B).
+  qwen3-1.7b     Qwen3 1.7B's shape: d_model 2048, 28 layers, 16 heads of 128,
+                 8 KV heads, FFN 6144, QK norms, 151936 tokens, tied (~2.0 B).
+
 Weights are deterministic for a given (kind, seed). Requires the PyPI `gguf`
 package (0.19.0) and numpy. K-quants are not used: gguf's numpy quantizer has
 none.
@@ -74,6 +83,13 @@ class Spec:
     resid_gain: float = 0.5
     add_bos: bool = True
     types: dict[str, Q] = field(default_factory=dict)
+    # Pad the vocabulary with unused tokens to this size (0: no padding).
+    n_vocab: int = 0
+
+
+# Every matrix F16 (phone-scale kinds: llama-quantize picks the real types).
+ALL_F16 = {name: Q.F16 for name in ("token_embd", "attn_q", "attn_k", "attn_v", "attn_output",
+                                    "ffn_gate", "ffn_up", "ffn_down", "output")}
 
 
 KINDS: dict[str, Spec] = {
@@ -127,14 +143,54 @@ KINDS: dict[str, Spec] = {
         rope_base=1000000.0,
         rope_scaling=2.0,
     ),
+    "llama-1b": Spec(
+        arch="llama",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=16,
+        d_model=2048,
+        n_head=32,
+        n_kv=8,
+        head_dim=64,
+        ffn=8192,
+        ctx=4096,
+        rope_base=500000.0,
+        tied=True,
+        n_vocab=128256,
+        types=ALL_F16,
+    ),
+    "qwen3-1.7b": Spec(
+        arch="qwen3",
+        tokenizer="bpe",
+        pre="qwen2",
+        n_layer=28,
+        d_model=2048,
+        n_head=16,
+        n_kv=8,
+        head_dim=128,
+        explicit_head_dim=True,
+        ffn=6144,
+        ctx=4096,
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        add_bos=False,
+        n_vocab=151936,
+        types=ALL_F16,
+    ),
 }
 
 
 def build_vocab(spec: Spec) -> vocab_mod.Vocab:
-    """The tokenizer vocabulary of a kind."""
+    """The tokenizer vocabulary of a kind (padded with unused tokens to ``spec.n_vocab``)."""
     if spec.tokenizer == "spm":
-        return vocab_mod.sentencepiece(SPECIALS)
-    return vocab_mod.byte_level_bpe(SPECIALS)
+        voc = vocab_mod.sentencepiece(SPECIALS)
+    else:
+        voc = vocab_mod.byte_level_bpe(SPECIALS)
+    for i in range(spec.n_vocab - len(voc.tokens)):
+        voc.add(f"[unused{i}]", vocab_mod.UNUSED)
+    return voc
 
 
 def encode(data: np.ndarray, qtype: Q) -> np.ndarray:
