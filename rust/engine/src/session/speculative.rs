@@ -105,6 +105,8 @@ pub(super) struct Drafting {
     /// The first token of a lookup draft too short to verify, compared with the token chosen
     /// instead (see [`Drafting::adapt`]).
     shadow: Option<u32>,
+    /// The cached tokens and the chosen one, rebuilt each step in memory kept across steps.
+    history: Vec<u32>,
     /// Tokens drafted and checked.
     pub(super) drafted: usize,
     /// Drafted tokens accepted.
@@ -232,6 +234,7 @@ impl Speculation {
             budget: n_max,
             n_max,
             shadow: None,
+            history: Vec::new(),
             drafted: 0,
             accepted: 0,
         }
@@ -282,15 +285,31 @@ impl Drafting {
         threads: &Threads,
         n_batch: usize,
     ) -> Result<Vec<u32>> {
-        let mut history = Vec::with_capacity(cached.len() + 1);
+        let mut history = std::mem::take(&mut self.history);
+        history.clear();
         history.extend_from_slice(cached);
         history.push(token);
+        let drafts = self.draft_after(spec, draft, &history, n_max, threads, n_batch);
+        self.history = history;
+        drafts
+    }
+
+    /// [`Drafting::propose`] after `history`.
+    fn draft_after(
+        &mut self,
+        spec: &Speculation,
+        draft: Option<&mut DraftCache>,
+        history: &[u32],
+        n_max: usize,
+        threads: &Threads,
+        n_batch: usize,
+    ) -> Result<Vec<u32>> {
         let options = &spec.options;
-        let mut drafts = lookup(&history, options.lookup_ngram_max as usize, n_max);
+        let mut drafts = lookup(history, options.lookup_ngram_max as usize, n_max);
         let looked_up = !drafts.is_empty();
         if !looked_up {
             if let (Some(model), Some(draft)) = (&spec.draft, draft) {
-                drafts = draft.propose(model, &history, n_max, threads, n_batch)?;
+                drafts = draft.propose(model, history, n_max, threads, n_batch)?;
             }
         }
         if drafts.len() < options.draft_n_min as usize {
