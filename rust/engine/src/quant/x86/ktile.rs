@@ -22,13 +22,13 @@ use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
 
 /// Byte offset of super-block `b`'s Q8_K block in an activation row.
 #[inline]
-fn q8k_at(b: usize) -> usize {
+pub(super) fn q8k_at(b: usize) -> usize {
     BlockQ8_K::SIZE * b
 }
 
 /// The f32 scale of the Q8_K block at `p`.
 #[inline]
-unsafe fn q8k_scale(p: *const u8) -> f32 {
+pub(super) unsafe fn q8k_scale(p: *const u8) -> f32 {
     p.add(BlockQ8_K::D).cast::<f32>().read_unaligned()
 }
 
@@ -41,7 +41,7 @@ unsafe fn u32_at(p: *const u8) -> u32 {
 /// The IEEE halves at `p` and `p + 2` (Q4_K's `d` and `dmin`) widened exactly to f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn halves(p: *const u8) -> (f32, f32) {
+pub(super) unsafe fn halves(p: *const u8) -> (f32, f32) {
     let v = _mm_cvtph_ps(_mm_cvtsi32_si128(u32_at(p) as i32));
     (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
 }
@@ -49,7 +49,7 @@ unsafe fn halves(p: *const u8) -> (f32, f32) {
 /// The IEEE half at `p` widened exactly to f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn half(p: *const u8) -> f32 {
+pub(super) unsafe fn half(p: *const u8) -> f32 {
     let h = u16::from_le(p.cast::<u16>().read_unaligned());
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h))))
 }
@@ -57,7 +57,7 @@ unsafe fn half(p: *const u8) -> f32 {
 /// The eight 6-bit scales and eight 6-bit mins of a Q4_K block's 12 packed bytes at `s`, as
 /// bytes of two u64 (scale/min `j` in byte `j`); the word-wise form of `q4k_scales_mins`.
 #[inline]
-unsafe fn q4k_scales_mins_words(s: *const u8) -> (u64, u64) {
+pub(super) unsafe fn q4k_scales_mins_words(s: *const u8) -> (u64, u64) {
     let (a, b, c) = (u32_at(s), u32_at(s.add(4)), u32_at(s.add(8)));
     const LOW6: u32 = 0x3f3f_3f3f;
     const LOW4: u32 = 0x0f0f_0f0f;
@@ -82,7 +82,7 @@ unsafe fn word_mask(lo: i32, hi: i32) -> __m256i {
 /// A `pshufb` mask that broadcasts i16 word `w[i]` (of a 128-bit lane) to 128-bit lane `i`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
-unsafe fn word_mask4(w: [i32; 4]) -> __m512i {
+pub(super) unsafe fn word_mask4(w: [i32; 4]) -> __m512i {
     let lo = _mm512_castsi256_si512(word_mask(w[0], w[1]));
     _mm512_inserti64x4(lo, word_mask(w[2], w[3]), 1)
 }
@@ -122,7 +122,7 @@ unsafe fn pair_half(acc: __m512, t: usize) -> __m256 {
 /// instructions and more live registers in these register-bound loops).
 #[inline]
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+pub(super) unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
     let mut acc = acc;
     std::arch::asm!(
         "vpdpwssd {acc}, {a}, {b}",

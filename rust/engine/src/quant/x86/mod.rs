@@ -1,17 +1,18 @@
 //! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
-//! K formats live in `kquants` (AVX-512 tiles in `ktile`), the 32-element formats' tiles and
-//! decoding kernels in `tile`, `wide`, `decode` and `decode_avx2`, the kernel table's entries
-//! in `table`. Every block's integer products are exact. For the 32-element
-//! block formats, lane `j` of a block sums the products of bytes `4j..4j+4` and `16+4j..16+4j+4`
-//! (exact, as integers) and the block scale is applied with one FMA per block into 4 f32 lanes;
-//! [`hsum4`] then sums them. Every x86 kernel of these formats (tiles, decoding) keeps exactly
-//! this arithmetic, so each gives the same bits.
+//! K formats live in `kquants` (AVX-512 prompt tiles in `ktile`, decoding kernels in
+//! `kdecode`), the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
+//! and `decode_avx2`, the kernel table's entries in `table`. Every block's integer products are
+//! exact. For the 32-element block formats, lane `j` of a block sums the products of bytes
+//! `4j..4j+4` and `16+4j..16+4j+4` (exact, as integers) and the block scale is applied with one
+//! FMA per block into 4 f32 lanes; [`hsum4`] then sums them. Every x86 kernel of these formats
+//! (tiles, decoding) keeps exactly this arithmetic, so each gives the same bits.
 //!
 //! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
 //! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `Kernels::dot`).
 
 mod decode;
 mod decode_avx2;
+mod kdecode;
 mod kquants;
 mod ktile;
 pub(super) mod table;

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
-use super::{decode, decode_avx2, kquants, ktile, wide};
+use super::{decode, decode_avx2, kdecode, kquants, ktile, wide};
 use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileFn, TileOut, TileShape,
@@ -218,15 +218,38 @@ trait KFormat {
     const TY: GgmlType;
     /// Its one-row kernel.
     const DOT: DotFn;
-    /// One row `x` against the `T` Q8_K rows `y` (VNNI or AVX2).
+    /// One row `x` against the `T` Q8_K rows `y` with the kernel of `L`.
     ///
     /// # Safety
-    /// As [`DotFn`] for the row and each of `y`, with AVX-512 F/VL/VNNI when `VNNI`.
-    unsafe fn row<const VNNI: bool, const T: usize>(
+    /// As [`DotFn`] for the row and each of `y`, with `L`'s features.
+    unsafe fn row<L: Level, const T: usize>(nb: usize, x: *const u8, y: [*const u8; T])
+        -> [f32; T];
+
+    /// Four rows `x` against the `T` Q8_K rows `y` with the AVX-512 decoding kernel, if the
+    /// format has one (`None` otherwise).
+    ///
+    /// # Safety
+    /// As [`DotFn`] for each row and each of `y`, with AVX-512 F/VL/BW/VNNI.
+    unsafe fn wide4<const T: usize>(
         nb: usize,
-        x: *const u8,
+        x: [*const u8; 4],
         y: [*const u8; T],
-    ) -> [f32; T];
+    ) -> Option<[[f32; T]; 4]>;
+}
+
+/// `R` rows against `T` tokens as pairs of rows when `T` is above 2 (four rows of four tokens
+/// would keep more accumulators than there are registers).
+macro_rules! by_pairs {
+    ($m:ident :: $f:ident, $nb:expr, $x:expr, $y:expr) => {{
+        let (nb, x, y) = ($nb, $x, $y);
+        if T <= 2 {
+            $m::$f::<4, T>(nb, x, y)
+        } else {
+            let a = $m::$f::<2, T>(nb, [x[0], x[1]], y);
+            let b = $m::$f::<2, T>(nb, [x[2], x[3]], y);
+            [a[0], a[1], b[0], b[1]]
+        }
+    }};
 }
 
 /// Q4_K (`FIVE` false) and Q5_K (`FIVE` true), which share their row kernels.
@@ -241,32 +264,48 @@ impl<const FIVE: bool> KFormat for Q45K<FIVE> {
     } else {
         kquants::dot_q4_k
     };
-    unsafe fn row<const VNNI: bool, const T: usize>(
+    unsafe fn row<L: Level, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
-        if VNNI {
-            kquants::dot_q45_k_rows_vnni::<FIVE, T>(nb, x, y)
-        } else {
-            kquants::dot_q45_k_rows::<FIVE, T>(nb, x, y)
+        match L::ISA {
+            Isa::Wide if !FIVE => kdecode::q4k::<1, T>(nb, [x], y)[0],
+            Isa::Vnni | Isa::Wide => kquants::dot_q45_k_rows_vnni::<FIVE, T>(nb, x, y),
+            Isa::Avx2 => kquants::dot_q45_k_rows::<FIVE, T>(nb, x, y),
         }
+    }
+
+    unsafe fn wide4<const T: usize>(
+        nb: usize,
+        x: [*const u8; 4],
+        y: [*const u8; T],
+    ) -> Option<[[f32; T]; 4]> {
+        (!FIVE).then(|| by_pairs!(kdecode::q4k, nb, x, y))
     }
 }
 
 impl KFormat for Q6K {
     const TY: GgmlType = GgmlType::Q6_K;
     const DOT: DotFn = kquants::dot_q6_k;
-    unsafe fn row<const VNNI: bool, const T: usize>(
+    unsafe fn row<L: Level, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
-        if VNNI {
-            kquants::dot_q6_k_rows_vnni::<T>(nb, x, y)
-        } else {
-            kquants::dot_q6_k_rows::<T>(nb, x, y)
+        match L::ISA {
+            Isa::Wide => kdecode::q6k::<1, T>(nb, [x], y)[0],
+            Isa::Vnni => kquants::dot_q6_k_rows_vnni::<T>(nb, x, y),
+            Isa::Avx2 => kquants::dot_q6_k_rows::<T>(nb, x, y),
         }
+    }
+
+    unsafe fn wide4<const T: usize>(
+        nb: usize,
+        x: [*const u8; 4],
+        y: [*const u8; T],
+    ) -> Option<[[f32; T]; 4]> {
+        Some(by_pairs!(kdecode::q6k, nb, x, y))
     }
 }
 
@@ -277,8 +316,9 @@ fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<TileFn>) -> Kernels {
         ty: K::TY,
         dot: K::DOT,
         rows: Some(match isa {
-            Isa::Avx2 => k_rows::<K, false>,
-            Isa::Vnni | Isa::Wide => k_rows::<K, true>,
+            Isa::Avx2 => k_rows::<K, OnAvx2>,
+            Isa::Vnni => k_rows::<K, OnVnni>,
+            Isa::Wide => k_rows::<K, OnWide>,
         }),
         tile: wide_tile.map(|run| {
             let shape = TileShape {
@@ -291,16 +331,36 @@ fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<TileFn>) -> Kernels {
 }
 
 /// Every row of a K-format matrix against `T` tokens.
-struct KRows<K, const VNNI: bool> {
+struct KRows<K, L> {
     nb: usize,
     m: Matrix,
-    format: PhantomData<K>,
+    format: PhantomData<(K, L)>,
 }
 
-impl<K: KFormat, const VNNI: bool> ForTokens for KRows<K, VNNI> {
+impl<K: KFormat, L: Level> ForTokens for KRows<K, L> {
+    /// With AVX-512, four rows a quarter of the matrix apart at a time (as the 32-element
+    /// formats' `Rows`), then the rows left over one at a time.
     unsafe fn run<const T: usize>(self, a: [*const u8; T], out: [*mut f32; T]) {
-        for r in 0..self.m.rows {
-            let v = K::row::<VNNI, T>(self.nb, self.m.base.add(r * self.m.row_len), a);
+        let (nb, m) = (self.nb, self.m);
+        let row = |r: usize| m.base.add(r * m.row_len);
+        let mut done = 0;
+        if L::ISA == Isa::Wide {
+            let quarter = m.rows / 4;
+            for i in 0..quarter {
+                let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+                let Some(v) = K::wide4::<T>(nb, r.map(row), a) else {
+                    break;
+                };
+                for (&r, v) in r.iter().zip(v) {
+                    for (o, v) in out.iter().zip(v) {
+                        *o.add(r) = v;
+                    }
+                }
+                done = 4 * quarter;
+            }
+        }
+        for r in done..m.rows {
+            let v = K::row::<L, T>(nb, row(r), a);
             for (o, v) in out.iter().zip(v) {
                 *o.add(r) = v;
             }
@@ -311,15 +371,10 @@ impl<K: KFormat, const VNNI: bool> ForTokens for KRows<K, VNNI> {
 /// The decoding kernel of the K format `K`.
 ///
 /// # Safety
-/// As `RowsFn` (AVX-512 F/VL/VNNI when `VNNI`).
-unsafe fn k_rows<K: KFormat, const VNNI: bool>(
-    nb: usize,
-    m: Matrix,
-    a: &[*const u8],
-    out: &[*mut f32],
-) {
+/// As `RowsFn`, with `L`'s features.
+unsafe fn k_rows<K: KFormat, L: Level>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
     let format = PhantomData;
-    for_tokens(KRows::<K, VNNI> { nb, m, format }, a, out);
+    for_tokens(KRows::<K, L> { nb, m, format }, a, out);
 }
 
 /// The AVX-512 2 × 8 Q4_K tile.

@@ -1,0 +1,146 @@
+//! AVX-512 decoding kernels for Q4_K and Q6_K: `R` weight rows against 1 to 4 Q8_K activation
+//! rows, two 32-quant chunks per 512-bit `pmaddubsw`/`vpdpwssd` (half the instructions of the
+//! 256-bit kernels in `kquants`). The table passes four rows a quarter of the matrix apart:
+//! four sequential streams read memory faster than one.
+//!
+//! Bit identity with the one-row kernels of `kquants`: per (row, token) and super-block the two
+//! 256-bit halves of the integer sums are added before the conversion, so each of the eight
+//! i32 lanes holds the exact value of the same lane of the 256-bit kernel (integer additions
+//! may be regrouped freely); the floating-point operations are that kernel's, in its order:
+//! `acc += (d_y · d_x) · float(sumi)` with one FMA per super-block, for Q4_K the min correction
+//! `m += (d_y · dmin) · float(min_sum)`, then `hsum(acc) − m`.
+//!
+//! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
+//! every row.
+
+use std::arch::x86_64::*;
+
+use super::ktile::{dpwssd, half, halves, q4k_scales_mins_words, q8k_at, q8k_scale, word_mask4};
+use super::{hsum_ps, load};
+use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
+
+/// The eight i32 lanes of `v`'s two 256-bit halves added (exact).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn fold(v: __m512i) -> __m256i {
+    _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+}
+
+/// Horizontal sum of 8 i32 lanes (exact).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// `R` Q4_K rows `x` × `T` Q8_K rows `y`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn q4k<const R: usize, const T: usize>(
+    nb: usize,
+    x: [*const u8; R],
+    y: [*const u8; T],
+) -> [[f32; T]; R] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    // Low nibbles in the low 256 bits, high nibbles in the high 256 bits.
+    let nibble_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    let mut acc_m = [[0f32; T]; R];
+    for b in 0..nb {
+        for r in 0..R {
+            let xp = x[r].add(BlockQ4_K::SIZE * b);
+            let (d, dmin) = halves(xp.add(Q45K_D));
+            let (sc, m) = q4k_scales_mins_words(xp.add(Q45K_SCALES));
+            let scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+            // Each min twice (i16 pairs), for `pmaddwd` with the pairwise group sums.
+            let m = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(m as i64));
+            let m2 = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+            for t in 0..T {
+                let yb = y[t].add(q8k_at(b));
+                let bsums = load(yb.add(BlockQ8_K::BSUMS));
+                let min_sum = hsum_epi32(_mm256_madd_epi16(bsums, m2));
+                acc_m[r][t] += q8k_scale(yb) * dmin * min_sum as f32;
+            }
+            let mut sumi = [_mm512_setzero_si512(); T];
+            for j in 0..4 {
+                // Sub-blocks 2j (low nibbles, low half) and 2j + 1 (high nibbles, high half).
+                let bits = _mm512_broadcast_i64x4(load(xp.add(BlockQ4_K::QS + 32 * j)));
+                let q = _mm512_and_si512(_mm512_srlv_epi16(bits, nibble_shift), m4);
+                let w = 2 * j as i32;
+                let sc = _mm512_shuffle_epi8(scales, word_mask4([w, w, w + 1, w + 1]));
+                for t in 0..T {
+                    let at = q8k_at(b) + BlockQ8_K::QS + 64 * j;
+                    let yv = _mm512_loadu_si512(y[t].add(at).cast());
+                    sumi[t] = dpwssd(sumi[t], _mm512_maddubs_epi16(q, yv), sc);
+                }
+            }
+            for t in 0..T {
+                let dd = _mm256_set1_ps(q8k_scale(y[t].add(q8k_at(b))) * d);
+                acc[r][t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(fold(sumi[t])), acc[r][t]);
+            }
+        }
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t]) - acc_m[r][t]))
+}
+
+/// `R` Q6_K rows `x` × `T` Q8_K rows `y`: quants used unsigned (0..=63) with the offset 32
+/// subtracted as `32·y`, as the 256-bit kernel does.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn q6k<const R: usize, const T: usize>(
+    nb: usize,
+    x: [*const u8; R],
+    y: [*const u8; T],
+) -> [[f32; T]; R] {
+    type W = BlockQ6_K;
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m30 = _mm512_set1_epi8(0x30);
+    let k32 = _mm512_set1_epi8(32);
+    // The high 2-bit parts of chunks 4n..4n+4: `h << 4`, `h << 2`, `h`, `h >> 2`.
+    let high_shift = [
+        _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
+        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1),
+    ];
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    for b in 0..nb {
+        for r in 0..R {
+            let xp = x[r].add(W::SIZE * b);
+            let mut sumi = [_mm512_setzero_si512(); T];
+            for n in 0..2 {
+                // Scales 8n..8n+8 as i16 in every 128-bit lane.
+                let sc = _mm_cvtepi8_epi16(_mm_loadl_epi64(xp.add(W::SCALES + 8 * n).cast()));
+                let sc = _mm512_broadcast_i32x4(sc);
+                let l = _mm512_loadu_si512(xp.add(W::QL + 64 * n).cast());
+                let h = _mm512_broadcast_i64x4(load(xp.add(W::QH + 32 * n)));
+                // Chunks 2p and 2p + 1 (32 quants each) per vector.
+                for p in 0..2 {
+                    let (l, h) = if p == 0 {
+                        (l, _mm512_sllv_epi16(h, high_shift[0]))
+                    } else {
+                        (_mm512_srli_epi16(l, 4), _mm512_srlv_epi16(h, high_shift[1]))
+                    };
+                    let q = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(h, m30));
+                    let g = 4 * p as i32;
+                    let scales = _mm512_shuffle_epi8(sc, word_mask4([g, g + 1, g + 2, g + 3]));
+                    for t in 0..T {
+                        let at = q8k_at(b) + BlockQ8_K::QS + 128 * n + 64 * p;
+                        let yv = _mm512_loadu_si512(y[t].add(at).cast());
+                        let prod = _mm512_sub_epi16(
+                            _mm512_maddubs_epi16(q, yv),
+                            _mm512_maddubs_epi16(k32, yv),
+                        );
+                        sumi[t] = dpwssd(sumi[t], prod, scales);
+                    }
+                }
+            }
+            let dx = half(xp.add(W::D));
+            for t in 0..T {
+                let d = _mm256_set1_ps(dx * q8k_scale(y[t].add(q8k_at(b))));
+                acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold(sumi[t])), acc[r][t]);
+            }
+        }
+    }
+    std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t])))
+}
