@@ -35,16 +35,16 @@ unsafe fn min_sum(mins: __m256i, y: *const u8) -> i32 {
 /// sums are the same).
 macro_rules! q45k_rows_kernel {
     ($name:ident, $features:literal, $vnni:expr) => {
-        /// Q4_K (`FIVE == false`) or Q5_K weights × `T` Q8_K activation rows: each super-block is
-        /// unpacked once and used for every row; per row the operations are those of the one-row
-        /// kernel (`T == 1`), so results are identical.
+        /// `R` Q4_K (`FIVE == false`) or Q5_K weight rows × `T` Q8_K activation rows: each
+        /// super-block is unpacked once and used for every token; per (row, token) the
+        /// operations are those of the one-row kernel (`R == T == 1`), so results are identical.
         #[inline]
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn $name<const FIVE: bool, const T: usize>(
+        pub(super) unsafe fn $name<const FIVE: bool, const R: usize, const T: usize>(
             nb: usize,
-            x: *const u8,
+            x: [*const u8; R],
             y: [*const u8; T],
-        ) -> [f32; T] {
+        ) -> [[f32; T]; R] {
             let size = if FIVE {
                 BlockQ5_K::SIZE
             } else {
@@ -52,65 +52,65 @@ macro_rules! q45k_rows_kernel {
             };
             let m4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
-            let mut acc = [_mm256_setzero_ps(); T];
-            let mut acc_m = [0f32; T];
+            let mut acc = [[_mm256_setzero_ps(); T]; R];
+            let mut acc_m = [[0f32; T]; R];
             for b in 0..nb {
-                let xp = x.add(size * b);
-                let xb = std::slice::from_raw_parts(xp, size);
-                let (sc, m) = q4k_scales_mins(&xb[Q45K_SCALES..Q45K_SCALES + 12]);
-                let dmin = half(xp.add(Q45K_DMIN));
-                let mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(m.as_ptr().cast()));
-                for t in 0..T {
-                    let yb = q8k_block(y[t], b);
-                    acc_m[t] += q8k_d(yb) * dmin * min_sum(mins, yb.as_ptr()) as f32;
-                }
-                let qs = xp.add(if FIVE { BlockQ5_K::QS } else { BlockQ4_K::QS });
-                let hbits = if FIVE {
-                    load(xp.add(BlockQ5_K::QH))
-                } else {
-                    _mm256_setzero_si256()
-                };
-                let mut sumi = [_mm256_setzero_si256(); T];
-                let mut sumh = [_mm256_setzero_si256(); T];
-                for j in 0..4 {
-                    let bits = load(qs.add(32 * j));
-                    let mut lo = _mm256_and_si256(bits, m4);
-                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-                    if FIVE {
-                        let h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32));
-                        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-                        let h = _mm256_srli_epi16(h, 1);
-                        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-                    }
-                    let slo = _mm256_set1_epi16(i16::from(sc[2 * j]));
-                    let shi = _mm256_set1_epi16(i16::from(sc[2 * j + 1]));
+                for r in 0..R {
+                    let xp = x[r].add(size * b);
+                    let xb = std::slice::from_raw_parts(xp, size);
+                    let (sc, m) = q4k_scales_mins(&xb[Q45K_SCALES..Q45K_SCALES + 12]);
+                    let dmin = half(xp.add(Q45K_DMIN));
+                    let mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(m.as_ptr().cast()));
                     for t in 0..T {
-                        let q8 = y[t].add(BlockQ8_K::SIZE * b + BlockQ8_K::QS);
-                        let plo = _mm256_maddubs_epi16(lo, load(q8.add(64 * j)));
-                        let phi = _mm256_maddubs_epi16(hi, load(q8.add(64 * j + 32)));
-                        sumi[t] = if $vnni {
-                            // Two chains (lo, hi) so that the dependent vpdpwssd overlap.
-                            sumh[t] = _mm256_dpwssd_epi32(sumh[t], phi, shi);
-                            _mm256_dpwssd_epi32(sumi[t], plo, slo)
-                        } else {
-                            let plo = _mm256_madd_epi16(plo, slo);
-                            let phi = _mm256_madd_epi16(phi, shi);
-                            _mm256_add_epi32(sumi[t], _mm256_add_epi32(plo, phi))
-                        };
+                        let yb = q8k_block(y[t], b);
+                        acc_m[r][t] += q8k_d(yb) * dmin * min_sum(mins, yb.as_ptr()) as f32;
+                    }
+                    let qs = xp.add(if FIVE { BlockQ5_K::QS } else { BlockQ4_K::QS });
+                    let hbits = if FIVE {
+                        load(xp.add(BlockQ5_K::QH))
+                    } else {
+                        _mm256_setzero_si256()
+                    };
+                    let mut sumi = [_mm256_setzero_si256(); T];
+                    let mut sumh = [_mm256_setzero_si256(); T];
+                    for j in 0..4 {
+                        let bits = load(qs.add(32 * j));
+                        let mut lo = _mm256_and_si256(bits, m4);
+                        let mut hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                        if FIVE {
+                            let h = _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32));
+                            let h0 = _mm256_slli_epi16(_mm256_and_si256(h, one), 4);
+                            lo = _mm256_or_si256(lo, h0);
+                            let h = _mm256_srli_epi16(h, 1);
+                            let h1 = _mm256_slli_epi16(_mm256_and_si256(h, one), 4);
+                            hi = _mm256_or_si256(hi, h1);
+                        }
+                        let slo = _mm256_set1_epi16(i16::from(sc[2 * j]));
+                        let shi = _mm256_set1_epi16(i16::from(sc[2 * j + 1]));
+                        for t in 0..T {
+                            let q8 = y[t].add(BlockQ8_K::SIZE * b + BlockQ8_K::QS);
+                            let plo = _mm256_maddubs_epi16(lo, load(q8.add(64 * j)));
+                            let phi = _mm256_maddubs_epi16(hi, load(q8.add(64 * j + 32)));
+                            sumi[t] = if $vnni {
+                                // Two chains (lo, hi) so that the dependent vpdpwssd overlap.
+                                sumh[t] = _mm256_dpwssd_epi32(sumh[t], phi, shi);
+                                _mm256_dpwssd_epi32(sumi[t], plo, slo)
+                            } else {
+                                let plo = _mm256_madd_epi16(plo, slo);
+                                let phi = _mm256_madd_epi16(phi, shi);
+                                _mm256_add_epi32(sumi[t], _mm256_add_epi32(plo, phi))
+                            };
+                        }
+                    }
+                    let dx = half(xp.add(Q45K_D));
+                    for t in 0..T {
+                        let s = _mm256_add_epi32(sumi[t], sumh[t]);
+                        let d = _mm256_set1_ps(q8k_d(q8k_block(y[t], b)) * dx);
+                        acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r][t]);
                     }
                 }
-                let dx = half(xp.add(Q45K_D));
-                for t in 0..T {
-                    sumi[t] = _mm256_add_epi32(sumi[t], sumh[t]);
-                    let d = _mm256_set1_ps(q8k_d(q8k_block(y[t], b)) * dx);
-                    acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
-                }
             }
-            let mut out = [0f32; T];
-            for t in 0..T {
-                out[t] = hsum_ps(acc[t]) - acc_m[t];
-            }
-            out
+            std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t]) - acc_m[r][t]))
         }
     };
 }
@@ -125,96 +125,95 @@ q45k_rows_kernel!(
 /// Q4_K × Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q4_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    dot_q45_k_rows::<false, 1>(nb, x.as_ptr(), [y.as_ptr()])[0]
+    dot_q45_k_rows::<false, 1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
 }
 
 /// Q5_K × Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q5_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    dot_q45_k_rows::<true, 1>(nb, x.as_ptr(), [y.as_ptr()])[0]
+    dot_q45_k_rows::<true, 1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
 }
 
 /// Generates the Q6_K multi-activation kernel for an instruction set (see
 /// `q45k_rows_kernel`).
 macro_rules! q6k_rows_kernel {
     ($name:ident, $features:literal, $vnni:expr) => {
-        /// Q6_K weights × `T` Q8_K activation rows (quants used unsigned, 0..=63, with the offset 32
-        /// subtracted as `32·Σy`); per row the same operations as with `T == 1`.
+        /// `R` Q6_K weight rows × `T` Q8_K activation rows (quants used unsigned, 0..=63, with
+        /// the offset 32 subtracted as `32·Σy`); per (row, token) the same operations as with
+        /// `R == T == 1`.
         #[inline]
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn $name<const T: usize>(
+        pub(super) unsafe fn $name<const R: usize, const T: usize>(
             nb: usize,
-            x: *const u8,
+            x: [*const u8; R],
             y: [*const u8; T],
-        ) -> [f32; T] {
+        ) -> [[f32; T]; R] {
             let m4 = _mm256_set1_epi8(0x0f);
             let m30 = _mm256_set1_epi8(0x30);
             let k32 = _mm256_set1_epi8(32);
-            let mut acc = [_mm256_setzero_ps(); T];
+            let mut acc = [[_mm256_setzero_ps(); T]; R];
             for b in 0..nb {
-                type W = BlockQ6_K;
-                let xp = x.add(W::SIZE * b);
-                let mut sumi = [_mm256_setzero_si256(); T];
-                let mut sumh = [_mm256_setzero_si256(); T];
-                for n in 0..2 {
-                    let l0 = load(xp.add(W::QL + 64 * n));
-                    let l1 = load(xp.add(W::QL + 64 * n + 32));
-                    let h = load(xp.add(W::QH + 32 * n));
-                    let q = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(l0, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(h, 4), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(l1, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(h, 2), m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_and_si256(h, m30),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m30),
-                        ),
-                    ];
-                    for (k, q) in q.into_iter().enumerate() {
-                        let g = 8 * n + 2 * k;
-                        let s0 = i16::from(*xp.add(W::SCALES + g) as i8);
-                        let s1 = i16::from(*xp.add(W::SCALES + g + 1) as i8);
-                        let scales = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
-                        for t in 0..T {
-                            let at = BlockQ8_K::SIZE * b + BlockQ8_K::QS + 128 * n + 32 * k;
-                            let yv = load(y[t].add(at));
-                            let p = _mm256_sub_epi16(
-                                _mm256_maddubs_epi16(q, yv),
-                                _mm256_maddubs_epi16(k32, yv),
-                            );
-                            sumi[t] = if $vnni {
-                                if k % 2 == 1 {
-                                    sumh[t] = _mm256_dpwssd_epi32(sumh[t], p, scales);
-                                    sumi[t]
+                for r in 0..R {
+                    type W = BlockQ6_K;
+                    let xp = x[r].add(W::SIZE * b);
+                    let mut sumi = [_mm256_setzero_si256(); T];
+                    let mut sumh = [_mm256_setzero_si256(); T];
+                    for n in 0..2 {
+                        let l0 = load(xp.add(W::QL + 64 * n));
+                        let l1 = load(xp.add(W::QL + 64 * n + 32));
+                        let h = load(xp.add(W::QH + 32 * n));
+                        let q = [
+                            _mm256_or_si256(
+                                _mm256_and_si256(l0, m4),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 4), m30),
+                            ),
+                            _mm256_or_si256(
+                                _mm256_and_si256(l1, m4),
+                                _mm256_and_si256(_mm256_slli_epi16(h, 2), m30),
+                            ),
+                            _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                _mm256_and_si256(h, m30),
+                            ),
+                            _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(h, 2), m30),
+                            ),
+                        ];
+                        for (k, q) in q.into_iter().enumerate() {
+                            let g = 8 * n + 2 * k;
+                            let s0 = i16::from(*xp.add(W::SCALES + g) as i8);
+                            let s1 = i16::from(*xp.add(W::SCALES + g + 1) as i8);
+                            let scales = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                            for t in 0..T {
+                                let at = BlockQ8_K::SIZE * b + BlockQ8_K::QS + 128 * n + 32 * k;
+                                let yv = load(y[t].add(at));
+                                let p = _mm256_sub_epi16(
+                                    _mm256_maddubs_epi16(q, yv),
+                                    _mm256_maddubs_epi16(k32, yv),
+                                );
+                                sumi[t] = if $vnni {
+                                    if k % 2 == 1 {
+                                        sumh[t] = _mm256_dpwssd_epi32(sumh[t], p, scales);
+                                        sumi[t]
+                                    } else {
+                                        _mm256_dpwssd_epi32(sumi[t], p, scales)
+                                    }
                                 } else {
-                                    _mm256_dpwssd_epi32(sumi[t], p, scales)
-                                }
-                            } else {
-                                _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, scales))
-                            };
+                                    _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p, scales))
+                                };
+                            }
                         }
                     }
-                }
-                let dx = half(xp.add(W::D));
-                for t in 0..T {
-                    sumi[t] = _mm256_add_epi32(sumi[t], sumh[t]);
-                    let d = _mm256_set1_ps(dx * q8k_d(q8k_block(y[t], b)));
-                    acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+                    let dx = half(xp.add(W::D));
+                    for t in 0..T {
+                        let s = _mm256_add_epi32(sumi[t], sumh[t]);
+                        let d = _mm256_set1_ps(dx * q8k_d(q8k_block(y[t], b)));
+                        acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r][t]);
+                    }
                 }
             }
-            let mut out = [0f32; T];
-            for t in 0..T {
-                out[t] = hsum_ps(acc[t]);
-            }
-            out
+            std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t])))
         }
     };
 }
@@ -229,7 +228,7 @@ q6k_rows_kernel!(
 /// Q6_K × Q8_K.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    dot_q6_k_rows::<1>(nb, x.as_ptr(), [y.as_ptr()])[0]
+    dot_q6_k_rows::<1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
 }
 
 /// Horizontal sum of 8 i32 lanes.

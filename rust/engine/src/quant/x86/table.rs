@@ -225,28 +225,29 @@ trait KFormat {
     unsafe fn row<L: Level, const T: usize>(nb: usize, x: *const u8, y: [*const u8; T])
         -> [f32; T];
 
-    /// Four rows `x` against the `T` Q8_K rows `y` with the AVX-512 decoding kernel, if the
-    /// format has one (`None` otherwise).
+    /// Four rows `x` against the `T` Q8_K rows `y` with the kernel of `L`, each super-block
+    /// of the four read together.
     ///
     /// # Safety
-    /// As [`DotFn`] for each row and each of `y`, with AVX-512 F/VL/BW/VNNI.
-    unsafe fn wide4<const T: usize>(
+    /// As [`DotFn`] for each row and each of `y`, with `L`'s features.
+    unsafe fn quad<L: Level, const T: usize>(
         nb: usize,
         x: [*const u8; 4],
         y: [*const u8; T],
-    ) -> Option<[[f32; T]; 4]>;
+    ) -> [[f32; T]; 4];
 }
 
-/// `R` rows against `T` tokens as pairs of rows when `T` is above 2 (four rows of four tokens
-/// would keep more accumulators than there are registers).
+/// A multi-row kernel `$k::<$g.., R, T>` on four rows: all four at once for up to two tokens,
+/// else two pairs (four rows of more tokens would keep more accumulators than there are
+/// registers).
 macro_rules! by_pairs {
-    ($m:ident :: $f:ident, $nb:expr, $x:expr, $y:expr) => {{
+    ($($k:ident)::+ $(, $g:ident)?; $nb:expr, $x:expr, $y:expr) => {{
         let (nb, x, y) = ($nb, $x, $y);
         if T <= 2 {
-            $m::$f::<4, T>(nb, x, y)
+            $($k)::+::<$($g,)? 4, T>(nb, x, y)
         } else {
-            let a = $m::$f::<2, T>(nb, [x[0], x[1]], y);
-            let b = $m::$f::<2, T>(nb, [x[2], x[3]], y);
+            let a = $($k)::+::<$($g,)? 2, T>(nb, [x[0], x[1]], y);
+            let b = $($k)::+::<$($g,)? 2, T>(nb, [x[2], x[3]], y);
             [a[0], a[1], b[0], b[1]]
         }
     }};
@@ -271,17 +272,21 @@ impl<const FIVE: bool> KFormat for Q45K<FIVE> {
     ) -> [f32; T] {
         match L::ISA {
             Isa::Wide if !FIVE => kdecode::q4k::<1, T>(nb, [x], y)[0],
-            Isa::Vnni | Isa::Wide => kquants::dot_q45_k_rows_vnni::<FIVE, T>(nb, x, y),
-            Isa::Avx2 => kquants::dot_q45_k_rows::<FIVE, T>(nb, x, y),
+            Isa::Vnni | Isa::Wide => kquants::dot_q45_k_rows_vnni::<FIVE, 1, T>(nb, [x], y)[0],
+            Isa::Avx2 => kquants::dot_q45_k_rows::<FIVE, 1, T>(nb, [x], y)[0],
         }
     }
 
-    unsafe fn wide4<const T: usize>(
+    unsafe fn quad<L: Level, const T: usize>(
         nb: usize,
         x: [*const u8; 4],
         y: [*const u8; T],
-    ) -> Option<[[f32; T]; 4]> {
-        (!FIVE).then(|| by_pairs!(kdecode::q4k, nb, x, y))
+    ) -> [[f32; T]; 4] {
+        match L::ISA {
+            Isa::Wide if !FIVE => by_pairs!(kdecode::q4k; nb, x, y),
+            Isa::Vnni | Isa::Wide => by_pairs!(kquants::dot_q45_k_rows_vnni, FIVE; nb, x, y),
+            Isa::Avx2 => by_pairs!(kquants::dot_q45_k_rows, FIVE; nb, x, y),
+        }
     }
 }
 
@@ -295,17 +300,21 @@ impl KFormat for Q6K {
     ) -> [f32; T] {
         match L::ISA {
             Isa::Wide => kdecode::q6k::<1, T>(nb, [x], y)[0],
-            Isa::Vnni => kquants::dot_q6_k_rows_vnni::<T>(nb, x, y),
-            Isa::Avx2 => kquants::dot_q6_k_rows::<T>(nb, x, y),
+            Isa::Vnni => kquants::dot_q6_k_rows_vnni::<1, T>(nb, [x], y)[0],
+            Isa::Avx2 => kquants::dot_q6_k_rows::<1, T>(nb, [x], y)[0],
         }
     }
 
-    unsafe fn wide4<const T: usize>(
+    unsafe fn quad<L: Level, const T: usize>(
         nb: usize,
         x: [*const u8; 4],
         y: [*const u8; T],
-    ) -> Option<[[f32; T]; 4]> {
-        Some(by_pairs!(kdecode::q6k, nb, x, y))
+    ) -> [[f32; T]; 4] {
+        match L::ISA {
+            Isa::Wide => by_pairs!(kdecode::q6k; nb, x, y),
+            Isa::Vnni => by_pairs!(kquants::dot_q6_k_rows_vnni; nb, x, y),
+            Isa::Avx2 => by_pairs!(kquants::dot_q6_k_rows; nb, x, y),
+        }
     }
 }
 
@@ -338,27 +347,22 @@ struct KRows<K, L> {
 }
 
 impl<K: KFormat, L: Level> ForTokens for KRows<K, L> {
-    /// With AVX-512, four rows a quarter of the matrix apart at a time (as the 32-element
-    /// formats' `Rows`), then the rows left over one at a time.
+    /// Four rows a quarter of the matrix apart at a time (four far-apart sequential streams,
+    /// as the 32-element formats' `Rows`), then the rows left over one at a time.
     unsafe fn run<const T: usize>(self, a: [*const u8; T], out: [*mut f32; T]) {
         let (nb, m) = (self.nb, self.m);
         let row = |r: usize| m.base.add(r * m.row_len);
-        let mut done = 0;
-        if L::ISA == Isa::Wide {
-            let quarter = m.rows / 4;
-            for i in 0..quarter {
-                let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
-                let Some(v) = K::wide4::<T>(nb, r.map(row), a) else {
-                    break;
-                };
-                for (&r, v) in r.iter().zip(v) {
-                    for (o, v) in out.iter().zip(v) {
-                        *o.add(r) = v;
-                    }
+        let quarter = m.rows / 4;
+        for i in 0..quarter {
+            let r = [i, i + quarter, i + 2 * quarter, i + 3 * quarter];
+            let v = K::quad::<L, T>(nb, r.map(row), a);
+            for (&r, v) in r.iter().zip(v) {
+                for (o, v) in out.iter().zip(v) {
+                    *o.add(r) = v;
                 }
-                done = 4 * quarter;
             }
         }
+        let done = 4 * quarter;
         for r in done..m.rows {
             let v = K::row::<L, T>(nb, row(r), a);
             for (o, v) in out.iter().zip(v) {
