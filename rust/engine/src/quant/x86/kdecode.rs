@@ -20,6 +20,19 @@ use super::{hsum_ps, load};
 use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
 
+/// How far ahead of the super-block being read each row is prefetched, in bytes (as the
+/// 32-element formats' decoding kernel, `decode::PREFETCH`).
+const PREFETCH: usize = 384;
+
+/// Prefetches the cache lines of the `size`-byte super-block `PREFETCH` bytes after `p`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn prefetch(p: *const u8, size: usize) {
+    for line in (0..size).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + line).cast());
+    }
+}
+
 /// The eight i32 lanes of `v`'s two 256-bit halves added (exact).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
@@ -52,6 +65,7 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
     for b in 0..nb {
         for r in 0..R {
             let xp = x[r].add(BlockQ4_K::SIZE * b);
+            prefetch(xp, BlockQ4_K::SIZE);
             let (d, dmin) = halves(xp.add(Q45K_D));
             let (sc, m) = q4k_scales_mins_words(xp.add(Q45K_SCALES));
             let scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
@@ -107,6 +121,7 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
     for b in 0..nb {
         for r in 0..R {
             let xp = x[r].add(W::SIZE * b);
+            prefetch(xp, W::SIZE);
             let mut sumi = [_mm512_setzero_si512(); T];
             for n in 0..2 {
                 // Scales 8n..8n+8 as i16 in every 128-bit lane.

@@ -7,6 +7,7 @@
 
 use std::arch::x86_64::*;
 
+use super::kdecode::prefetch;
 use super::{half, hsum_ps, load};
 use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::float::f16_at;
@@ -57,6 +58,7 @@ macro_rules! q45k_rows_kernel {
             for b in 0..nb {
                 for r in 0..R {
                     let xp = x[r].add(size * b);
+                    prefetch(xp, size);
                     let xb = std::slice::from_raw_parts(xp, size);
                     let (sc, m) = q4k_scales_mins(&xb[Q45K_SCALES..Q45K_SCALES + 12]);
                     let dmin = half(xp.add(Q45K_DMIN));
@@ -156,6 +158,7 @@ macro_rules! q6k_rows_kernel {
                 for r in 0..R {
                     type W = BlockQ6_K;
                     let xp = x[r].add(W::SIZE * b);
+                    prefetch(xp, W::SIZE);
                     let mut sumi = [_mm256_setzero_si256(); T];
                     let mut sumh = [_mm256_setzero_si256(); T];
                     for n in 0..2 {
