@@ -8,8 +8,7 @@ use super::tile::{tile, with_prepared, Block32};
 use super::{decode, decode_avx2, kdecode, kquants, ktile, wide};
 use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::quant::kernels::{
-    for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileFn, TileOut, TileShape,
-    MAX_TILE_TOKENS,
+    for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape, MAX_TILE_TOKENS,
 };
 use crate::quant::types::GgmlType;
 
@@ -43,9 +42,21 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(dot_only(GgmlType::Q2_K, kquants::dot_q2_k));
     entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
     let wide = isa == Isa::Wide;
-    entry(k_format::<Q45K<false>>(isa, wide.then_some(ktile_q4k)));
+    let q4k_tile = Tile::Packed {
+        lines: ktile::Q4K_LINES,
+        pack: ktile::pack_q4k,
+        run: ktile::q4k_packed,
+    };
+    entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
     entry(k_format::<Q45K<true>>(isa, None));
-    entry(k_format::<Q6K>(isa, wide.then_some(ktile_q6k)));
+    let q6k_tile = TileShape {
+        rows: 2,
+        tokens: MAX_TILE_TOKENS,
+    };
+    entry(k_format::<Q6K>(
+        isa,
+        wide.then_some(Tile::Plain(q6k_tile, ktile_q6k)),
+    ));
 }
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
@@ -319,8 +330,8 @@ impl KFormat for Q6K {
 }
 
 /// The entry of the K format `K`: its AVX2 one-row kernel, every row against up to four
-/// tokens at a time (the prompt too, unless the 2 × 8 AVX-512 tile `wide_tile` is given).
-fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<TileFn>) -> Kernels {
+/// tokens at a time (the prompt too, unless the AVX-512 tile `wide_tile` is given).
+fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<Tile>) -> Kernels {
     Kernels {
         ty: K::TY,
         dot: K::DOT,
@@ -329,13 +340,7 @@ fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<TileFn>) -> Kernels {
             Isa::Vnni => k_rows::<K, OnVnni>,
             Isa::Wide => k_rows::<K, OnWide>,
         }),
-        tile: wide_tile.map(|run| {
-            let shape = TileShape {
-                rows: 2,
-                tokens: MAX_TILE_TOKENS,
-            };
-            Tile::Plain(shape, run)
-        }),
+        tile: wide_tile,
     }
 }
 
@@ -379,15 +384,6 @@ impl<K: KFormat, L: Level> ForTokens for KRows<K, L> {
 unsafe fn k_rows<K: KFormat, L: Level>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
     let format = PhantomData;
     for_tokens(KRows::<K, L> { nb, m, format }, a, out);
-}
-
-/// The AVX-512 2 × 8 Q4_K tile.
-///
-/// # Safety
-/// As `TileFn` (AVX-512 F/VL/VNNI/BW).
-unsafe fn ktile_q4k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
-    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
-    store(ktile::q4k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a), out);
 }
 
 /// The AVX-512 2 × 8 Q6_K tile.
