@@ -15,7 +15,10 @@
 
 use std::arch::x86_64::*;
 
-use super::ktile::{dpwssd, half, halves, q4k_scales_mins_words, q8k_at, q8k_scale, word_mask4};
+use super::kquants::hsum_epi32;
+use super::ktile::{
+    dpwssd, half, halves, q4k_scales_mins_words, q8k_at, q8k_scale, word_mask4, Q6kBits,
+};
 use super::{hsum_ps, load};
 use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
@@ -38,16 +41,6 @@ pub(super) unsafe fn prefetch(p: *const u8, size: usize) {
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
 unsafe fn fold(v: __m512i) -> __m256i {
     _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
-}
-
-/// Horizontal sum of 8 i32 lanes (exact).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-    _mm_cvtsi128_si32(s)
 }
 
 /// `R` Q4_K rows `x` × `T` Q8_K rows `y`.
@@ -109,14 +102,8 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
     y: [*const u8; T],
 ) -> [[f32; T]; R] {
     type W = BlockQ6_K;
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m30 = _mm512_set1_epi8(0x30);
+    let bits = Q6kBits::new();
     let k32 = _mm512_set1_epi8(32);
-    // The high 2-bit parts of chunks 4n..4n+4: `h << 4`, `h << 2`, `h`, `h >> 2`.
-    let high_shift = [
-        _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
-        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1),
-    ];
     let mut acc = [[_mm256_setzero_ps(); T]; R];
     for b in 0..nb {
         for r in 0..R {
@@ -127,16 +114,9 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
                 // Scales 8n..8n+8 as i16 in every 128-bit lane.
                 let sc = _mm_cvtepi8_epi16(_mm_loadl_epi64(xp.add(W::SCALES + 8 * n).cast()));
                 let sc = _mm512_broadcast_i32x4(sc);
-                let l = _mm512_loadu_si512(xp.add(W::QL + 64 * n).cast());
-                let h = _mm512_broadcast_i64x4(load(xp.add(W::QH + 32 * n)));
                 // Chunks 2p and 2p + 1 (32 quants each) per vector.
                 for p in 0..2 {
-                    let (l, h) = if p == 0 {
-                        (l, _mm512_sllv_epi16(h, high_shift[0]))
-                    } else {
-                        (_mm512_srli_epi16(l, 4), _mm512_srlv_epi16(h, high_shift[1]))
-                    };
-                    let q = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(h, m30));
+                    let q = bits.chunks(xp, n, p);
                     let g = 4 * p as i32;
                     let scales = _mm512_shuffle_epi8(sc, word_mask4([g, g + 1, g + 2, g + 3]));
                     for t in 0..T {

@@ -237,7 +237,7 @@ pub(super) unsafe fn dot_q6_k(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 /// Horizontal sum of 8 i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
+pub(super) unsafe fn hsum_epi32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));

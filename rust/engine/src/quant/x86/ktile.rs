@@ -306,6 +306,49 @@ unsafe fn q4k<const R: usize>(
     out
 }
 
+/// Unpacks Q6_K quants two 32-quant chunks at a time.
+#[derive(Clone, Copy)]
+pub(super) struct Q6kBits {
+    m4: __m512i,
+    m30: __m512i,
+    /// The shifts of the high 2-bit parts of chunks 4n..4n+4: `h << 4`, `h << 2`, `h`, `h >> 2`.
+    high_shift: [__m512i; 2],
+}
+
+impl Q6kBits {
+    /// The constants.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+    pub(super) unsafe fn new() -> Self {
+        Q6kBits {
+            m4: _mm512_set1_epi8(0x0f),
+            m30: _mm512_set1_epi8(0x30),
+            high_shift: [
+                _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
+                _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1),
+            ],
+        }
+    }
+
+    /// The unsigned quants (0..=63) of chunks `4n + 2p` (low 256 bits) and `4n + 2p + 1` (high
+    /// 256 bits) of the Q6_K block at `xp`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+    pub(super) unsafe fn chunks(&self, xp: *const u8, n: usize, p: usize) -> __m512i {
+        let l = _mm512_loadu_si512(xp.add(BlockQ6_K::QL + 64 * n).cast());
+        let h = _mm512_broadcast_i64x4(load(xp.add(BlockQ6_K::QH + 32 * n)));
+        let (l, h) = if p == 0 {
+            (l, _mm512_sllv_epi16(h, self.high_shift[0]))
+        } else {
+            (
+                _mm512_srli_epi16(l, 4),
+                _mm512_srlv_epi16(h, self.high_shift[1]),
+            )
+        };
+        _mm512_or_si512(_mm512_and_si512(l, self.m4), _mm512_and_si512(h, self.m30))
+    }
+}
+
 /// Q6_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4 up to 16. The one-row kernel
 /// sums `s·(q·y − 32·y)` over the i16 pairs of each lane, with `q` in 0..=63; here the weights
 /// are the signed `q − 32` and the activations the unsigned `y + 128` (a sign flip), so per
@@ -320,16 +363,10 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
 ) -> [[f32; T]; R] {
     type W = BlockQ6_K;
     debug_assert!(T.is_multiple_of(4) && T <= 16, "4, 8, 12 or 16 tokens");
-    let m4 = _mm512_set1_epi8(0x0f);
-    let m30 = _mm512_set1_epi8(0x30);
+    let bits = Q6kBits::new();
     let k32 = _mm512_set1_epi8(32);
     let sign = _mm512_set1_epi8(-128);
     let ones = _mm512_set1_epi8(1);
-    // The high 2-bit parts of chunks 4n..4n+4: `h << 4`, `h << 2`, `h`, `h >> 2`.
-    let high_shift = [
-        _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1),
-        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1),
-    ];
     // Float accumulators, two tokens per vector (at most 16 tokens).
     let mut acc = [[_mm512_setzero_ps(); 8]; R];
     for b in 0..nb {
@@ -348,15 +385,7 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
                 let mut scales = [_mm512_setzero_si512(); R];
                 for r in 0..R {
                     let xp = x[r].add(W::SIZE * b);
-                    let l = _mm512_loadu_si512(xp.add(W::QL + 64 * n).cast());
-                    let h = _mm512_broadcast_i64x4(load(xp.add(W::QH + 32 * n)));
-                    let (l, h) = if p == 0 {
-                        (l, _mm512_sllv_epi16(h, high_shift[0]))
-                    } else {
-                        (_mm512_srli_epi16(l, 4), _mm512_srlv_epi16(h, high_shift[1]))
-                    };
-                    let u = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(h, m30));
-                    q[r] = _mm512_sub_epi8(u, k32);
+                    q[r] = _mm512_sub_epi8(bits.chunks(xp, n, p), k32);
                     let g = 4 * p as i32;
                     scales[r] = _mm512_shuffle_epi8(sc[r], word_mask4([g, g + 1, g + 2, g + 3]));
                     let pairs = _mm512_maddubs_epi16(ones, q[r]);
