@@ -18,12 +18,7 @@ use std::arch::x86_64::*;
 
 use super::tile::{prepared_scales, Block32, Codes, Prepared};
 use super::wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
-use super::{load, word};
-
-/// How far ahead of the block being read each row is prefetched, in bytes. Measured on a Zen 4
-/// AVX-512 machine (SmolLM2 and Gemma 3 decoding, 1 and 2 threads): 192 and 384 bytes gain
-/// 0-25%, 1024 loses 5%, and 512 loses 15% (a cliff: do not raise it without measuring).
-const PREFETCH: usize = 384;
+use super::{load, word, PREFETCH};
 
 /// The 16 bytes at each of `p`, row r's in 128-bit lane r.
 #[inline]

@@ -28,7 +28,7 @@ use std::arch::x86_64::*;
 use super::tile::{
     dot2_avx2, dot_avx2, halves, load_both, prepared_scales, Block32, Codes, Prepared,
 };
-use super::{fifth_bits, hsum4, word};
+use super::{fifth_bits, hsum4, word, PREFETCH};
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
 #[inline]
@@ -123,9 +123,6 @@ pub(super) unsafe fn prepare<B: Block32>(nb: usize, a: &[u8], out: &mut [Prepare
         _mm_store_ps(p.ds.as_mut_ptr(), prepared_scales::<B>(block.as_ptr()));
     }
 }
-
-/// How far ahead of the block in use each row is prefetched, in bytes.
-const PREFETCH: usize = 384;
 
 /// Lane `i` of the `Σ m·s` sums of [`rows4`] (formats with a minimum) holds row `MIN_ROWS[i]` and token
 /// `2j + MIN_TOKENS[i]` of token pair `j`.

@@ -19,22 +19,9 @@ use super::kquants::hsum_epi32;
 use super::ktile::{
     dpwssd, half, halves, q4k_scales_mins_words, q8k_at, q8k_scale, word_mask4, Q6kBits,
 };
-use super::{hsum_ps, load};
+use super::{hsum_ps, load, prefetch};
 use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
-
-/// How far ahead of the super-block being read each row is prefetched, in bytes (as the
-/// 32-element formats' decoding kernel, `decode::PREFETCH`).
-const PREFETCH: usize = 384;
-
-/// Prefetches the cache lines of the `size`-byte super-block `PREFETCH` bytes after `p`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn prefetch(p: *const u8, size: usize) {
-    for line in (0..size).step_by(64) {
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + line).cast());
-    }
-}
 
 /// The eight i32 lanes of `v`'s two 256-bit halves added (exact).
 #[inline]

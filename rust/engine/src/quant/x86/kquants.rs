@@ -7,8 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::kdecode::prefetch;
-use super::{half, hsum_ps, load};
+use super::{half, hsum_ps, load, prefetch};
 use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::float::f16_at;
 use crate::quant::kquants::{
