@@ -13,9 +13,10 @@
 //! log-probability `scale·q + min_log_prob`.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use local_llm_engine::files::{open_regular, AtomicFile};
 use local_llm_engine::{Error, Result};
 
 /// The file's first 8 bytes.
@@ -113,9 +114,10 @@ fn io_error(path: &Path, source: std::io::Error) -> Error {
 }
 
 /// Writes a logits file: the header and tokens at creation, then one chunk's rows at a time.
+/// The file appears at its path only when [`LogitsWriter::finish`] succeeds (written through a
+/// temporary file, so a failed run leaves no partial file and an older file intact).
 pub struct LogitsWriter {
-    out: BufWriter<File>,
-    path: PathBuf,
+    out: AtomicFile,
 }
 
 impl LogitsWriter {
@@ -135,26 +137,20 @@ impl LogitsWriter {
         for &t in tokens {
             bytes.extend_from_slice(&int("token", t as usize)?.to_le_bytes());
         }
-        let file = File::create(path).map_err(|e| io_error(path, e))?;
-        let mut out = BufWriter::new(file);
-        out.write_all(&bytes).map_err(|e| io_error(path, e))?;
-        Ok(LogitsWriter {
-            out,
-            path: path.to_path_buf(),
-        })
+        let mut out = AtomicFile::create(path)?;
+        out.write_all(&bytes)?;
+        Ok(LogitsWriter { out })
     }
 
     /// Appends rows (each of [`row_words`] words).
     pub fn write_rows(&mut self, words: &[u16]) -> Result<()> {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        self.out
-            .write_all(&bytes)
-            .map_err(|e| io_error(&self.path, e))
+        self.out.write_all(&bytes)
     }
 
-    /// Flushes the file.
-    pub fn finish(mut self) -> Result<()> {
-        self.out.flush().map_err(|e| io_error(&self.path, e))
+    /// Flushes the file to disk and puts it in place.
+    pub fn finish(self) -> Result<()> {
+        self.out.commit()
     }
 }
 
@@ -182,7 +178,7 @@ impl LogitsReader {
                 path.display()
             ))
         };
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
+        let file = open_regular(path)?;
         let len = file.metadata().map_err(|e| io_error(path, e))?.len();
         let mut input = BufReader::new(file);
         let mut header = [0u8; HEADER_BYTES as usize];

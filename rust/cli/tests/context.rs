@@ -118,3 +118,96 @@ fn prompt_cache_restores_the_state_and_binds_it_to_the_model() {
     assert!(stderr.contains("invalid session file"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A save that fails part-way (here the file-size limit of `ulimit -f`, as a full disk would)
+/// leaves the previous prompt cache byte for byte as it was and no partial file; a FIFO as the
+/// cache path is refused at once instead of blocking.
+#[test]
+fn a_failed_prompt_cache_save_keeps_the_previous_file() {
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = model.to_str().expect("utf-8 path");
+    let dir = std::env::temp_dir().join(format!("local-llm-cli-fsize-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cache = dir.join("prompt.cache");
+    let cache = cache.to_str().expect("utf-8 path");
+    let args = |prompt: &str| {
+        [
+            "run",
+            "-m",
+            model,
+            "-p",
+            prompt,
+            "-n",
+            "4",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--prompt-cache",
+            cache,
+        ]
+        .map(str::to_string)
+    };
+    let first = local_llm(&args("Hello").each_ref().map(String::as_str));
+    assert!(first.status.success(), "{first:?}");
+    let good = std::fs::read(cache).expect("the first cache");
+    // A prompt whose state is several times larger, saved under a file-size limit just above
+    // the first file's size (SIGXFSZ ignored, so the write fails with EFBIG).
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(12);
+    let limit_kib = good.len() / 1024 + 16;
+    let script = format!("trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" \"$@\"");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_local-llm"))
+        .args(args(&long))
+        .output()
+        .expect("run local-llm under ulimit -f");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write"), "{stderr}");
+    assert!(
+        std::fs::read(cache).expect("the cache is still there") == good,
+        "the previous cache was changed by a failed save"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "a partial file was left"
+    );
+
+    // A FIFO: a typed error within seconds, not a hang.
+    let fifo = dir.join("cache.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_local-llm"))
+        .args(args("Hello").map(|a| {
+            if a == cache {
+                fifo.display().to_string()
+            } else {
+                a
+            }
+        }))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn local-llm");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed().as_secs() >= 30 {
+            let _ = child.kill();
+            panic!("local-llm blocked on a FIFO prompt cache for 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

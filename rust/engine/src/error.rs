@@ -17,6 +17,14 @@ pub enum Error {
         /// Underlying I/O error.
         source: std::io::Error,
     },
+    /// The file could not be written (the previous file at that path, if any, is unchanged).
+    #[error("cannot write '{path}': {source}")]
+    Write {
+        /// Path that failed.
+        path: String,
+        /// Underlying I/O error.
+        source: std::io::Error,
+    },
     /// The GGUF file is corrupt, truncated or unsupported.
     #[error(transparent)]
     Gguf(#[from] GgufError),

@@ -21,6 +21,7 @@ pub mod chat;
 pub mod convert;
 pub mod error;
 mod fallible;
+pub mod files;
 pub mod gguf;
 pub mod grammar;
 pub mod log;

@@ -22,10 +22,13 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// Whether `path` or any temporary sibling named after it (`.name.*.partial`) exists.
 fn leftovers(path: &std::path::Path) -> bool {
-    let mut partial = path.as_os_str().to_os_string();
-    partial.push(".partial");
-    path.exists() || PathBuf::from(partial).exists()
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    path.exists()
+        || std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().contains(&name))
 }
 
 #[test]

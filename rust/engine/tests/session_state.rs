@@ -184,3 +184,67 @@ fn a_state_of_another_model_is_refused() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `f` run on a thread: its result, or a panic if it takes longer than `secs` (a blocked
+/// `open` of a FIFO would otherwise hang the test run).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("blocked: no answer within the time limit")
+}
+
+/// A FIFO, a directory or a device given as a session or model path is a typed error at once,
+/// not a read that waits forever for a writer; a FIFO target of a save is left a FIFO.
+#[test]
+fn fifos_and_directories_are_refused_without_blocking() {
+    let Some(path) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = LoadedModel::load(&path, &LoadOptions::default()).unwrap();
+    let dir = temp_dir("fifo");
+    let fifo = dir.join("session.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    for target in [fifo.clone(), dir.clone(), PathBuf::from("/dev/zero")] {
+        let (m, t) = (model.clone(), target.clone());
+        let (loaded, saved) = within(10, move || {
+            let mut ctx = context(&m, 64);
+            (ctx.load_state(&t), ctx.save_state(&t))
+        });
+        let shown = target.display().to_string();
+        match loaded {
+            Err(Error::Io { path, source }) => {
+                assert_eq!(path, shown);
+                assert_eq!(source.kind(), std::io::ErrorKind::InvalidInput, "{source}");
+            }
+            other => panic!("load_state({shown}): {other:?}"),
+        }
+        match saved {
+            Err(e @ Error::Write { .. }) => {
+                assert!(e.to_string().starts_with("cannot write"), "{e}")
+            }
+            other => panic!("save_state({shown}): {other:?}"),
+        }
+        let t = target.clone();
+        let opened = within(10, move || {
+            let mapped = local_llm_engine::gguf::GgufFile::open_with(&t, true).map(|_| ());
+            let read = local_llm_engine::gguf::GgufFile::open_with(&t, false).map(|_| ());
+            (mapped, read)
+        });
+        for result in [opened.0, opened.1] {
+            assert!(
+                matches!(result, Err(Error::Io { .. })),
+                "{shown}: {result:?}"
+            );
+        }
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // Nothing but the FIFO was left in the directory.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

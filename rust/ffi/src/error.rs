@@ -187,7 +187,9 @@ impl LlmError {
                 Stage::Load | Stage::EstimateMemory | Stage::LoadSession | Stage::Quantize,
             ) if matches!(
                 source.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::InvalidInput
             ) =>
             {
                 LlmError::InvalidPath { message }

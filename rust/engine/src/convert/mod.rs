@@ -18,9 +18,8 @@ mod legacy;
 mod policy;
 mod writer;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use policy::FileType;
@@ -214,13 +213,6 @@ fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
-/// A temporary output path next to `output`, renamed to it on success.
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    output.with_file_name(name)
-}
-
 /// Writes `file`'s metadata (with `general.file_type = ftype`) and the planned tensors.
 fn write_model(
     file: &GgufFile,
@@ -261,30 +253,20 @@ fn write_model(
     } else {
         options.threads
     })?;
-    let tmp = partial_path(output);
-    let io_err = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| Error::Io { path, source }
-    };
-    let result = (|| {
-        let mut w = BufWriter::new(File::create(&tmp).map_err(io_err(&tmp))?);
-        w.write_all(&header).map_err(io_err(&tmp))?;
+    crate::files::write_atomic(output, |f| {
+        f.write_all(&header)?;
+        let w = f.writer();
         for ((t, ty), out) in plan.iter().zip(&out_tensors) {
-            let written = write_tensor(file, t, *ty, &mut w, &threads, options)?;
+            let written = write_tensor(file, t, *ty, w, &threads, options, output)?;
             debug_assert_eq!(Some(written), out.n_bytes());
-            writer::write_padding(&mut w, written, alignment).map_err(io_err(&tmp))?;
+            writer::write_padding(w, written, alignment)
+                .map_err(|e| crate::files::write_error(output, e))?;
         }
-        w.into_inner()
-            .map_err(|e| io_err(&tmp)(e.into_error()))?
-            .sync_all()
-            .map_err(io_err(&tmp))?;
-        std::fs::rename(&tmp, output).map_err(io_err(output))
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let output_bytes = std::fs::metadata(output).map_err(io_err(output))?.len();
+        Ok(())
+    })?;
+    let output_bytes = std::fs::metadata(output)
+        .map_err(|e| crate::files::read_error(output, e))?
+        .len();
     Ok(QuantizeReport {
         tensors: plan.iter().map(|(t, ty)| (t.name.clone(), *ty)).collect(),
         input_bytes: file.file_size(),
@@ -300,12 +282,10 @@ fn write_tensor(
     w: &mut impl Write,
     threads: &Threads,
     options: &QuantizeOptions,
+    output: &Path,
 ) -> Result<u64> {
     let data = file.tensor_data(t);
-    let io_err = |source| Error::Io {
-        path: "output".into(),
-        source,
-    };
+    let io_err = |source| crate::files::write_error(output, source);
     if ty == t.ty {
         w.write_all(data).map_err(io_err)?;
         return Ok(data.len() as u64);

@@ -19,7 +19,6 @@ mod reader;
 mod value;
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 
 pub use error::GgufError;
@@ -101,19 +100,20 @@ impl GgufFile {
             path: path.display().to_string(),
             source,
         };
-        let storage = if mmap {
-            let file = File::open(path).map_err(io_err)?;
-            let len = file.metadata().map_err(io_err)?.len();
-            if len == 0 {
-                Storage::Owned(Vec::new())
-            } else {
-                // SAFETY: the map is read-only. As with any memory map, the file must not be
-                // truncated or modified by another process while it is open; that is a
-                // documented requirement of using this engine on a model file.
-                Storage::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?)
-            }
+        // A FIFO or a device is refused, not waited on (`files::open_regular`).
+        let mut file = crate::files::open_regular(path)?;
+        let len = file.metadata().map_err(io_err)?.len();
+        let storage = if len == 0 {
+            Storage::Owned(Vec::new())
+        } else if mmap {
+            // SAFETY: the map is read-only. As with any memory map, the file must not be
+            // truncated or modified by another process while it is open; that is a
+            // documented requirement of using this engine on a model file.
+            Storage::Mmap(unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?)
         } else {
-            Storage::Owned(std::fs::read(path).map_err(io_err)?)
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io_err)?;
+            Storage::Owned(bytes)
         };
         Ok(Self::from_storage(storage)?)
     }

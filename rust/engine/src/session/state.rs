@@ -18,12 +18,13 @@
 //! checksum, model) before anything in the context changes; sizes are checked against the
 //! file's length before anything is allocated.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use half::f16;
 
 use super::{Context, LoadedModel};
+use crate::files::read_error;
 use crate::{Error, Result};
 
 /// The state file's magic bytes.
@@ -111,13 +112,6 @@ fn bad(message: impl Into<String>) -> Error {
     Error::SessionFile(message.into())
 }
 
-fn io_error(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
 fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
@@ -163,9 +157,8 @@ impl Context {
         let mut crc = Crc32::new();
         crc.update(&out);
         out.extend_from_slice(&crc.finish().to_le_bytes());
-        let mut file = std::fs::File::create(path).map_err(|e| io_error(path, e))?;
-        file.write_all(&out).map_err(|e| io_error(path, e))?;
-        file.sync_all().map_err(|e| io_error(path, e))?;
+        // Through a temporary file: a failed save leaves the previous file as it was.
+        crate::files::write_atomic(path, |f| f.write_all(&out))?;
         Ok(n)
     }
 
@@ -175,8 +168,8 @@ impl Context {
     /// an [`Error::SessionFile`] and leaves this context as it was.
     pub fn load_state(&mut self, path: &Path) -> Result<Vec<u32>> {
         self.check_idle()?;
-        let mut file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-        let file_len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let mut file = crate::files::open_regular(path)?;
+        let file_len = file.metadata().map_err(|e| read_error(path, e))?.len();
         let mut header = [0u8; HEADER_LEN];
         if file_len < (HEADER_LEN + 4) as u64 {
             return Err(bad(format!(
@@ -185,7 +178,7 @@ impl Context {
             )));
         }
         file.read_exact(&mut header)
-            .map_err(|e| io_error(path, e))?;
+            .map_err(|e| read_error(path, e))?;
         if &header[..8] != MAGIC {
             return Err(bad(format!("{} is not a session file", path.display())));
         }
@@ -227,7 +220,8 @@ impl Context {
         // The file's length, which fits in memory as the cache of `n` positions does.
         let expected = expected as usize;
         let mut body = crate::fallible::vec(expected - HEADER_LEN, 0u8, "the session file")?;
-        file.read_exact(&mut body).map_err(|e| io_error(path, e))?;
+        file.read_exact(&mut body)
+            .map_err(|e| read_error(path, e))?;
         let mut crc = Crc32::new();
         crc.update(&header);
         crc.update(&body[..body.len() - 4]);
