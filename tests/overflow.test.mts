@@ -3,7 +3,8 @@
 // engine with the default model (run by scripts/checks/js-test.sh).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
@@ -123,6 +124,37 @@ test("'truncate_oldest' drops the oldest non-system messages and tells onOverflo
     assert.ok(promptTokens(oneMore) > e.availableTokens, 'dropped more than needed');
     assert.equal(r.usage.prompt_tokens, meta.promptTokens);
     assert.match(r.choices[0].message.content ?? '', /paris/i);
+  } finally {
+    ai.dispose();
+  }
+});
+
+test("'truncate_oldest' on 10,002 messages answers in seconds without blocking the event loop", async () => {
+  // Before: the oldest message was dropped and the chat re-rendered and re-tokenized on the JS
+  // thread, one message at a time: 2,002 messages took 17.6 s (the event loop frozen for 15.2 s)
+  // and 10,000 got no answer in 120 s. Now a native binary search runs off the JS thread.
+  const ai = await instance('truncate_oldest');
+  try {
+    const messages = longChat(5000);
+    let last = performance.now();
+    let maxGap = 0;
+    const timer = setInterval(() => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+    }, 5);
+    const start = performance.now();
+    const r = await ai.chat.completions.create({ messages, max_tokens: 8, temperature: 0 });
+    const elapsed = performance.now() - start;
+    clearInterval(timer);
+    const meta = r._context!;
+    assert.equal(meta.strategyUsed, 'truncate_oldest');
+    assert.equal(meta.originalMessageCount, 10_002);
+    assert.ok(meta.keptMessageCount > 1 && meta.keptMessageCount < 20, `${meta.keptMessageCount} kept`);
+    assert.equal(r.usage.prompt_tokens, meta.promptTokens);
+    console.log(`10,002 messages: ${elapsed.toFixed(0)} ms, longest event-loop gap ${maxGap.toFixed(0)} ms`);
+    assert.ok(elapsed < 20_000, `${elapsed} ms`);
+    assert.ok(maxGap < 1_000, `the event loop was blocked for ${maxGap} ms`);
   } finally {
     ai.dispose();
   }
@@ -295,6 +327,15 @@ test('saveSession / loadSession: the restored context generates the same tokens;
       await assert.rejects(b.loadSession(join(dir, name)), code(LocalLLMErrorCode.CACHE_CORRUPT), name);
     }
     await assert.rejects(b.loadSession(join(dir, 'missing.bin')), code(LocalLLMErrorCode.INVALID_PATH));
+    // A FIFO (or a directory) is refused at once, not read until a writer appears (it hung);
+    // a failed save of it leaves it as it was.
+    const fifo = join(dir, 'session.fifo');
+    execFileSync('mkfifo', [fifo]);
+    for (const bad of [fifo, dir]) {
+      await assert.rejects(b.loadSession(bad), code(LocalLLMErrorCode.INVALID_PATH), bad);
+      await assert.rejects(b.saveSession(bad), /not a regular file/, bad);
+    }
+    assert.ok(statSync(fifo).isFIFO());
     // Still usable, with the state it had.
     assert.deepEqual(
       (await b.generateResult(follow, { maxTokens: 16, temperature: 0.8, seed: 5 })).tokens,

@@ -262,6 +262,12 @@ extern "C" {
         uint32_t context_size, 
         RustCallStatus *uniffi_out_err
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer messages, 
+        RustBuffer trim, 
+        uint32_t available
+    );
     RustBuffer uniffi_local_llm_ffi_fn_method_llmmodel_info(
         /*handle*/ uint64_t ptr, 
         RustCallStatus *uniffi_out_err
@@ -674,6 +680,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmmodel_info(
     );
@@ -2447,6 +2455,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat"),
+        4,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info"),
@@ -3455,6 +3471,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info"),
@@ -4059,6 +4083,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_estima
 
         
         return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[3])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_info(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
@@ -5039,6 +5070,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(
         );
 
         

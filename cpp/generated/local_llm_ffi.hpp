@@ -54,6 +54,7 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_detokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_dispose(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_info(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmmodel_tokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
@@ -180,6 +181,7 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_info(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);

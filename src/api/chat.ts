@@ -1,13 +1,19 @@
 import type { InferenceContext, PromptSource } from './context';
 import { checkOptions, generateOptionRules, invalidOption, stopList } from './options';
-import { type Fitted, type Normalized, checkStrategy, fitMessages, normalizeOverflow } from './overflow';
+import {
+  type ChatFitter,
+  type Fitted,
+  type Normalized,
+  checkStrategy,
+  fitMessages,
+  normalizeOverflow,
+} from './overflow';
 import type {
   ChatCompletionChunk,
   ChatCompletionRequest,
   ChatCompletionResponse,
   ChatCompletionTokenLogprob,
   ChatFinishReason,
-  ChatMessage,
   GenerateOptions,
   GenerationResult,
 } from './types';
@@ -75,13 +81,13 @@ function topLogprobs(params: ChatCompletionRequest): number | undefined {
 /** OpenAI-style chat completions on one context (`ai.chat.completions`). */
 export class ChatCompletions {
   /**
-   * @internal Created by {@link LocalLLM}; `overflow` counts a chat's prompt tokens and holds the
+   * @internal Created by {@link LocalLLM}; `overflow` fits a chat into its prompt tokens and holds the
    * `contextOverflow` settings (none: only per-request `context_overflow`).
    */
   constructor(
     private readonly context: () => InferenceContext,
     private readonly modelName: string,
-    private readonly overflow?: { config?: Normalized; count: (messages: ChatMessage[]) => number },
+    private readonly overflow?: { config?: Normalized; fit: ChatFitter },
   ) {}
 
   /** The messages fitted into the context by the request's or the instance's overflow strategy. */
@@ -102,7 +108,7 @@ export class ChatCompletions {
       override,
       options.maxTokens,
       context.contextSize,
-      this.overflow.count,
+      this.overflow.fit,
     );
     if (fitted.contextShift) {
       options.contextShift = true;

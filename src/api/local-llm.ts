@@ -55,7 +55,12 @@ export class LocalLLM {
       setLogCallback(o.onLog, o.logLevel ?? 'info');
     }
     const file = await resolveModelFile(o);
-    const model = await Model.load(file, { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+    const model = await Model.load(file, {
+      compute: o.compute,
+      gpuLayers: o.gpuLayers,
+      useMmap: o.useMmap,
+      signal: o.signal,
+    });
     if (this.disposed) {
       model.dispose();
       throw this.disposedDuringInit();
@@ -234,8 +239,8 @@ export class LocalLLM {
     const o = this.options;
     const overflow = {
       config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
-      count: (messages: ChatMessage[]) =>
-        model.tokenize(model.applyChatTemplate(messages), { parseSpecial: true }).length,
+      fit: (messages: ChatMessage[], trim: 'truncate_oldest' | 'sliding_window' | undefined, available: number) =>
+        model.fitChat(messages, trim, available),
     };
     return new ChatCompletions(() => this.context, name, overflow);
   }

@@ -4,7 +4,7 @@ import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
-import { ESTIMATE_OPTION_RULES, checkOptions, contextOptionRules } from './options';
+import { ESTIMATE_OPTION_RULES, MODEL_OPTION_RULES, checkOptions, contextOptionRules, tokenIds } from './options';
 import type {
   ChatMessage,
   ContextOptions,
@@ -47,6 +47,7 @@ export class Model {
    */
   static async load(path: string, options: ModelOptions = {}): Promise<Model> {
     const file = localPath(path);
+    checkOptions(options, MODEL_OPTION_RULES);
     const { signal } = options;
     if (signal?.aborted) {
       throw abortError(signal);
@@ -155,13 +156,13 @@ export class Model {
     return Int32Array.from(ids);
   }
 
-  /** Text of `tokens` (control tokens are not rendered). */
+  /**
+   * Text of `tokens` (control tokens are not rendered). An id that is not an integer from 0 to
+   * 2^32-1 is INVALID_OPTION; one outside the vocabulary, INFERENCE_FAILED (from the engine).
+   */
   detokenize(tokens: Int32Array | number[]): string {
     const handle = this.ensureHandle();
-    const ids = Array.from(tokens);
-    if (ids.some((t) => !Number.isInteger(t) || t < 0)) {
-      throw new LocalLLMError(LocalLLMErrorCode.INFERENCE_FAILED, 'token ids must be non-negative integers');
-    }
+    const ids = tokenIds(tokens);
     return wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.detokenize(ids, false));
   }
 
@@ -171,6 +172,27 @@ export class Model {
     return wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
       handle.applyChatTemplate(toNativeMessages(messages), addAssistant),
     );
+  }
+
+  /**
+   * @internal The messages of `messages` to keep so the prompt has at most `available` tokens
+   * (`contextOverflow`): all of them when they fit or `trim` is undefined, else the strategy's
+   * system messages and the longest run of newest messages that fits. Runs off the JS thread.
+   */
+  async fitChat(
+    messages: ChatMessage[],
+    trim: 'truncate_oldest' | 'sliding_window' | undefined,
+    available: number,
+  ): Promise<{ messages: ChatMessage[]; promptTokens: number }> {
+    const handle = this.ensureHandle();
+    const { ChatTrim } = getBindings();
+    const native =
+      trim === undefined ? undefined : trim === 'truncate_oldest' ? ChatTrim.TruncateOldest : ChatTrim.SlidingWindow;
+    const budget = Math.min(Math.max(0, Math.floor(available)), 2 ** 32 - 1);
+    const fit = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
+      handle.fitChat(toNativeMessages(messages), native, budget),
+    );
+    return { messages: fit.kept.map((i) => messages[i]), promptTokens: fit.promptTokens };
   }
 
   /** Release the model (contexts keep the weights alive until they are disposed). */

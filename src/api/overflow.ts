@@ -66,46 +66,23 @@ function exhausted(promptTokens: number, available: number, contextSize: number)
   );
 }
 
-/** The oldest non-system messages dropped one by one until the prompt fits (system ones stay). */
-function truncateOldest(
+/**
+ * Prompt tokens of `messages` fitted into `available` tokens: all of them when `trim` is
+ * undefined (a count), else the messages `trim` keeps (see {@link fitMessages}).
+ */
+export type ChatFitter = (
   messages: ChatMessage[],
+  trim: 'truncate_oldest' | 'sliding_window' | undefined,
   available: number,
-  count: (m: ChatMessage[]) => number,
-): ChatMessage[] {
-  const result = [...messages];
-  let first = 0;
-  while (first < result.length && result[first].role === 'system') {
-    first++;
-  }
-  while (first < result.length && count(result) > available) {
-    result.splice(first, 1);
-  }
-  return result;
-}
-
-/** The system messages and the longest run of newest other messages that fits. */
-function slidingWindow(messages: ChatMessage[], available: number, count: (m: ChatMessage[]) => number): ChatMessage[] {
-  const system = messages.filter((m) => m.role === 'system');
-  const rest = messages.filter((m) => m.role !== 'system');
-  let lo = 0;
-  let hi = rest.length;
-  while (lo < hi) {
-    const mid = Math.ceil((lo + hi) / 2);
-    if (count([...system, ...rest.slice(rest.length - mid)]) <= available) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return [...system, ...rest.slice(rest.length - lo)];
-}
+) => Promise<{ messages: ChatMessage[]; promptTokens: number }>;
 
 /**
  * Fit `messages` into a context of `contextSize` tokens keeping room for the answer, as
  * local-llm-js-core does: when the prompt (counted by `count`) is longer than the context minus
  * the reserve, `onOverflow` may replace the messages; otherwise (or if its messages still do not
- * fit) 'error' rejects with CONTEXT_EXHAUSTED, 'truncate_oldest' drops the oldest non-system
- * messages, 'sliding_window' keeps the newest ones that fit; when no non-system message fits it
+ * fit) 'error' rejects with CONTEXT_EXHAUSTED, 'truncate_oldest' drops the oldest messages after
+ * the leading system ones, 'sliding_window' keeps every system message and the newest others that
+ * fit; when no non-system message fits it
  * rejects with CONTEXT_EXHAUSTED. Under 'sliding_window' the engine also shifts the context while
  * generating, so the answer is not cut at the context size (and at most `reserveRatio` is reserved).
  */
@@ -115,8 +92,9 @@ export async function fitMessages(
   strategyOverride: ContextOverflowStrategy | undefined,
   maxTokens: number | undefined,
   contextSize: number,
-  count: (messages: ChatMessage[]) => number,
+  fit: ChatFitter,
 ): Promise<Fitted> {
+  const count = async (m: ChatMessage[]): Promise<number> => (await fit(m, undefined, 0)).promptTokens;
   const strategy = strategyOverride ?? config.strategy;
   const originalMessageCount = messages.length;
   // The shift makes room as the answer grows: under 'sliding_window' at most the ratio is reserved.
@@ -124,7 +102,7 @@ export async function fitMessages(
   const reservedForGeneration =
     strategy === 'sliding_window' ? Math.min(maxTokens ?? ratio, ratio) : (maxTokens ?? ratio);
   const available = Math.max(0, contextSize - reservedForGeneration);
-  const promptTokens = count(messages);
+  const promptTokens = await count(messages);
   const meta = (kept: ChatMessage[], tokens: number, used?: ContextOverflowStrategy): ContextMetadata => ({
     overflowTriggered: used !== undefined,
     ...(used !== undefined ? { strategyUsed: used } : {}),
@@ -151,23 +129,21 @@ export async function fitMessages(
     });
     if (Array.isArray(replacement) && replacement.length > 0) {
       current = replacement;
-      const tokens = count(current);
+      const tokens = await count(current);
       if (tokens <= available) {
         return { messages: current, meta: meta(current, tokens, strategy), contextShift };
       }
     }
   }
   if (strategy === 'error') {
-    throw exhausted(count(current), available, contextSize);
+    throw exhausted(await count(current), available, contextSize);
   }
-  const kept =
-    strategy === 'truncate_oldest'
-      ? truncateOldest(current, available, count)
-      : slidingWindow(current, available, count);
-  if (!kept.some((m) => m.role !== 'system')) {
-    throw exhausted(count(current), available, contextSize);
+  // Natively, off the JS thread, in O(n log n) renders of the chat (a binary search).
+  const kept = await fit(current, strategy, available);
+  if (!kept.messages.some((m) => m.role !== 'system')) {
+    throw exhausted(await count(current), available, contextSize);
   }
-  return { messages: kept, meta: meta(kept, count(kept), strategy), contextShift };
+  return { messages: kept.messages, meta: meta(kept.messages, kept.promptTokens, strategy), contextShift };
 }
 
 /** The native context shift of a checked `contextShift` option (undefined: none). */

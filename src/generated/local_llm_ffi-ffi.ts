@@ -275,6 +275,12 @@ interface NativeModuleInterface {
     contextSize: number,
     uniffi_out_err: UniffiRustCallStatus,
   ): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(
+    uniffiSelf: bigint,
+    messages: Uint8Array,
+    trim: Uint8Array,
+    available: number,
+  ): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_info(
     uniffiSelf: bigint,
     uniffi_out_err: UniffiRustCallStatus,
@@ -345,6 +351,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_detokenize(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_is_disposed(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_tokenize(): number;

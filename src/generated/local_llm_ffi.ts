@@ -980,6 +980,57 @@ const FfiConverterTypeCacheEntry = (() => {
 })();
 
 /**
+ * What `fit_chat` kept.
+ */
+export type ChatFit = {
+  /**
+   * Indices of the kept messages, in order.
+   */
+  kept: Array<number>;
+  /**
+   * Prompt tokens of the kept messages (generation prompt included).
+   */
+  promptTokens: number;
+};
+
+/**
+ * Generated factory for {@link ChatFit} record objects.
+ */
+export const ChatFit = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<ChatFit, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ChatFit>,
+  });
+})();
+
+const FfiConverterTypeChatFit = (() => {
+  type TypeName = ChatFit;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        kept: FfiConverterSequenceUInt32.readFromCursor(c),
+        promptTokens: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterSequenceUInt32.writeIntoCursor(value.kept, c);
+      FfiConverterUInt32.writeIntoCursor(value.promptTokens, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterSequenceUInt32.allocationSize(value.kept) + FfiConverterUInt32.allocationSize(value.promptTokens)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
  * One call of a tool (an entry of OpenAI's `message.tool_calls`).
  */
 export type ToolCall = {
@@ -3301,6 +3352,48 @@ const FfiConverterTypeStreamChunk = (() => {
   return new FFIConverter();
 })();
 
+/**
+ * Which messages `fit_chat` may drop (local-llm-js-core's overflow strategies).
+ */
+export enum ChatTrim {
+  /**
+   * Keep the leading system messages, drop the oldest others until the prompt fits.
+   */
+  TruncateOldest,
+  /**
+   * Keep every system message and the longest run of newest others that fits.
+   */
+  SlidingWindow,
+}
+
+const FfiConverterTypeChatTrim = (() => {
+  type TypeName = ChatTrim;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      switch (c.readI32()) {
+        case 1:
+          return ChatTrim.TruncateOldest;
+        case 2:
+          return ChatTrim.SlidingWindow;
+        default:
+          throw new UniffiInternalError.UnexpectedEnumCase();
+      }
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      switch (value) {
+        case ChatTrim.TruncateOldest:
+          return c.writeI32(1);
+        case ChatTrim.SlidingWindow:
+          return c.writeI32(2);
+      }
+    }
+    allocationSize(value: TypeName): number {
+      return 4;
+    }
+  }
+  return new FFIConverter();
+})();
+
 // Error type: LlmError
 export enum LlmError_Tags {
   ModelLoadFailed = 'ModelLoadFailed',
@@ -5269,6 +5362,18 @@ export interface LlmModelLike {
    */
   estimateMemory(contextSize: number) /*throws*/ : MemoryEstimate;
   /**
+   * Fit a chat into `available` prompt tokens (local-llm-js-core's `contextOverflow`),
+   * off the caller's thread: all messages when they fit or `trim` is none, else the
+   * strategy's head of system messages and the longest run of newest messages that fits.
+   * O(n log n) in the messages (a binary search over the run's length).
+   */
+  fitChat(
+    messages: Array<ChatMessage>,
+    trim: ChatTrim | undefined,
+    available: number,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<ChatFit>;
+  /**
    * Facts about the model.
    */
   info() /*throws*/ : ModelInfo;
@@ -5431,6 +5536,61 @@ export class LlmModel extends UniffiAbstractObject implements LlmModelLike {
   }
 
   /**
+   * Fit a chat into `available` prompt tokens (local-llm-js-core's `contextOverflow`),
+   * off the caller's thread: all messages when they fit or `trim` is none, else the
+   * strategy's head of system messages and the longest run of newest messages that fits.
+   * O(n log n) in the messages (a binary search over the run's length).
+   */
+  async fitChat(
+    messages: Array<ChatMessage>,
+    trim: ChatTrim | undefined,
+    available: number,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<ChatFit> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(
+            uniffiTypeLlmModelObjectFactory.clonePointer(this),
+            FfiConverterSequenceTypeChatMessage.lower(messages, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeChatTrim.lower(trim, nativeModule().rustbuffer_alloc),
+            FfiConverterUInt32.lower(available, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterTypeChatFit.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
+    } catch (__error: any) {
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
+    }
+  }
+
+  /**
    * Facts about the model.
    */
   info(): ModelInfo /*throws*/ {
@@ -5561,6 +5721,9 @@ const FfiConverterTypeLlmModel = new FfiConverterObject(uniffiTypeLlmModelObject
 // FfiConverter for Array<Perf>
 const FfiConverterSequenceTypePerf = new FfiConverterArray(FfiConverterTypePerf);
 
+// FfiConverter for Array<number>
+const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
+
 // FfiConverter for string | undefined
 const FfiConverterOptionalString = new FfiConverterOptional(FfiConverterString);
 
@@ -5581,9 +5744,6 @@ const FfiConverterOptionalTypeCacheEntry = new FfiConverterOptional(FfiConverter
 
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
-
-// FfiConverter for Array<number>
-const FfiConverterSequenceUInt32 = new FfiConverterArray(FfiConverterUInt32);
 
 // FfiConverter for Array<Tool>
 const FfiConverterSequenceTypeTool = new FfiConverterArray(FfiConverterTypeTool);
@@ -5629,6 +5789,9 @@ const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePe
 
 // FfiConverter for LlmModelLike | undefined
 const FfiConverterOptionalTypeLlmModel = new FfiConverterOptional(FfiConverterTypeLlmModel);
+
+// FfiConverter for ChatTrim | undefined
+const FfiConverterOptionalTypeChatTrim = new FfiConverterOptional(FfiConverterTypeChatTrim);
 
 // FfiConverter for Array<DeviceInfo>
 const FfiConverterSequenceTypeDeviceInfo = new FfiConverterArray(FfiConverterTypeDeviceInfo);
@@ -5805,6 +5968,9 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 45596) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory');
   }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat() !== 17082) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat');
+  }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_info() !== 20672) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_info');
   }
@@ -5832,7 +5998,9 @@ export default Object.freeze({
     FfiConverterTypeBenchmarkResult,
     FfiConverterTypeCacheEntry,
     FfiConverterTypeCancelToken,
+    FfiConverterTypeChatFit,
     FfiConverterTypeChatMessage,
+    FfiConverterTypeChatTrim,
     FfiConverterTypeContextOptions,
     FfiConverterTypeContextShift,
     FfiConverterTypeDeviceInfo,

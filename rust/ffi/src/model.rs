@@ -5,11 +5,31 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use local_llm_engine::gguf::GgufFile;
-use local_llm_engine::session::{ContextOptions, LoadOptions, LoadedModel, MemoryEstimate};
+use local_llm_engine::session::{
+    self as engine, ContextOptions, LoadOptions, LoadedModel, MemoryEstimate,
+};
 
 use crate::context::{CancelToken, LlmContext};
 use crate::error::{LlmError, Stage};
 use crate::records::{to_u32, ChatMessage};
+
+/// Which messages `fit_chat` may drop (local-llm-js-core's overflow strategies).
+#[derive(Debug, Clone, Copy, uniffi::Enum)]
+pub enum ChatTrim {
+    /// Keep the leading system messages, drop the oldest others until the prompt fits.
+    TruncateOldest,
+    /// Keep every system message and the longest run of newest others that fits.
+    SlidingWindow,
+}
+
+/// What `fit_chat` kept.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ChatFit {
+    /// Indices of the kept messages, in order.
+    pub kept: Vec<u32>,
+    /// Prompt tokens of the kept messages (generation prompt included).
+    pub prompt_tokens: u32,
+}
 
 /// Facts about a loaded model.
 #[derive(Debug, Clone, uniffi::Record)]
@@ -207,6 +227,34 @@ impl LlmModel {
         self.get()?
             .apply_chat_template(&messages, add_generation_prompt)
             .map_err(|e| LlmError::from_engine(e, Stage::Template))
+    }
+
+    /// Fit a chat into `available` prompt tokens (local-llm-js-core's `contextOverflow`),
+    /// off the caller's thread: all messages when they fit or `trim` is none, else the
+    /// strategy's head of system messages and the longest run of newest messages that fits.
+    /// O(n log n) in the messages (a binary search over the run's length).
+    pub async fn fit_chat(
+        &self,
+        messages: Vec<ChatMessage>,
+        trim: Option<ChatTrim>,
+        available: u32,
+    ) -> Result<ChatFit, LlmError> {
+        let model = self.get()?;
+        crate::run_blocking(Stage::Template, move || {
+            let messages: Vec<_> = messages.into_iter().map(ChatMessage::into_engine).collect();
+            let trim = trim.map(|t| match t {
+                ChatTrim::TruncateOldest => engine::ChatTrim::TruncateOldest,
+                ChatTrim::SlidingWindow => engine::ChatTrim::SlidingWindow,
+            });
+            let fit = model
+                .fit_chat(&messages, trim, available as usize)
+                .map_err(|e| LlmError::from_engine(e, Stage::Template))?;
+            Ok(ChatFit {
+                kept: fit.kept.into_iter().map(to_u32).collect(),
+                prompt_tokens: to_u32(fit.prompt_tokens),
+            })
+        })
+        .await
     }
 
     /// A new inference context (its own KV cache) for this model.

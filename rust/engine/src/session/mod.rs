@@ -11,6 +11,7 @@ use crate::{Error, Result};
 
 mod batch;
 mod decode;
+mod fit;
 mod loaded;
 mod measure;
 mod overflow;
@@ -21,6 +22,7 @@ mod state;
 mod step;
 
 pub use batch::MAX_SEQUENCES;
+pub use fit::{ChatFit, ChatTrim};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;
 pub use overflow::ContextShift;
