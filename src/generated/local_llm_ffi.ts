@@ -2678,6 +2678,10 @@ export type HostMemory = {
    * Memory available to new allocations without swapping, in bytes.
    */
   availableBytes?: bigint;
+  /**
+   * The most a model or context may plan to take (the available memory less headroom).
+   */
+  usableBytes?: bigint;
 };
 
 /**
@@ -2702,16 +2706,19 @@ const FfiConverterTypeHostMemory = (() => {
       return {
         totalBytes: FfiConverterOptionalUInt64.readFromCursor(c),
         availableBytes: FfiConverterOptionalUInt64.readFromCursor(c),
+        usableBytes: FfiConverterOptionalUInt64.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
       FfiConverterOptionalUInt64.writeIntoCursor(value.totalBytes, c);
       FfiConverterOptionalUInt64.writeIntoCursor(value.availableBytes, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.usableBytes, c);
     }
     allocationSize(value: TypeName): number {
       return (
         FfiConverterOptionalUInt64.allocationSize(value.totalBytes) +
-        FfiConverterOptionalUInt64.allocationSize(value.availableBytes)
+        FfiConverterOptionalUInt64.allocationSize(value.availableBytes) +
+        FfiConverterOptionalUInt64.allocationSize(value.usableBytes)
       );
     }
   }

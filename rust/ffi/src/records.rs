@@ -121,6 +121,8 @@ pub struct HostMemory {
     pub total_bytes: Option<u64>,
     /// Memory available to new allocations without swapping, in bytes.
     pub available_bytes: Option<u64>,
+    /// The most a model or context may plan to take (the available memory less headroom).
+    pub usable_bytes: Option<u64>,
 }
 
 /// A function the model may call (OpenAI's `tools[].function`).

@@ -319,9 +319,26 @@ pub struct HostMemory {
     pub total_bytes: Option<u64>,
     /// Memory available to new allocations without swapping, in bytes.
     pub available_bytes: Option<u64>,
+    /// The most a model or context may plan to take: [`USABLE_PERCENT`] of the available
+    /// memory, the rest left as headroom (for the OS, other apps, compute buffers). Context
+    /// creation refuses a KV cache larger than this, and `canRunModel` judges by it too.
+    pub usable_bytes: Option<u64>,
 }
 
+/// The share of available memory one plan may take (local-llm-rn's `canRunModel` rule).
+pub const USABLE_PERCENT: u64 = 80;
+
 impl HostMemory {
+    /// Memory with `total` and `available` bytes (and the usable share of `available`).
+    pub fn new(total: Option<u64>, available: Option<u64>) -> Self {
+        HostMemory {
+            total_bytes: total,
+            available_bytes: available,
+            usable_bytes: available
+                .map(|a| (u128::from(a) * u128::from(USABLE_PERCENT) / 100) as u64),
+        }
+    }
+
     /// Read `/proc/meminfo` (once).
     pub fn read() -> Self {
         let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
@@ -332,10 +349,7 @@ impl HostMemory {
                 .and_then(|kb| kb.trim().parse::<u64>().ok())
                 .map(|kb| kb.saturating_mul(1024))
         };
-        HostMemory {
-            total_bytes: field("MemTotal"),
-            available_bytes: field("MemAvailable"),
-        }
+        HostMemory::new(field("MemTotal"), field("MemAvailable"))
     }
 }
 

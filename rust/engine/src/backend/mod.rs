@@ -15,7 +15,7 @@ mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
-pub use cpu::HostMemory;
+pub use cpu::{HostMemory, USABLE_PERCENT};
 pub use registry::Registry;
 pub(crate) use threads::split_range;
 pub use threads::{max_threads, SharedMut, Threads};

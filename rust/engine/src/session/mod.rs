@@ -71,14 +71,26 @@ impl ContextOptions {
     }
 }
 
-/// [`Error::InsufficientMemory`] when the host reports less available memory than the
-/// `kv_bytes` a KV cache of `n_ctx` positions needs (filling it would get the process killed).
+/// [`Error::InsufficientMemory`] when the `kv_bytes` a KV cache of `n_ctx` positions needs
+/// exceed the host's usable memory ([`HostMemory::usable_bytes`]: the available memory less
+/// headroom; filling a cache without it would get the process killed).
+///
+/// [`HostMemory::usable_bytes`]: crate::backend::HostMemory::usable_bytes
 fn check_available(kv_bytes: u64, n_ctx: usize) -> Result<()> {
-    match crate::backend::HostMemory::read().available_bytes {
-        Some(available) if kv_bytes > available => Err(Error::InsufficientMemory(format!(
-            "the KV cache for {n_ctx} positions needs {kv_bytes} bytes but only {available} \
-             bytes of memory are available"
-        ))),
+    check_usable(crate::backend::HostMemory::read(), kv_bytes, n_ctx)
+}
+
+/// [`check_available`] against the given memory.
+fn check_usable(memory: crate::backend::HostMemory, kv_bytes: u64, n_ctx: usize) -> Result<()> {
+    match (memory.usable_bytes, memory.available_bytes) {
+        (Some(usable), Some(available)) if kv_bytes > usable => {
+            Err(Error::InsufficientMemory(format!(
+                "the KV cache for {n_ctx} positions needs {kv_bytes} bytes but only {usable} of \
+                 the {available} bytes of available memory may be used ({}%: the rest is \
+                 headroom for the system and other apps)",
+                crate::backend::USABLE_PERCENT
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -375,4 +387,33 @@ fn common_prefix(cached: &[u32], prompt: &[u32]) -> usize {
         .take_while(|(a, b)| a == b)
         .count()
         .min(prompt.len().saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::HostMemory;
+
+    const GB: u64 = 1_000_000_000;
+
+    /// Issue 38: SmolLM2's 1,048,576-token cache (24.16 GB) was accepted with 24.18 GB
+    /// available and no headroom. Now at most 80% of the available memory may be planned.
+    #[test]
+    fn a_kv_cache_must_leave_headroom() {
+        let memory = HostMemory::new(Some(32 * GB), Some(24_180_000_000));
+        assert_eq!(memory.usable_bytes, Some(19_344_000_000));
+        match check_usable(memory, 24_160_000_000, 1 << 20) {
+            Err(Error::InsufficientMemory(m)) => assert!(m.contains("80%"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(check_usable(memory, 19_344_000_001, 1 << 20).is_err());
+        assert!(check_usable(memory, 19_344_000_000, 1 << 20).is_ok());
+        // Unknown memory: nothing to judge by.
+        assert!(check_usable(HostMemory::new(None, None), u64::MAX, 1 << 20).is_ok());
+        // No overflow at the top of the range.
+        assert_eq!(
+            HostMemory::new(None, Some(u64::MAX)).usable_bytes,
+            Some(u64::MAX / 100 * 80 + (u64::MAX % 100) * 80 / 100)
+        );
+    }
 }
