@@ -10,7 +10,15 @@ import {
   toResult,
 } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
-import { benchmarkOptionRules, checkOptions, generateOptionRules, nativeSeed, stopList } from './options';
+import {
+  benchmarkOptionRules,
+  checkOptions,
+  generateOptionRules,
+  invalidOption,
+  nativeSeed,
+  stopList,
+  tokenIds,
+} from './options';
 import { nativeContextShift } from './overflow';
 import { PausedStreams } from './paused-streams';
 import type {
@@ -48,10 +56,13 @@ function toPrompt(prompt: PromptSource): PromptInput {
   if (typeof prompt === 'string') {
     return new PromptInput.Text({ text: prompt });
   }
-  if ('messages' in prompt) {
+  if (prompt !== null && typeof prompt === 'object' && 'messages' in prompt) {
     return new PromptInput.Chat({ messages: toNativeMessages(prompt.messages) });
   }
-  return new PromptInput.Tokens({ tokens: Array.from(prompt.tokens) });
+  if (prompt !== null && typeof prompt === 'object' && 'tokens' in prompt) {
+    return new PromptInput.Tokens({ tokens: tokenIds(prompt.tokens) });
+  }
+  throw invalidOption('prompt', prompt, 'a string, { messages } or { tokens }');
 }
 
 /**
@@ -65,6 +76,7 @@ function toParams(
   names: Partial<Record<keyof GenerateOptions, string>> = {},
 ): GenerateParams {
   checkOptions(o, generateOptionRules(), names);
+  const input = toPrompt(prompt);
   const stop = stopList(o.stop, names.stop);
   const { GenerateParams, SamplingParams } = getBindings();
   const sampling = SamplingParams.create(
@@ -82,7 +94,7 @@ function toParams(
   );
   const chat = typeof prompt !== 'string' && 'messages' in prompt ? prompt : undefined;
   return GenerateParams.create({
-    prompt: toPrompt(prompt),
+    prompt: input,
     sampling,
     tools: toNativeTools(chat?.tools),
     ...defined({

@@ -2,7 +2,7 @@ import { getBindings } from './bindings';
 import { num, toBackendDevice, toMemoryEstimate } from './convert';
 import { LocalLLMErrorCode, wrapAsync } from './errors';
 import { Model, localPath } from './model';
-import { ESTIMATE_OPTION_RULES, checkOptions } from './options';
+import { BYTES_RULE, ESTIMATE_OPTION_RULES, checkNumber, checkOptions, invalidOption } from './options';
 import type { BackendDevice, MemoryEstimate } from './types';
 
 /**
@@ -84,11 +84,17 @@ function judge(neededBytes: number, estimate?: MemoryEstimate): CanRunResult {
 /**
  * Whether the device has the memory for a model: for a loaded {@link Model}, its weights plus
  * the KV cache of `contextSize` tokens (from the model's metadata); for a number (local-llm-rn's
- * form), that many bytes of weights (the KV cache is then not counted).
+ * `modelSizeBytes`), that many bytes of weights (the KV cache is then not counted). A size that
+ * is not a finite number >= 0 (NaN, -1, a BigInt) and an argument that is neither a Model nor
+ * a number throw INVALID_OPTION.
  */
 export function canRunModel(model: Model | number, options: { contextSize?: number } = {}): CanRunResult {
-  if (typeof model === 'number') {
-    return judge(model);
+  checkOptions(options, ESTIMATE_OPTION_RULES);
+  if (typeof model === 'number' || typeof model === 'bigint') {
+    return judge(checkNumber('modelSizeBytes', model, BYTES_RULE));
+  }
+  if (!(model instanceof Model)) {
+    throw invalidOption('model', model, 'a Model or a size in bytes');
   }
   const estimate = model.estimateMemory(options.contextSize ?? 0);
   return judge(estimate.totalBytes, estimate);

@@ -1,7 +1,7 @@
 import { canRunModelFile } from './device';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
 import { Model, localPath } from './model';
-import { invalidOption } from './options';
+import { POOL_OPTION_RULES, checkOptions, invalidOption } from './options';
 import type { ModelOptions } from './types';
 
 /** Options of a {@link ModelPool} (local-llm-js-core's `ModelPoolOptions`). */
@@ -45,16 +45,6 @@ function insufficient(message: string): LocalLLMError {
   return new LocalLLMError(LocalLLMErrorCode.INSUFFICIENT_MEMORY, message);
 }
 
-function limit(value: number | undefined, name: string): number {
-  if (value === undefined) {
-    return 0;
-  }
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw invalidOption(name, value, 'a non-negative integer (0: no limit)');
-  }
-  return value;
-}
-
 /**
  * Models loaded once and shared by alias (local-llm-js-core's `ModelPool`, `LocalLLM.pool`),
  * with memory accounting: before a load, the engine's estimate of what the model needs (read
@@ -68,8 +58,9 @@ export class ModelPool {
   private readonly maxModels: number;
 
   constructor(options: ModelPoolOptions = {}) {
-    this.maxMemoryBytes = limit(options.maxMemoryBytes, 'maxMemoryBytes');
-    this.maxModels = limit(options.maxModels, 'maxModels');
+    checkOptions(options, POOL_OPTION_RULES);
+    this.maxMemoryBytes = options.maxMemoryBytes ?? 0;
+    this.maxModels = options.maxModels ?? 0;
   }
 
   /**

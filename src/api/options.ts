@@ -1,22 +1,40 @@
-// The one table of the numeric options' rules, checked before anything reaches the native layer
-// (where a JS number would otherwise be truncated or wrapped to the native integer type). The
-// bounds the engine owns (sequences, drafts, lookup n-grams, top log-probabilities, benchmark
-// iterations) are read from it (`engineLimits()`), not restated here. Ranges of real-valued
-// sampling options are the engine's (`SamplingParams::validate`): they are checked there and
-// reported with the same INVALID_OPTION code.
+// The one numeric rule of this package and the table of the numeric options' rules: every number
+// the API takes (options, token ids, byte counts) is checked by `checkNumber` before anything
+// reaches the native layer, where a JS number would otherwise be truncated or wrapped to the
+// native integer type (NaN to 0, 3000.7 to 3000, 2^32+3000 to 3000). A value must be a JS
+// `number`: a BigInt, a numeric string or null is INVALID_OPTION like NaN or an out-of-range
+// integer, as the option types say `number`. The bounds the engine owns (sequences, drafts,
+// lookup n-grams, top log-probabilities, benchmark iterations) are read from it
+// (`engineLimits()`), not restated here. Ranges of real-valued sampling options are the
+// engine's (`SamplingParams::validate`): they are checked there and reported with the same
+// INVALID_OPTION code.
 import type { EngineLimits } from '../generated/local_llm_ffi';
 import { getBindings } from './bindings';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
-import type { BenchmarkOptions, ContextOptions, GenerateOptions } from './types';
+import type { BenchmarkOptions, ContextOptions, GenerateOptions, ModelOptions } from './types';
 
 const U32_MAX = 2 ** 32 - 1;
+const I32_MAX = 2 ** 31 - 1;
 
-/** A numeric option: an integer within [min, max], or any finite real number. */
-type Rule = { integer: true; min: number; max: number } | { integer: false };
+/**
+ * A numeric option's rule: a finite JS `number` from `min` to `max`, an integer when `integer`
+ * (see {@link checkNumber}).
+ */
+export interface Rule {
+  integer: boolean;
+  min: number;
+  max: number;
+}
 
 const count = (min: number): Rule => ({ integer: true, min, max: U32_MAX });
 const upTo = (min: number, max: number): Rule => ({ integer: true, min, max });
-const real: Rule = { integer: false };
+const real: Rule = { integer: false, min: -Infinity, max: Infinity };
+
+/** A token id: an integer from 0 to 2^32-1 (the engine checks it against the vocabulary). */
+const TOKEN_ID_RULE: Rule = count(0);
+
+/** A size in bytes: a finite number >= 0 (`canRunModel`'s model size). */
+export const BYTES_RULE: Rule = { integer: false, min: 0, max: Infinity };
 
 let limits: EngineLimits | undefined;
 
@@ -38,6 +56,21 @@ export function contextOptionRules(): Record<keyof ContextOptions, Rule> {
     promptLookup: upTo(0, l.maxLookupNgram),
   };
 }
+
+/**
+ * The numeric options of a model load: `gpuLayers` (accepted for compatibility and not used) is
+ * an integer from -1 (all layers, llama.cpp's convention) to 2^31-1 (llama.cpp's `int32_t`).
+ */
+export const MODEL_OPTION_RULES: Record<keyof Pick<ModelOptions, 'gpuLayers'>, Rule> = { gpuLayers: upTo(-1, I32_MAX) };
+
+/** The limits of a model pool (0: no limit). */
+export const POOL_OPTION_RULES: Record<'maxMemoryBytes' | 'maxModels', Rule> = {
+  maxMemoryBytes: upTo(0, Number.MAX_SAFE_INTEGER),
+  maxModels: upTo(0, Number.MAX_SAFE_INTEGER),
+};
+
+/** The numeric options of a quantization. */
+export const QUANTIZE_OPTION_RULES: Record<'threads', Rule> = { threads: upTo(1, 1024) };
 
 /** The options of a memory estimate (`canRunModel`, `canRunModelFile`, `Model.estimateMemory`). */
 export const ESTIMATE_OPTION_RULES: Record<'contextSize', Rule> = { contextSize: count(0) };
@@ -71,15 +104,64 @@ export function generateOptionRules(): Record<
   };
 }
 
+/** Longest value shown in an error message (a long array or string is cut). */
+const SHOWN_MAX = 80;
+
+/** `value` as an error message shows it; never throws (BigInts, cycles, symbols). */
+function shown(value: unknown): string {
+  let text: string;
+  if (typeof value === 'bigint') {
+    text = `${value}n`;
+  } else if (typeof value === 'function') {
+    text = 'a function';
+  } else if (typeof value === 'string' || (typeof value === 'object' && value !== null)) {
+    try {
+      text = JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
+    } catch {
+      text = Object.prototype.toString.call(value);
+    }
+  } else {
+    text = String(value);
+  }
+  return text.length > SHOWN_MAX ? `${text.slice(0, SHOWN_MAX)}…` : text;
+}
+
 /** The error for option `name` set to `value`. */
 export function invalidOption(name: string, value: unknown, expected: string): LocalLLMError {
-  const shown = typeof value === 'number' || value === null ? String(value) : JSON.stringify(value);
-  return new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `${name} must be ${expected}, got ${shown}`);
+  return new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, `${name} must be ${expected}, got ${shown(value)}`);
+}
+
+/** What `rule` asks for, in words. */
+function describe(rule: Rule): string {
+  const kind = rule.integer ? 'an integer' : 'a finite number';
+  if (rule.max !== Infinity) {
+    return `${kind} from ${rule.min} to ${rule.max}`;
+  }
+  return rule.min === -Infinity ? kind : `${kind} >= ${rule.min}`;
 }
 
 /**
- * Check the options of `values` that have a rule in `rules` (unset ones are skipped); `names`
- * renames options in messages (the OpenAI-style names of a chat request).
+ * The one numeric rule: `value` must be a JS `number` (not a BigInt, string or null), finite,
+ * an integer if `rule.integer`, and within [`rule.min`, `rule.max`]; otherwise INVALID_OPTION
+ * naming `name`. Returns `value`.
+ */
+export function checkNumber(name: string, value: unknown, rule: Rule): number {
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (!rule.integer || Number.isInteger(value)) &&
+    value >= rule.min &&
+    value <= rule.max;
+  if (!ok) {
+    throw invalidOption(name, value, describe(rule));
+  }
+  return value as number;
+}
+
+/**
+ * Check the options of `values` that have a rule in `rules` with {@link checkNumber} (unset
+ * ones are skipped); `names` renames options in messages (the OpenAI-style names of a chat
+ * request).
  */
 export function checkOptions<K extends string>(
   values: Partial<Record<K, unknown>>,
@@ -88,18 +170,23 @@ export function checkOptions<K extends string>(
 ): void {
   for (const key of Object.keys(rules) as K[]) {
     const value = values[key];
-    if (value === undefined) {
-      continue;
-    }
-    const rule = rules[key];
-    const name = names[key] ?? key;
-    if (typeof value !== 'number' || !Number.isFinite(value)) {
-      throw invalidOption(name, value, 'a finite number');
-    }
-    if (rule.integer && (!Number.isInteger(value) || value < rule.min || value > rule.max)) {
-      throw invalidOption(name, value, `an integer from ${rule.min} to ${rule.max}`);
+    if (value !== undefined) {
+      checkNumber(names[key] ?? key, value, rules[key]);
     }
   }
+}
+
+/**
+ * Token ids as the native list: an array or typed array whose every element passes
+ * {@link TOKEN_ID_RULE} (INVALID_OPTION naming `name[i]` otherwise).
+ */
+export function tokenIds(tokens: unknown, name = 'tokens'): number[] {
+  if (!Array.isArray(tokens) && !(ArrayBuffer.isView(tokens) && !(tokens instanceof DataView))) {
+    throw invalidOption(name, tokens, 'an array of token ids');
+  }
+  const ids = Array.from(tokens as ArrayLike<unknown>);
+  ids.forEach((id, i) => checkNumber(`${name}[${i}]`, id, TOKEN_ID_RULE));
+  return ids as number[];
 }
 
 /** Stop strings as a list: a string or an array of strings (named `name` in errors). */

@@ -2,6 +2,7 @@ import { getBindings } from './bindings';
 import { defined } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, wrapAsync } from './errors';
 import { localPath } from './model';
+import { QUANTIZE_OPTION_RULES, checkOptions } from './options';
 
 /**
  * llama-quantize's output type names, as local-llm-js-core 0.3.0 lists them. The engine
@@ -71,12 +72,7 @@ export async function quantize(input: string, output: string, options: QuantizeO
     throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'type: a quantization type name is required');
   }
   const { threads, signal } = options;
-  if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1 && threads <= 1024)) {
-    throw new LocalLLMError(
-      LocalLLMErrorCode.INVALID_OPTION,
-      `threads: expected an integer in 1..1024, got ${String(threads)}`,
-    );
-  }
+  checkOptions(options, QUANTIZE_OPTION_RULES);
   if (options.dryRun === true) {
     throw new LocalLLMError(LocalLLMErrorCode.INVALID_OPTION, 'dryRun: not supported');
   }
