@@ -113,7 +113,7 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
             frequency_penalty: args.frequency_penalty,
             presence_penalty: args.presence_penalty,
             penalty_last_n: args.repeat_last_n,
-            seed: args.seed,
+            seed: seed(args)?,
         },
         max_tokens: args.n_predict,
         stop: args.stop.clone(),
@@ -123,6 +123,22 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
         context_shift: context_shift(args)?,
         ..GenerateRequest::new(prompt)
     })
+}
+
+/// The engine seed of `--seed`: llama.cpp's rule, which the JS API's `seed` follows too (an
+/// integer from -1 to 2^32-1; none, -1 and 2^32-1 (`LLAMA_DEFAULT_SEED`) ask for a random seed).
+fn seed(args: &RunArgs) -> Result<Option<u64>> {
+    match args.seed {
+        None | Some(-1) => Ok(None),
+        Some(n) => match u32::try_from(n) {
+            Ok(u32::MAX) => Ok(None),
+            Ok(seed) => Ok(Some(u64::from(seed))),
+            Err(_) => Err(Error::InvalidOption(format!(
+                "--seed {n}: expected -1 or 0..={}",
+                u32::MAX
+            ))),
+        },
+    }
 }
 
 /// `--context-shift` with `--keep`.

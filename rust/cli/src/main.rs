@@ -127,9 +127,10 @@ struct RunArgs {
     /// Presence penalty.
     #[arg(long = "presence-penalty", default_value_t = SamplingParams::default().presence_penalty)]
     presence_penalty: f32,
-    /// RNG seed (default: random).
-    #[arg(short = 's', long = "seed")]
-    seed: Option<u64>,
+    /// RNG seed, an integer from -1 to 2^32-1 (default, -1 and 2^32-1: random, as llama.cpp's
+    /// `--seed` and the JS API's `seed`).
+    #[arg(short = 's', long = "seed", allow_negative_numbers = true)]
+    seed: Option<i64>,
     /// Stop string (repeatable).
     #[arg(long = "stop")]
     stop: Vec<String>,

@@ -84,6 +84,69 @@ fn bad_inputs_fail_cleanly() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--seed` follows llama.cpp's rule, which the JS API's `seed` follows too: an integer from -1
+/// to 2^32-1, where -1 and 2^32-1 ask for a random seed (before: `--seed -1` was a usage error).
+/// Out-of-range seeds are reported before any model loads; a fixed seed reproduces its text.
+#[test]
+fn seed_minus_one_is_random_as_in_llama_cpp() {
+    let run = |model: &str, seed: &str| {
+        local_llm(&[
+            "run",
+            "-m",
+            model,
+            "-p",
+            "Once upon a time",
+            "-n",
+            "12",
+            "--temp",
+            "1",
+            "-t",
+            "1",
+            "--seed",
+            seed,
+        ])
+    };
+    for seed in ["-2", "4294967296", "-9223372036854775808"] {
+        let out = run("/nonexistent/model.gguf", seed);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "--seed {seed}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--seed {seed}: expected -1 or 0..=4294967295")),
+            "--seed {seed}: {stderr}"
+        );
+    }
+    for seed in ["-1", "0", "4294967295"] {
+        let out = run("/nonexistent/model.gguf", seed);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("cannot read"), "--seed {seed}: {stderr}");
+    }
+    let Some(model) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = model.to_str().expect("utf-8 path");
+    let text = |seed: &str| {
+        let out = run(model, seed);
+        assert!(
+            out.status.success(),
+            "--seed {seed}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    };
+    for seed in ["-1", "4294967295"] {
+        assert!(!text(seed).trim().is_empty(), "--seed {seed}");
+    }
+    assert_eq!(text("7"), text("7"));
+    let short = local_llm(&[
+        "run", "-m", model, "-p", "Hi", "-n", "1", "-t", "1", "-s", "-1",
+    ]);
+    assert!(
+        short.status.success(),
+        "{}",
+        String::from_utf8_lossy(&short.stderr)
+    );
+}
+
 #[test]
 fn devices_lists_the_cpu() {
     let out = local_llm(&["devices"]);
