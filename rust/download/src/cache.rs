@@ -2,6 +2,11 @@
 //! the file under its URL's file name, and `index.json` mapping each URL's hash to a
 //! [`CacheEntry`] (local-llm-js-core's `CacheIndex` layout, with the file's SHA-256 added).
 //! The index is changed under a process-wide lock and replaced atomically (write + rename).
+//!
+//! The index is not trusted: an entry is returned only when its path is, canonicalized, the
+//! cache file of its URL inside the cache folder (a path or symlink leading elsewhere is
+//! dropped), its file is a GGUF file of the recorded size, and — when an expected SHA-256 is
+//! given — both the recorded hash and the file's own hash are the expected one.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -65,6 +70,26 @@ pub fn sha256_file(path: &Path) -> Result<String, DownloadError> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect())
+}
+
+/// The magic at the start of every GGUF file.
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+
+/// What is wrong with `path` as a model file: `None` when it starts with the GGUF magic,
+/// else a message quoting its first bytes (an HTML page shows up as such).
+pub(crate) fn not_gguf(path: &Path) -> Result<Option<String>, DownloadError> {
+    let mut head = Vec::with_capacity(48);
+    File::open(path)
+        .and_then(|f| f.take(48).read_to_end(&mut head))
+        .map_err(|e| DownloadError::io(path, e))?;
+    if head.starts_with(GGUF_MAGIC) {
+        return Ok(None);
+    }
+    let text = String::from_utf8_lossy(&head);
+    Ok(Some(format!(
+        "not a GGUF model file (no \"GGUF\" magic at offset 0): it starts with {text:?}; the \
+         server may have answered an error or login page"
+    )))
 }
 
 /// A normalized expected SHA-256 (lower-case), or an error if it is not 64 hex digits.
@@ -178,10 +203,83 @@ impl ModelCache {
         Ok(value)
     }
 
+    /// The cache file of `entry`, canonicalized, if the entry is for `url` and its path leads
+    /// (through any symlinks) to exactly that file inside the cache folder; else what is wrong.
+    fn located(&self, url: &str, entry: &CacheEntry) -> Result<PathBuf, String> {
+        if entry.url != url {
+            return Err(format!("the entry is for {}", entry.url));
+        }
+        let target = self.target_path(url);
+        let canonical = |p: &Path| {
+            p.canonicalize()
+                .map_err(|e| format!("{} is missing ({e})", p.display()))
+        };
+        let (dir, file) = (canonical(&self.dir)?, canonical(&target)?);
+        let recorded = canonical(Path::new(&entry.path))?;
+        if !file.starts_with(&dir) || recorded != file {
+            return Err(format!(
+                "the entry's path {} is not the cache file {}",
+                entry.path,
+                target.display()
+            ));
+        }
+        if !file.is_file() {
+            return Err(format!("{} is not a file", file.display()));
+        }
+        Ok(file)
+    }
+
+    /// What is wrong with `entry` as the entry of `url`, checked against its file: the
+    /// location, the size (recorded and expected), the GGUF magic and, when `expected_sha256`
+    /// is given, the recorded and the actual SHA-256. `None` when nothing is.
+    fn problem(
+        &self,
+        url: &str,
+        entry: &CacheEntry,
+        expected_size: Option<u64>,
+        expected_sha256: Option<&str>,
+    ) -> Result<Option<String>, DownloadError> {
+        let path = match self.located(url, entry) {
+            Ok(path) => path,
+            Err(message) => return Ok(Some(message)),
+        };
+        let size = std::fs::metadata(&path)
+            .map_err(|e| DownloadError::io(&path, e))?
+            .len();
+        if size != entry.size {
+            return Ok(Some(format!(
+                "{} has {size} bytes, the index says {}",
+                path.display(),
+                entry.size
+            )));
+        }
+        if let Some(expected) = expected_size.filter(|&s| s != size) {
+            return Ok(Some(format!(
+                "the cached file has {size} bytes, expected {expected}"
+            )));
+        }
+        if let Some(message) = not_gguf(&path)? {
+            return Ok(Some(message));
+        }
+        let Some(expected) = expected_sha256 else {
+            return Ok(None);
+        };
+        if entry.sha256 != expected {
+            return Ok(Some(format!(
+                "the index records SHA-256 {}, expected {expected}",
+                entry.sha256
+            )));
+        }
+        let actual = sha256_file(&path)?;
+        Ok((actual != expected)
+            .then(|| format!("SHA-256 of the cached file is {actual}, expected {expected}")))
+    }
+
     /// The entry of `url` after checking it against its file: `Ok(None)` when there is none;
-    /// `CacheCorrupt` when the file is missing, has another size than recorded or expected, or
-    /// (when `expected_sha256` is given) another SHA-256 — the entry and file are then removed,
-    /// so a download that follows starts clean.
+    /// `CacheCorrupt` when its path does not lead to the cache file of `url` inside the cache
+    /// folder, the file is missing, is not a GGUF file, has another size than recorded or
+    /// expected, or (when `expected_sha256` is given) another SHA-256 recorded or computed —
+    /// the entry and its folder are then removed, so a download that follows starts clean.
     pub fn lookup(
         &self,
         url: &str,
@@ -192,31 +290,7 @@ impl ModelCache {
         let Some(entry) = self.update(|index| (false, index.models.get(&key).cloned()))? else {
             return Ok(None);
         };
-        let path = self.target_path(url);
-        let problem = match std::fs::metadata(&path) {
-            Err(_) => Some(format!("{} is missing", path.display())),
-            Ok(meta) if meta.len() != entry.size => Some(format!(
-                "{} has {} bytes, the index says {}",
-                path.display(),
-                meta.len(),
-                entry.size
-            )),
-            Ok(_) if expected_size.is_some_and(|s| s != entry.size) => Some(format!(
-                "the cached file has {} bytes, expected {}",
-                entry.size,
-                expected_size.unwrap_or_default()
-            )),
-            Ok(_) => match expected_sha256 {
-                Some(expected) => {
-                    let actual = sha256_file(&path)?;
-                    (actual != expected).then(|| {
-                        format!("SHA-256 of the cached file is {actual}, expected {expected}")
-                    })
-                }
-                None => None,
-            },
-        };
-        if let Some(message) = problem {
+        if let Some(message) = self.problem(url, &entry, expected_size, expected_sha256)? {
             self.remove(url)?;
             return Err(DownloadError::CacheCorrupt {
                 url: url.to_string(),
@@ -249,6 +323,19 @@ impl ModelCache {
         let size = std::fs::metadata(path)
             .map_err(|e| DownloadError::io(path, e))?
             .len();
+        let target = self.target_path(url);
+        let file = target.canonicalize().ok();
+        let inside = file
+            .as_ref()
+            .zip(self.dir.canonicalize().ok())
+            .is_some_and(|(f, d)| f.starts_with(d));
+        if !inside || path.canonicalize().ok() != file {
+            return Err(DownloadError::InvalidInput(format!(
+                "{} is not the cache file of {url} ({})",
+                path.display(),
+                target.display()
+            )));
+        }
         let stamp = now();
         let entry = CacheEntry {
             url: url.to_string(),
@@ -267,13 +354,16 @@ impl ModelCache {
         Ok(entry)
     }
 
-    /// The entries whose files exist.
+    /// The entries whose files exist. Entries whose path does not lead to their cache file
+    /// inside the cache folder (a missing file, a path or symlink elsewhere) are dropped from
+    /// the index; files outside the cache are left alone.
     pub fn list(&self) -> Result<Vec<CacheEntry>, DownloadError> {
-        let index = self.update(|index| (false, std::mem::take(&mut index.models)))?;
-        Ok(index
-            .into_values()
-            .filter(|e| self.target_path(&e.url).is_file())
-            .collect())
+        self.update(|index| {
+            let before = index.models.len();
+            index.models.retain(|_, e| self.located(&e.url, e).is_ok());
+            let changed = index.models.len() != before;
+            (changed, index.models.values().cloned().collect())
+        })
     }
 
     /// Remove the entry of `url`, its folder (file and any partial download); returns whether

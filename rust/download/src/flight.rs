@@ -1,12 +1,16 @@
 //! In-flight downloads: the first caller of a URL (per cache file) starts a transfer thread;
 //! later callers wait for the same transfer. Each caller sees the progress and the outcome; a
-//! caller that cancels stops waiting, and the transfer stops once every caller has cancelled.
+//! caller that cancels stops waiting, and the transfer stops once every caller has cancelled:
+//! the last one closes the transfer's connection (a read waiting for a stalled server ends at
+//! once) and returns when the partial file is settled.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::cache::not_gguf;
+use crate::relay::Relay;
 use crate::transfer::{discard_partial, partial_paths, transfer, Hooks, NetConfig};
 use crate::{
     sha256_file, CacheEntry, CancelToken, DownloadError, DownloadOptions, Downloaded, ModelCache,
@@ -30,6 +34,8 @@ struct State {
 struct Flight {
     state: Mutex<State>,
     changed: Condvar,
+    /// The transfer's connections, closed when every caller has cancelled.
+    relay: Relay,
 }
 
 impl Flight {
@@ -56,7 +62,9 @@ pub(crate) fn join(
     let target = cache.target_path(url);
     let (flight, started) = {
         let mut map = flights();
-        match map.get(&target) {
+        // A flight whose callers all cancelled is ending: a new caller starts another one
+        // (which waits for the old one's lock on the cache file).
+        match map.get(&target).filter(|f| !f.relay.is_closed()) {
             Some(f) => {
                 f.lock().attached += 1;
                 (f.clone(), false)
@@ -109,7 +117,9 @@ pub(crate) fn join(
         if cancel.is_cancelled() {
             state.attached -= 1;
             if state.attached == 0 {
-                // The last caller: wait for the transfer to stop, so the partial file is settled.
+                // The last caller: close the connection and wait for the transfer to stop, so
+                // the partial file is settled.
+                flight.relay.close();
                 while state.outcome.is_none() {
                     state = flight
                         .changed
@@ -173,7 +183,12 @@ fn run(flight: &Flight, cache: &ModelCache, url: &str, options: &DownloadOptions
             message: "internal error: the download thread panicked".into(),
         })
     });
-    flights().remove(target);
+    {
+        let mut map = flights();
+        if map.get(target).is_some_and(|f| std::ptr::eq(&**f, flight)) {
+            map.remove(target);
+        }
+    }
     flight.lock().outcome = Some(outcome);
     flight.changed.notify_all();
 }
@@ -188,12 +203,6 @@ fn fetch(
     if let Some(dir) = target.parent() {
         std::fs::create_dir_all(dir).map_err(|e| DownloadError::io(dir, e))?;
     }
-    let net = NetConfig {
-        connect_timeout: options.connect_timeout,
-        read_timeout: options.read_timeout,
-        max_redirects: options.max_redirects,
-        proxy: options.proxy.clone(),
-    };
     let cancelled = || flight.lock().attached == 0;
     let cancel_error = || DownloadError::Cancelled {
         url: url.to_string(),
@@ -207,6 +216,19 @@ fn fetch(
     ) {
         return Ok(entry);
     }
+    let net = NetConfig {
+        connect_timeout: options.connect_timeout,
+        read_timeout: options.read_timeout,
+        max_redirects: options.max_redirects,
+        proxy: options.proxy.clone(),
+        relay: flight.relay.clone(),
+        low_speed_limit: options.low_speed_limit,
+        low_speed_time: options.low_speed_time,
+        overall: options
+            .total_timeout
+            .and_then(|t| Some((Instant::now().checked_add(t)?, t))),
+    };
+    let past_deadline = || net.overall.is_some_and(|(d, _)| Instant::now() >= d);
     let mut attempt = 0;
     loop {
         let mut received = 0;
@@ -228,10 +250,11 @@ fn fetch(
         flight.lock().received += received;
         match result {
             Ok(_) => break,
-            Err(e) if e.is_transient() && attempt < options.retries => {
+            Err(_) if cancelled() => return Err(cancel_error()),
+            Err(e) if e.is_transient() && attempt < options.retries && !past_deadline() => {
                 let wait = options.retry_backoff.saturating_mul(1 << attempt.min(4));
-                let until = std::time::Instant::now() + wait.min(Duration::from_secs(5));
-                while std::time::Instant::now() < until {
+                let until = Instant::now() + wait.min(Duration::from_secs(5));
+                while Instant::now() < until {
                     if cancelled() {
                         return Err(cancel_error());
                     }
@@ -248,8 +271,9 @@ fn fetch(
     })
 }
 
-/// Check `file` against the expected size and SHA-256, move it to `target` and enter it in the
-/// index. A file that fails a check is deleted (with its partial-download sidecar).
+/// Check `file` against the expected size, the GGUF magic and the expected SHA-256, move it to
+/// `target` and enter it in the index. A file that fails a check is deleted (with its
+/// partial-download sidecar).
 pub(crate) fn commit(
     cache: &ModelCache,
     url: &str,
@@ -273,6 +297,9 @@ pub(crate) fn commit(
     }
     if let Some(expected) = options.expected_size.filter(|&s| s != size) {
         return mismatch(format!("expected {expected} bytes, got {size}"));
+    }
+    if let Some(message) = not_gguf(file)? {
+        return mismatch(message);
     }
     let sha256 = sha256_file(file)?;
     if let Some(expected) = options.expected_sha256.as_deref().filter(|&s| s != sha256) {

@@ -7,12 +7,22 @@
 //! one URL in one process share one transfer; processes sharing a cache folder take turns through
 //! a lock file per cache file, and the later ones reuse the verified file. TLS is rustls (with the Mozilla roots of
 //! `webpki-roots`); proxies come from the usual environment variables ([`ProxyConfig`]).
+//!
+//! Only GGUF files are accepted (the magic `GGUF` at offset 0): a body that is something else,
+//! such as an HTML error or login page answered with status 200, is an `IntegrityMismatch` and
+//! is not cached, whether or not a SHA-256 was given.
+//!
+//! A transfer is bounded in time ([`DownloadOptions`]): connecting (30 s), waiting for data
+//! (the idle or read timeout, 60 s), its pace (curl's `--speed-limit 1024 --speed-time 60`: less
+//! than 1 KiB/s for a minute fails) and, when asked, the whole download. A cancel closes the
+//! connection at once, even while a read waits for a stalled server.
 
 mod cache;
 mod error;
 mod flight;
 mod lock;
 mod proxy;
+mod relay;
 mod transfer;
 mod url;
 
@@ -32,10 +42,24 @@ pub struct DownloadOptions {
     pub expected_size: Option<u64>,
     /// The file's SHA-256 (hex); another hash is `IntegrityMismatch`.
     pub expected_sha256: Option<String>,
-    /// Time allowed to open a connection (TCP and TLS).
+    /// Time allowed to open a connection (TCP; default 30 s).
     pub connect_timeout: Duration,
-    /// Time a read may wait for data before the transfer counts as stalled.
+    /// The idle timeout: how long a read may wait for data before the transfer counts as
+    /// stalled (default 60 s).
     pub read_timeout: Duration,
+    /// The low-speed bound in bytes per second (curl's `--speed-limit`; 0 turns it off;
+    /// default 1024): a transfer slower than this for [`DownloadOptions::low_speed_time`]
+    /// fails (and is retried, resuming, like other network failures), so a server trickling
+    /// a byte now and then, never idle for the read timeout, cannot hold a download forever.
+    pub low_speed_limit: u64,
+    /// How long a transfer may stay below [`DownloadOptions::low_speed_limit`] (curl's
+    /// `--speed-time`; default 60 s). The rate is sampled every quarter of this (at most every
+    /// second).
+    pub low_speed_time: Duration,
+    /// The overall limit of one download, all attempts included, counted from its first
+    /// request (curl's `--max-time`; default none: a large model on a slow link legitimately
+    /// takes hours). Reaching it fails at once, without a retry; the partial file stays.
+    pub total_timeout: Option<Duration>,
     /// Redirects followed before giving up.
     pub max_redirects: u32,
     /// Further attempts after a transient failure (each resumes where the last stopped).
@@ -53,6 +77,9 @@ impl Default for DownloadOptions {
             expected_sha256: None,
             connect_timeout: Duration::from_secs(30),
             read_timeout: Duration::from_secs(60),
+            low_speed_limit: 1024,
+            low_speed_time: Duration::from_secs(60),
+            total_timeout: None,
             max_redirects: 10,
             retries: 3,
             retry_backoff: Duration::from_millis(500),
@@ -80,8 +107,9 @@ impl Progress {
     }
 }
 
-/// Cancels a download when [`CancelToken::cancel`] is called (checked between chunks, so within
-/// one read timeout). The partial file stays for a later resume.
+/// Cancels a download when [`CancelToken::cancel`] is called (polled every 50 ms; the last
+/// caller of a transfer closes its connection, which ends a read waiting for data at once).
+/// The partial file stays for a later resume.
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken(Arc<AtomicBool>);
 

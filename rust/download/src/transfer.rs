@@ -7,20 +7,43 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::proxy::ProxyConfig;
+use crate::relay::Relay;
 use crate::DownloadError;
 
-/// Network settings of a transfer.
+/// Network settings of a transfer (see [`crate::DownloadOptions`]).
 #[derive(Debug, Clone)]
 pub(crate) struct NetConfig {
     pub connect_timeout: Duration,
+    /// The idle timeout: how long a read may wait for data.
     pub read_timeout: Duration,
     pub max_redirects: u32,
     pub proxy: ProxyConfig,
+    /// The connections, which a cancel closes.
+    pub relay: Relay,
+    /// The transfer fails when slower than `low_speed_limit` B/s for `low_speed_time`.
+    pub low_speed_limit: u64,
+    pub low_speed_time: Duration,
+    /// When the whole download must have ended, and the limit it was computed from.
+    pub overall: Option<(Instant, Duration)>,
+}
+
+impl NetConfig {
+    /// The error of a download past its overall limit, if it is.
+    fn past_deadline(&self, url: &str, have: u64) -> Option<DownloadError> {
+        let (deadline, limit) = self.overall?;
+        (Instant::now() >= deadline).then(|| {
+            failed(
+                url,
+                None,
+                format!("the download took longer than its overall limit of {limit:?} ({have} bytes present)"),
+            )
+        })
+    }
 }
 
 /// What the partial file is a prefix of.
@@ -76,9 +99,21 @@ fn get(
 ) -> Result<ureq::Response, DownloadError> {
     let mut current = url.to_string();
     for _ in 0..=net.max_redirects {
+        if let Some(e) = net.past_deadline(url, offset) {
+            return Err(e);
+        }
+        // A read never waits past the overall deadline.
+        let read_timeout = match net.overall {
+            Some((deadline, _)) => net
+                .read_timeout
+                .min(deadline.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => net.read_timeout,
+        };
         let mut builder = ureq::AgentBuilder::new()
             .timeout_connect(net.connect_timeout)
-            .timeout_read(net.read_timeout)
+            .timeout_read(read_timeout)
+            .resolver(net.relay.resolver(net.connect_timeout))
             .redirects(0)
             .user_agent(concat!("local-llm/", env!("CARGO_PKG_VERSION")));
         if let Some(proxy) = net.proxy.for_url(&current) {
@@ -100,7 +135,12 @@ fn get(
             Ok(r) => r,
             // Error statuses are answered like the others, by status.
             Err(ureq::Error::Status(_, r)) => return Ok(r),
-            Err(ureq::Error::Transport(t)) => return Err(failed(url, None, t.to_string())),
+            Err(ureq::Error::Transport(t)) => {
+                let message = net.relay.take_failure().unwrap_or_else(|| t.to_string());
+                return Err(net
+                    .past_deadline(url, offset)
+                    .unwrap_or(failed(url, None, message)));
+            }
         };
         if !(300..400).contains(&response.status()) {
             return Ok(response);
@@ -250,10 +290,9 @@ pub(crate) fn transfer(
     let have = copy_body(
         url,
         response.into_reader(),
-        &mut file,
-        &part,
-        offset,
-        total,
+        (&mut file, &part),
+        (offset, total),
+        net,
         hooks,
     )?;
     match total {
@@ -266,17 +305,65 @@ pub(crate) fn transfer(
     }
 }
 
-/// Append the body to the partial file; returns the partial file's size.
+/// curl's `--speed-limit`/`--speed-time`: the rate is sampled every quarter of `time` (at most
+/// every second), and the transfer is too slow once all samples over `time` were below `limit`
+/// bytes per second. A limit of 0 turns the check off.
+struct Pace {
+    limit: u64,
+    time: Duration,
+    sample: Duration,
+    start: Instant,
+    bytes: u64,
+    slow_since: Option<Instant>,
+}
+
+impl Pace {
+    fn new(limit: u64, time: Duration, now: Instant) -> Self {
+        Pace {
+            limit,
+            time,
+            sample: (time / 4).min(Duration::from_secs(1)),
+            start: now,
+            bytes: 0,
+            slow_since: None,
+        }
+    }
+
+    /// Count `n` bytes that arrived by `now`; the last sample's rate when too slow.
+    fn add(&mut self, n: u64, now: Instant) -> Option<f64> {
+        if self.limit == 0 || self.time.is_zero() {
+            return None;
+        }
+        self.bytes += n;
+        let elapsed = now.saturating_duration_since(self.start);
+        if elapsed < self.sample {
+            return None;
+        }
+        let rate = self.bytes as f64 / elapsed.as_secs_f64();
+        let (start, limit) = (self.start, self.limit as f64);
+        self.start = now;
+        self.bytes = 0;
+        if rate >= limit {
+            self.slow_since = None;
+            return None;
+        }
+        let since = *self.slow_since.get_or_insert(start);
+        (now.saturating_duration_since(since) >= self.time).then_some(rate)
+    }
+}
+
+/// Append the body to the partial file; returns the partial file's size. `have` is the size
+/// it starts at, `total` the file's size when known.
 fn copy_body(
     url: &str,
     mut body: impl Read,
-    file: &mut File,
-    part: &Path,
-    mut have: u64,
-    total: Option<u64>,
+    (file, part): (&mut File, &Path),
+    (mut have, total): (u64, Option<u64>),
+    net: &NetConfig,
     hooks: &mut Hooks<'_>,
 ) -> Result<u64, DownloadError> {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut pace = Pace::new(net.low_speed_limit, net.low_speed_time, Instant::now());
     loop {
         if (hooks.cancelled)() {
             file.flush().map_err(|e| DownloadError::io(part, e))?;
@@ -284,15 +371,23 @@ fn copy_body(
                 url: url.to_string(),
             });
         }
+        if let Some(e) = net.past_deadline(url, have) {
+            return Err(e);
+        }
         let n = match body.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) if (hooks.cancelled)() => continue,
             Err(e) => {
+                if let Some(e) = net.past_deadline(url, have) {
+                    return Err(e);
+                }
                 let message = match e.kind() {
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                        format!("no data for the read timeout after {have} bytes ({e})")
-                    }
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => format!(
+                        "no data for the read timeout of {:?} after {have} bytes ({e})",
+                        net.read_timeout
+                    ),
                     std::io::ErrorKind::UnexpectedEof => match total {
                         Some(t) => format!("the connection closed after {have} of {t} bytes"),
                         None => format!("the connection closed after {have} bytes"),
@@ -307,6 +402,17 @@ fn copy_body(
         have += n as u64;
         *hooks.received += n as u64;
         (hooks.progress)(have, total);
+        if let Some(rate) = pace.add(n as u64, Instant::now()) {
+            file.flush().map_err(|e| DownloadError::io(part, e))?;
+            return Err(failed(
+                url,
+                None,
+                format!(
+                    "the transfer was slower than {} B/s for {:?} ({rate:.0} B/s at the end, {have} bytes present)",
+                    net.low_speed_limit, net.low_speed_time
+                ),
+            ));
+        }
     }
     file.flush().map_err(|e| DownloadError::io(part, e))?;
     Ok(have)
@@ -321,5 +427,26 @@ mod tests {
         assert_eq!(content_range("bytes 5-9/10"), Some((5, Some(10))));
         assert_eq!(content_range("bytes 5-9/*"), Some((5, None)));
         assert_eq!(content_range("items 5-9/10"), None);
+    }
+
+    #[test]
+    fn pace_fails_only_after_a_whole_slow_period() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut pace = Pace::new(1000, Duration::from_secs(1), t0);
+        // Fast at first, then 10 B per 250 ms sample (40 B/s).
+        assert_eq!(pace.add(10_000, at(250)), None);
+        for ms in [500, 750, 1000] {
+            assert_eq!(pace.add(10, at(ms)), None, "{ms} ms");
+        }
+        assert_eq!(pace.add(10, at(1250)), Some(40.0));
+        // One fast sample starts the period again.
+        let mut pace = Pace::new(1000, Duration::from_secs(1), t0);
+        assert_eq!(pace.add(10, at(750)), None);
+        assert_eq!(pace.add(1000, at(1000)), None);
+        assert_eq!(pace.add(10, at(1250)), None);
+        // A limit of 0 is off.
+        let mut pace = Pace::new(0, Duration::from_secs(1), t0);
+        assert_eq!(pace.add(0, at(10_000)), None);
     }
 }

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,9 @@ pub enum Fault {
     StallAfter { bytes: usize },
     /// The body in `chunk`-byte pieces with `delay_ms` between them.
     Slow { chunk: usize, delay_ms: u64 },
+    /// `bytes` body bytes at once, then one byte every `every_ms` (never idle for long, but
+    /// far too slow to finish).
+    Trickle { bytes: usize, every_ms: u64 },
 }
 
 /// What a path answers.
@@ -59,6 +62,8 @@ struct State {
     routes: HashMap<String, Route>,
     seen: Vec<Seen>,
     body_bytes_sent: u64,
+    /// Connections stalled by `StallAfter` that the client has not closed yet.
+    stalled_open: usize,
 }
 
 /// The server; it stops accepting when dropped.
@@ -125,6 +130,12 @@ impl Server {
     pub fn body_bytes_sent(&self) -> u64 {
         self.state.lock().unwrap().body_bytes_sent
     }
+
+    /// Connections stalled by `StallAfter` whose client has not closed them (the server sees
+    /// the close within 20 ms).
+    pub fn stalled_open(&self) -> usize {
+        self.state.lock().unwrap().stalled_open
+    }
 }
 
 impl Drop for Server {
@@ -135,19 +146,20 @@ impl Drop for Server {
     }
 }
 
-/// Deterministic pseudo-random bytes (so a wrong offset shows up as wrong bytes).
+/// Deterministic pseudo-random bytes (so a wrong offset shows up as wrong bytes) after the
+/// GGUF magic (downloads accept GGUF files only); `len` is at least 4.
 pub fn test_data(len: usize, seed: u64) -> Arc<Vec<u8>> {
     let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-    Arc::new(
-        (0..len)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                (x >> 33) as u8
-            })
-            .collect(),
-    )
+    let mut data: Vec<u8> = (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) as u8
+        })
+        .collect();
+    data[..4].copy_from_slice(b"GGUF");
+    Arc::new(data)
 }
 
 fn handle(mut conn: TcpStream, state: &Mutex<State>, stop: &AtomicBool) {
@@ -281,6 +293,7 @@ fn serve_file(
         }
         Fault::StallAfter { bytes } => (*bytes, 16 * 1024, 0),
         Fault::Slow { chunk, delay_ms } => (usize::MAX, *chunk, *delay_ms),
+        Fault::Trickle { bytes, .. } => (*bytes, 16 * 1024, 0),
         Fault::WrongByte { index } => {
             if let Some(b) = index.checked_sub(start).and_then(|i| body.get_mut(i)) {
                 *b ^= 0xff;
@@ -299,10 +312,36 @@ fn serve_file(
             std::thread::sleep(Duration::from_millis(delay));
         }
     }
-    if let Fault::StallAfter { .. } = fault {
-        let _ = conn.flush();
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
+    match fault {
+        Fault::StallAfter { .. } => {
+            let _ = conn.flush();
+            state.lock().unwrap().stalled_open += 1;
+            wait_for_close(conn, stop);
+            state.lock().unwrap().stalled_open -= 1;
+        }
+        Fault::Trickle { every_ms, .. } => {
+            for byte in &body[end..] {
+                std::thread::sleep(Duration::from_millis(*every_ms));
+                if stop.load(Ordering::Relaxed) || conn.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                state.lock().unwrap().body_bytes_sent += 1;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Send nothing more until the client closes the connection (or the server stops).
+fn wait_for_close(conn: &mut TcpStream, stop: &AtomicBool) {
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(20)));
+    let mut buf = [0u8; 256];
+    while !stop.load(Ordering::Relaxed) {
+        match conn.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
         }
     }
 }
