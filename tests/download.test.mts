@@ -2,6 +2,9 @@
 // serves the real SmolLM2 file and random bytes, with injected faults: create from a URL with
 // progress, resume after the server drops the connection, integrity mismatch, abort (and the
 // resume that follows), 404, and the DownloadAdapter path. Checked with Node's own SHA-256.
+// Issue 38 item 6, each with its bound: an abort of a stalled transfer settles and closes the
+// connection in < 2 s; an adapter without cancel() settles on abort in < 500 ms; an HTML error
+// page is refused (not GGUF) and not cached; a poisoned index entry is never returned.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
@@ -26,6 +29,8 @@ const MODEL = process.env.LOCAL_LLM_MODEL ?? '';
 assert.ok(MODEL, 'LOCAL_LLM_MODEL must be set (run scripts/checks/js-test.sh)');
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+/** Random bytes after the GGUF magic (downloads accept GGUF files only). */
+const gguf = (n: number) => Buffer.concat([Buffer.from('GGUF'), randomBytes(n - 4)]);
 
 let server: FileServer;
 let base = '';
@@ -92,7 +97,7 @@ test('LocalLLM.create downloads a URL model with progress, then uses the cache',
 });
 
 test('a dropped connection is resumed with Range, sending only the rest', async () => {
-  const data = randomBytes(3 << 20);
+  const data = gguf(3 << 20);
   routes.set('/drop.gguf', { data, dropAfter: 1 << 20, times: 1 });
   const mm = new ModelManager(cacheDir());
   const path = await mm.downloadModel(`${base}/drop.gguf`, { expectedSize: data.length });
@@ -105,7 +110,7 @@ test('a dropped connection is resumed with Range, sending only the rest', async 
 });
 
 test('wrong bytes reject with DOWNLOAD_INTEGRITY_MISMATCH and leave nothing', async () => {
-  const data = randomBytes(200_000);
+  const data = gguf(200_000);
   routes.set('/bad.gguf', { data });
   const mm = new ModelManager(cacheDir());
   await assert.rejects(
@@ -121,7 +126,7 @@ test('wrong bytes reject with DOWNLOAD_INTEGRITY_MISMATCH and leave nothing', as
 });
 
 test('abort rejects with an AbortError; the next call resumes the partial file', async () => {
-  const data = randomBytes(2 << 20);
+  const data = gguf(2 << 20);
   routes.set('/slow.gguf', { data, delayMs: 15 });
   const mm = new ModelManager(cacheDir());
   const ac = new AbortController();
@@ -144,7 +149,7 @@ test('abort rejects with an AbortError; the next call resumes the partial file',
 });
 
 test('a DownloadAdapter brings the bytes; ModelManager verifies and indexes them', async () => {
-  const data = randomBytes(300_000);
+  const data = gguf(300_000);
   routes.set('/adapter.gguf', { data });
   const calls: string[] = [];
   const adapter: DownloadAdapter = {
@@ -172,4 +177,121 @@ test('a DownloadAdapter brings the bytes; ModelManager verifies and indexes them
     (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
   );
   assert.ok(!existsSync(mm.modelPath(`${base}/adapter.gguf`)));
+});
+
+test('aborting a stalled download settles and closes the connection in < 2 s', async () => {
+  routes.set('/stall.gguf', { data: gguf(1 << 20), stallAfter: 100_000 });
+  const mm = new ModelManager(cacheDir());
+  const ac = new AbortController();
+  const done = mm.downloadModel(`${base}/stall.gguf`, {
+    signal: ac.signal,
+    onProgress: (d) => {
+      if (d >= 100_000 && !ac.signal.aborted) {
+        // The default read timeout is 60 s: only closing the socket ends the wait in time.
+        setTimeout(() => ac.abort(), 300);
+      }
+    },
+  });
+  const aborted = new Promise<number>((resolve) => ac.signal.addEventListener('abort', () => resolve(Date.now())));
+  await assert.rejects(done, (e: unknown) => (e as Error).name === 'AbortError');
+  const settled = Date.now() - (await aborted);
+  while (server.stalledOpen() > 0) {
+    assert.ok(Date.now() - (await aborted) < 2000, 'the connection is still open 2 s after the abort');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const closed = Date.now() - (await aborted);
+  assert.ok(settled < 2000, `settled ${settled} ms after the abort`);
+  console.log(`stalled abort: settled in ${settled} ms, connection closed in ${closed} ms`);
+});
+
+test('an adapter without cancel(): the abort settles at once', async () => {
+  routes.set('/hang.gguf', { data: gguf(1000) });
+  const adapter: DownloadAdapter = {
+    download: () => new Promise<void>(() => {}),
+  };
+  const mm = new ModelManager(cacheDir(), adapter);
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 50);
+  const t = Date.now();
+  await assert.rejects(
+    mm.downloadModel(`${base}/hang.gguf`, { signal: ac.signal }),
+    (e: unknown) => (e as Error).name === 'AbortError',
+  );
+  const took = Date.now() - t;
+  assert.ok(took < 500, `settled after ${took} ms`);
+  assert.deepEqual(await mm.listModels(), []);
+  // A cancel() that throws does not stop the abort either.
+  const throwing = new ModelManager(cacheDir(), {
+    download: () => new Promise<void>(() => {}),
+    cancel: () => {
+      throw new Error('cannot cancel');
+    },
+  });
+  const ac2 = new AbortController();
+  setTimeout(() => ac2.abort(), 50);
+  await assert.rejects(
+    throwing.downloadModel(`${base}/hang.gguf`, { signal: ac2.signal }),
+    (e: unknown) => (e as Error).name === 'AbortError',
+  );
+});
+
+test('an HTML error page (no SHA-256) is refused as not GGUF and not cached', async () => {
+  const page = Buffer.from('<!DOCTYPE html><html><body>Sign in to continue</body></html>\n'.repeat(50));
+  routes.set('/login/model.gguf', { data: page });
+  const mm = new ModelManager(cacheDir());
+  const url = `${base}/login/model.gguf`;
+  await assert.rejects(
+    mm.downloadModel(url),
+    (e: unknown) =>
+      e instanceof LocalLLMError &&
+      e.code === LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH &&
+      /not a GGUF/.test(e.message) &&
+      /<!DOCTYPE/.test(e.message),
+  );
+  assert.deepEqual(await mm.listModels(), []);
+  assert.ok(!existsSync(mm.modelPath(url)));
+  assert.ok(!existsSync(`${mm.modelPath(url)}.part`));
+  // The same page written by a DownloadAdapter is refused the same way.
+  const adapted = new ModelManager(cacheDir(), {
+    async download(_url, destPath) {
+      writeFileSync(destPath, page);
+    },
+  });
+  await assert.rejects(
+    adapted.downloadModel(url),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.DOWNLOAD_INTEGRITY_MISMATCH,
+  );
+  assert.deepEqual(await adapted.listModels(), []);
+});
+
+test('a poisoned index entry pointing outside the cache is never returned', async () => {
+  const data = gguf(100_000);
+  routes.set('/poison.gguf', { data });
+  const dir = cacheDir();
+  const outside = join(cacheDir(), 'secret.gguf');
+  writeFileSync(outside, data);
+  const mm = new ModelManager(dir);
+  const url = `${base}/poison.gguf`;
+  const poison = () => {
+    const indexPath = join(dir, 'index.json');
+    const index = JSON.parse(readFileSync(indexPath, 'utf8'));
+    for (const e of Object.values(index.models) as { path: string }[]) {
+      e.path = outside;
+    }
+    writeFileSync(indexPath, JSON.stringify(index));
+  };
+  await mm.downloadModel(url);
+  poison();
+  await assert.rejects(
+    mm.getCachedModel(url, { expectedSha256: sha256(data) }),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.CACHE_CORRUPT,
+  );
+  await mm.downloadModel(url);
+  poison();
+  assert.deepEqual(await mm.listModels(), []);
+  await mm.downloadModel(url);
+  poison();
+  const path = await mm.downloadModel(url, { expectedSha256: sha256(data) });
+  assert.equal(path, mm.modelPath(url));
+  assert.equal(sha256(readFileSync(outside)), sha256(data), 'the outside file is untouched');
 });

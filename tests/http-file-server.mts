@@ -1,6 +1,7 @@
 // A real HTTP server on 127.0.0.1 for the JS download tests (imported by them; not a test file
 // itself): serves byte buffers with an ETag, honours `Range: bytes=N-` (with `If-Range`), can
-// drop the connection or dribble the body, and counts the body bytes it writes per request.
+// drop the connection, dribble the body or stall it, and counts the body bytes it writes per
+// request.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
@@ -12,6 +13,8 @@ export interface Route {
   times?: number;
   /** Milliseconds between 64 KiB chunks. */
   delayMs?: number;
+  /** Send this many body bytes, then nothing more (the connection stays open). */
+  stallAfter?: number;
 }
 
 /** What a path was asked for: the Range header and body bytes written of each request. */
@@ -29,6 +32,8 @@ export interface FileServer {
   base: string;
   routes: Map<string, Route>;
   log: Map<string, PathLog>;
+  /** Stalled connections (`stallAfter`) the client has not closed yet. */
+  stalledOpen(): number;
   close(): void;
 }
 
@@ -36,6 +41,7 @@ export interface FileServer {
 export async function startFileServer(): Promise<FileServer> {
   const routes = new Map<string, Route>();
   const log = new Map<string, PathLog>();
+  let stalled = 0;
 
   const serve = (req: IncomingMessage, res: ServerResponse): void => {
     const path = req.url ?? '/';
@@ -73,7 +79,12 @@ export async function startFileServer(): Promise<FileServer> {
         res.socket?.destroy();
         return;
       }
-      const end = Math.min(data.length, offset + 64 * 1024, start + limit);
+      if (route.stallAfter !== undefined && offset - start >= route.stallAfter) {
+        stalled += 1;
+        res.once('close', () => (stalled -= 1));
+        return;
+      }
+      const end = Math.min(data.length, offset + 64 * 1024, start + limit, start + (route.stallAfter ?? Infinity));
       const chunk = data.subarray(offset, end);
       entry.sent += chunk.length;
       entry.sentPerRequest[request]! += chunk.length;
@@ -97,6 +108,7 @@ export async function startFileServer(): Promise<FileServer> {
     base: `http://127.0.0.1:${addr.port}`,
     routes,
     log,
+    stalledOpen: () => stalled,
     close() {
       server.closeAllConnections();
       server.close();

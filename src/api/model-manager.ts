@@ -1,6 +1,14 @@
 import type { CacheEntry as NativeCacheEntry, DownloadParams } from '../generated/local_llm_ffi';
 import { getBindings } from './bindings';
-import { LocalLLMError, LocalLLMErrorCode, abortError, toLocalLLMError, wrapAsync, wrapSync } from './errors';
+import {
+  LocalLLMError,
+  LocalLLMErrorCode,
+  abortError,
+  abortable,
+  toLocalLLMError,
+  wrapAsync,
+  wrapSync,
+} from './errors';
 
 /** A cached model (local-llm-js-core's `CacheEntry`, with the file's SHA-256 added). */
 export interface CacheEntry {
@@ -26,7 +34,11 @@ export interface DownloadOptions {
   onProgress?: DownloadProgressCallback;
   /** Expected file size in bytes; another size rejects with DOWNLOAD_INTEGRITY_MISMATCH. */
   expectedSize?: number;
-  /** Expected SHA-256 (hex); another hash rejects with DOWNLOAD_INTEGRITY_MISMATCH. */
+  /**
+   * Expected SHA-256 (hex); another hash rejects with DOWNLOAD_INTEGRITY_MISMATCH. Without one
+   * the file is still checked to be a GGUF file: anything else (e.g. an HTML error page)
+   * rejects the same way and is not cached.
+   */
   expectedSha256?: string;
   /** Addition: cancel (the partial file stays, and the next call resumes it). */
   signal?: AbortSignal;
@@ -35,7 +47,9 @@ export interface DownloadOptions {
 /**
  * An app's own downloader (e.g. a background download service): local-llm-js-core's
  * `DownloadAdapter`. It writes the whole file to `destPath`; {@link ModelManager} then checks its
- * size and SHA-256 and enters it in the cache index.
+ * size, GGUF magic and SHA-256 and enters it in the cache index. On abort, `cancel(url)` is
+ * called when the adapter has one, and the download rejects with an AbortError at once either
+ * way (without waiting for `download()` to settle; its file is then not adopted).
  */
 export interface DownloadAdapter {
   download(url: string, destPath: string, onProgress?: DownloadProgressCallback): Promise<void>;
@@ -141,10 +155,17 @@ export class ModelManager {
     const resolved = resolveModelUrl(url);
     const dest = wrapSync(LocalLLMErrorCode.INVALID_OPTION, () => b.modelCachePath(url, this.cacheDir));
     const { signal } = options;
-    const onAbort = () => this.downloader?.cancel?.(resolved);
+    const onAbort = () => {
+      try {
+        this.downloader?.cancel?.(resolved);
+      } catch {
+        // The abort settles the download anyway.
+      }
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await this.downloader!.download(resolved, dest, options.onProgress);
+      // Settles on abort even when the adapter cannot cancel (or its promise never settles).
+      await abortable(this.downloader!.download(resolved, dest, options.onProgress), signal, () => {});
     } catch (e) {
       if (signal?.aborted) {
         throw abortError(signal);
