@@ -57,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
     let mut history = Vec::new();
     for _ in 0..16 {
         match constraint.pick(&mut sampler, &logits, &history, &|t| t == 0) {
-            Step::Token(0) | Step::Complete | Step::DeadEnd => break,
+            Step::Token(0) | Step::Complete | Step::DeadEnd | Step::Cancelled => break,
             Step::Token(t) => {
                 assert!((t as usize) < pieces.len(), "token {t} of {}", pieces.len());
                 assert!(

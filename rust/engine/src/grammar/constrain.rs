@@ -1,6 +1,7 @@
 //! Grammar-constrained sampling: sample first, check the pick against the grammar, and only
 //! when it is rejected mask every token the grammar cannot accept and sample again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::matcher::Matcher;
@@ -126,7 +127,12 @@ pub enum Step {
     Complete,
     /// No token can continue the grammar.
     DeadEnd,
+    /// The generation was cancelled while the vocabulary was being masked.
+    Cancelled,
 }
+
+/// Tokens checked between two looks at the cancellation flag while masking.
+const CANCEL_CHECK_EVERY: usize = 1024;
 
 /// A grammar applied to one generation.
 pub struct Constraint {
@@ -135,6 +141,8 @@ pub struct Constraint {
     /// Lazy trigger not seen yet, with the tail of the text generated so far.
     waiting: Option<(Vec<u8>, Vec<u8>)>,
     masked: Vec<f32>,
+    /// Set to cancel the generation: masking stops at the next [`CANCEL_CHECK_EVERY`] tokens.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Constraint {
@@ -146,7 +154,21 @@ impl Constraint {
             table,
             waiting: lazy_trigger.map(|t| (t.as_bytes().to_vec(), Vec::new())),
             masked: Vec::new(),
+            cancel: None,
         }
+    }
+
+    /// Watch `cancel` while masking: a set flag ends [`Constraint::pick`] with
+    /// [`Step::Cancelled`] within [`CANCEL_CHECK_EVERY`] token checks, so a grammar whose
+    /// masking is slow cannot delay a cancellation by more than a fraction of one mask.
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.cancel = cancel;
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 
     /// Whether the grammar applies yet (false while a lazy trigger has not appeared).
@@ -202,6 +224,10 @@ impl Constraint {
         masked.extend_from_slice(logits);
         let mut any = false;
         for (id, logit) in masked.iter_mut().enumerate() {
+            if id % CANCEL_CHECK_EVERY == 0 && self.cancelled() {
+                self.masked = masked;
+                return Step::Cancelled;
+            }
             let id = id as u32;
             if (id as usize) < self.table.len() && self.allowed(id, is_eog(id)) {
                 any |= *logit > f32::NEG_INFINITY;

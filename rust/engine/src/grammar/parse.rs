@@ -601,7 +601,21 @@ impl Parser<'_> {
         max: Option<u64>,
         name: &str,
     ) -> Result<()> {
-        let item: Vec<Elem> = seq[start..].to_vec();
+        let mut item: Vec<Elem> = seq[start..].to_vec();
+        // (S | ε){m,n} is S{0,n} and (S | ε){m,} is S{0,}: the same language, but the left
+        // form is ambiguous (`[a-z]?{2000}`: a letter may be any of the 2,000 copies, so the
+        // matcher follows up to 2,000 continuations per character), the right one is not.
+        let mut min = min;
+        if let [Elem::Rule(r)] = item[..] {
+            if let Some(Some(alts)) = self.rules.get(r as usize) {
+                if let [body, empty] = &alts[..] {
+                    if empty.is_empty() && !body.is_empty() {
+                        item = body.clone();
+                        min = 0;
+                    }
+                }
+            }
+        }
         let optional = match max {
             None => 1,
             Some(m) => m - min,

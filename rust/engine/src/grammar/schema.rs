@@ -61,6 +61,10 @@ fn primitive_deps(name: &str) -> &'static [&'static str] {
 
 /// Largest `minItems` / `maxItems` / `minLength` / `maxLength` honoured exactly.
 const MAX_COUNT: u64 = 1000;
+/// Most optional properties one object may declare: the matcher follows each of them as a
+/// separate continuation after every comma, and beyond this many it would have to drop some
+/// (its per-character budget), so larger schemas are refused up front.
+const MAX_OPTIONAL_PROPERTIES: usize = 256;
 /// Deepest schema nesting.
 const MAX_DEPTH: usize = 64;
 
@@ -636,24 +640,45 @@ impl Converter {
             );
             opt.push(format!("{kv} (\",\" space {kv})*"));
         }
+        if opt.len() > MAX_OPTIONAL_PROPERTIES {
+            return Err(err(
+                path,
+                &format!(
+                    "{} optional properties are above the supported limit of \
+                     {MAX_OPTIONAL_PROPERTIES} per object",
+                    opt.len()
+                ),
+            ));
+        }
         let mut body = String::from("\"{\" space ");
         body.push_str(&req.join(" \",\" space "));
         if !opt.is_empty() {
+            // `rest[i]`: the optional properties from the i-th on, each optional, in order,
+            // as a chain of rules (llama.cpp's `-rest` rules), so the grammar grows linearly
+            // with the number of properties (spelled out, it grew quadratically: 10,000
+            // optional properties took 5.4 GB).
+            let mut rest: Vec<String> = vec![String::new(); opt.len() + 1];
+            for i in (0..opt.len()).rev() {
+                let mut chain = format!("(\",\" space {})?", opt[i]);
+                if !rest[i + 1].is_empty() {
+                    chain.push(' ');
+                    chain.push_str(&rest[i + 1]);
+                }
+                rest[i] = if i == 0 {
+                    chain
+                } else {
+                    self.add_rule(&format!("{hint}-rest"), chain)
+                };
+            }
             if req.is_empty() {
                 // Any optional property may come first; the ones after it follow in order.
-                let mut alts = Vec::new();
-                for i in 0..opt.len() {
-                    let mut alt = opt[i].clone();
-                    for o in &opt[i + 1..] {
-                        alt.push_str(&format!(" (\",\" space {o})?"));
-                    }
-                    alts.push(alt);
-                }
+                let alts: Vec<String> = (0..opt.len())
+                    .map(|i| format!("{} {}", opt[i], rest[i + 1]).trim_end().to_string())
+                    .collect();
                 body.push_str(&format!("({})?", alts.join(" | ")));
             } else {
-                for o in &opt {
-                    body.push_str(&format!(" (\",\" space {o})?"));
-                }
+                body.push(' ');
+                body.push_str(&rest[0]);
             }
         }
         body.push_str(" \"}\" space");

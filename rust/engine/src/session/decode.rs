@@ -2,6 +2,7 @@
 //! strings, text decoding, log-probabilities and tool calls. Every running sequence has one
 //! (see `step.rs`), so a request decodes the same tokens alone or in a batch.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,14 +56,20 @@ fn effective_grammar(
 impl Decoding {
     /// The state for `request` (its grammar, or the grammar of its tool calls, compiled)
     /// before its first token.
-    pub(super) fn new(model: &Arc<LoadedModel>, request: &GenerateRequest) -> Result<Self> {
+    /// `cancel` also interrupts masking the vocabulary for a grammar.
+    pub(super) fn new(
+        model: &Arc<LoadedModel>,
+        request: &GenerateRequest,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<Self> {
         let sampler = Sampler::new(request.sampling.clone())?;
         let constraint = match &effective_grammar(model, request)? {
-            Some(g) => Some(Constraint::new(
-                g.compile()?,
-                model.token_table(),
-                g.lazy_trigger.as_deref(),
-            )),
+            Some(g) => {
+                let mut c =
+                    Constraint::new(g.compile()?, model.token_table(), g.lazy_trigger.as_deref());
+                c.set_cancel(cancel);
+                Some(c)
+            }
             None => None,
         };
         Ok(Decoding {
@@ -130,6 +137,7 @@ impl Decoding {
                     Step::Token(t) => t,
                     Step::Complete => return Next::Done(FinishReason::GrammarComplete),
                     Step::DeadEnd => return Next::Done(FinishReason::GrammarDeadEnd),
+                    Step::Cancelled => return Next::Done(FinishReason::Cancelled),
                 }
             }
         };

@@ -116,7 +116,7 @@ impl Context {
         request.validate()?;
         let prompt = self.request_tokens(request)?;
         check_prompt(&prompt, self.n_ctx())?;
-        let mut decoding = Decoding::new(&self.model, request)?;
+        let mut decoding = Decoding::new(&self.model, request, cancel.clone())?;
         let Some((id, common)) = self
             .seqs
             .iter()
