@@ -55,9 +55,15 @@ export interface CanRunResult {
   memoryKnown: boolean;
 }
 
+/**
+ * Judged as context creation does: the plan may take the engine's usable share of the available
+ * memory (`deviceMemory().usableBytes`, 80%), the rest is headroom for the system and other apps.
+ */
 function judge(neededBytes: number, estimate?: MemoryEstimate): CanRunResult {
-  const available = getDeviceCapabilities().availableRAM;
-  if (available === null) {
+  const mem = getBindings().deviceMemory();
+  const available = mem.availableBytes === undefined ? null : num(mem.availableBytes);
+  const usable = mem.usableBytes === undefined ? null : num(mem.usableBytes);
+  if (available === null || usable === null) {
     return {
       canRun: true,
       memoryKnown: false,
@@ -66,7 +72,7 @@ function judge(neededBytes: number, estimate?: MemoryEstimate): CanRunResult {
     };
   }
   const mb = (b: number) => Math.round(b / (1024 * 1024));
-  if (neededBytes > available * 0.8) {
+  if (neededBytes > usable) {
     return {
       canRun: false,
       memoryKnown: true,
