@@ -13,8 +13,8 @@ use local_llm_download::{
     download, CancelToken, DownloadError, DownloadOptions, Downloaded, ModelCache, Progress,
     ProxyConfig,
 };
-use sha2::{Digest, Sha256};
 use support::server::{test_data, Fault, Route, Server};
+use support::sha_hex;
 
 const LEN: usize = 1 << 20;
 
@@ -27,13 +27,6 @@ fn options(retries: u32) -> DownloadOptions {
         proxy: ProxyConfig::default(),
         ..DownloadOptions::default()
     }
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn get(

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use local_llm_download::{
     download, CancelToken, DownloadError, DownloadOptions, Downloaded, ModelCache, ProxyConfig,
 };
-use sha2::{Digest, Sha256};
 use support::server::{test_data, Fault, Route, Server};
+use support::sha_hex;
 
 const LEN: usize = 1 << 20;
 
@@ -25,13 +25,6 @@ fn options() -> DownloadOptions {
         proxy: ProxyConfig::default(),
         ..DownloadOptions::default()
     }
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn fetch(
