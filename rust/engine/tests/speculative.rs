@@ -244,7 +244,10 @@ fn the_draft_models_prompt_processing_counts_as_prompt_time() {
         return;
     };
     // A long prompt and a short answer: the identical draft model reads the prompt once more
-    // (about the target's own prompt time), while 8 tokens decode in a fraction of that.
+    // (about the target's own prompt time P), while 8 tokens decode in D, a fraction of P.
+    // Counted right, prompt time is about 2P and generation D; counted as generation time,
+    // prompt time would be P and generation P + D. So generation < prompt time tells them
+    // apart whatever the load on the machine (D was 0.54 P under a parallel test run).
     let text = format!("Repeat this text:\n\n{PARAGRAPH} {PARAGRAPH} {PARAGRAPH}");
     let spec = SpeculativeOptions {
         draft_n_max: 4,
@@ -256,7 +259,7 @@ fn the_draft_models_prompt_processing_counts_as_prompt_time() {
     let t = generate(&mut ctx, &common::greedy_chat(&text, 8)).timings;
     assert!(t.draft_tokens > 0 && t.prompt_tokens > 150, "{t:?}");
     assert!(
-        t.generation_ms < t.prompt_ms / 2.0,
+        t.generation_ms < t.prompt_ms,
         "the draft's prompt was counted as generation time: {t:?}"
     );
 }
