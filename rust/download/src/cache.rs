@@ -209,17 +209,22 @@ impl ModelCache {
         if entry.url != url {
             return Err(format!("the entry is for {}", entry.url));
         }
+        self.cache_file(url, Path::new(&entry.path))
+    }
+
+    /// `path` canonicalized, if it leads (through any symlinks) to exactly the cache file of
+    /// `url`, a file inside the cache folder; else what is wrong.
+    fn cache_file(&self, url: &str, path: &Path) -> Result<PathBuf, String> {
         let target = self.target_path(url);
         let canonical = |p: &Path| {
             p.canonicalize()
                 .map_err(|e| format!("{} is missing ({e})", p.display()))
         };
         let (dir, file) = (canonical(&self.dir)?, canonical(&target)?);
-        let recorded = canonical(Path::new(&entry.path))?;
-        if !file.starts_with(&dir) || recorded != file {
+        if !file.starts_with(&dir) || canonical(path)? != file {
             return Err(format!(
-                "the entry's path {} is not the cache file {}",
-                entry.path,
+                "{} is not the cache file {}",
+                path.display(),
                 target.display()
             ));
         }
@@ -323,18 +328,8 @@ impl ModelCache {
         let size = std::fs::metadata(path)
             .map_err(|e| DownloadError::io(path, e))?
             .len();
-        let target = self.target_path(url);
-        let file = target.canonicalize().ok();
-        let inside = file
-            .as_ref()
-            .zip(self.dir.canonicalize().ok())
-            .is_some_and(|(f, d)| f.starts_with(d));
-        if !inside || path.canonicalize().ok() != file {
-            return Err(DownloadError::InvalidInput(format!(
-                "{} is not the cache file of {url} ({})",
-                path.display(),
-                target.display()
-            )));
+        if let Err(message) = self.cache_file(url, path) {
+            return Err(DownloadError::InvalidInput(format!("{url}: {message}")));
         }
         let stamp = now();
         let entry = CacheEntry {
