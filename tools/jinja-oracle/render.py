@@ -22,6 +22,8 @@ import sys
 from datetime import datetime
 
 import jinja2
+import jinja2.ext
+import jinja2.nodes
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -43,9 +45,20 @@ def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
+class Generation(jinja2.ext.Extension):
+    """transformers' `{% generation %}...{% endgeneration %}` (AssistantTracker): the body
+    renders as it is (transformers only records where it lands)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body, lineno=lineno)
+
+
 def make_env():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
+                                        extensions=[loopcontrols, Generation])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -78,8 +91,12 @@ def main():
         template, bos, eos = from_gguf(request["gguf"])
     results = []
     if template is not None:
-        compiled = make_env().from_string(template)
-        for case in request.get("cases", []):
+        try:
+            compiled = make_env().from_string(template)
+        except jinja2.TemplateSyntaxError as err:
+            compiled = None
+            results = [{"error": f"syntax error: {err}"} for _ in request.get("cases", [])]
+        for case in request.get("cases", []) if compiled else []:
             try:
                 out = compiled.render(messages=case["messages"], tools=case.get("tools"),
                                       add_generation_prompt=case["add_generation_prompt"],
@@ -87,6 +104,9 @@ def main():
                 results.append({"output": out})
             except (TemplateRaised, jinja2.TemplateError) as err:
                 results.append({"error": str(err)})
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+                # The template's own expression failed in Python (e.g. `x in None`).
+                results.append({"error": f"{type(err).__name__}: {err}"})
     json.dump({"template": template, "bos_token": bos, "eos_token": eos, "results": results},
               sys.stdout, ensure_ascii=False)
 

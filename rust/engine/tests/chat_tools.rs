@@ -137,6 +137,113 @@ fn tool_aware_templates_match_jinja2() {
     }
 }
 
+/// Every template in llama.cpp's `models/templates` renders exactly as jinja2 renders it: the
+/// tool conversation (with tools where the template takes them) and a plain two-turn chat.
+/// Where jinja2 fails, we fail too. This also holds the allocation guard (number literals
+/// wrapped, checks inserted before operators) to minijinja's own semantics.
+#[test]
+fn every_llama_cpp_template_matches_jinja2() {
+    let plain = vec![
+        ChatMessage::new("system", "Be brief."),
+        ChatMessage::new("user", "Hello"),
+        ChatMessage::new("assistant", "Hi there!"),
+        ChatMessage::new("user", "How are you?"),
+    ];
+    let plain_hf = json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi there!"},
+        {"role": "user", "content": "How are you?"},
+    ]);
+    const MARKUP_ESCAPES: [&str; 1] = ["models/templates/meetkai-functionary-medium-v3.1.jinja"];
+    let (mut compared, mut refused, mut lenient, mut diverging) = (0, 0, 0, 0);
+    let mut failures = Vec::new();
+    let paths: Vec<String> = tokenizer_support::llama_cpp_list("models/templates")
+        .into_iter()
+        .filter(|p| p.ends_with(".jinja"))
+        .collect();
+    for path in &paths {
+        let source = String::from_utf8(tokenizer_support::llama_cpp_file(path)).expect("utf-8");
+        let (bos, eos) = ("<s>", "</s>");
+        let template = match ChatTemplate::new(&source, bos, eos) {
+            Ok(t) => t,
+            Err(e) => {
+                failures.push(format!("{path}: {e}"));
+                continue;
+            }
+        };
+        // Templates that take no tools get the tool conversation rewritten (the documented
+        // fallback), so only tool-aware ones render it as given.
+        let mut cases = vec![json!({"messages": plain_hf, "add_generation_prompt": true})];
+        let mut ours = vec![template.render(&plain, true)];
+        if template.supports_tools() {
+            cases.push(json!({"messages": conversation_hf(), "add_generation_prompt": true, "tools": tools_hf()}));
+            ours.push(template.render_with_tools(
+                &conversation(),
+                &tools(),
+                &ToolChoice::Auto,
+                true,
+            ));
+        }
+        let reply = run_oracle(json!({
+            "template": source, "bos_token": bos, "eos_token": eos, "cases": cases,
+        }));
+        for (got, want) in ours.into_iter().zip(&reply.results) {
+            match (want, got) {
+                (Oracle::Output(want), Ok(got)) if &got == want => compared += 1,
+                // jinja2's Markup: `'...'|safe + text` HTML-escapes `text`; minijinja (and
+                // llama.cpp) concatenate as they are.
+                (Oracle::Output(want), Ok(_))
+                    if MARKUP_ESCAPES.contains(&path.as_str()) && want.contains("&#34;") =>
+                {
+                    diverging += 1
+                }
+                (Oracle::Output(want), Ok(got)) => {
+                    let at = got
+                        .bytes()
+                        .zip(want.bytes())
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                    let around = |s: &str| {
+                        s.get(at.saturating_sub(40)..)
+                            .unwrap_or(s)
+                            .chars()
+                            .take(100)
+                            .collect::<String>()
+                    };
+                    failures.push(format!(
+                        "{path}: differs at byte {at}:\n  ours:   {:?}\n  jinja2: {:?}",
+                        around(&got),
+                        around(want)
+                    ));
+                }
+                (Oracle::Output(_), Err(e)) => {
+                    failures.push(format!("{path}: jinja2 rendered, we failed: {e}"))
+                }
+                (Oracle::Error(_), Err(_)) => refused += 1,
+                // Python type errors (iterating None, str + dict) where minijinja is lenient.
+                (Oracle::Error(message), Ok(_)) if message.starts_with("TypeError") => lenient += 1,
+                (Oracle::Error(message), Ok(_)) => {
+                    failures.push(format!("{path}: jinja2 failed ({message}), we rendered"))
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{} templates: {compared} renderings equal to jinja2, {refused} refused by both, {lenient} rendered where Python raised a TypeError, {diverging} Markup escapes",
+        paths.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} renderings differ:\n{}",
+        failures.len(),
+        2 * paths.len(),
+        failures.join("\n")
+    );
+    assert!(paths.len() >= 60, "only {} templates found", paths.len());
+    assert!(compared >= 90, "only {compared} renderings compared");
+}
+
 fn smollm2() -> Option<(ChatTemplate, Tokenizer)> {
     let path = common::real_model("smollm2")?;
     let gguf = GgufFile::open_with(&path, true).expect("open");

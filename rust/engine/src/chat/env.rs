@@ -4,23 +4,26 @@
 //! Limits:
 //! - fuel ([`FUEL`] instructions per render) bounds running time, including infinite-ish loops;
 //! - a recursion limit ([`RECURSION_LIMIT`]) bounds macro / recursive-loop nesting;
-//! - the rendered output is written through [`CappedWriter`], which fails once the output exceeds
-//!   the cap computed by [`output_cap`];
+//! - the rendered output may not exceed the cap computed by [`output_cap`];
 //! - text-growing filters and Python-style methods (`replace`, `join`, `indent`, `format`,
 //!   `tojson`, `.replace()`, `.format()`, ...) are checked before they run (worst-case size of
 //!   `replace`, numeric `indent` widths, 8+-digit widths in format strings) and their results
 //!   must stay under a cap;
 //! - a panic inside the template engine is caught and reported as an error (see `mod.rs`).
 //!
-//! Residual risk (documented, not handled): minijinja's `~` / `+` string concatenation and
-//! block captures (`{% set x %}...{% endset %}`, macro output) have no hook, so a template that
-//! doubles a string in a loop (`{% set ns.s = ns.s ~ ns.s %}`) can allocate memory exponential
-//! in the number of iterations before the output cap is ever reached.
+//! - everything a template builds or prints is measured by [`super::guard`] against a
+//!   per-value cap and a per-render budget (string and list growth, nesting, captures).
 
 use super::json::{dumps, JsonStyle};
+use super::{guard, pyrepr};
+use minijinja::machinery::{parse, CodeGenerator, Instructions, WhitespaceConfig};
+use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
-use std::io;
+use std::collections::BTreeMap;
+
+/// The name compiled templates carry in error messages.
+const TEMPLATE_NAME: &str = "chat_template";
 
 /// Instruction budget for one render.
 pub(crate) const FUEL: u64 = 5_000_000;
@@ -35,14 +38,34 @@ pub(crate) fn output_cap(input_bytes: usize) -> usize {
     BASE_OUTPUT_CAP.saturating_add(input_bytes.saturating_mul(4))
 }
 
-/// Build an environment with HF's settings (trim_blocks, lstrip_blocks, no autoescape, lenient
-/// undefined), the `raise_exception`, `strftime_now` globals, HF's `tojson`, Python string
+/// HF's whitespace settings: trim_blocks, lstrip_blocks, no trailing newline kept.
+pub(crate) const WHITESPACE: WhitespaceConfig = WhitespaceConfig {
+    keep_trailing_newline: false,
+    lstrip_blocks: true,
+    trim_blocks: true,
+};
+
+/// A compiled template: its instructions and those of its blocks.
+pub(crate) type Compiled<'s> = (Instructions<'s>, BTreeMap<&'s str, Instructions<'s>>);
+
+/// Compile `source` (HF's whitespace settings) with every instruction that can grow a value
+/// checked (see [`super::guard`]). Syntax errors are errors.
+pub(crate) fn compile(source: &str) -> Result<Compiled<'_>, Error> {
+    let ast = parse(source, TEMPLATE_NAME, SyntaxConfig, WHITESPACE)?;
+    let mut generator = CodeGenerator::new(TEMPLATE_NAME, source);
+    generator.compile_stmt(&ast);
+    let (instructions, blocks) = generator.finish();
+    let blocks = blocks
+        .iter()
+        .map(|(name, block)| (*name, guard::guard_instructions(block)))
+        .collect();
+    Ok((guard::guard_instructions(&instructions), blocks))
+}
+
+/// Build an environment with HF's settings (no autoescape, lenient undefined), the `raise_exception`, `strftime_now` globals, HF's `tojson`, Python string
 /// methods, and the limits described in the module docs. `cap` bounds text-growing filters.
 pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
     let mut env = Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
-    env.set_keep_trailing_newline(false);
     env.set_fuel(Some(FUEL));
     env.set_recursion_limit(RECURSION_LIMIT);
     env.set_debug(false);
@@ -52,6 +75,12 @@ pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
         precheck(method, value, args, cap)?;
         let out = minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)?;
         check_len(&out, cap)
+    });
+    guard::add_checks(&mut env);
+    // Python's `str()`, and jinja2's `iterable` test (None is not iterable).
+    env.add_filter("string", |value: &Value| guard::python_str(value));
+    env.add_test("iterable", |value: &Value| {
+        !value.is_none() && value.try_iter().is_ok()
     });
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
@@ -146,19 +175,25 @@ fn check_len(value: &Value, cap: usize) -> Result<Value, Error> {
     }
 }
 
-/// Print values the way Python's `str()` would for the scalars where minijinja differs.
+/// Writes into a render's output (or capture), charging every byte to the render's budget.
+struct Metered<'a, 'b>(&'a mut minijinja::Output<'b>);
+
+impl std::fmt::Write for Metered<'_, '_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        guard::charge(s.len()).map_err(|_| std::fmt::Error)?;
+        self.0.write_str(s)
+    }
+}
+
+/// Print values the way Python's `str()` does (see [`pyrepr`]).
+/// All output, raw template text included, passes through here (see [`super::guard`]).
 fn python_formatter(
     out: &mut minijinja::Output,
     _state: &State,
     value: &Value,
 ) -> Result<(), Error> {
-    let res = match value.kind() {
-        ValueKind::Undefined => Ok(()),
-        ValueKind::None => out.write_str("None"),
-        ValueKind::Bool => out.write_str(if value.is_true() { "True" } else { "False" }),
-        _ => write!(out, "{value}"),
-    };
-    res.map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write template output"))
+    pyrepr::write_str(&mut Metered(out), value)
+        .map_err(|_| Error::new(ErrorKind::WriteFailure, "failed to write template output"))
 }
 
 /// `raise_exception(message)`: abort rendering with the template's message.
@@ -179,7 +214,7 @@ fn strftime_now(format: &str) -> Result<Value, Error> {
     Ok(Value::from(out))
 }
 
-/// HF's `tojson(value, indent=None, separators=None, sort_keys=False)` (ensure_ascii=False).
+/// HF's `tojson(value, indent=None, separators=None, sort_keys=False, ensure_ascii=False)`.
 fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<String, Error> {
     let indent = match indent {
         Some(v) => Some(v),
@@ -223,48 +258,9 @@ fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<String
     if let Some(sort) = kwargs.get::<Option<bool>>("sort_keys")? {
         style.sort_keys = sort;
     }
-    // `ensure_ascii` is accepted for compatibility; only the HF default (False) is implemented.
-    if kwargs.get::<Option<bool>>("ensure_ascii")? == Some(true) {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            "tojson: ensure_ascii=True is not supported",
-        ));
+    if let Some(ascii) = kwargs.get::<Option<bool>>("ensure_ascii")? {
+        style.ascii = ascii;
     }
     kwargs.assert_all_used()?;
     dumps(value, &style)
-}
-
-/// An `io::Write` sink that refuses to grow beyond a byte cap.
-pub(crate) struct CappedWriter {
-    /// Bytes written so far.
-    pub buf: Vec<u8>,
-    cap: usize,
-    /// Set when a write was refused because of the cap.
-    pub overflowed: bool,
-}
-
-impl CappedWriter {
-    /// A writer accepting at most `cap` bytes.
-    pub fn new(cap: usize) -> Self {
-        CappedWriter {
-            buf: Vec::new(),
-            cap,
-            overflowed: false,
-        }
-    }
-}
-
-impl io::Write for CappedWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        if self.buf.len().saturating_add(data.len()) > self.cap {
-            self.overflowed = true;
-            return Err(io::Error::other("template output limit exceeded"));
-        }
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }

@@ -18,6 +18,8 @@ pub(crate) struct JsonStyle {
     pub key_sep: String,
     /// Sort map keys by their JSON text.
     pub sort_keys: bool,
+    /// Escape every character outside printable ASCII as `\uXXXX` (`ensure_ascii=True`).
+    pub ascii: bool,
 }
 
 impl JsonStyle {
@@ -29,6 +31,7 @@ impl JsonStyle {
             item_sep: item_sep.to_string(),
             key_sep: ": ".to_string(),
             sort_keys: false,
+            ascii: false,
         }
     }
 }
@@ -69,10 +72,10 @@ fn write_value(
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
         ValueKind::Number => write_number(out, value),
-        ValueKind::String => write_string(out, value.as_str().unwrap_or_default()),
+        ValueKind::String => write_string(out, value.as_str().unwrap_or_default(), style.ascii),
         ValueKind::Bytes => {
             let text = String::from_utf8_lossy(value.as_bytes().unwrap_or_default()).into_owned();
-            write_string(out, &text);
+            write_string(out, &text, style.ascii);
         }
         ValueKind::Seq | ValueKind::Iterable => {
             let items: Vec<Value> = value.try_iter()?.collect();
@@ -97,8 +100,8 @@ fn write_value(
                 let item = value.get_item(&key)?;
                 let mut key_text = String::new();
                 match key.as_str() {
-                    Some(s) => write_string(&mut key_text, s),
-                    None => write_string(&mut key_text, &key.to_string()),
+                    Some(s) => write_string(&mut key_text, s, style.ascii),
+                    None => write_string(&mut key_text, &key.to_string(), style.ascii),
                 }
                 entries.push((key_text, item));
             }
@@ -122,7 +125,7 @@ fn write_value(
             newline(out, style, depth);
             out.push('}');
         }
-        _ => write_string(out, &value.to_string()),
+        _ => write_string(out, &value.to_string(), style.ascii),
     }
     Ok(())
 }
@@ -167,7 +170,7 @@ pub(crate) fn python_float_repr(f: f64) -> String {
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
+fn write_string(out: &mut String, s: &str, ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -178,8 +181,11 @@ fn write_string(out: &mut String, s: &str) {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+            c if (c as u32) < 0x20 || (ascii && !(' '..='~').contains(&c)) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
             }
             c => out.push(c),
         }

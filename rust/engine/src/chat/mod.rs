@@ -16,12 +16,15 @@
 
 mod builtin;
 mod env;
+mod guard;
 mod json;
+mod pyrepr;
 mod segments;
 mod tool_parse;
 mod tools;
 
-use minijinja::{context, Environment, Value};
+use env::compile;
+use minijinja::{context, machinery, AutoEscape, Environment, Value};
 
 pub use tool_parse::{parse_tool_calls, ParsedResponse, ToolCallStream};
 pub use tools::{
@@ -73,12 +76,11 @@ pub struct PromptSegment {
     pub from_template: bool,
 }
 
-/// Name under which the template is stored in its environment.
-const TEMPLATE_NAME: &str = "chat_template";
-
 /// A parsed chat template together with its bounded, HF-compatible Jinja environment.
 pub struct ChatTemplate {
     source: String,
+    /// `source` as compiled: number literals wrapped (see `guard::unfold_constants`).
+    unfolded: String,
     bos_token: String,
     eos_token: String,
     env: Environment<'static>,
@@ -105,10 +107,11 @@ impl ChatTemplate {
     /// Parse a Jinja template (HF-compatible environment). bos/eos token texts are exposed as
     /// `bos_token` / `eos_token`. Syntax errors yield [`crate::Error::ChatTemplate`].
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> crate::Result<Self> {
-        let mut env = env::build_environment(MAX_STRING_BYTES);
-        env.add_template_owned(TEMPLATE_NAME, source.to_string())
-            .map_err(template_error)?;
+        let env = env::build_environment(MAX_STRING_BYTES);
+        let unfolded = guard::unfold_constants(source).map_err(template_error)?;
+        compile(&unfolded).map_err(template_error)?;
         Ok(ChatTemplate {
+            unfolded,
             source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
@@ -218,7 +221,7 @@ impl ChatTemplate {
             Value::from_serialize(values),
             tools_value,
             add_generation_prompt,
-            env::output_cap(input_bytes),
+            input_bytes,
         )
     }
 
@@ -307,12 +310,8 @@ impl ChatTemplate {
         messages: Value,
         tools: Value,
         add_generation_prompt: bool,
-        cap: usize,
+        input_bytes: usize,
     ) -> crate::Result<String> {
-        let template = self
-            .env
-            .get_template(TEMPLATE_NAME)
-            .map_err(template_error)?;
         let ctx = context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
@@ -320,24 +319,34 @@ impl ChatTemplate {
             eos_token => &self.eos_token,
             tools => tools,
         };
-        let mut writer = env::CappedWriter::new(cap);
+        let budget = guard::budget_for(input_bytes);
+        let cap = env::output_cap(input_bytes);
+        let mut text = String::new();
         // minijinja can panic on some edge cases (e.g. 2.24 indexes out of bounds when
         // reverse-slicing an empty sequence); a template must never take the process down.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            template.render_captured_to(ctx, &mut writer)
-        }))
-        .map_err(|_| {
+        let (result, exhausted) = guard::metered(budget, MAX_STRING_BYTES, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let (instructions, blocks) = compile(&self.unfolded)?;
+                let mut out = machinery::make_string_output(&mut text);
+                machinery::Vm::new(&self.env)
+                    .eval(&instructions, ctx, &blocks, &mut out, AutoEscape::None)
+                    .map(drop)
+            }))
+        });
+        let result = result.map_err(|_| {
             crate::Error::ChatTemplate("the template engine failed internally".to_string())
         })?;
-        if let Err(err) = result {
-            if writer.overflowed {
-                return Err(crate::Error::ChatTemplate(format!(
-                    "rendered prompt exceeds the limit of {cap} bytes"
-                )));
-            }
-            return Err(template_error(err));
+        if exhausted {
+            return Err(crate::Error::ChatTemplate(format!(
+                "the template exceeded its budget of {budget} bytes of work"
+            )));
         }
-        String::from_utf8(writer.buf)
-            .map_err(|_| crate::Error::ChatTemplate("template produced invalid UTF-8".to_string()))
+        result.map_err(template_error)?;
+        if text.len() > cap {
+            return Err(crate::Error::ChatTemplate(format!(
+                "rendered prompt exceeds the limit of {cap} bytes"
+            )));
+        }
+        Ok(text)
     }
 }

@@ -190,6 +190,21 @@ pub fn llama_cpp_file(path: &str) -> Vec<u8> {
     llama_cpp_file_in(&llama_cpp_repo().1, path)
 }
 
+/// The paths of the files in a folder of the llama.cpp sources (e.g. `models/templates`).
+pub fn llama_cpp_list(dir: &str) -> Vec<String> {
+    let listing = Command::new("git")
+        .arg("-C")
+        .arg(llama_cpp_repo().1)
+        .args(["ls-tree", "--name-only", &format!("HEAD:{dir}")])
+        .output()
+        .expect("run git ls-tree");
+    assert!(listing.status.success(), "no {dir} in the llama.cpp bundle");
+    String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .map(|name| format!("{dir}/{name}"))
+        .collect()
+}
+
 fn llama_cpp_file_in(repo: &Path, path: &str) -> Vec<u8> {
     let blob = Command::new("git")
         .arg("-C")
