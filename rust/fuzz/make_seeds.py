@@ -151,6 +151,14 @@ def main() -> None:
         b"\x04{% for m in messages %}{{ m.content[::-1] }}{% endfor %}\x00\x01abc",
         b"\x04{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}\x00\x01x",
         b"\x04{{ messages[0].content * 1000 }}{% for i in range(100000) %}{% endfor %}\x00\x01x",
+        # Hostile growth (the allocation guard): doubling, nesting, self-reference, captures.
+        b"\x04{% set ns = namespace(l=[1], s='x') %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}\x00\x01x",
+        b"\x04{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}\x00\x01x",
+        b"\x04{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l | tojson }}\x00\x01x",
+        b"\x04{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}\x00\x01x",
+        b"\x04{{ [1] | batch(1000000000, 0) | list }}{{ 'ab' * 99999999 }}\x00\x01x",
+        b"\x04{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set t %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = t %}{% endfor %}\x00\x01x",
+        b"\x04{% for m in messages %}{{ {'role': m.role, 'n': [m.content, none, true, 1.5e-7]} }}{{ m | tojson(ensure_ascii=true) }}{% endfor %}\x00\x01caf\xc3\xa9",
     ]
     for i, c in enumerate(conversations):
         out("chat_template", f"seed{i}", c)

@@ -3,7 +3,8 @@
 # chat templates, sampling options, GBNF grammars, JSON schema → GBNF, session files) with libFuzzer and AddressSanitizer, SECONDS per target.
 #   scripts/checks/fuzz-smoke.sh [SECONDS (default 30)] [TARGET...]   (default: every target)
 # LOCAL_LLM_FUZZ_TIMEOUT: seconds one input may take before libFuzzer calls it a hang
-# (default 10; raise it on a loaded machine, where ASan builds of the real tokenizers need
+# (default 20: a chat-template render may run up to its 2 s limit, and the target renders up
+# to four times; raise it on a loaded machine, where ASan builds of the real tokenizers need
 # more than 10 s to load).
 # Uses the default toolchain with RUSTC_BOOTSTRAP=1 (sanitizer flags are nightly-only), g++ for
 # libFuzzer's C++, and the test models
@@ -39,7 +40,7 @@ for t in "${TARGETS[@]}"; do
     echo "--- fuzzing $t for ${SECS} s"
     log=$FUZZ/work/$t.log
     if "$CARGO_TARGET_DIR/$TRIPLE/release/$t" "$FUZZ/work/$t" "$FUZZ/corpus/$t" \
-        -max_total_time="$SECS" -timeout="${LOCAL_LLM_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+        -max_total_time="$SECS" -timeout="${LOCAL_LLM_FUZZ_TIMEOUT:-20}" -rss_limit_mb=2048 -malloc_limit_mb=1024 \
         -max_len=65536 -artifact_prefix="$FUZZ/artifacts/$t/" -print_final_stats=1 \
         2>"$log"; then
         grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$log" || true

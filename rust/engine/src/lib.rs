@@ -16,6 +16,7 @@
 #[macro_use]
 mod macros;
 
+mod alloc_meter;
 pub mod backend;
 pub mod chat;
 pub mod convert;
@@ -32,3 +33,8 @@ pub mod session;
 pub mod tokenizer;
 
 pub use error::{Error, Result};
+
+/// The system allocator, counting what metered threads hold: chat-template renders are
+/// limited by it (see `alloc_meter`).
+#[global_allocator]
+static ALLOCATOR: alloc_meter::CountingAllocator = alloc_meter::CountingAllocator;

@@ -1,5 +1,6 @@
 //! Hostile chat templates (a model file's template is untrusted input): each must end in a
-//! typed error within 10 s, with the process's peak resident set grown by at most 512 MiB.
+//! typed error within 10 s (the render limit is 2 s), with the process's peak resident set
+//! grown by at most 512 MiB (the render limit is 256 MiB held).
 //!
 //! Before the allocation guard, doubling a list 40 times through a namespace asked for a
 //! 206 GB allocation (the process aborted), the string variant grew to gigabytes, and values
@@ -110,7 +111,7 @@ fn hostile_templates_are_bounded_in_time_and_memory() {
             "{% set ns = namespace() %}{% set ns.me = [1, {'x': ns}] %}{{ ns }}".into(),
             "namespace",
         ),
-        // Captures and raw text grow outside the output: charged to the budget.
+        // Captures and raw text grow outside the output: the memory limit stops them.
         (
             format!("{ns}{{% for i in range(60) %}}{{% set t %}}{{{{ ns.s }}}}{{{{ ns.s }}}}{{% endset %}}{{% set ns.s = t %}}{{% endfor %}}"),
             "",
@@ -120,7 +121,7 @@ fn hostile_templates_are_bounded_in_time_and_memory() {
                 "{{% set t %}}{{% for i in range(100000) %}}{}{{% endfor %}}{{% endset %}}{{{{ t | length }}}}",
                 "x".repeat(10_000)
             ),
-            "budget",
+            "memory",
         ),
         // Printing a big value through filters that stringify it.
         (

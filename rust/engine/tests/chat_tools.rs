@@ -172,6 +172,19 @@ fn every_llama_cpp_template_matches_jinja2() {
                 continue;
             }
         };
+        // A long chat (2,000 turns of 100 bytes) stays within the allocation guard's budget.
+        let long: Vec<ChatMessage> = (0..2000)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                ChatMessage::new(role, format!("{i:>4} {}", "x".repeat(95)))
+            })
+            .collect();
+        if let Err(e) = template.render(&long, true) {
+            let message = e.to_string();
+            if message.contains("budget") || message.contains("limit") {
+                failures.push(format!("{path}: a 2,000-turn chat: {message}"));
+            }
+        }
         // Templates that take no tools get the tool conversation rewritten (the documented
         // fallback), so only tool-aware ones render it as given.
         let mut cases = vec![json!({"messages": plain_hf, "add_generation_prompt": true})];

@@ -12,7 +12,7 @@
 //! - a panic inside the template engine is caught and reported as an error (see `mod.rs`).
 //!
 //! - everything a template builds or prints is measured by [`super::guard`] against a
-//!   per-value cap and a per-render budget (string and list growth, nesting, captures).
+//!   per-value cap (string and list growth, nesting), within a time and memory limit.
 
 use super::json::{dumps, JsonStyle};
 use super::{guard, pyrepr};
@@ -175,12 +175,12 @@ fn check_len(value: &Value, cap: usize) -> Result<Value, Error> {
     }
 }
 
-/// Writes into a render's output (or capture), charging every byte to the render's budget.
+/// Writes into a render's output (or capture), checking the render's limits on every piece.
 struct Metered<'a, 'b>(&'a mut minijinja::Output<'b>);
 
 impl std::fmt::Write for Metered<'_, '_> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        guard::charge(s.len()).map_err(|_| std::fmt::Error)?;
+        guard::check().map_err(|_| std::fmt::Error)?;
         self.0.write_str(s)
     }
 }

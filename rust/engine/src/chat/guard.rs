@@ -1,5 +1,5 @@
 //! The allocation guard of a template render: every value a template builds is measured
-//! before it is built, against a per-value cap and a per-render budget.
+//! before it is built, against a per-value cap, within a per-render time and memory limit.
 //!
 //! minijinja bounds instructions (fuel) and recursion, but not the size of what its operators
 //! build: `ns.l + ns.l` and `ns.s ~ ns.s` double a value per instruction, `[x] * n` and
@@ -14,27 +14,31 @@
 //! - list, map and keyword-argument literals check their nesting depth; a namespace can hold no
 //!   namespace (so no value can contain itself).
 //!
-//! Every byte printed (output and captures), every item measured and every grown value is
-//! charged to the render's budget ([`Meter`]); a render over budget fails with a typed error.
-//! The measures are conservative: a value's printed size is taken as its strings' bytes plus
-//! a few bytes per item.
+//! A render also has a time limit ([`TIME_LIMIT`]) and a memory limit: the bytes it holds,
+//! counted exactly by the engine's allocator ([`crate::alloc_meter`]), looked at in every check
+//! and every printed piece. Both end the render with a typed error. The size measure of a value
+//! is conservative: its strings' bytes plus 4 per item.
 
 use super::env::WHITESPACE;
 use super::pyrepr;
+use crate::alloc_meter;
 use minijinja::machinery::{Instruction, Instructions};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 use std::cell::RefCell;
+use std::time::{Duration, Instant};
 
 /// Most items one sequence may have (after `+`, `*`, `batch`, `slice`).
 pub(crate) const MAX_ITEMS: usize = 1 << 20;
 /// Deepest nesting of lists, maps and namespaces a template may build.
 pub(crate) const MAX_DEPTH: usize = 48;
-/// Bytes charged for each item measured or grown (about one `Value`).
-const ITEM_BYTES: usize = 24;
-/// Budget of a render whose input holds no bytes; see [`budget_for`].
-const BASE_BUDGET: usize = 256 << 20;
+/// Longest a render may run. Real templates take milliseconds, even for long chats.
+pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(2);
+/// Memory a render may hold when its input is empty; see [`memory_limit_for`].
+const BASE_MEMORY: usize = 256 << 20;
+/// Items measured between two looks at the clock.
+const VISITS_PER_CHECK: usize = 1024;
 
 /// Name of the global the rewritten `+` calls first; not an identifier, so a template cannot
 /// shadow it. Likewise for the other checks.
@@ -52,20 +56,23 @@ const SHALLOW_FILTERS: [&str; 12] = [
     "safe",
 ];
 
-/// The budget of a render whose messages and tools hold `input_bytes` bytes.
-pub(crate) fn budget_for(input_bytes: usize) -> usize {
-    BASE_BUDGET.saturating_add(input_bytes.saturating_mul(64))
+/// The memory a render whose messages and tools hold `input_bytes` bytes may hold.
+pub(crate) fn memory_limit_for(input_bytes: usize) -> usize {
+    BASE_MEMORY.saturating_add(input_bytes.saturating_mul(16))
 }
 
 /// The state of the render running on this thread.
 struct Meter {
-    used: usize,
-    limit: usize,
+    start: Instant,
+    /// This thread's net allocated bytes when the render began.
+    memory_base: isize,
+    memory_limit: usize,
     /// Cap on one string's bytes.
     value_cap: usize,
     /// Namespaces created by this render (see [`track_namespace`]).
     namespaces: Vec<Value>,
-    exhausted: bool,
+    /// Why the render was stopped, when a limit was hit.
+    exceeded: Option<String>,
 }
 
 thread_local! {
@@ -82,21 +89,29 @@ impl Drop for Installed {
     }
 }
 
-/// Run `render` with a budget of `limit` bytes and strings capped at `value_cap` bytes.
-/// Returns its result and whether it ran out of budget.
-pub(crate) fn metered<R>(limit: usize, value_cap: usize, render: impl FnOnce() -> R) -> (R, bool) {
-    let meter = Meter {
-        used: 0,
-        limit,
-        value_cap,
-        namespaces: Vec::new(),
-        exhausted: false,
-    };
-    let installed = Installed(METER.with(|m| m.borrow_mut().replace(meter)));
-    let out = render();
-    let exhausted = METER.with(|m| m.borrow().as_ref().is_some_and(|m| m.exhausted));
-    drop(installed);
-    (out, exhausted)
+/// Run `render` with its memory (net bytes allocated on this thread) limited to
+/// `memory_limit`, its time to [`TIME_LIMIT`] and strings capped at `value_cap` bytes.
+/// Returns its result and, when a limit stopped it, which one.
+pub(crate) fn metered<R>(
+    memory_limit: usize,
+    value_cap: usize,
+    render: impl FnOnce() -> R,
+) -> (R, Option<String>) {
+    alloc_meter::metered(|| {
+        let meter = Meter {
+            start: Instant::now(),
+            memory_base: alloc_meter::net_bytes(),
+            memory_limit,
+            value_cap,
+            namespaces: Vec::new(),
+            exceeded: None,
+        };
+        let installed = Installed(METER.with(|m| m.borrow_mut().replace(meter)));
+        let out = render();
+        let exceeded = METER.with(|m| m.borrow_mut().as_mut().and_then(|m| m.exceeded.take()));
+        drop(installed);
+        (out, exceeded)
+    })
 }
 
 fn with_meter<R>(f: impl FnOnce(&mut Meter) -> Result<R, Error>) -> Result<R, Error> {
@@ -109,24 +124,24 @@ fn with_meter<R>(f: impl FnOnce(&mut Meter) -> Result<R, Error>) -> Result<R, Er
     })
 }
 
-/// Charge `bytes` to the render's budget; fails once the budget is spent.
-pub(crate) fn charge(bytes: usize) -> Result<(), Error> {
+/// Fail once the render has run longer than [`TIME_LIMIT`] or holds more memory than its
+/// limit.
+pub(crate) fn check() -> Result<(), Error> {
     with_meter(|m| {
-        m.used = m.used.saturating_add(bytes);
-        if m.used > m.limit {
-            m.exhausted = true;
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!("template exceeded its budget of {} bytes of work", m.limit),
-            ));
-        }
-        Ok(())
+        let held = alloc_meter::net_bytes().saturating_sub(m.memory_base);
+        let why = if m.start.elapsed() > TIME_LIMIT {
+            format!("the template ran longer than {} s", TIME_LIMIT.as_secs())
+        } else if usize::try_from(held).is_ok_and(|held| held > m.memory_limit) {
+            format!(
+                "the template held more than {} MiB of memory",
+                m.memory_limit >> 20
+            )
+        } else {
+            return Ok(());
+        };
+        m.exceeded = Some(why.clone());
+        Err(Error::new(ErrorKind::InvalidOperation, why))
     })
-}
-
-/// Bytes still in the budget.
-fn remaining() -> Result<usize, Error> {
-    with_meter(|m| Ok(m.limit.saturating_sub(m.used)))
 }
 
 fn value_cap() -> Result<usize, Error> {
@@ -164,20 +179,18 @@ struct Measure {
     depth: usize,
 }
 
-/// Measure `value` (an iterative walk, charged to the budget per item) and check it against
+/// Measure `value` (an iterative walk, looking at the clock as it goes) and check it against
 /// the per-value cap and [`MAX_DEPTH`]. With `no_namespaces`, a namespace inside is an error.
 fn measure(value: &Value, no_namespaces: bool) -> Result<Measure, Error> {
     let cap = value_cap()?;
-    let max_items = remaining()? / ITEM_BYTES;
     let mut found = Measure { bytes: 0, depth: 0 };
-    let mut items = 0usize;
     let mut todo = vec![(value.clone(), 0usize)];
+    let mut until_check = VISITS_PER_CHECK;
     while let Some((v, depth)) = todo.pop() {
-        items += 1;
-        if items > max_items {
-            // More items than the budget has left: charging them fails.
-            charge(items.saturating_mul(ITEM_BYTES))?;
-            unreachable_budget()?;
+        until_check -= 1;
+        if until_check == 0 {
+            check()?;
+            until_check = VISITS_PER_CHECK;
         }
         found.depth = found.depth.max(depth);
         if depth > MAX_DEPTH {
@@ -212,13 +225,8 @@ fn measure(value: &Value, no_namespaces: bool) -> Result<Measure, Error> {
             todo.push((item, depth + 1));
         }
     }
-    charge(items.saturating_mul(ITEM_BYTES))?;
+    check()?;
     Ok(found)
-}
-
-/// Reached only if a charge larger than the budget left succeeded.
-fn unreachable_budget() -> Result<(), Error> {
-    Err(invalid("template exceeded its budget".to_string()))
 }
 
 /// The operands of a checked binary operator, put back in the order `UnpackList` restores.
@@ -238,7 +246,7 @@ fn check_items(n: usize) -> Result<(), Error> {
             "a template sequence would exceed {MAX_ITEMS} items"
         )));
     }
-    charge(n.saturating_mul(ITEM_BYTES))
+    check()
 }
 
 fn check_bytes(n: usize) -> Result<(), Error> {
@@ -248,7 +256,7 @@ fn check_bytes(n: usize) -> Result<(), Error> {
             "a template string would exceed the size limit of {cap} bytes"
         )));
     }
-    charge(n)
+    check()
 }
 
 /// Before `a + b`: the concatenated sequence's items or string's bytes.
@@ -299,10 +307,10 @@ impl std::fmt::Write for Capped {
     }
 }
 
-/// Python's `str()` of each value, concatenated into a buffer capped at the per-value cap and
-/// the budget left (and charged to the budget).
+/// Python's `str()` of each value, concatenated into a buffer capped at the per-value cap.
 fn python_strs(values: &[&Value]) -> Result<Value, Error> {
-    let cap = value_cap()?.min(remaining()?);
+    check()?;
+    let cap = value_cap()?;
     let mut out = Capped {
         text: String::new(),
         cap,
@@ -314,7 +322,7 @@ fn python_strs(values: &[&Value]) -> Result<Value, Error> {
             ))
         })?;
     }
-    charge(out.text.len())?;
+    check()?;
     Ok(Value::from(out.text))
 }
 

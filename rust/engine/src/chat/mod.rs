@@ -319,12 +319,12 @@ impl ChatTemplate {
             eos_token => &self.eos_token,
             tools => tools,
         };
-        let budget = guard::budget_for(input_bytes);
+        let memory = guard::memory_limit_for(input_bytes);
         let cap = env::output_cap(input_bytes);
         let mut text = String::new();
         // minijinja can panic on some edge cases (e.g. 2.24 indexes out of bounds when
         // reverse-slicing an empty sequence); a template must never take the process down.
-        let (result, exhausted) = guard::metered(budget, MAX_STRING_BYTES, || {
+        let (result, exceeded) = guard::metered(memory, MAX_STRING_BYTES, || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let (instructions, blocks) = compile(&self.unfolded)?;
                 let mut out = machinery::make_string_output(&mut text);
@@ -336,10 +336,8 @@ impl ChatTemplate {
         let result = result.map_err(|_| {
             crate::Error::ChatTemplate("the template engine failed internally".to_string())
         })?;
-        if exhausted {
-            return Err(crate::Error::ChatTemplate(format!(
-                "the template exceeded its budget of {budget} bytes of work"
-            )));
+        if let Some(why) = exceeded {
+            return Err(crate::Error::ChatTemplate(why));
         }
         result.map_err(template_error)?;
         if text.len() > cap {
