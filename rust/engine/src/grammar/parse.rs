@@ -108,6 +108,7 @@ impl Grammar {
             first_use: Vec::new(),
             elements: 0,
             depth: 0,
+            chains: HashMap::new(),
         };
         p.skip_space(true);
         while p.pos < p.src.len() {
@@ -275,6 +276,9 @@ struct Parser<'a> {
     first_use: Vec<usize>,
     elements: usize,
     depth: usize,
+    /// Generated rules `S'(k) ::= S S'(k-1) | ε` (S{0,k}) by id, with their item S: an
+    /// optional S right after one extends the chain (see [`Parser::repeat`]).
+    chains: HashMap<u32, Vec<Elem>>,
 }
 
 fn is_word(b: u8) -> bool {
@@ -623,10 +627,21 @@ impl Parser<'_> {
         let copies = (min.max(1) + optional) as usize;
         self.count(item.len().saturating_mul(copies))?;
         seq.truncate(start);
+        // S{0,j} S{0,k} is S{0,j+k}: written out (`[a-z]? [a-z]? ...`) the left form is as
+        // ambiguous as (S | ε){n}, so a bounded optional S right after a chain of S extends
+        // that chain instead of starting another.
+        let mut last: Option<u32> = None;
+        if min == 0 && max.is_some() {
+            if let Some(&Elem::Rule(prev)) = seq.last() {
+                if self.chains.get(&prev) == Some(&item) {
+                    seq.pop();
+                    last = Some(prev);
+                }
+            }
+        }
         for _ in 0..min {
             seq.extend_from_slice(&item);
         }
-        let mut last: Option<u32> = None;
         for _ in 0..optional {
             let id = self.generated(name);
             let mut body = item.clone();
@@ -640,6 +655,9 @@ impl Parser<'_> {
         }
         if let Some(id) = last {
             seq.push(Elem::Rule(id));
+            if max.is_some() {
+                self.chains.insert(id, item);
+            }
         }
         Ok(())
     }
