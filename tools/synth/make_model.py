@@ -242,8 +242,8 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
         yield "output.weight", mat(n_vocab, d, 4.0), ty("output")
 
 
-def write_model(kind: str, path: str, seed: int) -> None:
-    """Writes the synthetic model ``kind`` to ``path``."""
+def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) -> None:
+    """Writes the synthetic model ``kind`` to ``path`` (with ``chat_template``)."""
     spec = KINDS[kind]
     voc = build_vocab(spec)
     rng = np.random.default_rng([seed, sum(kind.encode())])
@@ -286,7 +286,7 @@ def write_model(kind: str, path: str, seed: int) -> None:
         w.add_pad_token_id(voc.id("<|endoftext|>"))
     w.add_add_bos_token(spec.add_bos)
     w.add_add_eos_token(False)
-    w.add_chat_template(CHATML)
+    w.add_chat_template(chat_template)
 
     for name, data, qtype in make_tensors(spec, len(voc.tokens), rng):
         w.add_tensor(name, encode(data, qtype), raw_dtype=qtype)
@@ -304,13 +304,19 @@ def main() -> None:
     parser.add_argument("out", nargs="?", help="output .gguf path")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--list", action="store_true", help="print the kinds and exit")
+    parser.add_argument("--chat-template", metavar="FILE",
+                        help="store this Jinja file as the chat template (default: ChatML)")
     args = parser.parse_args()
     if args.list:
         print("\n".join(sorted(KINDS)))
         return
     if args.kind is None or args.out is None:
         parser.error("KIND and OUT are required")
-    write_model(args.kind, args.out, args.seed)
+    template = CHATML
+    if args.chat_template:
+        with open(args.chat_template, encoding="utf-8") as f:
+            template = f.read()
+    write_model(args.kind, args.out, args.seed, template)
     print(args.out)
 
 

@@ -250,3 +250,55 @@ fn option_sized_buffers_that_do_not_fit_are_insufficient_memory() {
         assert!(stderr.contains("error: insufficient memory:"), "{stderr}");
     }
 }
+
+/// A model file whose chat template doubles a list 40 times through `namespace()` (which
+/// asked for a 206 GB allocation and aborted the process, exit 134) or a string 40 times:
+/// `run --chat` now fails with a chat-template error (exit 1) within 10 s, at a peak RSS
+/// of at most 512 MiB.
+#[test]
+fn a_hostile_chat_template_in_a_model_file_is_an_error() {
+    let dir = temp_dir();
+    let bombs = [
+        ("list", "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}"),
+        ("string", "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"),
+    ];
+    for (name, template) in bombs {
+        let source = dir.join(format!("{name}.jinja"));
+        std::fs::write(&source, template).unwrap();
+        let model = dir.join(format!("{name}.gguf"));
+        common::run_python(
+            &common::repo_root().join("tools/synth/make_model.py"),
+            &[
+                std::ffi::OsStr::new("llama-bpe"),
+                model.as_os_str(),
+                std::ffi::OsStr::new("--chat-template"),
+                source.as_os_str(),
+            ],
+        );
+        let start = std::time::Instant::now();
+        let (peak, out) = peak_rss(&[
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "--chat",
+            "-p",
+            "Hello",
+            "-n",
+            "2",
+            "-c",
+            "64",
+        ]);
+        let took = start.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!(
+            "{name}: exit {:?} in {took:?}, peak RSS {} MiB",
+            out.status.code(),
+            peak / MIB
+        );
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(stderr.contains("chat template"), "{name}: {stderr}");
+        assert!(took.as_secs() < 10, "{name}: {took:?}");
+        assert!(peak <= 512 * MIB, "{name}: peak RSS {} MiB", peak / MIB);
+        std::fs::remove_file(&model).ok();
+    }
+}
