@@ -14,7 +14,7 @@
 //! - list, map and keyword-argument literals check their nesting depth; a namespace can hold no
 //!   namespace (so no value can contain itself).
 //!
-//! A render also has a time limit ([`TIME_LIMIT`]) and a memory limit: the bytes it holds,
+//! A render also has a time limit and a memory limit ([`limits_for`]): the bytes it holds,
 //! counted exactly by the engine's allocator ([`crate::alloc_meter`]), looked at in every check
 //! and every printed piece. Both end the render with a typed error. The size measure of a value
 //! is conservative: its strings' bytes plus 4 per item.
@@ -33,8 +33,12 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_ITEMS: usize = 1 << 20;
 /// Deepest nesting of lists, maps and namespaces a template may build.
 pub(crate) const MAX_DEPTH: usize = 48;
-/// Longest a render may run. Real templates take milliseconds, even for long chats.
-pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(2);
+/// Longest a render of an empty input may run; see [`limits_for`]. Real templates take
+/// milliseconds, even for long chats.
+const BASE_TIME: Duration = Duration::from_secs(2);
+/// Time a render may take per byte of input beyond [`BASE_TIME`] (100 KB/s: a template that
+/// rebuilds the whole prompt per message copies it once per message).
+const TIME_PER_INPUT_BYTE: Duration = Duration::from_micros(10);
 /// Memory a render may hold when its input is empty; see [`memory_limit_for`].
 const BASE_MEMORY: usize = 256 << 20;
 /// Items measured between two looks at the clock.
@@ -56,14 +60,20 @@ const SHALLOW_FILTERS: [&str; 12] = [
     "safe",
 ];
 
-/// The memory a render whose messages and tools hold `input_bytes` bytes may hold.
-pub(crate) fn memory_limit_for(input_bytes: usize) -> usize {
-    BASE_MEMORY.saturating_add(input_bytes.saturating_mul(16))
+/// The limits of a render whose messages and tools hold `input_bytes` bytes: the memory it
+/// may hold and the time it may take.
+pub(crate) fn limits_for(input_bytes: usize) -> (usize, Duration) {
+    let bytes = u32::try_from(input_bytes).unwrap_or(u32::MAX);
+    (
+        BASE_MEMORY.saturating_add(input_bytes.saturating_mul(16)),
+        BASE_TIME.saturating_add(TIME_PER_INPUT_BYTE.saturating_mul(bytes)),
+    )
 }
 
 /// The state of the render running on this thread.
 struct Meter {
     start: Instant,
+    time_limit: Duration,
     /// This thread's net allocated bytes when the render began.
     memory_base: isize,
     memory_limit: usize,
@@ -90,16 +100,17 @@ impl Drop for Installed {
 }
 
 /// Run `render` with its memory (net bytes allocated on this thread) limited to
-/// `memory_limit`, its time to [`TIME_LIMIT`] and strings capped at `value_cap` bytes.
+/// `memory_limit`, its time to `time_limit` and strings capped at `value_cap` bytes.
 /// Returns its result and, when a limit stopped it, which one.
 pub(crate) fn metered<R>(
-    memory_limit: usize,
+    (memory_limit, time_limit): (usize, Duration),
     value_cap: usize,
     render: impl FnOnce() -> R,
 ) -> (R, Option<String>) {
     alloc_meter::metered(|| {
         let meter = Meter {
             start: Instant::now(),
+            time_limit,
             memory_base: alloc_meter::net_bytes(),
             memory_limit,
             value_cap,
@@ -124,13 +135,15 @@ fn with_meter<R>(f: impl FnOnce(&mut Meter) -> Result<R, Error>) -> Result<R, Er
     })
 }
 
-/// Fail once the render has run longer than [`TIME_LIMIT`] or holds more memory than its
-/// limit.
+/// Fail once the render has run longer or holds more memory than its limits.
 pub(crate) fn check() -> Result<(), Error> {
     with_meter(|m| {
         let held = alloc_meter::net_bytes().saturating_sub(m.memory_base);
-        let why = if m.start.elapsed() > TIME_LIMIT {
-            format!("the template ran longer than {} s", TIME_LIMIT.as_secs())
+        let why = if m.start.elapsed() > m.time_limit {
+            format!(
+                "the template ran longer than {:.1} s",
+                m.time_limit.as_secs_f64()
+            )
         } else if usize::try_from(held).is_ok_and(|held| held > m.memory_limit) {
             format!(
                 "the template held more than {} MiB of memory",

@@ -319,12 +319,12 @@ impl ChatTemplate {
             eos_token => &self.eos_token,
             tools => tools,
         };
-        let memory = guard::memory_limit_for(input_bytes);
+        let limits = guard::limits_for(input_bytes);
         let cap = env::output_cap(input_bytes);
         let mut text = String::new();
         // minijinja can panic on some edge cases (e.g. 2.24 indexes out of bounds when
         // reverse-slicing an empty sequence); a template must never take the process down.
-        let (result, exceeded) = guard::metered(memory, MAX_STRING_BYTES, || {
+        let (result, exceeded) = guard::metered(limits, MAX_STRING_BYTES, || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let (instructions, blocks) = compile(&self.unfolded)?;
                 let mut out = machinery::make_string_output(&mut text);
