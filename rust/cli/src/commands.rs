@@ -14,6 +14,7 @@ use local_llm_engine::session::{
     Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel,
     Prompt,
 };
+use local_llm_engine::tokenizer::Tokenizer;
 use local_llm_engine::{Error, Result};
 
 use crate::{ModelArg, RunArgs, TokenizeArgs};
@@ -290,11 +291,12 @@ pub fn info(arg: &ModelArg) -> Result<()> {
     Ok(())
 }
 
-/// `local-llm tokenize`.
+/// `local-llm tokenize`: reads only the tokenizer, so vocab-only files (llama.cpp's
+/// `ggml-vocab-*.gguf`) work as with llama-tokenize.
 pub fn tokenize(args: &TokenizeArgs) -> Result<()> {
     let path = model_path(&args.model)?;
-    let model = LoadedModel::load(&path, &LoadOptions::default())?;
-    let ids = model.tokenize(&args.prompt, !args.no_special, !args.no_parse_special)?;
+    let tokenizer = Tokenizer::from_gguf(&GgufFile::open(&path)?)?;
+    let ids = tokenizer.encode(&args.prompt, !args.no_special, !args.no_parse_special)?;
     println!("{}", serde_json::to_string(&ids).unwrap_or_default());
     Ok(())
 }

@@ -378,3 +378,75 @@ fn grammar_and_json_schema_flags() {
     assert!(["yes!", "no!"].contains(&text.trim_end()), "{text:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[path = "../../engine/tests/tokenizer_support/mod.rs"]
+mod tokenizer_support;
+
+/// `local-llm tokenize` on llama.cpp's vocab-only test files (no weights: it failed with
+/// "missing tensor 'token_embd.weight'") gives the ids of llama.cpp's own expected output
+/// (`models/ggml-vocab-*.gguf.out` for the texts of `.inp`, without BOS/EOS as
+/// test-tokenizer-0 runs them).
+#[test]
+fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
+    const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
+    let mut checked = 0;
+    for name in [
+        "llama-bpe",
+        "llama-spm",
+        "qwen2",
+        "phi-3",
+        "gpt-2",
+        "falcon",
+        "starcoder",
+        "command-r",
+        "mpt",
+    ] {
+        let vocab = tokenizer_support::llama_cpp_vocab(name);
+        let file = |ext: &str| {
+            String::from_utf8(tokenizer_support::llama_cpp_file(&format!(
+                "models/ggml-vocab-{name}.gguf.{ext}"
+            )))
+            .expect("utf-8")
+        };
+        let inputs = file("inp");
+        let outputs = file("out");
+        let texts: Vec<&str> = inputs
+            .strip_suffix(SEPARATOR)
+            .unwrap_or(&inputs)
+            .split(SEPARATOR)
+            .collect();
+        let expected: Vec<&str> = outputs.lines().collect();
+        assert_eq!(
+            texts.len(),
+            expected.len(),
+            "{name}: .inp and .out differ in length"
+        );
+        for (text, want) in texts.iter().zip(expected) {
+            if text.is_empty() || text.starts_with('-') {
+                continue; // not passable as `-p TEXT`
+            }
+            let out = local_llm(&[
+                "tokenize",
+                "-m",
+                vocab.to_str().unwrap(),
+                "-p",
+                text,
+                "--no-special",
+            ]);
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let got: Vec<u32> = serde_json::from_slice(&out.stdout).expect("ids as JSON");
+            let want: Vec<u32> = want
+                .split_whitespace()
+                .map(|id| id.parse().unwrap())
+                .collect();
+            assert_eq!(got, want, "{name}: {text:?}");
+            checked += 1;
+        }
+    }
+    eprintln!("{checked} texts tokenized as llama.cpp expects");
+    assert!(checked >= 200, "only {checked} texts checked");
+}
