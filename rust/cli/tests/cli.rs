@@ -400,6 +400,8 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
         "starcoder",
         "command-r",
         "mpt",
+        "refact",
+        "qwen35",
     ] {
         let vocab = tokenizer_support::llama_cpp_vocab(name);
         let file = |ext: &str| {
