@@ -8,6 +8,8 @@
 //! (VmHWM, reset through `/proc/self/clear_refs` before each template): one test function, so
 //! no other test of this binary runs meanwhile.
 
+mod common;
+
 use local_llm_engine::chat::{ChatMessage, ChatTemplate};
 use local_llm_engine::Error;
 use std::time::{Duration, Instant};
@@ -18,26 +20,15 @@ const RSS_BOUND: u64 = 512 * MIB;
 /// Time allowed per render.
 const TIME_BOUND: Duration = Duration::from_secs(10);
 
-/// `VmRSS` or `VmHWM` of this process in bytes.
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
-    let kb: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
-    kb * 1024
-}
-
 /// Render `source` and return the error it must end in, after checking time and memory.
 fn render_bounded(source: &str) -> String {
     let template = ChatTemplate::new(source, "<s>", "</s>").expect("template parses");
     std::fs::write("/proc/self/clear_refs", "5").expect("resetting the peak RSS");
-    let before = status_bytes("VmRSS");
+    let before = common::status_bytes("VmRSS");
     let start = Instant::now();
     let result = template.render(&[ChatMessage::new("user", "hi")], true);
     let took = start.elapsed();
-    let grew = status_bytes("VmHWM").saturating_sub(before);
+    let grew = common::status_bytes("VmHWM").saturating_sub(before);
     let shown: String = source.chars().take(120).collect();
     eprintln!(
         "{took:>10.2?} {:>5} MiB  {}  <- {shown}",

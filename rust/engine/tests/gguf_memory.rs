@@ -11,21 +11,12 @@
 //! the validation reads; nothing is copied) plus 16 MiB, and by at most 16 MiB for an array of
 //! u8, whose elements validation never reads.
 
+mod common;
+
 use local_llm_engine::gguf::{GgufError, GgufFile, Value};
 use local_llm_engine::Error;
 
 const MIB: u64 = 1 << 20;
-
-/// `VmRSS` or `VmHWM` of this process in bytes.
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
-    let kb: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
-    kb * 1024
-}
 
 fn gguf_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -60,9 +51,9 @@ fn open_bounded(name: &str, bytes: Vec<u8>, bound: impl Fn(u64) -> u64) -> Resul
     std::fs::write(&path, bytes).unwrap();
     // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
     std::fs::write("/proc/self/clear_refs", "5").expect("resetting the peak RSS");
-    let before = status_bytes("VmRSS");
+    let before = common::status_bytes("VmRSS");
     let result = GgufFile::open(&path);
-    let peak = status_bytes("VmHWM");
+    let peak = common::status_bytes("VmHWM");
     std::fs::remove_file(&path).ok();
     let grew = peak.saturating_sub(before);
     eprintln!(

@@ -225,3 +225,14 @@ pub fn greedy_chat(text: &str, max_tokens: usize) -> GenerateRequest {
     r.max_tokens = max_tokens;
     r
 }
+
+/// `VmRSS` or `VmHWM` (peak) of this process in bytes, from `/proc/self/status`.
+pub fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
+    let kb: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
+    kb * 1024
+}
