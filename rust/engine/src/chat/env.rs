@@ -16,14 +16,8 @@
 
 use super::json::{dumps, JsonStyle};
 use super::{guard, pyrepr};
-use minijinja::machinery::{parse, CodeGenerator, Instructions, WhitespaceConfig};
-use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Kwargs, Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
-use std::collections::BTreeMap;
-
-/// The name compiled templates carry in error messages.
-const TEMPLATE_NAME: &str = "chat_template";
 
 /// Instruction budget for one render.
 pub(crate) const FUEL: u64 = 5_000_000;
@@ -36,30 +30,6 @@ const BASE_OUTPUT_CAP: usize = 4 << 20;
 /// room for every message rendered a few times plus a fixed allowance for template text.
 pub(crate) fn output_cap(input_bytes: usize) -> usize {
     BASE_OUTPUT_CAP.saturating_add(input_bytes.saturating_mul(4))
-}
-
-/// HF's whitespace settings: trim_blocks, lstrip_blocks, no trailing newline kept.
-pub(crate) const WHITESPACE: WhitespaceConfig = WhitespaceConfig {
-    keep_trailing_newline: false,
-    lstrip_blocks: true,
-    trim_blocks: true,
-};
-
-/// A compiled template: its instructions and those of its blocks.
-pub(crate) type Compiled<'s> = (Instructions<'s>, BTreeMap<&'s str, Instructions<'s>>);
-
-/// Compile `source` (HF's whitespace settings) with every instruction that can grow a value
-/// checked (see [`super::guard`]). Syntax errors are errors.
-pub(crate) fn compile(source: &str) -> Result<Compiled<'_>, Error> {
-    let ast = parse(source, TEMPLATE_NAME, SyntaxConfig, WHITESPACE)?;
-    let mut generator = CodeGenerator::new(TEMPLATE_NAME, source);
-    generator.compile_stmt(&ast);
-    let (instructions, blocks) = generator.finish();
-    let blocks = blocks
-        .iter()
-        .map(|(name, block)| (*name, guard::guard_instructions(block)))
-        .collect();
-    Ok((guard::guard_instructions(&instructions), blocks))
 }
 
 /// Build an environment with HF's settings (no autoescape, lenient undefined), the `raise_exception`, `strftime_now` globals, HF's `tojson`, Python string

@@ -19,27 +19,25 @@
 //! and every printed piece. Both end the render with a typed error. The size measure of a value
 //! is conservative: its strings' bytes plus 4 per item.
 
-use super::env::WHITESPACE;
 use super::pyrepr;
 use crate::alloc_meter;
 use minijinja::machinery::{Instruction, Instructions};
-use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Error, ErrorKind};
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 /// Most items one sequence may have (after `+`, `*`, `batch`, `slice`).
-pub(crate) const MAX_ITEMS: usize = 1 << 20;
+const MAX_ITEMS: usize = 1 << 20;
 /// Deepest nesting of lists, maps and namespaces a template may build.
-pub(crate) const MAX_DEPTH: usize = 48;
+const MAX_DEPTH: usize = 48;
 /// Longest a render of an empty input may run; see [`limits_for`]. Real templates take
 /// milliseconds, even for long chats.
 const BASE_TIME: Duration = Duration::from_secs(2);
 /// Time a render may take per byte of input beyond [`BASE_TIME`] (100 KB/s: a template that
 /// rebuilds the whole prompt per message copies it once per message).
 const TIME_PER_INPUT_BYTE: Duration = Duration::from_micros(10);
-/// Memory a render may hold when its input is empty; see [`memory_limit_for`].
+/// Memory a render may hold when its input is empty; see [`limits_for`].
 const BASE_MEMORY: usize = 256 << 20;
 /// Items measured between two looks at the clock.
 const VISITS_PER_CHECK: usize = 1024;
@@ -184,19 +182,12 @@ fn is_namespace(value: &Value) -> Result<bool, Error> {
     })
 }
 
-/// What [`measure`] found.
-struct Measure {
-    /// Bytes the value prints as, at most (strings' bytes plus 4 per item).
-    bytes: usize,
-    /// Deepest nesting of containers (a scalar is 0).
-    depth: usize,
-}
-
 /// Measure `value` (an iterative walk, looking at the clock as it goes) and check it against
-/// the per-value cap and [`MAX_DEPTH`]. With `no_namespaces`, a namespace inside is an error.
-fn measure(value: &Value, no_namespaces: bool) -> Result<Measure, Error> {
+/// the per-value cap (its strings' bytes plus 4 per item, an upper bound of what it prints
+/// as) and [`MAX_DEPTH`]. With `no_namespaces`, a namespace inside is an error.
+fn measure(value: &Value, no_namespaces: bool) -> Result<(), Error> {
     let cap = value_cap()?;
-    let mut found = Measure { bytes: 0, depth: 0 };
+    let mut bytes = 0usize;
     let mut todo = vec![(value.clone(), 0usize)];
     let mut until_check = VISITS_PER_CHECK;
     while let Some((v, depth)) = todo.pop() {
@@ -205,16 +196,13 @@ fn measure(value: &Value, no_namespaces: bool) -> Result<Measure, Error> {
             check()?;
             until_check = VISITS_PER_CHECK;
         }
-        found.depth = found.depth.max(depth);
         if depth > MAX_DEPTH {
             return Err(invalid(format!(
                 "template values nest deeper than {MAX_DEPTH} levels"
             )));
         }
-        found.bytes = found
-            .bytes
-            .saturating_add(v.as_str().map_or(4, |s| s.len() + 4));
-        if found.bytes > cap {
+        bytes = bytes.saturating_add(v.as_str().map_or(4, |s| s.len() + 4));
+        if bytes > cap {
             return Err(invalid(format!(
                 "a template value would exceed the size limit of {cap} bytes"
             )));
@@ -238,8 +226,7 @@ fn measure(value: &Value, no_namespaces: bool) -> Result<Measure, Error> {
             todo.push((item, depth + 1));
         }
     }
-    check()?;
-    Ok(found)
+    check()
 }
 
 /// The operands of a checked binary operator, put back in the order `UnpackList` restores.
@@ -444,56 +431,6 @@ fn expand<'s>(instr: &Instruction<'s>) -> Vec<Instruction<'s>> {
         }
         _ => vec![instr.clone()],
     }
-}
-
-/// `source` with every number literal in an expression wrapped in a filter (`(3|int)`), so the
-/// compiler folds no arithmetic on constants: minijinja evaluates constant expressions while
-/// compiling, where no check runs (`'x' * 99999999` would be built at load time). Attribute
-/// indexes (`foo.0`) stay as they are. Values are unchanged: `int` and `float` of a number
-/// literal are that number. transformers' `{% generation %}` tags become `{% if true %}`
-/// (minijinja does not know them; transformers renders their body as it is).
-pub(crate) fn unfold_constants(source: &str) -> Result<String, Error> {
-    use minijinja::machinery::{tokenize, Token};
-    let mut out = String::with_capacity(source.len() + source.len() / 4);
-    let mut copied = 0usize;
-    let mut previous = Token::TemplateData("");
-    for token in tokenize(source, false, SyntaxConfig, WHITESPACE) {
-        let (token, span) = token?;
-        let after_dot = matches!(previous, Token::Dot);
-        let tag_name = matches!(previous, Token::BlockStart);
-        let replacement = match token {
-            Token::Int(_) | Token::Int128(_) if !after_dot => Some(("(", "|int)")),
-            Token::Float(_) if !after_dot => Some(("(", "|float)")),
-            _ => None,
-        };
-        // transformers' `{% generation %}` block (assistant-mask tracking) renders its body.
-        let tag = match token {
-            Token::Ident("generation") if tag_name => Some("if true"),
-            Token::Ident("endgeneration") if tag_name => Some("endif"),
-            _ => None,
-        };
-        previous = token;
-        if replacement.is_none() && tag.is_none() {
-            continue;
-        }
-        let (start, end) = (span.start_offset as usize, span.end_offset as usize);
-        let (Some(before), Some(text)) = (source.get(copied..start), source.get(start..end)) else {
-            return Err(invalid("template token outside its source".to_string()));
-        };
-        out.push_str(before);
-        match (replacement, tag) {
-            (Some((open, close)), _) => {
-                out.push_str(open);
-                out.push_str(text);
-                out.push_str(close);
-            }
-            (None, Some(tag)) => out.push_str(tag),
-            (None, None) => {}
-        }
-        copied = end;
-    }
-    out.push_str(source.get(copied..).unwrap_or_default());
-    Ok(out)
 }
 
 /// Point a jump at the new position of its old target.

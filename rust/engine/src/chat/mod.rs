@@ -15,6 +15,7 @@
 //! module); [`tool_call_schema`] is the JSON Schema of a valid call for constrained decoding.
 
 mod builtin;
+mod compile;
 mod env;
 mod guard;
 mod json;
@@ -23,7 +24,7 @@ mod segments;
 mod tool_parse;
 mod tools;
 
-use env::compile;
+use compile::{compile, unfold_constants};
 use minijinja::{context, machinery, AutoEscape, Environment, Value};
 
 pub use tool_parse::{parse_tool_calls, ParsedResponse, ToolCallStream};
@@ -79,7 +80,7 @@ pub struct PromptSegment {
 /// A parsed chat template together with its bounded, HF-compatible Jinja environment.
 pub struct ChatTemplate {
     source: String,
-    /// `source` as compiled: number literals wrapped (see `guard::unfold_constants`).
+    /// `source` as compiled: number literals wrapped (see `compile::unfold_constants`).
     unfolded: String,
     bos_token: String,
     eos_token: String,
@@ -108,7 +109,7 @@ impl ChatTemplate {
     /// `bos_token` / `eos_token`. Syntax errors yield [`crate::Error::ChatTemplate`].
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> crate::Result<Self> {
         let env = env::build_environment(MAX_STRING_BYTES);
-        let unfolded = guard::unfold_constants(source).map_err(template_error)?;
+        let unfolded = unfold_constants(source).map_err(template_error)?;
         compile(&unfolded).map_err(template_error)?;
         Ok(ChatTemplate {
             unfolded,
