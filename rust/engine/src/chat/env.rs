@@ -32,8 +32,10 @@ pub(crate) fn output_cap(input_bytes: usize) -> usize {
     BASE_OUTPUT_CAP.saturating_add(input_bytes.saturating_mul(4))
 }
 
-/// Build an environment with HF's settings (no autoescape, lenient undefined), the `raise_exception`, `strftime_now` globals, HF's `tojson`, Python string
-/// methods, and the limits described in the module docs. `cap` bounds text-growing filters.
+/// Build an environment with HF's settings (no autoescape, lenient undefined), the
+/// `raise_exception` and `strftime_now` globals, HF's `tojson`, Python string methods, and the
+/// limits described in the module docs. `cap` bounds text-growing filters. Templates are
+/// compiled outside it (see `compile.rs`), with HF's whitespace settings.
 pub(crate) fn build_environment(cap: usize) -> Environment<'static> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));

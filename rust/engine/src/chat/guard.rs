@@ -182,11 +182,26 @@ fn is_namespace(value: &Value) -> Result<bool, Error> {
     })
 }
 
+/// Whether `value` holds items [`measure`] walks: sequences, maps and sized iterables.
+fn is_container(value: &Value) -> bool {
+    matches!(value.kind(), ValueKind::Seq | ValueKind::Map)
+        || (value.kind() == ValueKind::Iterable && value.len().is_some())
+}
+
 /// Measure `value` (an iterative walk, looking at the clock as it goes) and check it against
 /// the per-value cap (its strings' bytes plus 4 per item, an upper bound of what it prints
 /// as) and [`MAX_DEPTH`]. With `no_namespaces`, a namespace inside is an error.
 fn measure(value: &Value, no_namespaces: bool) -> Result<(), Error> {
     let cap = value_cap()?;
+    if !is_container(value) {
+        // Scalars and strings (most comparisons): nothing to walk.
+        if value.as_str().map_or(4, |s| s.len() + 4) > cap {
+            return Err(invalid(format!(
+                "a template value would exceed the size limit of {cap} bytes"
+            )));
+        }
+        return check();
+    }
     let mut bytes = 0usize;
     let mut todo = vec![(value.clone(), 0usize)];
     let mut until_check = VISITS_PER_CHECK;
@@ -207,9 +222,7 @@ fn measure(value: &Value, no_namespaces: bool) -> Result<(), Error> {
                 "a template value would exceed the size limit of {cap} bytes"
             )));
         }
-        let container = matches!(v.kind(), ValueKind::Seq | ValueKind::Map)
-            || (v.kind() == ValueKind::Iterable && v.len().is_some());
-        if !container {
+        if !is_container(&v) {
             continue;
         }
         if no_namespaces && depth > 0 && is_namespace(&v)? {
