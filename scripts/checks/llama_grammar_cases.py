@@ -20,11 +20,12 @@ import tarfile
 
 VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}.tar.gz"
-PREFIX = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/tests/"
+PREFIX = f"llama_cpp_python-{VERSION}/vendor/llama.cpp/"
 FILES = ["test-grammar-integration.cpp", "test-grammar-parser.cpp", "test-json-schema-to-grammar.cpp"]
 
 
-def sources():
+def sources(files=FILES, folder="tests/"):
+    """The text of `files` (names in llama.cpp's `folder`), from the sdist, by name."""
     cache = os.path.join(os.environ.get("LOCAL_LLM_CACHE", os.path.expanduser("~/.cache/local-llm")), "llama.cpp")
     os.makedirs(cache, exist_ok=True)
     path = os.path.join(cache, SDIST)
@@ -33,8 +34,8 @@ def sources():
                         f"llama-cpp-python=={VERSION}", "-d", cache], check=True, stdout=sys.stderr)
     out = {}
     with tarfile.open(path) as tar:
-        for name in FILES:
-            out[name] = tar.extractfile(PREFIX + name).read().decode("utf-8")
+        for name in files:
+            out[name] = tar.extractfile(PREFIX + folder + name).read().decode("utf-8")
     return out
 
 

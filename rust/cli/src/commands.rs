@@ -9,7 +9,7 @@ use local_llm_engine::backend::Registry;
 use local_llm_engine::chat::ChatMessage;
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::grammar::GrammarRequest;
-use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::sampling::{LogitBias, SamplingParams};
 use local_llm_engine::session::{
     Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel,
     Prompt,
@@ -114,6 +114,23 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
             frequency_penalty: args.frequency_penalty,
             presence_penalty: args.presence_penalty,
             penalty_last_n: args.repeat_last_n,
+            dry_multiplier: args.dry_multiplier,
+            dry_base: args.dry_base,
+            dry_allowed_length: args.dry_allowed_length,
+            dry_penalty_last_n: args.dry_penalty_last_n,
+            dry_sequence_breakers: dry_sequence_breakers(&args.dry_sequence_breaker),
+            top_n_sigma: args.top_nsigma,
+            xtc_probability: args.xtc_probability,
+            xtc_threshold: args.xtc_threshold,
+            mirostat: args.mirostat,
+            mirostat_tau: args.mirostat_ent,
+            mirostat_eta: args.mirostat_lr,
+            logit_bias: args
+                .logit_bias
+                .iter()
+                .map(|b| logit_bias(b))
+                .collect::<Result<_>>()?,
+            ignore_eos: args.ignore_eos,
             seed: seed(args)?,
         },
         max_tokens: args.n_predict,
@@ -124,6 +141,32 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
         context_shift: context_shift(args)?,
         ..GenerateRequest::new(prompt)
     })
+}
+
+/// The breakers of `--dry-sequence-breaker` (as llama.cpp: none given keeps the defaults,
+/// "none" means no breakers).
+fn dry_sequence_breakers(given: &[String]) -> Option<Vec<String>> {
+    match given {
+        [] => None,
+        [only] if only == "none" => Some(Vec::new()),
+        list => Some(list.to_vec()),
+    }
+}
+
+/// One `--logit-bias TOKEN_ID(+/-)BIAS` (llama.cpp's form; `inf` is accepted as a bias).
+fn logit_bias(arg: &str) -> Result<LogitBias> {
+    let bad = || {
+        Error::InvalidOption(format!(
+            "--logit-bias takes TOKEN_ID(+/-)BIAS, e.g. 15043+1 or 15043-inf, got {arg:?}"
+        ))
+    };
+    let sign = arg.find(['+', '-']).ok_or_else(bad)?;
+    let token: u32 = arg[..sign].trim().parse().map_err(|_| bad())?;
+    let bias: f32 = arg[sign..].trim().parse().map_err(|_| bad())?;
+    if bias.is_nan() {
+        return Err(bad());
+    }
+    Ok(LogitBias { token, bias })
 }
 
 /// The engine seed of `--seed`: llama.cpp's rule, which the JS API's `seed` follows too (an

@@ -118,15 +118,53 @@ struct RunArgs {
     /// Repeat penalty (1: off).
     #[arg(long = "repeat-penalty", default_value_t = SamplingParams::default().repeat_penalty)]
     repeat_penalty: f32,
-    /// Tokens considered by the penalties.
-    #[arg(long = "repeat-last-n", default_value_t = SamplingParams::default().penalty_last_n)]
-    repeat_last_n: u32,
+    /// Tokens considered by the penalties (0: off, -1: the whole context).
+    #[arg(long = "repeat-last-n", default_value_t = SamplingParams::default().penalty_last_n, allow_negative_numbers = true)]
+    repeat_last_n: i32,
     /// Frequency penalty.
     #[arg(long = "frequency-penalty", default_value_t = SamplingParams::default().frequency_penalty)]
     frequency_penalty: f32,
     /// Presence penalty.
     #[arg(long = "presence-penalty", default_value_t = SamplingParams::default().presence_penalty)]
     presence_penalty: f32,
+    /// DRY repetition penalty strength (0: off).
+    #[arg(long = "dry-multiplier", default_value_t = SamplingParams::default().dry_multiplier)]
+    dry_multiplier: f32,
+    /// DRY's growth per repeated token.
+    #[arg(long = "dry-base", default_value_t = SamplingParams::default().dry_base)]
+    dry_base: f32,
+    /// Repeats up to this length are not penalized by DRY.
+    #[arg(long = "dry-allowed-length", default_value_t = SamplingParams::default().dry_allowed_length)]
+    dry_allowed_length: u32,
+    /// Tokens DRY scans (0: off, -1: the whole context).
+    #[arg(long = "dry-penalty-last-n", default_value_t = SamplingParams::default().dry_penalty_last_n, allow_negative_numbers = true)]
+    dry_penalty_last_n: i32,
+    /// DRY sequence breaker (repeatable; replaces the defaults "\n", ":", "\"", "*"; "none":
+    /// no breakers).
+    #[arg(long = "dry-sequence-breaker")]
+    dry_sequence_breaker: Vec<String>,
+    /// Top-n-sigma (<= 0: off).
+    #[arg(long = "top-nsigma", visible_alias = "top-n-sigma", default_value_t = SamplingParams::default().top_n_sigma, allow_negative_numbers = true)]
+    top_nsigma: f32,
+    /// XTC probability (0: off).
+    #[arg(long = "xtc-probability", default_value_t = SamplingParams::default().xtc_probability)]
+    xtc_probability: f32,
+    /// XTC threshold (above 0.5: off).
+    #[arg(long = "xtc-threshold", default_value_t = SamplingParams::default().xtc_threshold)]
+    xtc_threshold: f32,
+    /// Mirostat (0: off, 1: Mirostat, 2: Mirostat 2.0); replaces top-k, top-p, typical,
+    /// min-p, XTC, top-n-sigma, the penalties and DRY.
+    #[arg(long = "mirostat", default_value_t = SamplingParams::default().mirostat)]
+    mirostat: u32,
+    /// Mirostat learning rate (eta).
+    #[arg(long = "mirostat-lr", default_value_t = SamplingParams::default().mirostat_eta)]
+    mirostat_lr: f32,
+    /// Mirostat target entropy (tau).
+    #[arg(long = "mirostat-ent", default_value_t = SamplingParams::default().mirostat_tau)]
+    mirostat_ent: f32,
+    /// Logit bias TOKEN_ID(+/-)BIAS, e.g. `15043+1` or `15043-inf` (repeatable).
+    #[arg(short = 'l', long = "logit-bias", allow_hyphen_values = true)]
+    logit_bias: Vec<String>,
     /// RNG seed, an integer from -1 to 2^32-1 (default, -1 and 2^32-1: random, as llama.cpp's
     /// `--seed` and the JS API's `seed`).
     #[arg(short = 's', long = "seed", allow_negative_numbers = true)]
@@ -134,7 +172,8 @@ struct RunArgs {
     /// Stop string (repeatable).
     #[arg(long = "stop")]
     stop: Vec<String>,
-    /// Keep generating after end-of-generation tokens.
+    /// Never end at an end-of-generation token: they are banned (logit bias -inf), as
+    /// llama.cpp's `--ignore-eos`.
     #[arg(long)]
     ignore_eos: bool,
     /// Read the whole file into memory instead of memory-mapping it.

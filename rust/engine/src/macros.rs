@@ -3,6 +3,17 @@
 //! struct and its `Default` impl. The FFI crate turns the same tables into UniFFI record
 //! declarations, so a default is written in exactly one place.
 
+/// An option table's default as a Rust value: `[]` (an empty list, as UniFFI writes it) is an
+/// empty `Vec`; anything else is itself.
+macro_rules! option_default {
+    ([]) => {
+        Vec::new()
+    };
+    ($value:tt) => {
+        $value
+    };
+}
+
 /// Emit `pub struct $name` with public fields and a `Default` impl from a table of
 /// `/// docs  field: Type = default` entries.
 macro_rules! options_struct {
@@ -21,7 +32,7 @@ macro_rules! options_struct {
         impl Default for $name {
             /// Every field at the default its table gives.
             fn default() -> Self {
-                $name { $( $field: $default, )* }
+                $name { $( $field: option_default!($default), )* }
             }
         }
     };

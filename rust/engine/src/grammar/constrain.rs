@@ -219,6 +219,8 @@ impl Constraint {
         if self.allowed(first, is_eog(first)) {
             return Step::Token(first);
         }
+        // The first draw is not used: its feedback (Mirostat) must not count.
+        sampler.rewind();
         let mut masked = std::mem::take(&mut self.masked);
         masked.clear();
         masked.extend_from_slice(logits);

@@ -1,18 +1,35 @@
 //! Logit processing, sampling and stop-string matching.
 //!
-//! [`Sampler`] applies llama.cpp's default chain: repetition/frequency/presence penalties,
-//! top-k, locally typical sampling, top-p, min-p, temperature, then draws from the softmax with
-//! a seeded PRNG. [`StopMatcher`] finds stop strings in streamed text. [`token_logprob`] gives
-//! a generated token's log-probability and the most likely alternatives.
+//! [`Sampler`] applies llama.cpp's chain: logit bias, repetition/frequency/presence penalties,
+//! DRY, top-n-σ, top-k, locally typical sampling, top-p, min-p, XTC, temperature, then draws from
+//! the softmax with a seeded PRNG; or, with Mirostat, logit bias, temperature and Mirostat's own
+//! truncation. The stages are functions of [`stages`] and [`dry`]. [`StopMatcher`] finds stop
+//! strings in streamed text. [`token_logprob`] gives a generated token's log-probability and the
+//! most likely alternatives.
 
+pub mod dry;
 mod logprobs;
 mod rng;
 mod sampler;
+pub mod stages;
 mod stop;
 
 pub use logprobs::{token_logprob, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 pub use sampler::Sampler;
 pub use stop::StopMatcher;
+
+/// A bias added to one token's logit before any other stage (llama.cpp's and OpenAI's
+/// `logit_bias`); -inf bans the token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogitBias {
+    /// Token id.
+    pub token: u32,
+    /// Added to the token's logit; not NaN.
+    pub bias: f32,
+}
+
+/// llama.cpp's default DRY sequence breakers (used when `dry_sequence_breakers` is `None`).
+pub const DEFAULT_DRY_SEQUENCE_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
 
 /// The fields of [`SamplingParams`] with their documentation and defaults, written once.
 ///
@@ -24,9 +41,11 @@ pub use stop::StopMatcher;
 macro_rules! sampling_params_table {
     ($emit:ident) => {
         $emit! {
-            /// Sampling parameters; the defaults are llama.cpp's. Neutral values switch a stage
-            /// off: `top_k` 0, `typical_p` 1, `top_p` 1, `min_p` 0, `repeat_penalty` 1,
-            /// `frequency_penalty` / `presence_penalty` 0, `penalty_last_n` 0.
+            /// Sampling parameters; the defaults are llama.cpp's (`common_params_sampling`).
+            /// Neutral values switch a stage off: `top_k` 0, `typical_p` 1, `top_p` 1, `min_p`
+            /// 0, `repeat_penalty` 1, `frequency_penalty` / `presence_penalty` 0,
+            /// `penalty_last_n` 0, `dry_multiplier` 0, `xtc_probability` 0, `top_n_sigma` <= 0,
+            /// `mirostat` 0.
             struct SamplingParams {
                 /// Softmax temperature; 0 means greedy (argmax) decoding.
                 temperature: f32 = 0.8,
@@ -47,8 +66,44 @@ macro_rules! sampling_params_table {
                 frequency_penalty: f32 = 0.0,
                 /// Subtracted once from the logit of every token that occurred recently.
                 presence_penalty: f32 = 0.0,
-                /// How many of the most recent history tokens the penalties look at; 0 = off.
-                penalty_last_n: u32 = 64,
+                /// How many of the most recent history tokens the penalties look at; 0 = off,
+                /// -1 = the whole context.
+                penalty_last_n: i32 = 64,
+                /// DRY ("don't repeat yourself") strength: a token that would extend a
+                /// sequence repeated in the recent history loses `dry_multiplier *
+                /// dry_base^(length - dry_allowed_length)` from its logit; 0 = off.
+                dry_multiplier: f32 = 0.0,
+                /// DRY's growth per repeated token; below 1 = off.
+                dry_base: f32 = 1.75,
+                /// Repeats up to this many tokens are not penalized by DRY.
+                dry_allowed_length: u32 = 2,
+                /// How many of the most recent history tokens DRY scans; 0 = off, -1 = the
+                /// whole context.
+                dry_penalty_last_n: i32 = 64,
+                /// Strings that end a repetition for DRY (at most 256, each cut to 40 bytes);
+                /// none = llama.cpp's `["\\n", ":", "\"", "*"]`, an empty list = no breakers.
+                dry_sequence_breakers: Option<Vec<String>> = None,
+                /// Top-n-σ: drop tokens whose logit is more than `top_n_sigma` standard
+                /// deviations below the best; <= 0 = off.
+                top_n_sigma: f32 = 0.0,
+                /// XTC ("exclude top choices"): the chance, per token, of removing every token
+                /// above `xtc_threshold` probability but the least likely of them; 0 = off.
+                xtc_probability: f32 = 0.0,
+                /// XTC's probability threshold; above 0.5 = off.
+                xtc_threshold: f32 = 0.1,
+                /// Mirostat: 0 = off, 1 = Mirostat, 2 = Mirostat 2.0. When on, it replaces the
+                /// chain after the logit bias (no penalties, DRY, top-k, top-p, min-p, typical,
+                /// top-n-σ or XTC), as in llama.cpp.
+                mirostat: u32 = 0,
+                /// Mirostat's target surprise (cross-entropy), in bits.
+                mirostat_tau: f32 = 5.0,
+                /// Mirostat's learning rate.
+                mirostat_eta: f32 = 0.1,
+                /// Biases added to the logits of given tokens before anything else; -inf bans
+                /// a token. Token ids must be in the vocabulary; repeated ids add up.
+                logit_bias: Vec<LogitBias> = [],
+                /// Never produce an end-of-generation token (their logits become -inf).
+                ignore_eos: bool = false,
                 /// PRNG seed; none seeds from the clock and process entropy.
                 seed: Option<u64> = None,
             }
@@ -71,12 +126,20 @@ impl SamplingParams {
             frequency_penalty: 0.0,
             presence_penalty: 0.0,
             penalty_last_n: 0,
+            dry_multiplier: 0.0,
+            top_n_sigma: 0.0,
+            xtc_probability: 0.0,
+            mirostat: 0,
             seed: Some(0),
+            ..SamplingParams::default()
         }
     }
 
     /// Check ranges: temperature finite and `>= 0`; `typical_p` and `top_p` in (0, 1]; `min_p`
-    /// in [0, 1]; `repeat_penalty` finite and `> 0`; frequency/presence penalties finite.
+    /// in [0, 1]; `repeat_penalty` finite and `> 0`; frequency/presence penalties, DRY's
+    /// multiplier (`>= 0`) and base, top-n-σ, XTC's threshold and Mirostat's tau and eta
+    /// finite; `xtc_probability` in [0, 1]; `mirostat` 0, 1 or 2; the `*_last_n` counts `>= -1`;
+    /// at most 256 DRY breakers; no NaN logit bias.
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |what: String| Err(crate::Error::InvalidOption(what));
         if !self.temperature.is_finite() || self.temperature < 0.0 {
@@ -103,17 +166,58 @@ impl SamplingParams {
                 self.repeat_penalty
             ));
         }
-        if !self.frequency_penalty.is_finite() {
+        if !(0.0..=1.0).contains(&self.xtc_probability) {
             return bad(format!(
-                "frequency_penalty must be finite, got {}",
-                self.frequency_penalty
+                "xtc_probability must be in [0, 1], got {}",
+                self.xtc_probability
             ));
         }
-        if !self.presence_penalty.is_finite() {
+        if !self.dry_multiplier.is_finite() || self.dry_multiplier < 0.0 {
             return bad(format!(
-                "presence_penalty must be finite, got {}",
-                self.presence_penalty
+                "dry_multiplier must be a finite number >= 0, got {}",
+                self.dry_multiplier
             ));
+        }
+        for (name, value) in [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+            ("dry_base", self.dry_base),
+            ("top_n_sigma", self.top_n_sigma),
+            ("xtc_threshold", self.xtc_threshold),
+            ("mirostat_tau", self.mirostat_tau),
+            ("mirostat_eta", self.mirostat_eta),
+        ] {
+            if !value.is_finite() {
+                return bad(format!("{name} must be finite, got {value}"));
+            }
+        }
+        if self.mirostat > 2 {
+            return bad(format!(
+                "mirostat must be 0 (off), 1 or 2, got {}",
+                self.mirostat
+            ));
+        }
+        for (name, value) in [
+            ("penalty_last_n", self.penalty_last_n),
+            ("dry_penalty_last_n", self.dry_penalty_last_n),
+        ] {
+            if value < -1 {
+                return bad(format!(
+                    "{name} must be >= -1 (-1: the whole context), got {value}"
+                ));
+            }
+        }
+        if let Some(b) = &self.dry_sequence_breakers {
+            if b.len() > dry::MAX_BREAKERS {
+                return bad(format!(
+                    "dry_sequence_breakers has {} entries (at most {})",
+                    b.len(),
+                    dry::MAX_BREAKERS
+                ));
+            }
+        }
+        if let Some(b) = self.logit_bias.iter().find(|b| b.bias.is_nan()) {
+            return bad(format!("logit_bias of token {} is NaN", b.token));
         }
         Ok(())
     }

@@ -62,7 +62,7 @@ impl Decoding {
         request: &GenerateRequest,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<Self> {
-        let sampler = Sampler::new(request.sampling.clone())?;
+        let sampler = Sampler::for_vocabulary(request.sampling.clone(), model.tokenizer())?;
         let constraint = match &effective_grammar(model, request)? {
             Some(g) => {
                 let mut c =

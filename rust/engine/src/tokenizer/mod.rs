@@ -169,6 +169,11 @@ impl Tokenizer {
         self.eog.binary_search(&id).is_ok()
     }
 
+    /// The end-of-generation token ids (see [`Tokenizer::is_eog`]), sorted.
+    pub fn eog_tokens(&self) -> &[u32] {
+        &self.eog
+    }
+
     /// Whether `id` is a control token.
     pub fn is_control(&self, id: u32) -> bool {
         self.vocab.attr(id) & attr::CONTROL != 0
