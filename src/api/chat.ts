@@ -1,5 +1,13 @@
 import type { InferenceContext, PromptSource } from './context';
-import { checkOptions, generateOptionRules, invalidOption, stopList } from './options';
+import {
+  breakerList,
+  checkOptions,
+  flag,
+  generateOptionRules,
+  invalidOption,
+  logitBiasList,
+  stopList,
+} from './options';
 import {
   type ChatFitter,
   type Fitted,
@@ -33,6 +41,22 @@ const OPENAI_NAMES: Partial<Record<keyof GenerateOptions, string>> = {
   frequencyPenalty: 'frequency_penalty',
   presencePenalty: 'presence_penalty',
   nProbs: 'top_logprobs',
+  minP: 'min_p',
+  repeatPenalty: 'repeat_penalty',
+  penaltyLastN: 'repeat_last_n',
+  dryMultiplier: 'dry_multiplier',
+  dryBase: 'dry_base',
+  dryAllowedLength: 'dry_allowed_length',
+  dryPenaltyLastN: 'dry_penalty_last_n',
+  drySequenceBreakers: 'dry_sequence_breakers',
+  topNSigma: 'top_n_sigma',
+  xtcProbability: 'xtc_probability',
+  xtcThreshold: 'xtc_threshold',
+  mirostat: 'mirostat',
+  mirostatTau: 'mirostat_tau',
+  mirostatEta: 'mirostat_eta',
+  logitBias: 'logit_bias',
+  ignoreEos: 'ignore_eos',
 };
 
 function usage(result: GenerationResult) {
@@ -131,12 +155,33 @@ export class ChatCompletions {
       stop: stopList(params.stop),
       frequencyPenalty: params.frequency_penalty,
       presencePenalty: params.presence_penalty,
+      minP: params.min_p,
+      repeatPenalty: params.repeat_penalty,
+      penaltyLastN: params.repeat_last_n,
+      dryMultiplier: params.dry_multiplier,
+      dryBase: params.dry_base,
+      dryAllowedLength: params.dry_allowed_length,
+      dryPenaltyLastN: params.dry_penalty_last_n,
+      drySequenceBreakers: params.dry_sequence_breakers,
+      topNSigma: params.top_n_sigma,
+      xtcProbability: params.xtc_probability,
+      xtcThreshold: params.xtc_threshold,
+      mirostat: params.mirostat,
+      mirostatTau: params.mirostat_tau,
+      mirostatEta: params.mirostat_eta,
+      logitBias: params.logit_bias ?? undefined,
+      ignoreEos: params.ignore_eos,
       nProbs: topLogprobs(params),
       signal: params.signal,
       responseFormat: params.response_format,
       grammar: params.grammar,
     };
     checkOptions(options, generateOptionRules(), OPENAI_NAMES);
+    // The other options are checked again where they become native values; here errors name
+    // them as the request does.
+    logitBiasList(options.logitBias, OPENAI_NAMES.logitBias);
+    breakerList(options.drySequenceBreakers, OPENAI_NAMES.drySequenceBreakers);
+    flag(options.ignoreEos, 'ignore_eos');
     return options;
   }
 

@@ -86,7 +86,18 @@ export function benchmarkOptionRules(): Record<keyof BenchmarkOptions, Rule> {
 
 /** The numeric options of a generation. A seed of -1 or 2^32-1 asks for a random seed (llama.cpp). */
 export function generateOptionRules(): Record<
-  Exclude<keyof GenerateOptions, 'stop' | 'signal' | 'grammar' | 'grammarRoot' | 'responseFormat' | 'contextShift'>,
+  Exclude<
+    keyof GenerateOptions,
+    | 'stop'
+    | 'signal'
+    | 'grammar'
+    | 'grammarRoot'
+    | 'responseFormat'
+    | 'contextShift'
+    | 'logitBias'
+    | 'drySequenceBreakers'
+    | 'ignoreEos'
+  >,
   Rule
 > {
   return {
@@ -100,6 +111,17 @@ export function generateOptionRules(): Record<
     repeatPenalty: real,
     frequencyPenalty: real,
     presencePenalty: real,
+    penaltyLastN: upTo(-1, I32_MAX),
+    dryMultiplier: real,
+    dryBase: real,
+    dryAllowedLength: count(0),
+    dryPenaltyLastN: upTo(-1, I32_MAX),
+    topNSigma: real,
+    xtcProbability: real,
+    xtcThreshold: real,
+    mirostat: upTo(0, 2),
+    mirostatTau: real,
+    mirostatEta: real,
     nProbs: upTo(0, engineLimits().maxTopLogprobs),
   };
 }
@@ -187,6 +209,62 @@ export function tokenIds(tokens: unknown, name = 'tokens'): number[] {
   const ids = Array.from(tokens as ArrayLike<unknown>);
   ids.forEach((id, i) => checkNumber(`${name}[${i}]`, id, TOKEN_ID_RULE));
   return ids as number[];
+}
+
+/**
+ * Logit biases as the native list: `[token, bias]` pairs or an object from token id to bias
+ * (named `name` in errors). Token ids pass {@link TOKEN_ID_RULE}; a bias is a number (not NaN;
+ * ±Infinity allowed) or `false` (-Infinity: the token is banned).
+ */
+export function logitBiasList(input: unknown, name = 'logitBias'): Array<{ token: number; bias: number }> | undefined {
+  if (input === undefined || input === null) {
+    return undefined;
+  }
+  let pairs: Array<[unknown, unknown]>;
+  if (Array.isArray(input)) {
+    pairs = input.map((pair: unknown, i) => {
+      if (!Array.isArray(pair) || pair.length !== 2) {
+        throw invalidOption(`${name}[${i}]`, pair, 'a [tokenId, bias] pair');
+      }
+      return [pair[0], pair[1]];
+    });
+  } else if (typeof input === 'object') {
+    pairs = Object.entries(input as Record<string, unknown>).map(([key, bias]) => {
+      const token = /^(0|[1-9][0-9]*)$/.test(key) ? Number(key) : key;
+      return [token, bias];
+    });
+  } else {
+    throw invalidOption(name, input, 'an array of [tokenId, bias] pairs or an object from token id to bias');
+  }
+  return pairs.map(([token, bias]) => {
+    const id = checkNumber(`${name} token`, token, TOKEN_ID_RULE);
+    if (bias === false) {
+      return { token: id, bias: -Infinity };
+    }
+    if (typeof bias !== 'number' || Number.isNaN(bias)) {
+      throw invalidOption(`${name}[${id}]`, bias, 'a number or false');
+    }
+    return { token: id, bias };
+  });
+}
+
+/** DRY's sequence breakers: an array of strings (named `name` in errors), or undefined. */
+export function breakerList(value: unknown, name = 'drySequenceBreakers'): string[] | undefined {
+  if (value === undefined) {
+    return undefined;
+  }
+  if (!Array.isArray(value) || !value.every((s) => typeof s === 'string')) {
+    throw invalidOption(name, value, 'an array of strings');
+  }
+  return value as string[];
+}
+
+/** A boolean option, or undefined (INVALID_OPTION naming `name` for anything else). */
+export function flag(value: unknown, name: string): boolean | undefined {
+  if (value !== undefined && typeof value !== 'boolean') {
+    throw invalidOption(name, value, 'a boolean');
+  }
+  return value;
 }
 
 /** Stop strings as a list: a string or an array of strings (named `name` in errors). */

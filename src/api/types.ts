@@ -75,6 +75,59 @@ export interface GenerateOptions {
   frequencyPenalty?: number;
   /** Presence penalty (default 0). */
   presencePenalty?: number;
+  /**
+   * Addition: how many of the most recent tokens the repetition, frequency and presence
+   * penalties look at (default 64; 0 = off, -1 = the whole context), llama.rn's `penalty_last_n`.
+   */
+  penaltyLastN?: number;
+  /**
+   * Addition: DRY ("don't repeat yourself") strength, llama.rn's `dry_multiplier` (default 0 =
+   * off; 0.8 is a common setting). A token that would extend a sequence already repeated in the
+   * last {@link dryPenaltyLastN} tokens loses `dryMultiplier * dryBase^(length - dryAllowedLength)`
+   * from its logit.
+   */
+  dryMultiplier?: number;
+  /** Addition: DRY's growth per repeated token (default 1.75; below 1 = off). */
+  dryBase?: number;
+  /** Addition: repeats up to this many tokens are not penalized by DRY (default 2). */
+  dryAllowedLength?: number;
+  /** Addition: how many recent tokens DRY scans (default 64; 0 = off, -1 = the whole context). */
+  dryPenaltyLastN?: number;
+  /**
+   * Addition: strings that end a repetition for DRY (default `['\n', ':', '"', '*']`; `[]` = none;
+   * at most 256, each cut to 40 bytes).
+   */
+  drySequenceBreakers?: string[];
+  /**
+   * Addition: top-n-σ, llama.rn's `top_n_sigma`: keep only tokens whose logit is within this many
+   * standard deviations of the best (default off; any value <= 0 is off).
+   */
+  topNSigma?: number;
+  /**
+   * Addition: XTC ("exclude top choices"), llama.rn's `xtc_probability`: the chance per token of
+   * removing every token above {@link xtcThreshold} probability except the least likely of them
+   * (default 0 = off).
+   */
+  xtcProbability?: number;
+  /** Addition: XTC's probability threshold (default 0.1; above 0.5 = off). */
+  xtcThreshold?: number;
+  /**
+   * Addition: Mirostat, llama.rn's `mirostat`: 0 = off (default), 1 = Mirostat, 2 = Mirostat 2.0.
+   * When on it replaces top-k, top-p, min-p, typical, top-n-σ, XTC, the penalties and DRY.
+   */
+  mirostat?: 0 | 1 | 2;
+  /** Addition: Mirostat's target surprise in bits (default 5). */
+  mirostatTau?: number;
+  /** Addition: Mirostat's learning rate (default 0.1). */
+  mirostatEta?: number;
+  /**
+   * Addition: biases added to token logits before sampling: llama.rn's `logit_bias` (an array of
+   * `[tokenId, bias]`) or OpenAI's (an object from token id to bias). `false` or `-Infinity` bans
+   * a token; repeated ids add up; ids must be in the vocabulary.
+   */
+  logitBias?: LogitBiasInput;
+  /** Addition: never end at an end-of-generation token (they are banned), llama.rn's `ignore_eos`. */
+  ignoreEos?: boolean;
   /** Random seed, an integer from 0 to 2^32-2 (default, -1 and 2^32-1: random, as llama.cpp). */
   seed?: number;
   /** Stop strings, excluded from the output. */
@@ -99,6 +152,13 @@ export interface GenerateOptions {
   /** JSON output: any JSON object (`json_object`) or JSON matching a schema (`json_schema`). */
   responseFormat?: ResponseFormat;
 }
+
+/**
+ * Logit biases: `[tokenId, bias]` pairs (llama.rn) or an object from token id to bias (OpenAI's
+ * `logit_bias`); a bias of `false` bans the token.
+ */
+export type LogitBiasInput =
+  ReadonlyArray<readonly [number, number | false]> | Readonly<Record<string, number | false>>;
 
 /**
  * The format of the output (local-llm-js-core's `ResponseFormat`, OpenAI's `response_format`).
@@ -398,6 +458,38 @@ export interface ChatCompletionRequest {
   presence_penalty?: number;
   /** Addition: locally typical sampling mass (1 = off), like llama.cpp's `typical_p`. */
   typical_p?: number;
+  /** Biases added to token logits, by token id (OpenAI's `logit_bias`; see {@link GenerateOptions.logitBias}). */
+  logit_bias?: Readonly<Record<string, number | false>> | null;
+  /** Addition (llama-server's name): see {@link GenerateOptions.minP}. */
+  min_p?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.repeatPenalty}. */
+  repeat_penalty?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.penaltyLastN}. */
+  repeat_last_n?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.dryMultiplier}. */
+  dry_multiplier?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.dryBase}. */
+  dry_base?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.dryAllowedLength}. */
+  dry_allowed_length?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.dryPenaltyLastN}. */
+  dry_penalty_last_n?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.drySequenceBreakers}. */
+  dry_sequence_breakers?: string[];
+  /** Addition (llama-server's name): see {@link GenerateOptions.topNSigma}. */
+  top_n_sigma?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.xtcProbability}. */
+  xtc_probability?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.xtcThreshold}. */
+  xtc_threshold?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.mirostat}. */
+  mirostat?: 0 | 1 | 2;
+  /** Addition (llama-server's name): see {@link GenerateOptions.mirostatTau}. */
+  mirostat_tau?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.mirostatEta}. */
+  mirostat_eta?: number;
+  /** Addition (llama-server's name): see {@link GenerateOptions.ignoreEos}. */
+  ignore_eos?: boolean;
   /** Functions the model may call. */
   tools?: ChatCompletionTool[];
   /** Which tools the model may or must call (default 'auto'). */

@@ -22,6 +22,7 @@ import {
   FfiConverterBool,
   FfiConverterFloat32,
   FfiConverterFloat64,
+  FfiConverterInt32,
   FfiConverterMap,
   FfiConverterObject,
   FfiConverterOptional,
@@ -1832,9 +1833,60 @@ const FfiConverterTypePromptInput = (() => {
 })();
 
 /**
- * Sampling parameters; the defaults are llama.cpp's. Neutral values switch a stage
- * off: `top_k` 0, `typical_p` 1, `top_p` 1, `min_p` 0, `repeat_penalty` 1,
- * `frequency_penalty` / `presence_penalty` 0, `penalty_last_n` 0.
+ * A bias added to one token's logit before any other sampling stage; -inf bans the token.
+ */
+export type LogitBias = {
+  /**
+   * Token id.
+   */
+  token: number;
+  /**
+   * Added to the token's logit; not NaN.
+   */
+  bias: number;
+};
+
+/**
+ * Generated factory for {@link LogitBias} record objects.
+ */
+export const LogitBias = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<LogitBias, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<LogitBias>,
+  });
+})();
+
+const FfiConverterTypeLogitBias = (() => {
+  type TypeName = LogitBias;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        token: FfiConverterUInt32.readFromCursor(c),
+        bias: FfiConverterFloat32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.token, c);
+      FfiConverterFloat32.writeIntoCursor(value.bias, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterUInt32.allocationSize(value.token) + FfiConverterFloat32.allocationSize(value.bias);
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
+ * Sampling parameters; the defaults are llama.cpp's (`common_params_sampling`).
+ * Neutral values switch a stage off: `top_k` 0, `typical_p` 1, `top_p` 1, `min_p`
+ * 0, `repeat_penalty` 1, `frequency_penalty` / `presence_penalty` 0,
+ * `penalty_last_n` 0, `dry_multiplier` 0, `xtc_probability` 0, `top_n_sigma` <= 0,
+ * `mirostat` 0.
  */
 export type SamplingParams = {
   /**
@@ -1873,9 +1925,71 @@ export type SamplingParams = {
    */
   presencePenalty: number;
   /**
-   * How many of the most recent history tokens the penalties look at; 0 = off.
+   * How many of the most recent history tokens the penalties look at; 0 = off,
+   * -1 = the whole context.
    */
   penaltyLastN: number;
+  /**
+   * DRY ("don't repeat yourself") strength: a token that would extend a
+   * sequence repeated in the recent history loses `dry_multiplier *
+   * dry_base^(length - dry_allowed_length)` from its logit; 0 = off.
+   */
+  dryMultiplier: number;
+  /**
+   * DRY's growth per repeated token; below 1 = off.
+   */
+  dryBase: number;
+  /**
+   * Repeats up to this many tokens are not penalized by DRY.
+   */
+  dryAllowedLength: number;
+  /**
+   * How many of the most recent history tokens DRY scans; 0 = off, -1 = the
+   * whole context.
+   */
+  dryPenaltyLastN: number;
+  /**
+   * Strings that end a repetition for DRY (at most 256, each cut to 40 bytes);
+   * none = llama.cpp's `["\\n", ":", "\"", "*"]`, an empty list = no breakers.
+   */
+  drySequenceBreakers?: Array<string>;
+  /**
+   * Top-n-σ: drop tokens whose logit is more than `top_n_sigma` standard
+   * deviations below the best; <= 0 = off.
+   */
+  topNSigma: number;
+  /**
+   * XTC ("exclude top choices"): the chance, per token, of removing every token
+   * above `xtc_threshold` probability but the least likely of them; 0 = off.
+   */
+  xtcProbability: number;
+  /**
+   * XTC's probability threshold; above 0.5 = off.
+   */
+  xtcThreshold: number;
+  /**
+   * Mirostat: 0 = off, 1 = Mirostat, 2 = Mirostat 2.0. When on, it replaces the
+   * chain after the logit bias (no penalties, DRY, top-k, top-p, min-p, typical,
+   * top-n-σ or XTC), as in llama.cpp.
+   */
+  mirostat: number;
+  /**
+   * Mirostat's target surprise (cross-entropy), in bits.
+   */
+  mirostatTau: number;
+  /**
+   * Mirostat's learning rate.
+   */
+  mirostatEta: number;
+  /**
+   * Biases added to the logits of given tokens before anything else; -inf bans
+   * a token. Token ids must be in the vocabulary; repeated ids add up.
+   */
+  logitBias: Array<LogitBias>;
+  /**
+   * Never produce an end-of-generation token (their logits become -inf).
+   */
+  ignoreEos: boolean;
   /**
    * PRNG seed; none seeds from the clock and process entropy.
    */
@@ -1896,6 +2010,19 @@ export const SamplingParams = (() => {
     frequencyPenalty: 0.0,
     presencePenalty: 0.0,
     penaltyLastN: 64,
+    dryMultiplier: 0.0,
+    dryBase: 1.75,
+    dryAllowedLength: 2,
+    dryPenaltyLastN: 64,
+    drySequenceBreakers: undefined,
+    topNSigma: 0.0,
+    xtcProbability: 0.0,
+    xtcThreshold: 0.1,
+    mirostat: 0,
+    mirostatTau: 5.0,
+    mirostatEta: 0.1,
+    logitBias: [],
+    ignoreEos: false,
     seed: undefined,
   });
   const create = (() => {
@@ -1921,7 +2048,20 @@ const FfiConverterTypeSamplingParams = (() => {
         repeatPenalty: FfiConverterFloat32.readFromCursor(c),
         frequencyPenalty: FfiConverterFloat32.readFromCursor(c),
         presencePenalty: FfiConverterFloat32.readFromCursor(c),
-        penaltyLastN: FfiConverterUInt32.readFromCursor(c),
+        penaltyLastN: FfiConverterInt32.readFromCursor(c),
+        dryMultiplier: FfiConverterFloat32.readFromCursor(c),
+        dryBase: FfiConverterFloat32.readFromCursor(c),
+        dryAllowedLength: FfiConverterUInt32.readFromCursor(c),
+        dryPenaltyLastN: FfiConverterInt32.readFromCursor(c),
+        drySequenceBreakers: FfiConverterOptionalSequenceString.readFromCursor(c),
+        topNSigma: FfiConverterFloat32.readFromCursor(c),
+        xtcProbability: FfiConverterFloat32.readFromCursor(c),
+        xtcThreshold: FfiConverterFloat32.readFromCursor(c),
+        mirostat: FfiConverterUInt32.readFromCursor(c),
+        mirostatTau: FfiConverterFloat32.readFromCursor(c),
+        mirostatEta: FfiConverterFloat32.readFromCursor(c),
+        logitBias: FfiConverterSequenceTypeLogitBias.readFromCursor(c),
+        ignoreEos: FfiConverterBool.readFromCursor(c),
         seed: FfiConverterOptionalUInt64.readFromCursor(c),
       };
     }
@@ -1934,7 +2074,20 @@ const FfiConverterTypeSamplingParams = (() => {
       FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
       FfiConverterFloat32.writeIntoCursor(value.frequencyPenalty, c);
       FfiConverterFloat32.writeIntoCursor(value.presencePenalty, c);
-      FfiConverterUInt32.writeIntoCursor(value.penaltyLastN, c);
+      FfiConverterInt32.writeIntoCursor(value.penaltyLastN, c);
+      FfiConverterFloat32.writeIntoCursor(value.dryMultiplier, c);
+      FfiConverterFloat32.writeIntoCursor(value.dryBase, c);
+      FfiConverterUInt32.writeIntoCursor(value.dryAllowedLength, c);
+      FfiConverterInt32.writeIntoCursor(value.dryPenaltyLastN, c);
+      FfiConverterOptionalSequenceString.writeIntoCursor(value.drySequenceBreakers, c);
+      FfiConverterFloat32.writeIntoCursor(value.topNSigma, c);
+      FfiConverterFloat32.writeIntoCursor(value.xtcProbability, c);
+      FfiConverterFloat32.writeIntoCursor(value.xtcThreshold, c);
+      FfiConverterUInt32.writeIntoCursor(value.mirostat, c);
+      FfiConverterFloat32.writeIntoCursor(value.mirostatTau, c);
+      FfiConverterFloat32.writeIntoCursor(value.mirostatEta, c);
+      FfiConverterSequenceTypeLogitBias.writeIntoCursor(value.logitBias, c);
+      FfiConverterBool.writeIntoCursor(value.ignoreEos, c);
       FfiConverterOptionalUInt64.writeIntoCursor(value.seed, c);
     }
     allocationSize(value: TypeName): number {
@@ -1947,7 +2100,20 @@ const FfiConverterTypeSamplingParams = (() => {
         FfiConverterFloat32.allocationSize(value.repeatPenalty) +
         FfiConverterFloat32.allocationSize(value.frequencyPenalty) +
         FfiConverterFloat32.allocationSize(value.presencePenalty) +
-        FfiConverterUInt32.allocationSize(value.penaltyLastN) +
+        FfiConverterInt32.allocationSize(value.penaltyLastN) +
+        FfiConverterFloat32.allocationSize(value.dryMultiplier) +
+        FfiConverterFloat32.allocationSize(value.dryBase) +
+        FfiConverterUInt32.allocationSize(value.dryAllowedLength) +
+        FfiConverterInt32.allocationSize(value.dryPenaltyLastN) +
+        FfiConverterOptionalSequenceString.allocationSize(value.drySequenceBreakers) +
+        FfiConverterFloat32.allocationSize(value.topNSigma) +
+        FfiConverterFloat32.allocationSize(value.xtcProbability) +
+        FfiConverterFloat32.allocationSize(value.xtcThreshold) +
+        FfiConverterUInt32.allocationSize(value.mirostat) +
+        FfiConverterFloat32.allocationSize(value.mirostatTau) +
+        FfiConverterFloat32.allocationSize(value.mirostatEta) +
+        FfiConverterSequenceTypeLogitBias.allocationSize(value.logitBias) +
+        FfiConverterBool.allocationSize(value.ignoreEos) +
         FfiConverterOptionalUInt64.allocationSize(value.seed)
       );
     }
@@ -5752,6 +5918,12 @@ const FfiConverterOptionalTypeCacheEntry = new FfiConverterOptional(FfiConverter
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
 
+// FfiConverter for Array<string> | undefined
+const FfiConverterOptionalSequenceString = new FfiConverterOptional(FfiConverterSequenceString);
+
+// FfiConverter for Array<LogitBias>
+const FfiConverterSequenceTypeLogitBias = new FfiConverterArray(FfiConverterTypeLogitBias);
+
 // FfiConverter for Array<Tool>
 const FfiConverterSequenceTypeTool = new FfiConverterArray(FfiConverterTypeTool);
 
@@ -6026,6 +6198,7 @@ export default Object.freeze({
     FfiConverterTypeLoadOptions,
     FfiConverterTypeLogLevel,
     FfiConverterTypeLogRecord,
+    FfiConverterTypeLogitBias,
     FfiConverterTypeMemoryEstimate,
     FfiConverterTypeModelInfo,
     FfiConverterTypePerf,

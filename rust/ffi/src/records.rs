@@ -6,7 +6,7 @@
 use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
 use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
 use local_llm_engine::grammar::GrammarRequest;
-use local_llm_engine::sampling::{SamplingParams, TokenLogprob, TopLogprob};
+use local_llm_engine::sampling::{LogitBias, SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
     ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
     MemoryEstimate, Prompt, SpeculativeOptions, Timings,
@@ -31,6 +31,15 @@ macro_rules! remote_options_record {
 }
 
 local_llm_engine::sampling_params_table!(remote_options_record);
+
+/// A bias added to one token's logit before any other sampling stage; -inf bans the token.
+#[uniffi::remote(Record)]
+pub struct LogitBias {
+    /// Token id.
+    pub token: u32,
+    /// Added to the token's logit; not NaN.
+    pub bias: f32,
+}
 local_llm_engine::context_options_table!(remote_options_record);
 local_llm_engine::load_options_table!(remote_options_record);
 local_llm_engine::speculative_options_table!(remote_options_record);
