@@ -205,6 +205,33 @@ pub fn llama_cpp_list(dir: &str) -> Vec<String> {
         .collect()
 }
 
+/// Write the folders or files `paths` of the llama.cpp sources under `into` (as `git archive`
+/// lays them out, e.g. `into/include/llama.h`).
+pub fn llama_cpp_checkout(paths: &[&str], into: &Path) {
+    std::fs::create_dir_all(into).expect("create the checkout folder");
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(llama_cpp_repo().1)
+        .args(["archive", "--format=tar", "HEAD"])
+        .args(paths)
+        .output()
+        .expect("run git archive");
+    assert!(archive.status.success(), "git archive of {paths:?} failed");
+    let mut tar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(into)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run tar");
+    tar.stdin
+        .take()
+        .expect("tar stdin")
+        .write_all(&archive.stdout)
+        .expect("write to tar");
+    assert!(tar.wait().expect("tar").success(), "tar -x failed");
+}
+
 fn llama_cpp_file_in(repo: &Path, path: &str) -> Vec<u8> {
     let blob = Command::new("git")
         .arg("-C")
