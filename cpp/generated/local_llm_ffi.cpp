@@ -369,6 +369,10 @@ extern "C" {
         RustBuffer path, 
         uint32_t context_size
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_inspect_model(
+        RustBuffer path, 
+        uint32_t context_size
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_load_model(
         RustBuffer path, 
         RustBuffer options, 
@@ -624,6 +628,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_func_set_log_level(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_estimate_model_memory(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_func_inspect_model(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_load_model(
     );
@@ -2679,6 +2685,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_func_estimate_model_memory(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_func_inspect_model"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_inspect_model"),
+        2,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_func_inspect_model(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_func_load_model"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_load_model"),
@@ -3245,6 +3259,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         0,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_func_inspect_model"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_func_inspect_model"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_func_inspect_model(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_checksum_func_load_model"] = jsi::Function::createFromHostFunction(
@@ -4337,6 +4359,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_estimate_model_me
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_inspect_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_func_inspect_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[1])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_load_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_fn_func_load_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2])
         );
@@ -4874,6 +4903,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_set_log_lev
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_estimate_model_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_func_estimate_model_memory(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_inspect_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_func_inspect_model(
         );
 
         

@@ -8,6 +8,7 @@ import type {
   ToolCall as NativeToolCall,
   ToolChoice as NativeToolChoice,
   MemoryEstimate as NativeMemoryEstimate,
+  ModelFileInfo as NativeModelFileInfo,
   ModelInfo as NativeModelInfo,
   Perf,
 } from '../generated/local_llm_ffi';
@@ -25,6 +26,7 @@ import type {
   GenerationResult,
   InferenceMetrics,
   MemoryEstimate,
+  ModelFileInfo,
   ModelInfo,
   NativeFinishReason,
 } from './types';
@@ -221,6 +223,36 @@ export function toModelInfo(i: NativeModelInfo): ModelInfo {
     loadMs: i.loadMs,
     metadata: map(i.metadata, (v) => v),
     placement: map(i.placement, (v) => v),
+  };
+}
+
+/** A native model-file description. */
+export function toModelFileInfo(i: NativeModelFileInfo): ModelFileInfo {
+  const opt = (v: bigint | number | undefined) => (v === undefined ? null : num(v));
+  const metadata: Record<string, string> = {};
+  i.metadata.forEach((v, k) => {
+    metadata[k] = v;
+  });
+  return {
+    architecture: i.architecture,
+    name: i.name,
+    supported: i.supported,
+    sizeBytes: num(i.sizeBytes),
+    ggufVersion: i.ggufVersion,
+    nParams: num(i.nParams),
+    weightsBytes: num(i.weightsBytes),
+    fileType: i.fileType ?? null,
+    tensorTypes: i.tensorTypes.map((t) => ({ type: t.typeName, count: num(t.count), bytes: num(t.bytes) })),
+    contextLength: opt(i.contextLength),
+    embeddingLength: opt(i.embeddingLength),
+    nLayer: opt(i.nLayer),
+    nHead: opt(i.nHead),
+    nHeadKv: opt(i.nHeadKv),
+    nVocab: opt(i.nVocab),
+    tokenizer: i.tokenizer ?? null,
+    chatTemplate: i.chatTemplate ?? null,
+    memory: i.memory === undefined ? null : toMemoryEstimate(i.memory),
+    metadata,
   };
 }
 

@@ -2,7 +2,7 @@ import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
-import { defined, toMemoryEstimate, toModelInfo, toNativeMessages } from './convert';
+import { defined, toMemoryEstimate, toModelFileInfo, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
 import { ESTIMATE_OPTION_RULES, MODEL_OPTION_RULES, checkOptions, contextOptionRules, tokenIds } from './options';
 import type {
@@ -10,6 +10,7 @@ import type {
   ContextOptions,
   EmbeddingContextOptions,
   MemoryEstimate,
+  ModelFileInfo,
   ModelInfo,
   ModelOptions,
 } from './types';
@@ -38,6 +39,22 @@ export class Model {
 
   private constructor(handle: LlmModel) {
     this.handle = handle;
+  }
+
+  /**
+   * Addition: describe a GGUF file from its header without loading it (architecture, whether
+   * this engine runs it, parameters, quantization, context length, vocabulary, chat template,
+   * memory for `contextSize` tokens, default the model's up to 4096; metadata), on a worker
+   * thread. A missing file rejects with INVALID_PATH, a file that is not GGUF (or is corrupt)
+   * with MODEL_LOAD_FAILED.
+   */
+  static async inspect(path: string, options: { contextSize?: number } = {}): Promise<ModelFileInfo> {
+    const file = localPath(path);
+    checkOptions(options, ESTIMATE_OPTION_RULES);
+    const { inspectModel } = getBindings();
+    return toModelFileInfo(
+      await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => inspectModel(file, options.contextSize ?? 0)),
+    );
   }
 
   /**

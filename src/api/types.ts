@@ -422,6 +422,45 @@ export interface ModelInfo {
   placement: Record<string, number>;
 }
 
+/**
+ * A model file's facts from its header alone, without loading it (addition; what
+ * node-llama-cpp's `readGgufFileInfo` and llama.rn's `loadLlamaModelInfo` answer): for a model
+ * picker, or to decide whether a downloaded file fits before loading it.
+ */
+export interface ModelFileInfo {
+  /** `general.architecture`, e.g. `llama`. */
+  architecture: string;
+  /** `general.name`, if present. */
+  name?: string;
+  /** Whether this engine runs the architecture (and finds the hyper-parameters it needs). */
+  supported: boolean;
+  sizeBytes: number;
+  ggufVersion: number;
+  /** Parameters (elements of every tensor). */
+  nParams: number;
+  /** Bytes of tensor data. */
+  weightsBytes: number;
+  /** llama-quantize's name of the file type (`general.file_type`), e.g. `Q4_K_M`; null if absent. */
+  fileType: string | null;
+  /** Tensor counts and bytes per type (`Q4_K`, `F32`, ...), most bytes first. */
+  tensorTypes: Array<{ type: string; count: number; bytes: number }>;
+  /** Training context length; null when the file does not say (likewise below). */
+  contextLength: number | null;
+  embeddingLength: number | null;
+  nLayer: number | null;
+  nHead: number | null;
+  nHeadKv: number | null;
+  nVocab: number | null;
+  /** `tokenizer.ggml.model`, e.g. `gpt2` or `llama`. */
+  tokenizer: string | null;
+  /** The file's chat template; null when it has none. */
+  chatTemplate: string | null;
+  /** Weights plus f16 KV cache for the context asked for; null when the hyper-parameters are missing. */
+  memory: MemoryEstimate | null;
+  /** GGUF metadata as short strings (without the tokenizer's arrays). */
+  metadata: Record<string, string>;
+}
+
 /** Memory a model needs: weights plus KV cache for a context size (addition). */
 export interface MemoryEstimate {
   weightsBytes: number;

@@ -149,6 +149,7 @@ interface NativeModuleInterface {
     uniffi_out_err: UniffiRustCallStatus,
   ): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_get_backends(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
+  ubrn_uniffi_local_llm_ffi_fn_func_inspect_model(path: Uint8Array, contextSize: number): bigint;
   ubrn_uniffi_local_llm_ffi_fn_func_is_remote_model(model: Uint8Array, uniffi_out_err: UniffiRustCallStatus): number;
   ubrn_uniffi_local_llm_ffi_fn_func_library_version(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_list_cached_models(
@@ -312,6 +313,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_openai_name(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_get_backends(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_inspect_model(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_library_version(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_list_cached_models(): number;

@@ -285,6 +285,57 @@ export function getBackends(): Array<DeviceInfo> {
 }
 
 /**
+ * Describe a model file from its header (architecture, parameters, quantization, context,
+ * vocabulary, chat template, memory for `context_size` tokens, 0: the model's default)
+ * without loading its weights.
+ */
+export async function inspectModel(
+  path: string,
+  contextSize: number,
+  asyncOpts_?: { signal: AbortSignal },
+): Promise<ModelFileInfo> /*throws*/ {
+  const __stack = uniffiIsDebug ? new Error().stack : undefined;
+  try {
+    return await uniffiRustCallAsync(
+      /*rustCaller:*/ uniffiCaller,
+      /*rustFutureFunc:*/ () => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_inspect_model(
+          FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
+          FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
+        );
+      },
+      /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+      /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+      /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+      /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+      // Async returns always go through the JS-side converter: the
+      // FFI symbol returns the future handle (u64), and the user-level
+      // RustBuffer comes back via the shared `rust_future_complete_*`
+      // export. The bytes the runtime hands back must be deserialized
+      // here using the per-callable return-type converter.
+      // Borrowed view over foreign memory: the call site owns the free,
+      // as on the sync paths. Unconditional — a no-op where buffers are
+      // already JS-owned.
+      /*liftFunc:*/ (__rb) => {
+        try {
+          return FfiConverterTypeModelFileInfo.lift(__rb);
+        } finally {
+          nativeModule().rustbuffer_free(__rb);
+        }
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+      /*asyncOpts:*/ asyncOpts_,
+      /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+    );
+  } catch (__error: any) {
+    if (uniffiIsDebug && __error instanceof Error) {
+      __error.stack = __stack;
+    }
+    throw __error;
+  }
+}
+
+/**
  * Whether `model` is an http(s) URL or a download shorthand (rather than a file path).
  */
 export function isRemoteModel(model: string): boolean {
@@ -3117,6 +3168,236 @@ const FfiConverterTypeMemoryEstimate = (() => {
 })();
 
 /**
+ * The tensors of one type in a model file.
+ */
+export type TensorTypeCount = {
+  /**
+   * The type's name as llama.cpp prints it (`Q4_K`, `F32`, ...).
+   */
+  typeName: string;
+  /**
+   * How many tensors have it.
+   */
+  count: bigint;
+  /**
+   * Their data, in bytes.
+   */
+  bytes: bigint;
+};
+
+/**
+ * Generated factory for {@link TensorTypeCount} record objects.
+ */
+export const TensorTypeCount = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<TensorTypeCount, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<TensorTypeCount>,
+  });
+})();
+
+const FfiConverterTypeTensorTypeCount = (() => {
+  type TypeName = TensorTypeCount;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        typeName: FfiConverterString.readFromCursor(c),
+        count: FfiConverterUInt64.readFromCursor(c),
+        bytes: FfiConverterUInt64.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.typeName, c);
+      FfiConverterUInt64.writeIntoCursor(value.count, c);
+      FfiConverterUInt64.writeIntoCursor(value.bytes, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.typeName) +
+        FfiConverterUInt64.allocationSize(value.count) +
+        FfiConverterUInt64.allocationSize(value.bytes)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
+ * A model file's facts from its header alone (no weight loaded).
+ */
+export type ModelFileInfo = {
+  /**
+   * `general.architecture`.
+   */
+  architecture: string;
+  /**
+   * `general.name`, if present.
+   */
+  name?: string;
+  /**
+   * Whether this engine runs the architecture and finds the hyper-parameters it needs.
+   */
+  supported: boolean;
+  /**
+   * File size in bytes.
+   */
+  sizeBytes: bigint;
+  /**
+   * GGUF format version.
+   */
+  ggufVersion: number;
+  /**
+   * Parameters (elements of every tensor).
+   */
+  nParams: bigint;
+  /**
+   * Bytes of tensor data.
+   */
+  weightsBytes: bigint;
+  /**
+   * llama-quantize's name of `general.file_type` (`Q4_K_M`), when present and known.
+   */
+  fileType?: string;
+  /**
+   * Tensor counts and bytes per type, most bytes first.
+   */
+  tensorTypes: Array<TensorTypeCount>;
+  /**
+   * Training context length.
+   */
+  contextLength?: bigint;
+  /**
+   * Embedding (hidden) size.
+   */
+  embeddingLength?: bigint;
+  /**
+   * Transformer layers.
+   */
+  nLayer?: bigint;
+  /**
+   * Attention heads.
+   */
+  nHead?: bigint;
+  /**
+   * Key/value heads.
+   */
+  nHeadKv?: bigint;
+  /**
+   * Vocabulary size.
+   */
+  nVocab?: bigint;
+  /**
+   * `tokenizer.ggml.model` (`gpt2`, `llama`, ...).
+   */
+  tokenizer?: string;
+  /**
+   * The file's chat template, when it has one.
+   */
+  chatTemplate?: string;
+  /**
+   * Weights plus f16 KV cache for the context asked for, when the hyper-parameters are there.
+   */
+  memory?: MemoryEstimate;
+  /**
+   * GGUF metadata as short strings, without the tokenizer's arrays.
+   */
+  metadata: Map<string, string>;
+};
+
+/**
+ * Generated factory for {@link ModelFileInfo} record objects.
+ */
+export const ModelFileInfo = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<ModelFileInfo, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<ModelFileInfo>,
+  });
+})();
+
+const FfiConverterTypeModelFileInfo = (() => {
+  type TypeName = ModelFileInfo;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        architecture: FfiConverterString.readFromCursor(c),
+        name: FfiConverterOptionalString.readFromCursor(c),
+        supported: FfiConverterBool.readFromCursor(c),
+        sizeBytes: FfiConverterUInt64.readFromCursor(c),
+        ggufVersion: FfiConverterUInt32.readFromCursor(c),
+        nParams: FfiConverterUInt64.readFromCursor(c),
+        weightsBytes: FfiConverterUInt64.readFromCursor(c),
+        fileType: FfiConverterOptionalString.readFromCursor(c),
+        tensorTypes: FfiConverterSequenceTypeTensorTypeCount.readFromCursor(c),
+        contextLength: FfiConverterOptionalUInt64.readFromCursor(c),
+        embeddingLength: FfiConverterOptionalUInt64.readFromCursor(c),
+        nLayer: FfiConverterOptionalUInt64.readFromCursor(c),
+        nHead: FfiConverterOptionalUInt64.readFromCursor(c),
+        nHeadKv: FfiConverterOptionalUInt64.readFromCursor(c),
+        nVocab: FfiConverterOptionalUInt64.readFromCursor(c),
+        tokenizer: FfiConverterOptionalString.readFromCursor(c),
+        chatTemplate: FfiConverterOptionalString.readFromCursor(c),
+        memory: FfiConverterOptionalTypeMemoryEstimate.readFromCursor(c),
+        metadata: FfiConverterMapStringString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.architecture, c);
+      FfiConverterOptionalString.writeIntoCursor(value.name, c);
+      FfiConverterBool.writeIntoCursor(value.supported, c);
+      FfiConverterUInt64.writeIntoCursor(value.sizeBytes, c);
+      FfiConverterUInt32.writeIntoCursor(value.ggufVersion, c);
+      FfiConverterUInt64.writeIntoCursor(value.nParams, c);
+      FfiConverterUInt64.writeIntoCursor(value.weightsBytes, c);
+      FfiConverterOptionalString.writeIntoCursor(value.fileType, c);
+      FfiConverterSequenceTypeTensorTypeCount.writeIntoCursor(value.tensorTypes, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.contextLength, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.embeddingLength, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.nLayer, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.nHead, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.nHeadKv, c);
+      FfiConverterOptionalUInt64.writeIntoCursor(value.nVocab, c);
+      FfiConverterOptionalString.writeIntoCursor(value.tokenizer, c);
+      FfiConverterOptionalString.writeIntoCursor(value.chatTemplate, c);
+      FfiConverterOptionalTypeMemoryEstimate.writeIntoCursor(value.memory, c);
+      FfiConverterMapStringString.writeIntoCursor(value.metadata, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterString.allocationSize(value.architecture) +
+        FfiConverterOptionalString.allocationSize(value.name) +
+        FfiConverterBool.allocationSize(value.supported) +
+        FfiConverterUInt64.allocationSize(value.sizeBytes) +
+        FfiConverterUInt32.allocationSize(value.ggufVersion) +
+        FfiConverterUInt64.allocationSize(value.nParams) +
+        FfiConverterUInt64.allocationSize(value.weightsBytes) +
+        FfiConverterOptionalString.allocationSize(value.fileType) +
+        FfiConverterSequenceTypeTensorTypeCount.allocationSize(value.tensorTypes) +
+        FfiConverterOptionalUInt64.allocationSize(value.contextLength) +
+        FfiConverterOptionalUInt64.allocationSize(value.embeddingLength) +
+        FfiConverterOptionalUInt64.allocationSize(value.nLayer) +
+        FfiConverterOptionalUInt64.allocationSize(value.nHead) +
+        FfiConverterOptionalUInt64.allocationSize(value.nHeadKv) +
+        FfiConverterOptionalUInt64.allocationSize(value.nVocab) +
+        FfiConverterOptionalString.allocationSize(value.tokenizer) +
+        FfiConverterOptionalString.allocationSize(value.chatTemplate) +
+        FfiConverterOptionalTypeMemoryEstimate.allocationSize(value.memory) +
+        FfiConverterMapStringString.allocationSize(value.metadata)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
  * Facts about a loaded model.
  */
 export type ModelInfo = {
@@ -5939,6 +6220,12 @@ const FfiConverterSequenceTypeTopLogprob = new FfiConverterArray(FfiConverterTyp
 // FfiConverter for Array<TokenLogprob>
 const FfiConverterSequenceTypeTokenLogprob = new FfiConverterArray(FfiConverterTypeTokenLogprob);
 
+// FfiConverter for Array<TensorTypeCount>
+const FfiConverterSequenceTypeTensorTypeCount = new FfiConverterArray(FfiConverterTypeTensorTypeCount);
+
+// FfiConverter for MemoryEstimate | undefined
+const FfiConverterOptionalTypeMemoryEstimate = new FfiConverterOptional(FfiConverterTypeMemoryEstimate);
+
 // FfiConverter for Map<string, string>
 const FfiConverterMapStringString = new FfiConverterMap(FfiConverterString, FfiConverterString);
 
@@ -6025,6 +6312,9 @@ function uniffiEnsureInitialized() {
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_get_backends() !== 21160) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_get_backends');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_inspect_model() !== 2123) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_inspect_model');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_is_remote_model() !== 28061) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_is_remote_model');
@@ -6200,6 +6490,7 @@ export default Object.freeze({
     FfiConverterTypeLogRecord,
     FfiConverterTypeLogitBias,
     FfiConverterTypeMemoryEstimate,
+    FfiConverterTypeModelFileInfo,
     FfiConverterTypeModelInfo,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
@@ -6208,6 +6499,7 @@ export default Object.freeze({
     FfiConverterTypeSessionLoadResult,
     FfiConverterTypeSpeculativeOptions,
     FfiConverterTypeStreamChunk,
+    FfiConverterTypeTensorTypeCount,
     FfiConverterTypeTokenLogprob,
     FfiConverterTypeTokenStream,
     FfiConverterTypeTool,

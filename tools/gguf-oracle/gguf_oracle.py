@@ -7,6 +7,15 @@ Subcommands:
                    arrays flattened to their leaf values as GGUFReader does, floats as IEEE bit
                    patterns so the comparison is exact) and every tensor (name, dims, type code,
                    absolute data offset, byte size, CRC-32 of its data).
+  summary FILE     Print what a model picker shows of FILE, as JSON, computed with GGUFReader:
+                   architecture, name, parameters (product of each tensor's dims, summed), bytes
+                   of tensor data, llama_ftype name of general.file_type (gguf.LlamaFileType,
+                   prefix MOSTLY_/ALL_ dropped), tensor count and bytes per type name
+                   (gguf.GGMLQuantizationType), {arch}.context_length / embedding_length /
+                   block_count / attention.head_count / head_count_kv (head_count when absent),
+                   vocabulary size, tokenizer model and chat template.
+  unsupported OUT  Write a small model file of an architecture the engine does not run ("phi3",
+                   general.file_type 30 = IQ4_XS) with F16/F32 tensors.
   synth OUT_DIR    Write synthetic files with gguf.GGUFWriter:
                      all_types.gguf  every metadata value type, nested arrays, tensors of several
                                      types (random bytes), little-endian v3;
@@ -167,9 +176,79 @@ def synth(out_dir):
     write_big_q4_1(out / "big_q4_1.gguf")
 
 
+def summary(path):
+    r = gguf.GGUFReader(path)
+
+    def field(key):
+        f = r.fields.get(key)
+        if f is None:
+            return None
+        return f.contents()
+
+    arch = field("general.architecture") or ""
+    types = {}
+    for t in r.tensors:
+        name = gguf.GGMLQuantizationType(int(t.tensor_type)).name
+        count, size = types.get(name, (0, 0))
+        types[name] = (count + 1, size + int(t.n_bytes))
+    ftype = field("general.file_type")
+    ftype_name = None
+    if ftype is not None:
+        try:
+            ftype_name = gguf.LlamaFileType(int(ftype)).name
+            for prefix in ("MOSTLY_", "ALL_"):
+                ftype_name = ftype_name.removeprefix(prefix)
+        except ValueError:
+            pass
+    tokens = r.fields.get("tokenizer.ggml.tokens")
+    head_count = field(f"{arch}.attention.head_count")
+    out = {
+        "architecture": arch,
+        "name": field("general.name"),
+        "n_params": sum(int(np.prod([int(d) for d in t.shape])) for t in r.tensors),
+        "weights_bytes": sum(int(t.n_bytes) for t in r.tensors),
+        "file_type": ftype_name,
+        "tensor_types": {k: {"count": c, "bytes": b} for k, (c, b) in types.items()},
+        "context_length": field(f"{arch}.context_length"),
+        "embedding_length": field(f"{arch}.embedding_length"),
+        "n_layer": field(f"{arch}.block_count"),
+        "n_head": head_count,
+        "n_head_kv": field(f"{arch}.attention.head_count_kv") or head_count,
+        "n_vocab": len(tokens.data) if tokens is not None else None,
+        "tokenizer": field("tokenizer.ggml.model"),
+        "chat_template": field("tokenizer.chat_template"),
+    }
+    json.dump(out, sys.stdout)
+
+
+def write_unsupported(path):
+    w = gguf.GGUFWriter(path, "phi3")
+    w.add_name("Synthetic Phi-3 shape")
+    w.add_context_length(4096)
+    w.add_embedding_length(64)
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_file_type(30)
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"t{i}" for i in range(100)])
+    w.add_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}")
+    rng = np.random.default_rng(0)
+    w.add_tensor("token_embd.weight", rng.standard_normal((100, 64)).astype(np.float16))
+    w.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "dump":
         dump(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "summary":
+        summary(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "unsupported":
+        write_unsupported(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "synth":
         synth(sys.argv[2])
     else:

@@ -1,6 +1,5 @@
 //! The `run`, `chat`, `info`, `tokenize` and `devices` commands.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,13 +10,13 @@ use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{LogitBias, SamplingParams};
 use local_llm_engine::session::{
-    Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions, LoadedModel,
-    Prompt,
+    describe, Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions,
+    LoadedModel, ModelFileInfo, Prompt,
 };
 use local_llm_engine::tokenizer::Tokenizer;
 use local_llm_engine::{Error, Result};
 
-use crate::{ModelArg, RunArgs, TokenizeArgs};
+use crate::{InfoArgs, ModelArg, RunArgs, TokenizeArgs};
 
 /// File name of the default model in the cache.
 const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -304,34 +303,122 @@ pub fn chat(args: &RunArgs) -> Result<()> {
     }
 }
 
-/// `local-llm info`.
-pub fn info(arg: &ModelArg) -> Result<()> {
-    let path = model_path(arg)?;
+/// `local-llm info`: the file's description from its header (no weight is loaded), as text or
+/// one JSON object.
+pub fn info(args: &InfoArgs) -> Result<()> {
+    let path = model_path(&args.model)?;
     let gguf = GgufFile::open(&path)?;
+    let d = describe(&gguf, args.ctx_size);
+    if args.json {
+        println!("{}", info_json(&d));
+        return Ok(());
+    }
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     println!(
         "file: {} ({} bytes, GGUF v{})",
         path.display(),
-        gguf.file_size(),
-        gguf.version()
+        d.file_size,
+        d.gguf_version
     );
+    let support = if d.supported {
+        "runs here"
+    } else {
+        "not supported by this engine"
+    };
+    println!("architecture: {} ({support})", d.architecture);
+    if let Some(name) = &d.name {
+        println!("name: {name}");
+    }
+    println!(
+        "parameters: {:.2} M, {:.2} MiB of weights, file type {}",
+        d.n_params as f64 / 1e6,
+        mib(d.weights_bytes),
+        d.file_type.as_deref().unwrap_or("unknown")
+    );
+    println!(
+        "context length {}, embedding {}, layers {}, heads {} (KV {})",
+        opt(d.context_length),
+        opt(d.embedding_length),
+        opt(d.n_layer),
+        opt(d.n_head),
+        opt(d.n_head_kv)
+    );
+    println!(
+        "vocabulary: {} tokens ({}), chat template: {}",
+        opt(d.n_vocab),
+        d.tokenizer.as_deref().unwrap_or("no tokenizer"),
+        d.chat_template
+            .as_ref()
+            .map_or("none".to_string(), |t| format!(
+                "{} chars",
+                t.chars().count()
+            ))
+    );
+    match &d.memory {
+        Some(m) => println!(
+            "memory for {} tokens: {:.1} MiB weights + {:.1} MiB KV cache (f16) = {:.1} MiB",
+            m.context_size,
+            mib(m.weights_bytes),
+            mib(m.kv_cache_bytes),
+            mib(m.total_bytes)
+        ),
+        None => println!("memory: unknown (hyper-parameters missing)"),
+    }
     println!("metadata ({} keys):", gguf.metadata().len());
     for (key, value) in gguf.metadata() {
         println!("  {key} = {}", value.display_short());
     }
-    let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
-    for t in gguf.tensors() {
-        let e = by_type.entry(t.ty.to_string()).or_default();
-        e.0 += 1;
-        e.1 += t.n_bytes;
-    }
     println!("tensors ({}):", gguf.tensors().len());
-    for (ty, (count, bytes)) in by_type {
+    for t in &d.tensor_types {
         println!(
-            "  {ty:6} {count:5} tensors {:10.2} MiB",
-            bytes as f64 / 1048576.0
+            "  {:6} {:5} tensors {:10.2} MiB",
+            t.type_name,
+            t.count,
+            mib(t.bytes)
         );
     }
     Ok(())
+}
+
+/// The description as JSON (field names as in the TypeScript `ModelFileInfo`).
+fn info_json(d: &ModelFileInfo) -> serde_json::Value {
+    let types: Vec<serde_json::Value> = d
+        .tensor_types
+        .iter()
+        .map(|t| serde_json::json!({"type": t.type_name, "count": t.count, "bytes": t.bytes}))
+        .collect();
+    let metadata: serde_json::Map<String, serde_json::Value> = d
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+        .collect();
+    serde_json::json!({
+        "architecture": d.architecture,
+        "name": d.name,
+        "supported": d.supported,
+        "sizeBytes": d.file_size,
+        "ggufVersion": d.gguf_version,
+        "nParams": d.n_params,
+        "weightsBytes": d.weights_bytes,
+        "fileType": d.file_type,
+        "tensorTypes": types,
+        "contextLength": d.context_length,
+        "embeddingLength": d.embedding_length,
+        "nLayer": d.n_layer,
+        "nHead": d.n_head,
+        "nHeadKv": d.n_head_kv,
+        "nVocab": d.n_vocab,
+        "tokenizer": d.tokenizer,
+        "chatTemplate": d.chat_template,
+        "memory": d.memory.as_ref().map(|m| serde_json::json!({
+            "weightsBytes": m.weights_bytes,
+            "kvCacheBytes": m.kv_cache_bytes,
+            "contextSize": m.context_size,
+            "totalBytes": m.total_bytes,
+        })),
+        "metadata": metadata,
+    })
 }
 
 /// `local-llm tokenize`: reads only the tokenizer, so vocab-only files (llama.cpp's

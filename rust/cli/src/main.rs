@@ -33,8 +33,9 @@ enum Command {
     Chat(RunArgs),
     /// Measure prompt processing and generation speed (like llama-bench).
     Bench(bench::BenchArgs),
-    /// Print a model's metadata and tensors by type.
-    Info(ModelArg),
+    /// Describe a model file from its header alone (no weight is loaded): architecture,
+    /// parameters, quantization, context, vocabulary, chat template, memory, metadata.
+    Info(InfoArgs),
     /// Print token ids of a text as JSON.
     Tokenize(TokenizeArgs),
     /// List the compute devices in the backend registry.
@@ -57,6 +58,18 @@ struct ModelArg {
     /// into the cache first (default: $LOCAL_LLM_MODEL, else the cached SmolLM2 135M Instruct).
     #[arg(short = 'm', long = "model")]
     model: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// Context size of the memory estimate (0: the model's, up to 4096).
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 0)]
+    ctx_size: u32,
+    /// Print the description as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]

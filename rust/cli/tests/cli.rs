@@ -452,3 +452,54 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
     eprintln!("{checked} texts tokenized as llama.cpp expects");
     assert!(checked >= 200, "only {checked} texts checked");
 }
+
+/// `info --json` on vocab-only files of llama.cpp's `models/` (no tensors; architectures this
+/// engine does not run; the five the `gguf` package reads in about a second each, of the 19:
+/// WordPiece, SentencePiece and byte-level BPE) and on a real model agrees with the PyPI `gguf`
+/// package's reading (tools/gguf-oracle `summary`).
+#[test]
+fn info_json_reads_headers_as_the_gguf_package_does() {
+    let script = common::repo_root().join("tools/gguf-oracle/gguf_oracle.py");
+    let mut files: Vec<std::path::PathBuf> = ["bert-bge", "llama-spm", "gpt-2", "phi-3", "falcon"]
+        .into_iter()
+        .map(tokenizer_support::llama_cpp_vocab)
+        .collect();
+    let n_vocab_files = files.len();
+    if let Some(model) = common::real_model("smollm2") {
+        files.push(model);
+    }
+    for file in &files {
+        let path = file.to_str().expect("utf-8 path");
+        let out = local_llm(&["info", "--json", "-c", "512", "-m", path]);
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ours: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let theirs: serde_json::Value =
+            serde_json::from_str(&common::run_python(&script, &["summary", path])).expect("JSON");
+        for (our_key, their_key) in [
+            ("architecture", "architecture"),
+            ("name", "name"),
+            ("nParams", "n_params"),
+            ("weightsBytes", "weights_bytes"),
+            ("fileType", "file_type"),
+            ("contextLength", "context_length"),
+            ("nLayer", "n_layer"),
+            ("nVocab", "n_vocab"),
+            ("tokenizer", "tokenizer"),
+            ("chatTemplate", "chat_template"),
+        ] {
+            assert_eq!(ours[our_key], theirs[their_key], "{path}: {our_key}");
+        }
+        let is_vocab_only = ours["nParams"] == 0;
+        assert_eq!(ours["supported"], !is_vocab_only, "{path}");
+        if !is_vocab_only {
+            assert_eq!(ours["memory"]["contextSize"], 512, "{path}");
+        }
+    }
+    eprintln!(
+        "info --json agrees with the gguf package on {n_vocab_files} vocab-only files and SmolLM2"
+    );
+}

@@ -105,6 +105,7 @@ pub enum LlmError {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Stage {
     Load,
+    Inspect,
     EstimateMemory,
     CreateContext,
     Tokenize,
@@ -128,6 +129,9 @@ impl Stage {
         let (what, make): (&str, fn(String) -> LlmError) = match self {
             Stage::Load => ("loading the model", |message| LlmError::ModelLoadFailed {
                 message,
+            }),
+            Stage::Inspect => ("reading the model file", |message| {
+                LlmError::ModelLoadFailed { message }
             }),
             Stage::EstimateMemory => ("estimating memory", |message| LlmError::ModelLoadFailed {
                 message,

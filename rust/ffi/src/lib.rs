@@ -31,7 +31,10 @@ pub use download::{
 };
 pub use error::LlmError;
 pub use logging::{next_log_records, set_log_capture, set_log_level, LogLevel, LogRecord};
-pub use model::{estimate_model_memory, load_model, LlmModel, ModelInfo};
+pub use model::{
+    estimate_model_memory, inspect_model, load_model, LlmModel, ModelFileInfo, ModelInfo,
+    TensorTypeCount,
+};
 pub use quantize::{quantize_model, QuantizeParams};
 pub use records::{
     finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,

@@ -31,6 +31,102 @@ pub struct ChatFit {
     pub prompt_tokens: u32,
 }
 
+/// The tensors of one type in a model file.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct TensorTypeCount {
+    /// The type's name as llama.cpp prints it (`Q4_K`, `F32`, ...).
+    pub type_name: String,
+    /// How many tensors have it.
+    pub count: u64,
+    /// Their data, in bytes.
+    pub bytes: u64,
+}
+
+/// A model file's facts from its header alone (no weight loaded).
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ModelFileInfo {
+    /// `general.architecture`.
+    pub architecture: String,
+    /// `general.name`, if present.
+    pub name: Option<String>,
+    /// Whether this engine runs the architecture and finds the hyper-parameters it needs.
+    pub supported: bool,
+    /// File size in bytes.
+    pub size_bytes: u64,
+    /// GGUF format version.
+    pub gguf_version: u32,
+    /// Parameters (elements of every tensor).
+    pub n_params: u64,
+    /// Bytes of tensor data.
+    pub weights_bytes: u64,
+    /// llama-quantize's name of `general.file_type` (`Q4_K_M`), when present and known.
+    pub file_type: Option<String>,
+    /// Tensor counts and bytes per type, most bytes first.
+    pub tensor_types: Vec<TensorTypeCount>,
+    /// Training context length.
+    pub context_length: Option<u64>,
+    /// Embedding (hidden) size.
+    pub embedding_length: Option<u64>,
+    /// Transformer layers.
+    pub n_layer: Option<u64>,
+    /// Attention heads.
+    pub n_head: Option<u64>,
+    /// Key/value heads.
+    pub n_head_kv: Option<u64>,
+    /// Vocabulary size.
+    pub n_vocab: Option<u64>,
+    /// `tokenizer.ggml.model` (`gpt2`, `llama`, ...).
+    pub tokenizer: Option<String>,
+    /// The file's chat template, when it has one.
+    pub chat_template: Option<String>,
+    /// Weights plus f16 KV cache for the context asked for, when the hyper-parameters are there.
+    pub memory: Option<MemoryEstimate>,
+    /// GGUF metadata as short strings, without the tokenizer's arrays.
+    pub metadata: HashMap<String, String>,
+}
+
+/// Describe a model file from its header (architecture, parameters, quantization, context,
+/// vocabulary, chat template, memory for `context_size` tokens, 0: the model's default)
+/// without loading its weights.
+#[uniffi::export]
+pub async fn inspect_model(path: String, context_size: u32) -> Result<ModelFileInfo, LlmError> {
+    crate::run_blocking(Stage::Inspect, move || {
+        check_path(&path)?;
+        let d = local_llm_engine::session::inspect(&path, context_size)
+            .map_err(|e| LlmError::from_engine(e, Stage::Inspect))?;
+        Ok(ModelFileInfo {
+            architecture: d.architecture,
+            name: d.name,
+            supported: d.supported,
+            size_bytes: d.file_size,
+            gguf_version: d.gguf_version,
+            n_params: d.n_params,
+            weights_bytes: d.weights_bytes,
+            file_type: d.file_type,
+            tensor_types: d
+                .tensor_types
+                .into_iter()
+                .map(|t| TensorTypeCount {
+                    type_name: t.type_name,
+                    count: t.count,
+                    bytes: t.bytes,
+                })
+                .collect(),
+            context_length: d.context_length,
+            embedding_length: d.embedding_length,
+            n_layer: d.n_layer,
+            n_head: d.n_head,
+            n_head_kv: d.n_head_kv,
+            n_vocab: d.n_vocab,
+            tokenizer: d.tokenizer,
+            chat_template: d.chat_template,
+            memory: d.memory,
+            metadata: d.metadata.into_iter().collect(),
+        })
+    })
+    .await
+}
+
 /// Facts about a loaded model.
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ModelInfo {

@@ -33,6 +33,9 @@ pub struct Model {
     net: transformer::Transformer,
 }
 
+/// The architectures (`general.architecture`) this engine runs.
+pub const ARCHITECTURES: [&str; 4] = ["llama", "qwen2", "qwen3", "gemma3"];
+
 impl Model {
     /// Build the model described by `gguf`, placing weights with `registry`.
     pub fn from_gguf(gguf: &Arc<GgufFile>, registry: &Registry) -> Result<Self> {

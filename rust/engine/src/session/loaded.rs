@@ -89,7 +89,7 @@ pub struct MemoryEstimate {
 }
 
 /// Bytes of tensor data in `gguf`.
-fn weights_bytes(gguf: &GgufFile) -> u64 {
+pub(super) fn weights_bytes(gguf: &GgufFile) -> u64 {
     gguf.tensors().iter().map(|t| t.n_bytes).sum()
 }
 
@@ -100,7 +100,7 @@ impl MemoryEstimate {
         Ok(Self::new(&ModelConfig::from_gguf(gguf)?, gguf, n_ctx))
     }
 
-    fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32) -> Self {
+    pub(super) fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32) -> Self {
         let context_size = config.context_size(n_ctx);
         let weights_bytes = weights_bytes(gguf);
         let kv_cache_bytes = config.kv_cache_bytes(context_size);

@@ -12,6 +12,7 @@ use crate::{Error, Result};
 mod batch;
 mod decode;
 mod fit;
+mod inspect;
 mod loaded;
 mod measure;
 mod overflow;
@@ -23,6 +24,7 @@ mod step;
 
 pub use batch::MAX_SEQUENCES;
 pub use fit::{ChatFit, ChatTrim};
+pub use inspect::{describe, file_type_name, inspect, ModelFileInfo, TensorTypeCount};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;
 pub use overflow::ContextShift;
