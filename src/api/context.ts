@@ -46,7 +46,28 @@ import type {
 export type PromptSource =
   | string
   | { messages: ChatMessage[]; tools?: ChatCompletionTool[]; toolChoice?: ChatCompletionToolChoice }
-  | { tokens: number[] | Int32Array };
+  | { tokens: number[] | Int32Array }
+  | InfillPrompt;
+
+/**
+ * Addition: fill in the middle between `prefix` and `suffix` (coder models with FIM tokens,
+ * see {@link ModelInfo.infillSupported}), laid out as llama-server's `/infill`:
+ * `[FIM_PRE] prefix prompt [FIM_SUF] suffix [FIM_MID]`, with `extra` files before it (repo-level
+ * FIM when the vocabulary has its tokens) and suffix first when `spm`. Prefix and suffix are cut
+ * to fit one batch as llama.cpp does (3/4 of it for the prefix's end, 1/4 for the suffix's start).
+ */
+export interface InfillPrompt {
+  /** The text before the hole. */
+  prefix: string;
+  /** The text after the hole. */
+  suffix: string;
+  /** Text the middle starts with (default none). */
+  prompt?: string;
+  /** Other files as context (llama-server's `input_extra`; `filename` defaults to `tmp`). */
+  extra?: Array<{ filename?: string; text: string }>;
+  /** Suffix before prefix (llama.cpp's `--spm-infill`). */
+  spm?: boolean;
+}
 
 /** A part of a streamed generation: new text and the log-probabilities of new tokens. */
 export interface StreamPart {
@@ -65,7 +86,38 @@ function toPrompt(prompt: PromptSource): PromptInput {
   if (prompt !== null && typeof prompt === 'object' && 'tokens' in prompt) {
     return new PromptInput.Tokens({ tokens: tokenIds(prompt.tokens) });
   }
+  if (prompt !== null && typeof prompt === 'object' && 'prefix' in prompt && 'suffix' in prompt) {
+    return toInfill(prompt);
+  }
   throw invalidOption('prompt', prompt, 'a string, { messages } or { tokens }');
+}
+
+/** The native prompt of an infill; bad fields throw INVALID_OPTION naming them. */
+function toInfill(p: InfillPrompt): PromptInput {
+  const { PromptInput } = getBindings();
+  const text = (name: string, value: unknown, fallback?: string): string => {
+    if (value === undefined && fallback !== undefined) {
+      return fallback;
+    }
+    if (typeof value !== 'string') {
+      throw invalidOption(name, value, 'a string');
+    }
+    return value;
+  };
+  if (p.extra !== undefined && !Array.isArray(p.extra)) {
+    throw invalidOption('extra', p.extra, 'an array of { filename?, text }');
+  }
+  const extra = (p.extra ?? []).map((chunk, i) => ({
+    filename: text(`extra[${i}].filename`, chunk?.filename, 'tmp'),
+    text: text(`extra[${i}].text`, chunk?.text),
+  }));
+  return new PromptInput.Infill({
+    prefix: text('prefix', p.prefix),
+    suffix: text('suffix', p.suffix),
+    prompt: text('prompt', p.prompt, ''),
+    extra,
+    spm: flag(p.spm, 'spm') ?? false,
+  });
 }
 
 /**
@@ -222,6 +274,20 @@ export class InferenceContext {
   /** Generate the answer to `prompt` (raw text) and return its text. */
   async generate(prompt: string, options: GenerateOptions = {}): Promise<string> {
     return (await this.generateResult(prompt, options)).text;
+  }
+
+  /**
+   * Addition: fill in the middle between `prefix` and `suffix` and return the middle
+   * (node-llama-cpp's `generateInfillCompletion`); see {@link InfillPrompt}. A model without
+   * fill-in-the-middle tokens rejects with INVALID_OPTION.
+   */
+  async infill(
+    prefix: string,
+    suffix: string,
+    options: GenerateOptions & Omit<InfillPrompt, 'prefix' | 'suffix'> = {},
+  ): Promise<string> {
+    const { prompt, extra, spm, ...generate } = options;
+    return (await this.generateResult({ prefix, suffix, prompt, extra, spm }, generate)).text;
   }
 
   /**

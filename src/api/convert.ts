@@ -220,6 +220,7 @@ export function toModelInfo(i: NativeModelInfo): ModelInfo {
     nVocab: i.nVocab,
     hasChatTemplate: i.hasChatTemplate,
     chatTemplate: i.chatTemplate,
+    infillSupported: i.infillSupported,
     loadMs: i.loadMs,
     metadata: map(i.metadata, (v) => v),
     placement: map(i.placement, (v) => v),

@@ -8,7 +8,7 @@ export type { ModelPoolOptions, ModelPoolLoadOptions, PoolInfo } from './model-p
 export { InferenceContext } from './context';
 export { quantize } from './quantize';
 export type { QuantizationType, QuantizeOptions } from './quantize';
-export type { PromptSource } from './context';
+export type { InfillPrompt, PromptSource } from './context';
 export { ChatCompletions } from './chat';
 export { LocalLLMProvider } from './ai-provider';
 export type { LocalLLMProviderConfig } from './ai-provider';

@@ -417,6 +417,8 @@ export interface ModelInfo {
   nVocab: number;
   hasChatTemplate: boolean;
   chatTemplate: string;
+  /** Addition: whether the model can fill in the middle (its vocabulary has FIM tokens). */
+  infillSupported: boolean;
   loadMs: number;
   metadata: Record<string, string>;
   placement: Record<string, number>;

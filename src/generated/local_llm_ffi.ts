@@ -1701,11 +1701,61 @@ const FfiConverterTypeEngineLimits = (() => {
   return new FFIConverter();
 })();
 
+/**
+ * A file given as context of a fill-in-the-middle prompt.
+ */
+export type InfillChunk = {
+  /**
+   * The file's name.
+   */
+  filename: string;
+  /**
+   * Its text.
+   */
+  text: string;
+};
+
+/**
+ * Generated factory for {@link InfillChunk} record objects.
+ */
+export const InfillChunk = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<InfillChunk, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<InfillChunk>,
+  });
+})();
+
+const FfiConverterTypeInfillChunk = (() => {
+  type TypeName = InfillChunk;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        filename: FfiConverterString.readFromCursor(c),
+        text: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.filename, c);
+      FfiConverterString.writeIntoCursor(value.text, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterString.allocationSize(value.filename) + FfiConverterString.allocationSize(value.text);
+    }
+  }
+  return new FFIConverter();
+})();
+
 // Enum: PromptInput
 export enum PromptInput_Tags {
   Text = 'Text',
   Chat = 'Chat',
   Tokens = 'Tokens',
+  Infill = 'Infill',
 }
 /**
  * What to generate from.
@@ -1798,6 +1848,47 @@ export const PromptInput = (() => {
     }
   }
 
+  type Infill__interface = {
+    tag: PromptInput_Tags.Infill;
+    inner: Readonly<{ prefix: string; suffix: string; prompt: string; extra: Array<InfillChunk>; spm: boolean }>;
+  };
+  /**
+   * Fill in the middle (coder models with FIM tokens), laid out as llama-server's `/infill`.
+   */
+  class Infill_ extends UniffiEnum implements Infill__interface {
+    /**
+     * @private
+     * This field is private and should not be used, use `tag` instead.
+     */
+    readonly [uniffiTypeNameSymbol] = 'PromptInput';
+    readonly tag = PromptInput_Tags.Infill;
+    readonly inner: Readonly<{
+      prefix: string;
+      suffix: string;
+      prompt: string;
+      extra: Array<InfillChunk>;
+      spm: boolean;
+    }>;
+    constructor(inner: { prefix: string; suffix: string; prompt: string; extra: Array<InfillChunk>; spm: boolean }) {
+      super('PromptInput', 'Infill');
+
+      this.inner = Object.freeze(inner);
+    }
+    static new(inner: {
+      prefix: string;
+      suffix: string;
+      prompt: string;
+      extra: Array<InfillChunk>;
+      spm: boolean;
+    }): Infill_ {
+      return new Infill_(inner);
+    }
+
+    static instanceOf(obj: any): obj is Infill_ {
+      return obj.tag === PromptInput_Tags.Infill;
+    }
+  }
+
   function instanceOf(obj: any): obj is PromptInput {
     return obj[uniffiTypeNameSymbol] === 'PromptInput';
   }
@@ -1807,12 +1898,13 @@ export const PromptInput = (() => {
     Text: Text_,
     Chat: Chat_,
     Tokens: Tokens_,
+    Infill: Infill_,
   });
 })();
 /**
  * What to generate from.
  */
-export type PromptInput = InstanceType<(typeof PromptInput)['Text' | 'Chat' | 'Tokens']>;
+export type PromptInput = InstanceType<(typeof PromptInput)['Text' | 'Chat' | 'Tokens' | 'Infill']>;
 
 // FfiConverter for enum PromptInput
 const FfiConverterTypePromptInput = (() => {
@@ -1826,6 +1918,14 @@ const FfiConverterTypePromptInput = (() => {
           return new PromptInput.Chat({ messages: FfiConverterSequenceTypeChatMessage.readFromCursor(c) });
         case 3:
           return new PromptInput.Tokens({ tokens: FfiConverterSequenceUInt32.readFromCursor(c) });
+        case 4:
+          return new PromptInput.Infill({
+            prefix: FfiConverterString.readFromCursor(c),
+            suffix: FfiConverterString.readFromCursor(c),
+            prompt: FfiConverterString.readFromCursor(c),
+            extra: FfiConverterSequenceTypeInfillChunk.readFromCursor(c),
+            spm: FfiConverterBool.readFromCursor(c),
+          });
         default:
           throw new UniffiInternalError.UnexpectedEnumCase();
       }
@@ -1848,6 +1948,16 @@ const FfiConverterTypePromptInput = (() => {
           c.writeI32(3);
           const inner = value.inner;
           FfiConverterSequenceUInt32.writeIntoCursor(inner.tokens, c);
+          return;
+        }
+        case PromptInput_Tags.Infill: {
+          c.writeI32(4);
+          const inner = value.inner;
+          FfiConverterString.writeIntoCursor(inner.prefix, c);
+          FfiConverterString.writeIntoCursor(inner.suffix, c);
+          FfiConverterString.writeIntoCursor(inner.prompt, c);
+          FfiConverterSequenceTypeInfillChunk.writeIntoCursor(inner.extra, c);
+          FfiConverterBool.writeIntoCursor(inner.spm, c);
           return;
         }
         default:
@@ -1873,6 +1983,16 @@ const FfiConverterTypePromptInput = (() => {
           const inner = value.inner;
           let size = 4;
           size += FfiConverterSequenceUInt32.allocationSize(inner.tokens);
+          return size;
+        }
+        case PromptInput_Tags.Infill: {
+          const inner = value.inner;
+          let size = 4;
+          size += FfiConverterString.allocationSize(inner.prefix);
+          size += FfiConverterString.allocationSize(inner.suffix);
+          size += FfiConverterString.allocationSize(inner.prompt);
+          size += FfiConverterSequenceTypeInfillChunk.allocationSize(inner.extra);
+          size += FfiConverterBool.allocationSize(inner.spm);
           return size;
         }
         default:
@@ -3454,6 +3574,10 @@ export type ModelInfo = {
    */
   chatTemplate: string;
   /**
+   * Whether the vocabulary has fill-in-the-middle tokens (prefix, suffix and middle).
+   */
+  infillSupported: boolean;
+  /**
    * Milliseconds the load took.
    */
   loadMs: number;
@@ -3500,6 +3624,7 @@ const FfiConverterTypeModelInfo = (() => {
         nVocab: FfiConverterUInt32.readFromCursor(c),
         hasChatTemplate: FfiConverterBool.readFromCursor(c),
         chatTemplate: FfiConverterString.readFromCursor(c),
+        infillSupported: FfiConverterBool.readFromCursor(c),
         loadMs: FfiConverterFloat64.readFromCursor(c),
         metadata: FfiConverterMapStringString.readFromCursor(c),
         placement: FfiConverterMapStringUInt32.readFromCursor(c),
@@ -3519,6 +3644,7 @@ const FfiConverterTypeModelInfo = (() => {
       FfiConverterUInt32.writeIntoCursor(value.nVocab, c);
       FfiConverterBool.writeIntoCursor(value.hasChatTemplate, c);
       FfiConverterString.writeIntoCursor(value.chatTemplate, c);
+      FfiConverterBool.writeIntoCursor(value.infillSupported, c);
       FfiConverterFloat64.writeIntoCursor(value.loadMs, c);
       FfiConverterMapStringString.writeIntoCursor(value.metadata, c);
       FfiConverterMapStringUInt32.writeIntoCursor(value.placement, c);
@@ -3538,6 +3664,7 @@ const FfiConverterTypeModelInfo = (() => {
         FfiConverterUInt32.allocationSize(value.nVocab) +
         FfiConverterBool.allocationSize(value.hasChatTemplate) +
         FfiConverterString.allocationSize(value.chatTemplate) +
+        FfiConverterBool.allocationSize(value.infillSupported) +
         FfiConverterFloat64.allocationSize(value.loadMs) +
         FfiConverterMapStringString.allocationSize(value.metadata) +
         FfiConverterMapStringUInt32.allocationSize(value.placement)
@@ -6199,6 +6326,9 @@ const FfiConverterOptionalTypeCacheEntry = new FfiConverterOptional(FfiConverter
 // FfiConverter for Array<ChatMessage>
 const FfiConverterSequenceTypeChatMessage = new FfiConverterArray(FfiConverterTypeChatMessage);
 
+// FfiConverter for Array<InfillChunk>
+const FfiConverterSequenceTypeInfillChunk = new FfiConverterArray(FfiConverterTypeInfillChunk);
+
 // FfiConverter for Array<string> | undefined
 const FfiConverterOptionalSequenceString = new FfiConverterOptional(FfiConverterSequenceString);
 
@@ -6482,6 +6612,7 @@ export default Object.freeze({
     FfiConverterTypeGenerateParams,
     FfiConverterTypeGenerationResult,
     FfiConverterTypeHostMemory,
+    FfiConverterTypeInfillChunk,
     FfiConverterTypeLlmContext,
     FfiConverterTypeLlmError,
     FfiConverterTypeLlmModel,

@@ -35,6 +35,13 @@
 //     of that token. Response: {"model": {...}, "positions": [{"position": i,
 //       "top": [{"id": t, "logit_delta": d, "logprob": l}, ...]}]}
 //
+//   {"cmd": "infill", "model": PATH, "infills": [{"prefix": "...", "suffix": "..."}],
+//    "n_predict": 32, "context_size": 512}
+//     Fill-in-the-middle through node-llama-cpp's LlamaCompletion.generateInfillCompletion,
+//     greedy (temperature 0, no top-k/top-p/min-p, no repeat penalty). Response:
+//     {"model": {...}, "fim": {"prefix": id|null, "suffix": id|null, "middle": id|null},
+//      "results": [{"text": "...", "tokens": [ids]}]}
+//
 //   {"cmd": "info", "model": PATH}
 //     Response: {"model": {...}} only.
 //
@@ -136,6 +143,35 @@ async function generate(model, context, req, nVocab) {
     return { results };
 }
 
+async function infill(model, context, req) {
+    const nPredict = req.n_predict ?? 32;
+    if (!Number.isInteger(nPredict) || nPredict < 1) throw new Error("n_predict must be a positive integer");
+    if (!Array.isArray(req.infills)) throw new Error('"infills" must be an array');
+    const { LlamaCompletion } = await import("node-llama-cpp");
+    const fim = model.tokens.infill;
+    const results = [];
+    for (const [i, item] of req.infills.entries()) {
+        if (typeof item.prefix !== "string" || typeof item.suffix !== "string")
+            throw new Error(`infills[${i}] needs "prefix" and "suffix" strings`);
+        const sequence = context.getSequence();
+        const completion = new LlamaCompletion({ contextSequence: sequence });
+        const tokens = [];
+        const text = await completion.generateInfillCompletion(item.prefix, item.suffix, {
+            onToken: (chunk) => tokens.push(...chunk),
+            maxTokens: nPredict,
+            temperature: 0,
+            topK: 0,
+            topP: 1,
+            minP: 0,
+            repeatPenalty: false,
+        });
+        results.push({ text, tokens });
+        completion.dispose();
+        sequence.dispose();
+    }
+    return { fim: { prefix: fim.prefix ?? null, suffix: fim.suffix ?? null, middle: fim.middle ?? null }, results };
+}
+
 async function logits(model, context, req, nVocab) {
     checkTokens(req.tokens, nVocab, "tokens");
     const topK = req.top_k ?? 5;
@@ -185,7 +221,7 @@ async function main() {
     }
     if (req == null || typeof req !== "object") fail("request must be a JSON object");
     const cmd = req.cmd;
-    if (!["generate", "logits", "info", "check"].includes(cmd)) fail(`unknown cmd ${JSON.stringify(cmd)}`);
+    if (!["generate", "logits", "infill", "info", "check"].includes(cmd)) fail(`unknown cmd ${JSON.stringify(cmd)}`);
     if (cmd !== "check" && typeof req.model !== "string") fail('"model" (path to a GGUF file) is required');
 
     const llama = await getLlama({
@@ -214,9 +250,9 @@ async function main() {
             threads: { ideal: 1, min: 1 },
             flashAttention: false,
         });
-        body = cmd === "generate"
-            ? await generate(model, context, req, nVocab)
-            : await logits(model, context, req, nVocab);
+        if (cmd === "generate") body = await generate(model, context, req, nVocab);
+        else if (cmd === "infill") body = await infill(model, context, req);
+        else body = await logits(model, context, req, nVocab);
         await context.dispose();
     }
     await model.dispose();

@@ -85,6 +85,8 @@ class Spec:
     types: dict[str, Q] = field(default_factory=dict)
     # Pad the vocabulary with unused tokens to this size (0: no padding).
     n_vocab: int = 0
+    # Add Qwen2.5-Coder's fill-in-the-middle tokens (found by their text, as llama.cpp does).
+    fim: bool = False
 
 
 # Every matrix F16 (phone-scale kinds: llama-quantize picks the real types).
@@ -120,6 +122,20 @@ KINDS: dict[str, Spec] = {
         add_bos=False,
         types=dict(token_embd=Q.Q4_1, attn_q=Q.BF16, attn_k=Q.Q8_0, attn_v=Q.F16,
                    attn_output=Q.Q8_0, ffn_gate=Q.BF16, ffn_up=Q.Q8_0, ffn_down=Q.F16,
+                   output=Q.Q8_0),
+    ),
+    "qwen2-fim": Spec(
+        arch="qwen2",
+        tokenizer="bpe",
+        pre="qwen2",
+        eps=1e-6,
+        rope_base=1000000.0,
+        qkv_bias=True,
+        add_bos=False,
+        fim=True,
+        resid_gain=4.0,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.F16,
+                   attn_output=Q.Q8_0, ffn_gate=Q.F16, ffn_up=Q.Q8_0, ffn_down=Q.F16,
                    output=Q.Q8_0),
     ),
     "qwen3": Spec(
@@ -182,12 +198,16 @@ KINDS: dict[str, Spec] = {
 }
 
 
+FIM_SPECIALS = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"]
+
+
 def build_vocab(spec: Spec) -> vocab_mod.Vocab:
     """The tokenizer vocabulary of a kind (padded with unused tokens to ``spec.n_vocab``)."""
+    specials = SPECIALS + (FIM_SPECIALS if spec.fim else [])
     if spec.tokenizer == "spm":
-        voc = vocab_mod.sentencepiece(SPECIALS)
+        voc = vocab_mod.sentencepiece(specials)
     else:
-        voc = vocab_mod.byte_level_bpe(SPECIALS)
+        voc = vocab_mod.byte_level_bpe(specials)
     for i in range(spec.n_vocab - len(voc.tokens)):
         voc.add(f"[unused{i}]", vocab_mod.UNUSED)
     return voc

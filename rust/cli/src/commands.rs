@@ -10,8 +10,8 @@ use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{LogitBias, SamplingParams};
 use local_llm_engine::session::{
-    describe, Context, ContextOptions, ContextShift, GenerateRequest, Generation, LoadOptions,
-    LoadedModel, ModelFileInfo, Prompt,
+    describe, Context, ContextOptions, ContextShift, GenerateRequest, Generation, Infill,
+    LoadOptions, LoadedModel, ModelFileInfo, Prompt,
 };
 use local_llm_engine::tokenizer::Tokenizer;
 use local_llm_engine::{Error, Result};
@@ -221,19 +221,34 @@ fn stream_to_stdout(piece: &str) {
 
 /// `local-llm run`.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let prompt_text = args
-        .prompt
-        .clone()
-        .ok_or_else(|| Error::InvalidOption("run needs a prompt (-p)".into()))?;
-    let prompt = if args.chat {
+    let infill = (args.in_prefix.is_some() || args.in_suffix.is_some()).then(|| Infill {
+        prefix: args.in_prefix.clone().unwrap_or_default(),
+        suffix: args.in_suffix.clone().unwrap_or_default(),
+        prompt: args.prompt.clone().unwrap_or_default(),
+        extra: Vec::new(),
+        spm: args.spm_infill,
+    });
+    if infill.is_some() && args.chat {
+        return Err(Error::InvalidOption(
+            "--in-prefix/--in-suffix and --chat cannot be combined".into(),
+        ));
+    }
+    let prompt_text = || {
+        args.prompt
+            .clone()
+            .ok_or_else(|| Error::InvalidOption("run needs a prompt (-p)".into()))
+    };
+    let prompt = if let Some(infill) = infill {
+        Prompt::Infill(infill)
+    } else if args.chat {
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
             messages.push(ChatMessage::new("system", system.clone()));
         }
-        messages.push(ChatMessage::new("user", prompt_text));
+        messages.push(ChatMessage::new("user", prompt_text()?));
         Prompt::Chat(messages)
     } else {
-        Prompt::Text(prompt_text)
+        Prompt::Text(prompt_text()?)
     };
     let request = request(args, prompt)?;
     let mut ctx = load(args)?;

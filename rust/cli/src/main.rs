@@ -95,6 +95,17 @@ struct RunArgs {
     /// Prompt text (for `chat`: optional first user message).
     #[arg(short = 'p', long = "prompt")]
     prompt: Option<String>,
+    /// Fill in the middle: the text before the hole (llama.cpp's `--in-prefix`); with it or
+    /// `--in-suffix` the prompt is laid out as llama-server's `/infill` does and `-p` is the
+    /// start of the middle.
+    #[arg(long = "in-prefix")]
+    in_prefix: Option<String>,
+    /// Fill in the middle: the text after the hole (llama.cpp's `--in-suffix`).
+    #[arg(long = "in-suffix")]
+    in_suffix: Option<String>,
+    /// Fill in the middle with the suffix first (llama.cpp's `--spm-infill`).
+    #[arg(long = "spm-infill")]
+    spm_infill: bool,
     /// Wrap the prompt as a user turn with the model's chat template.
     #[arg(long)]
     chat: bool,

@@ -503,3 +503,74 @@ fn info_json_reads_headers_as_the_gguf_package_does() {
         "info --json agrees with the gguf package on {n_vocab_files} vocab-only files and SmolLM2"
     );
 }
+
+/// `run --in-prefix/--in-suffix` fills in the middle with llama.cpp's tokens (node-llama-cpp's
+/// `generateInfillCompletion`) on a synthetic coder model with FIM tokens; `--spm-infill`
+/// changes the layout; a model without FIM tokens is an error exit.
+#[test]
+fn run_infills_as_llama_cpp_does() {
+    let model = common::synth_model("qwen2-fim");
+    let path = model.to_str().expect("utf-8 path");
+    let (prefix, suffix) = ("def add(a, b):\n    ", "\n    return c\n");
+    let oracle = common::run_oracle(&json!({
+        "cmd": "infill", "model": path, "n_predict": 16, "context_size": 512,
+        "infills": [{"prefix": prefix, "suffix": suffix}],
+    }));
+    let theirs: Vec<u64> = oracle["results"][0]["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t.as_u64().expect("id"))
+        .collect();
+    let tokens = |extra: &[&str]| -> Vec<u64> {
+        let mut args = vec![
+            "run",
+            "-m",
+            path,
+            "--in-prefix",
+            prefix,
+            "--in-suffix",
+            suffix,
+            "-n",
+            "16",
+            "--temp",
+            "0",
+            "-t",
+            "1",
+            "-c",
+            "512",
+            "--print-tokens",
+        ];
+        args.extend_from_slice(extra);
+        let out = local_llm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("tokens: "))
+            .expect("--print-tokens line");
+        serde_json::from_str(line).expect("token list")
+    };
+    let ours = tokens(&[]);
+    let n = ours.len().min(theirs.len());
+    assert!(n >= 4, "{ours:?} vs {theirs:?}");
+    assert_eq!(ours[..n], theirs[..n]);
+    assert_ne!(tokens(&["--spm-infill"]), ours);
+    if let Some(smol) = common::real_model("smollm2") {
+        let out = local_llm(&[
+            "run",
+            "-m",
+            smol.to_str().unwrap(),
+            "--in-prefix",
+            "a",
+            "--in-suffix",
+            "b",
+        ]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("fill-in-the-middle"));
+    }
+}

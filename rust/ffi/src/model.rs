@@ -156,6 +156,8 @@ pub struct ModelInfo {
     pub has_chat_template: bool,
     /// The chat template source in use.
     pub chat_template: String,
+    /// Whether the vocabulary has fill-in-the-middle tokens (prefix, suffix and middle).
+    pub infill_supported: bool,
     /// Milliseconds the load took.
     pub load_ms: f64,
     /// GGUF metadata as short strings (long arrays abbreviated).
@@ -273,6 +275,10 @@ impl LlmModel {
             n_vocab: to_u32(c.n_vocab),
             has_chat_template: info.has_chat_template,
             chat_template: model.chat_template().source().to_string(),
+            infill_supported: {
+                let fim = model.tokenizer().fim();
+                fim.prefix.is_some() && fim.suffix.is_some() && fim.middle.is_some()
+            },
             load_ms: info.load_ms,
             metadata,
             placement: info

@@ -8,8 +8,8 @@ use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{LogitBias, SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
-    ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
-    MemoryEstimate, Prompt, SpeculativeOptions, Timings,
+    ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, Infill, InfillChunk,
+    LoadOptions, MemoryEstimate, Prompt, SpeculativeOptions, Timings,
 };
 use local_llm_engine::Error as EngineError;
 
@@ -247,6 +247,28 @@ pub enum PromptInput {
         /// The prompt's token ids.
         tokens: Vec<u32>,
     },
+    /// Fill in the middle (coder models with FIM tokens), laid out as llama-server's `/infill`.
+    Infill {
+        /// The text before the hole.
+        prefix: String,
+        /// The text after the hole.
+        suffix: String,
+        /// Text the middle starts with.
+        prompt: String,
+        /// Other files as context, placed before the prefix.
+        extra: Vec<InfillChunk>,
+        /// Suffix before prefix (SPM order).
+        spm: bool,
+    },
+}
+
+/// A file given as context of a fill-in-the-middle prompt.
+#[uniffi::remote(Record)]
+pub struct InfillChunk {
+    /// The file's name.
+    pub filename: String,
+    /// Its text.
+    pub text: String,
 }
 
 /// A generation request: the engine's `GenerateRequest` with an FFI prompt. Limits left unset
@@ -304,6 +326,19 @@ impl GenerateParams {
                     .collect(),
             ),
             PromptInput::Tokens { tokens } => Prompt::Tokens(tokens.clone()),
+            PromptInput::Infill {
+                prefix,
+                suffix,
+                prompt,
+                extra,
+                spm,
+            } => Prompt::Infill(Infill {
+                prefix: prefix.clone(),
+                suffix: suffix.clone(),
+                prompt: prompt.clone(),
+                extra: extra.clone(),
+                spm: *spm,
+            }),
         };
         let mut request = GenerateRequest::new(prompt);
         request.sampling = self.sampling.clone();

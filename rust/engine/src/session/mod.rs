@@ -12,6 +12,7 @@ use crate::{Error, Result};
 mod batch;
 mod decode;
 mod fit;
+mod infill;
 mod inspect;
 mod loaded;
 mod measure;
@@ -24,6 +25,7 @@ mod step;
 
 pub use batch::MAX_SEQUENCES;
 pub use fit::{ChatFit, ChatTrim};
+pub use infill::{Infill, InfillChunk};
 pub use inspect::{describe, file_type_name, inspect, ModelFileInfo, TensorTypeCount};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;
@@ -252,6 +254,11 @@ impl Context {
         self.seqs[0].cache.capacity()
     }
 
+    /// Most tokens one forward pass of the prompt takes.
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads.count()
@@ -273,12 +280,15 @@ impl Context {
         }
     }
 
-    /// Tokens for a prompt.
+    /// Tokens for a prompt (an infill fitted as for a request of no generated tokens).
     pub fn prompt_tokens(&self, prompt: &Prompt) -> Result<Vec<u32>> {
         match prompt {
             Prompt::Text(text) => self.model.tokenize(text, true, true),
             Prompt::Chat(messages) => self.model.chat_tokens(messages),
             Prompt::Tokens(t) => Ok(t.clone()),
+            Prompt::Infill(infill) => {
+                infill.tokens(self.model.tokenizer(), self.n_batch, 0, self.n_ctx())
+            }
         }
     }
 
@@ -288,6 +298,12 @@ impl Context {
             Prompt::Chat(messages) if !request.tools.is_empty() => self
                 .model
                 .chat_tokens_with_tools(messages, &request.tools, &request.tool_choice),
+            Prompt::Infill(infill) => infill.tokens(
+                self.model.tokenizer(),
+                self.n_batch,
+                request.max_tokens,
+                self.n_ctx(),
+            ),
             prompt => self.prompt_tokens(prompt),
         }
     }

@@ -7,7 +7,7 @@ use crate::grammar::GrammarRequest;
 use crate::sampling::{SamplingParams, TokenLogprob, MAX_TOP_LOGPROBS};
 use crate::{Error, Result};
 
-use super::ContextShift;
+use super::{ContextShift, Infill};
 
 /// What to generate from.
 #[derive(Clone, Debug)]
@@ -18,6 +18,9 @@ pub enum Prompt {
     Chat(Vec<ChatMessage>),
     /// Token ids as they are.
     Tokens(Vec<u32>),
+    /// Fill in the middle between a prefix and a suffix (coder models with FIM tokens), laid
+    /// out as llama-server's `/infill` (see [`Infill`]).
+    Infill(Infill),
 }
 
 /// A generation request.

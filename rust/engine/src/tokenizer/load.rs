@@ -9,7 +9,7 @@ use super::pretokenize::Stage;
 use super::special::SpecialTokens;
 use super::unicode::ByteLevel;
 use super::vocab::{attr, attr_from_type, Vocab};
-use super::Tokenizer;
+use super::{FimTokens, Tokenizer};
 use crate::gguf::{GgufFile, Value};
 use crate::{Error, Result};
 
@@ -332,6 +332,14 @@ impl Tokenizer {
             add_space_prefix,
             clean_spaces,
             eog,
+            fim: FimTokens {
+                prefix: fim_pre,
+                suffix: fim_suf,
+                middle: fim_mid,
+                pad: fim_pad,
+                repo: fim_rep,
+                file_sep: fim_sep,
+            },
         })
     }
 }

@@ -41,6 +41,24 @@ pub enum TokenizerKind {
     Bpe,
 }
 
+/// The fill-in-the-middle tokens of a vocabulary (from `tokenizer.ggml.fim_*_token_id`, else
+/// found by their text as llama.cpp does: `<|fim_prefix|>`, `<fim_prefix>`, `<PRE>`, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FimTokens {
+    /// Starts the text before the hole.
+    pub prefix: Option<u32>,
+    /// Starts the text after the hole.
+    pub suffix: Option<u32>,
+    /// Asks for the middle.
+    pub middle: Option<u32>,
+    /// Padding (an end-of-generation token).
+    pub pad: Option<u32>,
+    /// Starts the repository name of repo-level FIM (an end-of-generation token).
+    pub repo: Option<u32>,
+    /// Starts a file of repo-level FIM (an end-of-generation token).
+    pub file_sep: Option<u32>,
+}
+
 /// A model's tokenizer: vocabulary, merge rules, special tokens and flags.
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
@@ -58,6 +76,7 @@ pub struct Tokenizer {
     clean_spaces: bool,
     /// End-of-generation token ids, sorted.
     eog: Vec<u32>,
+    fim: FimTokens,
 }
 
 impl Tokenizer {
@@ -167,6 +186,11 @@ impl Tokenizer {
     /// recognises by text, e.g. `<|im_end|>`, `<end_of_turn>`, `<|endoftext|>`).
     pub fn is_eog(&self, id: u32) -> bool {
         self.eog.binary_search(&id).is_ok()
+    }
+
+    /// The fill-in-the-middle tokens.
+    pub fn fim(&self) -> FimTokens {
+        self.fim
     }
 
     /// The end-of-generation token ids (see [`Tokenizer::is_eog`]), sorted.

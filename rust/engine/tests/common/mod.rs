@@ -156,7 +156,14 @@ pub fn run_oracle(request: &Value) -> Value {
 }
 
 /// The kinds of synthetic model `tools/synth/make_model.py` writes.
-pub const SYNTH_KINDS: &[&str] = &["llama-spm", "llama-bpe", "qwen2", "qwen3", "mistral-f32"];
+pub const SYNTH_KINDS: &[&str] = &[
+    "llama-spm",
+    "llama-bpe",
+    "qwen2",
+    "qwen2-fim",
+    "qwen3",
+    "mistral-f32",
+];
 
 /// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`]), seed 0.
 ///
