@@ -197,6 +197,14 @@ extern "C" {
         /*handle*/ uint64_t ptr, 
         RustCallStatus *uniffi_out_err
     );
+    RustBuffer uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(
+        /*handle*/ uint64_t ptr, 
+        RustCallStatus *uniffi_out_err
+    );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer adapters
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_stream(
         /*handle*/ uint64_t ptr, 
         RustBuffer params, 
@@ -664,6 +672,10 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_stream(
     );
@@ -2341,6 +2353,22 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters"),
+        1,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters"),
+        2,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream"),
@@ -3405,6 +3433,22 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream"),
@@ -3967,6 +4011,23 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_d
 
         
         return uniffi_jsi::Bridging<int8_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), 
+            &status
+        );
+        uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
+
+        
+        return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_stream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
@@ -5029,6 +5090,20 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontex
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(
         );
 
         

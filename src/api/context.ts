@@ -16,7 +16,9 @@ import {
   generateOptionRules,
   invalidOption,
   nativeSeed,
+  REAL_RULE,
   breakerList,
+  checkNumber,
   flag,
   logitBiasList,
   stopList,
@@ -24,6 +26,7 @@ import {
 } from './options';
 import { nativeContextShift } from './overflow';
 import { PausedStreams } from './paused-streams';
+import { localPath } from './paths';
 import type {
   BatchResult,
   BenchmarkOptions,
@@ -532,6 +535,42 @@ export class InferenceContext {
     const handle = this.ensureHandle();
     this.paused.preemptAll();
     await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.clear());
+  }
+
+  /**
+   * Addition (llama.rn's `applyLoraAdapters`): apply these LoRA adapters (GGUF files in
+   * llama.cpp's LoRA format, for this model; `scaled` default 1) to every generation from now
+   * on, replacing the set in use, without reloading the model. Waits for running generations;
+   * a different set empties the KV cache. A missing file rejects with INVALID_PATH, a file that
+   * is not a LoRA adapter for this model with MODEL_LOAD_FAILED (the set in use is kept).
+   */
+  async applyLoraAdapters(adapters: ReadonlyArray<{ path: string; scaled?: number }>): Promise<void> {
+    const handle = this.ensureHandle();
+    if (!Array.isArray(adapters)) {
+      throw invalidOption('adapters', adapters, 'an array of { path, scaled? }');
+    }
+    const { LoraAdapterSpec } = getBindings();
+    const specs = adapters.map((a, i) => {
+      if (a === null || typeof a !== 'object' || typeof a.path !== 'string') {
+        throw invalidOption(`adapters[${i}]`, a, 'an object { path, scaled? }');
+      }
+      const scale = a.scaled === undefined ? 1 : checkNumber(`adapters[${i}].scaled`, a.scaled, REAL_RULE);
+      return LoraAdapterSpec.create({ path: localPath(a.path), scale });
+    });
+    this.paused.preemptAll();
+    await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => handle.setLoraAdapters(specs));
+  }
+
+  /** Addition (llama.rn's `removeLoraAdapters`): stop applying LoRA adapters. */
+  async removeLoraAdapters(): Promise<void> {
+    await this.applyLoraAdapters([]);
+  }
+
+  /** Addition (llama.rn's `getLoadedLoraAdapters`): the LoRA adapters in use. */
+  getLoadedLoraAdapters(): Array<{ path: string; scaled: number }> {
+    return this.ensureHandle()
+      .loraAdapters()
+      .map((a) => ({ path: a.path, scaled: a.scale }));
   }
 
   /**

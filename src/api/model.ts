@@ -3,7 +3,8 @@ import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelFileInfo, toModelInfo, toNativeMessages } from './convert';
-import { LocalLLMError, LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
+import { LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
+import { localPath } from './paths';
 import { ESTIMATE_OPTION_RULES, MODEL_OPTION_RULES, checkOptions, contextOptionRules, tokenIds } from './options';
 import type {
   ChatMessage,
@@ -15,22 +16,7 @@ import type {
   ModelOptions,
 } from './types';
 
-/** A file path from a `file://` URL or a plain path. */
-export function localPath(path: string): string {
-  if (typeof path !== 'string' || path.length === 0) {
-    throw new LocalLLMError(LocalLLMErrorCode.INVALID_PATH, 'the model path is empty');
-  }
-  if (path.startsWith('file://')) {
-    return decodeURIComponent(path.slice('file://'.length));
-  }
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(path)) {
-    throw new LocalLLMError(
-      LocalLLMErrorCode.INVALID_PATH,
-      `'${path}' is a URL: this package loads local GGUF files only (download the file first)`,
-    );
-  }
-  return path;
-}
+export { localPath };
 
 /** A loaded GGUF model: tokenizer, chat template and weights, shared by its contexts. */
 export class Model {

@@ -30,6 +30,9 @@ const count = (min: number): Rule => ({ integer: true, min, max: U32_MAX });
 const upTo = (min: number, max: number): Rule => ({ integer: true, min, max });
 const real: Rule = { integer: false, min: -Infinity, max: Infinity };
 
+/** Any finite number (a LoRA scale). */
+export const REAL_RULE: Rule = real;
+
 /** A token id: an integer from 0 to 2^32-1 (the engine checks it against the vocabulary). */
 const TOKEN_ID_RULE: Rule = count(0);
 

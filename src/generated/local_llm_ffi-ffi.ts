@@ -235,11 +235,16 @@ interface NativeModuleInterface {
     uniffi_out_err: UniffiRustCallStatus,
   ): number;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_load_session(uniffiSelf: bigint, path: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(
+    uniffiSelf: bigint,
+    uniffi_out_err: UniffiRustCallStatus,
+  ): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_max_sequences(
     uniffiSelf: bigint,
     uniffi_out_err: UniffiRustCallStatus,
   ): number;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffiSelf: bigint, path: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(uniffiSelf: bigint, adapters: Uint8Array): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(
     uniffiSelf: bigint,
     params: Uint8Array,
@@ -343,8 +348,10 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_apply_chat_template(): number;

@@ -3222,6 +3222,57 @@ const FfiConverterTypeLogRecord = (() => {
 })();
 
 /**
+ * A LoRA adapter file applied to a context with a scale (llama.rn's `{ path, scaled }`).
+ */
+export type LoraAdapterSpec = {
+  /**
+   * Path of the adapter (GGUF, llama.cpp's LoRA format).
+   */
+  path: string;
+  /**
+   * Its scale (1: as trained).
+   */
+  scale: number;
+};
+
+/**
+ * Generated factory for {@link LoraAdapterSpec} record objects.
+ */
+export const LoraAdapterSpec = (() => {
+  const defaults = () => ({
+    scale: 1.0,
+  });
+  const create = (() => {
+    return uniffiCreateRecord<LoraAdapterSpec, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<LoraAdapterSpec>,
+  });
+})();
+
+const FfiConverterTypeLoraAdapterSpec = (() => {
+  type TypeName = LoraAdapterSpec;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        path: FfiConverterString.readFromCursor(c),
+        scale: FfiConverterFloat32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterString.writeIntoCursor(value.path, c);
+      FfiConverterFloat32.writeIntoCursor(value.scale, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterString.allocationSize(value.path) + FfiConverterFloat32.allocationSize(value.scale);
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
  * Memory a model needs for one context: its weights plus the f16 KV cache.
  */
 export type MemoryEstimate = {
@@ -5351,6 +5402,10 @@ export interface LlmContextLike {
    */
   loadSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<SessionLoadResult>;
   /**
+   * The LoRA adapters in use, as given to [`LlmContext::set_lora_adapters`].
+   */
+  loraAdapters(): Array<LoraAdapterSpec>;
+  /**
    * Sequences this context can generate at once (its `max_sequences`).
    */
   maxSequences(): number;
@@ -5359,6 +5414,13 @@ export interface LlmContextLike {
    * generation); returns the number of tokens saved.
    */
   saveSession(path: string, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<number>;
+  /**
+   * Apply these LoRA adapters from now on, replacing the set in use (an empty list removes
+   * them); waits for running generations. A different set empties the KV cache. Missing
+   * files are INVALID_PATH, files that are not LoRA adapters for this model
+   * MODEL_LOAD_FAILED; on error the set in use is kept.
+   */
+  setLoraAdapters(adapters: Array<LoraAdapterSpec>, asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<void>;
   /**
    * Start a streamed generation; read it with [`TokenStream::next`]. Decoding advances only
    * as the stream is read, so stopping to read and cancelling wastes no tokens.
@@ -5740,6 +5802,26 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
   }
 
   /**
+   * The LoRA adapters in use, as given to [`LlmContext::set_lora_adapters`].
+   */
+  loraAdapters(): Array<LoraAdapterSpec> {
+    const __rb: Uint8Array = uniffiCaller.rustCall(
+      /*caller:*/ (callStatus) => {
+        return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(
+          uniffiTypeLlmContextObjectFactory.clonePointer(this),
+          callStatus,
+        );
+      },
+      /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+    );
+    try {
+      return FfiConverterSequenceTypeLoraAdapterSpec.lift(__rb);
+    } finally {
+      nativeModule().rustbuffer_free(__rb);
+    }
+  }
+
+  /**
    * Sequences this context can generate at once (its `max_sequences`).
    */
   maxSequences(): number {
@@ -5781,6 +5863,43 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
         // export. The bytes the runtime hands back must be deserialized
         // here using the per-callable return-type converter.
         /*liftFunc:*/ FfiConverterUInt32.lift.bind(FfiConverterUInt32),
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
+    } catch (__error: any) {
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
+    }
+  }
+
+  /**
+   * Apply these LoRA adapters from now on, replacing the set in use (an empty list removes
+   * them); waits for running generations. A different set empties the KV cache. Missing
+   * files are INVALID_PATH, files that are not LoRA adapters for this model
+   * MODEL_LOAD_FAILED; on error the set in use is kept.
+   */
+  async setLoraAdapters(
+    adapters: Array<LoraAdapterSpec>,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<void> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterSequenceTypeLoraAdapterSpec.lower(adapters, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_void,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_void,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_void,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_void,
+        /*liftFunc:*/ (_v) => {},
         /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
         /*asyncOpts:*/ asyncOpts_,
         /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
@@ -6383,6 +6502,9 @@ const FfiConverterSequenceTypeGenerationResult = new FfiConverterArray(FfiConver
 // FfiConverter for Perf | undefined
 const FfiConverterOptionalTypePerf = new FfiConverterOptional(FfiConverterTypePerf);
 
+// FfiConverter for Array<LoraAdapterSpec>
+const FfiConverterSequenceTypeLoraAdapterSpec = new FfiConverterArray(FfiConverterTypeLoraAdapterSpec);
+
 // FfiConverter for LlmModelLike | undefined
 const FfiConverterOptionalTypeLlmModel = new FfiConverterOptional(FfiConverterTypeLlmModel);
 
@@ -6533,11 +6655,19 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session() !== 60644) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_load_session');
   }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters() !== 41074) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters');
+  }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_save_session');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters() !== 8003) {
+    throw new UniffiInternalError.ApiChecksumMismatch(
+      'uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters',
+    );
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream() !== 65265) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_stream');
@@ -6620,6 +6750,7 @@ export default Object.freeze({
     FfiConverterTypeLogLevel,
     FfiConverterTypeLogRecord,
     FfiConverterTypeLogitBias,
+    FfiConverterTypeLoraAdapterSpec,
     FfiConverterTypeMemoryEstimate,
     FfiConverterTypeModelFileInfo,
     FfiConverterTypeModelInfo,

@@ -23,6 +23,8 @@ use crate::ModelArg;
 pub struct BenchArgs {
     #[command(flatten)]
     model: ModelArg,
+    #[command(flatten)]
+    lora: crate::lora::LoraArgs,
     /// Prompt lengths to test (comma-separated; 0 skips).
     #[arg(
         short = 'p',
@@ -231,6 +233,7 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
                     .unwrap_or(u32::MAX),
             },
         )?;
+        ctx.set_lora(args.lora.load(&model)?)?;
         // The engine caps thread counts at the core count: report the count that ran.
         let threads = ctx.threads();
         let tests = args

@@ -73,6 +73,8 @@ fn load(args: &RunArgs) -> Result<Context> {
         },
     )?;
     args.spec.apply(&mut ctx)?;
+    let adapters = args.lora.load(ctx.model())?;
+    ctx.set_lora(adapters)?;
     Ok(ctx)
 }
 

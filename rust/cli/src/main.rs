@@ -6,6 +6,7 @@ mod download;
 mod fidelity;
 mod kld;
 mod logits_file;
+mod lora;
 mod perplexity;
 mod quantize;
 mod speculative;
@@ -92,6 +93,8 @@ struct TokenizeArgs {
 struct RunArgs {
     #[command(flatten)]
     model: ModelArg,
+    #[command(flatten)]
+    lora: lora::LoraArgs,
     /// Prompt text (for `chat`: optional first user message).
     #[arg(short = 'p', long = "prompt")]
     prompt: Option<String>,

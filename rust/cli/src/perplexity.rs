@@ -31,6 +31,8 @@ use crate::ModelArg;
 pub struct PerplexityArgs {
     #[command(flatten)]
     model: ModelArg,
+    #[command(flatten)]
+    lora: crate::lora::LoraArgs,
     /// Text file to evaluate (not needed with --kl-divergence: the base file has the tokens).
     #[arg(short = 'f', long = "file")]
     file: Option<PathBuf>,
@@ -111,11 +113,10 @@ impl Evaluator {
             threads: args.threads,
             ..ContextOptions::default()
         };
-        Ok(Evaluator {
-            ctx: Context::new(model, &options)?,
-            n_ctx,
-            bos,
-        })
+        let adapters = args.lora.load(&model)?;
+        let mut ctx = Context::new(model, &options)?;
+        ctx.set_lora(adapters)?;
+        Ok(Evaluator { ctx, n_ctx, bos })
     }
 
     /// Logits of positions `n_ctx/2 .. n_ctx-1` of `chunk` (the last position predicts

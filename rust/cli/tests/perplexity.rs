@@ -216,3 +216,113 @@ fn a_file_that_is_not_a_logits_file_is_a_clean_error() {
     );
     std::fs::remove_dir_all(&dir).expect("remove temp dir");
 }
+
+/// A random LoRA adapter for `model` written by tools/synth/make_lora.py.
+fn make_lora(model: &Path, out: &Path, extra: &[&str]) {
+    let script = common::repo_root().join("tools/synth/make_lora.py");
+    let mut args = vec![model.to_str().unwrap(), out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    common::run_python(&script, &args);
+}
+
+/// LoRA adapters (random, rank 8, on the 7 matrices of every block) applied by llama-perplexity
+/// (`--lora`, `--lora-scaled`) and by us: the mean KL divergence of our distributions from
+/// llama.cpp's must stay under [`MAX_MEAN_KLD`] (about 2× the floor of this test size without
+/// adapters, see the module doc), while without the adapter ours differ from llama.cpp's adapted
+/// ones by more than 10× that: the adapter changes the model and we apply it as llama.cpp does.
+fn compare_lora(model_name: &str, lora_args: &[&str], flag: &str, scale: Option<&str>) {
+    if skip() {
+        return;
+    }
+    let Some(model) = common::real_model(model_name) else {
+        return;
+    };
+    let llama = script_path("build-llama.sh", &["llama-perplexity", "native"]);
+    let text = script_path("fetch-eval-text.sh", &[]);
+    let dir = std::env::temp_dir().join(format!(
+        "local-llm-lora-{model_name}-{}-{}",
+        lora_args.join(""),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let adapter = dir.join("adapter.gguf");
+    make_lora(&model, &adapter, lora_args);
+    let adapter_arg = match scale {
+        Some(s) => format!("{}:{s}", adapter.display()),
+        None => adapter.display().to_string(),
+    };
+    let base = dir.join("theirs.bin");
+    let common_args = |cmd: &mut Command| {
+        cmd.arg("-m")
+            .arg(&model)
+            .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
+    };
+    let mut cmd = Command::new(&llama);
+    common_args(&mut cmd);
+    run(cmd
+        .arg("-f")
+        .arg(&text)
+        .arg("--kl-divergence-base")
+        .arg(&base)
+        .args([flag, &adapter_arg]));
+    let kld = |with_adapter: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+        common_args(cmd.arg("perplexity"));
+        cmd.arg("--kl-divergence")
+            .arg("--kl-divergence-base")
+            .arg(&base);
+        if with_adapter {
+            cmd.args([flag, &adapter_arg]);
+        }
+        number_after(&run(&mut cmd), "Mean    KLD:")
+    };
+    let (with, without) = (kld(true), kld(false));
+    eprintln!(
+        "{model_name} LoRA {lora_args:?} {flag} {scale:?}: mean KLD from llama.cpp {with:.5} with \
+         the adapter, {without:.5} without"
+    );
+    assert!(with < MAX_MEAN_KLD, "mean KLD {with} with the adapter");
+    assert!(
+        without > 10.0 * with,
+        "without the adapter: {without} (with: {with})"
+    );
+    std::fs::remove_dir_all(&dir).expect("remove temp dir");
+}
+
+#[test]
+fn lora_adapters_match_llama_perplexity() {
+    compare_lora("smollm2", &["--type", "f32"], "--lora", None);
+    let f16_rank16 = ["--type", "f16", "--rank", "16", "--alpha", "64"];
+    compare_lora("smollm2", &f16_rank16, "--lora-scaled", Some("0.5"));
+    // Gemma's large activations make alpha 16 push it far out of its range (PPL in the
+    // hundreds, where any rounding difference is magnified); alpha 4 still changes it a lot.
+    compare_lora("gemma3", &["--type", "f16", "--alpha", "4"], "--lora", None);
+}
+
+#[test]
+fn adapters_for_another_model_or_not_adapters_are_errors() {
+    let (Some(smol), Some(gemma)) = (common::real_model("smollm2"), common::real_model("gemma3"))
+    else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("local-llm-lora-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let gemma_adapter = dir.join("gemma-adapter.gguf");
+    make_lora(&gemma, &gemma_adapter, &[]);
+    for (adapter, message) in [
+        (gemma_adapter.as_path(), "architecture 'gemma3'"),
+        (smol.as_path(), "not an adapter"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_local-llm"))
+            .args(["run", "-n", "1", "-p", "x", "-m"])
+            .arg(&smol)
+            .arg("--lora")
+            .arg(adapter)
+            .output()
+            .expect("run local-llm");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).expect("remove temp dir");
+}

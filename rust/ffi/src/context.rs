@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use local_llm_engine::model::Output;
+use local_llm_engine::model::{ActiveLora, LoraAdapter, Output};
 use local_llm_engine::session::{Context, ContextOptions, LoadedModel};
 
 use crate::error::{LlmError, Stage};
@@ -94,12 +94,24 @@ where
     result
 }
 
+/// A LoRA adapter file applied to a context with a scale (llama.rn's `{ path, scaled }`).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct LoraAdapterSpec {
+    /// Path of the adapter (GGUF, llama.cpp's LoRA format).
+    pub path: String,
+    /// Its scale (1: as trained).
+    #[uniffi(default = 1.0)]
+    pub scale: f32,
+}
+
 /// An inference context: a KV cache and worker threads for one model.
 #[derive(uniffi::Object)]
 pub struct LlmContext {
     shared: Arc<Shared>,
     n_ctx: u32,
     pub(crate) max_sequences: u32,
+    /// The adapters in use, as given.
+    lora: std::sync::Mutex<Vec<LoraAdapterSpec>>,
 }
 
 impl LlmContext {
@@ -123,6 +135,7 @@ impl LlmContext {
             n_ctx: to_u32(ctx.n_ctx()),
             max_sequences: to_u32(ctx.max_sequences()),
             shared: Shared::new(ctx),
+            lora: std::sync::Mutex::new(Vec::new()),
         }))
     }
 
@@ -173,6 +186,42 @@ impl LlmContext {
             })
         })
         .await
+    }
+
+    /// Apply these LoRA adapters from now on, replacing the set in use (an empty list removes
+    /// them); waits for running generations. A different set empties the KV cache. Missing
+    /// files are INVALID_PATH, files that are not LoRA adapters for this model
+    /// MODEL_LOAD_FAILED; on error the set in use is kept.
+    pub async fn set_lora_adapters(&self, adapters: Vec<LoraAdapterSpec>) -> Result<(), LlmError> {
+        let shared = self.check()?;
+        let applied = adapters.clone();
+        crate::run_blocking(Stage::Lora, move || {
+            for a in &adapters {
+                crate::model::check_path(&a.path)?;
+            }
+            shared.with_engine(|ctx| {
+                let config = ctx.model().model().config().clone();
+                let active = adapters
+                    .iter()
+                    .map(|a| {
+                        LoraAdapter::load(&a.path, &config).map(|adapter| ActiveLora {
+                            adapter: Arc::new(adapter),
+                            scale: a.scale,
+                        })
+                    })
+                    .collect::<local_llm_engine::Result<Vec<_>>>()
+                    .and_then(|active| ctx.set_lora(active));
+                active.map_err(|e| LlmError::from_engine(e, Stage::Lora))
+            })
+        })
+        .await?;
+        *self.lora.lock().unwrap_or_else(|e| e.into_inner()) = applied;
+        Ok(())
+    }
+
+    /// The LoRA adapters in use, as given to [`LlmContext::set_lora_adapters`].
+    pub fn lora_adapters(&self) -> Vec<LoraAdapterSpec> {
+        self.lora.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Numbers of the last generation, if any.

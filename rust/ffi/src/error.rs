@@ -106,6 +106,7 @@ pub enum LlmError {
 pub(crate) enum Stage {
     Load,
     Inspect,
+    Lora,
     EstimateMemory,
     CreateContext,
     Tokenize,
@@ -131,6 +132,9 @@ impl Stage {
                 message,
             }),
             Stage::Inspect => ("reading the model file", |message| {
+                LlmError::ModelLoadFailed { message }
+            }),
+            Stage::Lora => ("applying LoRA adapters", |message| {
                 LlmError::ModelLoadFailed { message }
             }),
             Stage::EstimateMemory => ("estimating memory", |message| LlmError::ModelLoadFailed {

@@ -23,7 +23,7 @@ mod stream;
 
 use std::sync::OnceLock;
 
-pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext};
+pub use context::{BenchmarkParams, BenchmarkResult, CancelToken, LlmContext, LoraAdapterSpec};
 pub use download::{
     adopt_downloaded_model, default_model_cache_dir, is_remote_model, list_cached_models,
     lookup_cached_model, model_cache_path, remove_cached_model, resolve_model_url, start_download,

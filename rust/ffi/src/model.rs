@@ -212,7 +212,7 @@ pub async fn load_model(
     .await
 }
 
-fn check_path(path: &str) -> Result<(), LlmError> {
+pub(crate) fn check_path(path: &str) -> Result<(), LlmError> {
     let p = Path::new(path);
     if path.is_empty() || !p.exists() {
         return Err(LlmError::InvalidPath {

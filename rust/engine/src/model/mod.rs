@@ -8,6 +8,8 @@ mod embedding;
 mod gemma3;
 mod kv_cache;
 mod llama;
+mod lora;
+mod lora_kernels;
 pub mod ops;
 mod shift;
 mod transformer;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 pub use batch::SeqTokens;
 pub use config::ModelConfig;
 pub use kv_cache::KvCache;
+pub use lora::{ActiveLora, LoraAdapter};
 pub use transformer::Output;
 
 use crate::backend::{Registry, Threads};
@@ -100,7 +103,19 @@ impl Model {
         output: Output,
         out: &mut Vec<f32>,
     ) -> Result<()> {
-        self.net.forward(seqs, threads, output, out)?;
+        self.forward_batch_with(seqs, threads, output, out, &[])
+    }
+
+    /// [`Model::forward_batch`] with LoRA adapters applied to every matrix product they adapt.
+    pub fn forward_batch_with(
+        &self,
+        seqs: &mut [SeqTokens<'_>],
+        threads: &Threads,
+        output: Output,
+        out: &mut Vec<f32>,
+        lora: &[ActiveLora],
+    ) -> Result<()> {
+        self.net.forward(seqs, threads, output, out, lora)?;
         // Scanned on every thread: a batch's logits are large, and this runs every step.
         let bad = std::sync::Mutex::new(None);
         threads.for_each_rows(out, 1, |_, rows| {

@@ -85,7 +85,7 @@ pub(crate) fn exp(x: f32) -> f32 {
 /// baseline): for loops of plain f32 arithmetic that the compiler vectorizes, which compute the
 /// same bits at every width.
 #[inline(always)]
-fn widest(f: impl FnOnce()) {
+pub(crate) fn widest(f: impl FnOnce()) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::embedding::Embedding;
+use super::lora::{self, ActiveLora, Target};
 use super::ops::{self, Rope};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
@@ -196,6 +197,7 @@ impl Transformer {
         threads: &Threads,
         output: Output,
         out: &mut Vec<f32>,
+        lora: &[ActiveLora],
     ) -> Result<()> {
         let c = &self.config;
         if seqs.is_empty() || seqs.iter().any(|s| s.tokens.is_empty()) {
@@ -214,21 +216,22 @@ impl Transformer {
         let mut buffers = SCRATCH.take();
         let result = buffers
             .size_for(n, c)
-            .and_then(|()| self.forward_with(seqs, n, threads, output, &mut buffers, out));
+            .and_then(|()| self.forward_with(seqs, threads, output, &mut buffers, out, lora));
         SCRATCH.set(buffers);
         result
     }
 
-    /// [`Transformer::forward`] with its working buffers sized for the `n` tokens of `seqs`.
+    /// [`Transformer::forward`] with its working buffers sized for the tokens of `seqs`.
     fn forward_with(
         &self,
         seqs: &mut [SeqTokens<'_>],
-        n: usize,
         threads: &Threads,
         output: Output,
         buffers: &mut Scratch,
         out: &mut Vec<f32>,
+        lora: &[ActiveLora],
     ) -> Result<()> {
+        let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let c = &self.config;
         let d = c.n_embd;
         let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
@@ -269,6 +272,13 @@ impl Transformer {
             up,
             rope,
         } = buffers;
+        // Add the active adapters' deltas for `target` (input `x`) to `out`.
+        let adapt = |target: Target, x: &[f32], out: &mut [f32]| -> Result<()> {
+            if lora.is_empty() {
+                return Ok(());
+            }
+            lora::apply(lora, target, x, n, out, threads)
+        };
         let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
             self.embedding.row(id, row)?;
@@ -281,6 +291,10 @@ impl Transformer {
             let qkv = [&layer.wq, &layer.wk, &layer.wv];
             let outs: &mut [&mut [f32]] = &mut [q, k, v];
             Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
+            let block = |index| Target::Block { layer: il, index };
+            adapt(block(0), h, q)?;
+            adapt(block(1), h, k)?;
+            adapt(block(2), h, v)?;
             add_bias(q, &layer.bq);
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
@@ -344,17 +358,21 @@ impl Transformer {
             }
             attention(&shape, &mut parts, &rotate, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
+            adapt(block(3), attn, proj)?;
             let norm = layer.post_attn_norm.as_deref();
             add_residual(x, proj, d, norm, c.rms_eps, threads);
 
             norm_into(h, x, &layer.ffn_norm, c.rms_eps, threads);
             let outs: &mut [&mut [f32]] = &mut [gate, up];
             Weight::matmul_shared_input(&[&layer.w_gate, &layer.w_up], h, n, outs, threads)?;
+            adapt(block(4), h, gate)?;
+            adapt(block(5), h, up)?;
             threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
                 FfnActivation::Silu => ops::silu_mul(g, u),
                 FfnActivation::GeluTanh => ops::gelu_mul(g, u),
             });
             layer.w_down.matmul(gate, n, proj, threads)?;
+            adapt(block(6), gate, proj)?;
             let norm = layer.post_ffn_norm.as_deref();
             add_residual(x, proj, d, norm, c.rms_eps, threads);
         }
@@ -391,6 +409,10 @@ impl Transformer {
         let n_logits = n_out.saturating_mul(c.n_vocab);
         // Every element is written by the product: a reused buffer is not cleared.
         fallible::resize(out, n_logits, 0.0f32, "the logits")?;
-        self.output.matmul(&rows, n_out, out, threads)
+        self.output.matmul(&rows, n_out, out, threads)?;
+        if !lora.is_empty() {
+            lora::apply(lora, Target::Output, &rows, n_out, out, threads)?;
+        }
+        Ok(())
     }
 }

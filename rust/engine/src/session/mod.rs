@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Threads;
-use crate::model::{KvCache, Model, ModelConfig, Output};
+use crate::model::{ActiveLora, KvCache, Model, ModelConfig, Output, SeqTokens};
 use crate::{Error, Result};
 
 mod batch;
@@ -112,6 +112,8 @@ pub struct Context {
     step_logits: Vec<f32>,
     /// Speculative decoding (see [`Context::set_speculative`]); none: plain decoding.
     speculation: Option<speculative::Speculation>,
+    /// LoRA adapters applied to every forward pass (see [`Context::set_lora`]).
+    lora: Vec<ActiveLora>,
 }
 
 /// One sequence of a context.
@@ -163,6 +165,7 @@ struct Runner<'a> {
     model: &'a Model,
     threads: &'a Threads,
     n_batch: usize,
+    lora: &'a [ActiveLora],
 }
 
 impl Runner<'_> {
@@ -191,7 +194,13 @@ impl Runner<'_> {
             if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 return Err(Error::Cancelled);
             }
-            let out = self.model.forward(batch, seq.cache, self.threads, output)?;
+            let mut out = Vec::new();
+            let one = SeqTokens {
+                tokens: batch,
+                cache: &mut *seq.cache,
+            };
+            self.model
+                .forward_batch_with(&mut [one], self.threads, output, &mut out, self.lora)?;
             seq.cached.extend_from_slice(batch);
             match output {
                 Output::LastLogits => result = out,
@@ -240,6 +249,7 @@ impl Context {
             n_batch: options.n_batch as usize,
             step_logits: Vec::new(),
             speculation: None,
+            lora: Vec::new(),
             model,
         })
     }
@@ -262,6 +272,35 @@ impl Context {
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads.count()
+    }
+
+    /// Apply these LoRA adapters (with their scales) to every forward pass from now on,
+    /// replacing the set in use; an empty list removes them. The adapters must be loaded for
+    /// this context's model. A different set empties the KV cache of every sequence (what it
+    /// holds was computed with the old set); [`Error::InvalidOption`] while generations run.
+    pub fn set_lora(&mut self, adapters: Vec<ActiveLora>) -> Result<()> {
+        self.check_idle()?;
+        if let Some(bad) = adapters.iter().find(|a| !a.scale.is_finite()) {
+            return Err(Error::InvalidOption(format!(
+                "LoRA scale must be finite, got {}",
+                bad.scale
+            )));
+        }
+        let same = adapters.len() == self.lora.len()
+            && adapters
+                .iter()
+                .zip(&self.lora)
+                .all(|(a, b)| Arc::ptr_eq(&a.adapter, &b.adapter) && a.scale == b.scale);
+        if !same {
+            self.clear();
+            self.lora = adapters;
+        }
+        Ok(())
+    }
+
+    /// The LoRA adapters in use.
+    pub fn lora(&self) -> &[ActiveLora] {
+        &self.lora
     }
 
     /// Empty the KV cache of every sequence (generations still running are dropped).
@@ -325,6 +364,7 @@ impl Context {
             model: self.model.model(),
             threads: &self.threads,
             n_batch: self.n_batch,
+            lora: &self.lora,
         };
         let state = SeqState {
             cache: &mut seq.cache,

@@ -175,10 +175,12 @@ impl DraftCache {
         let common = super::common_prefix(&self.cached, history);
         self.cache.truncate(common);
         self.cached.truncate(common);
+        // The draft model runs without adapters (they are for the target model).
         let run = Runner {
             model: model.model(),
             threads,
             n_batch,
+            lora: &[],
         };
         let seq = SeqState {
             cache: &mut self.cache,

@@ -17,7 +17,7 @@ use super::request::{FinishReason, GenerateEvent, GenerateRequest, Generation, T
 use super::speculative::{Drafting, Speculation};
 use super::{check_prompt, common_prefix, Context, ContextShift, Runner, SeqState, Sequence};
 use crate::backend::Threads;
-use crate::model::{Model, Output, SeqTokens};
+use crate::model::{ActiveLora, Model, Output, SeqTokens};
 use crate::{Error, Result};
 
 /// What a running generation does next.
@@ -75,6 +75,7 @@ struct StepEnv<'a> {
     threads: &'a Threads,
     n_batch: usize,
     speculation: Option<&'a Speculation>,
+    lora: &'a [ActiveLora],
 }
 
 impl Context {
@@ -133,6 +134,7 @@ impl Context {
             model: self.model.model(),
             threads: &self.threads,
             n_batch: self.n_batch,
+            lora: &self.lora,
         };
         let seq = &mut self.seqs[id];
         seq.cache.truncate(common);
@@ -218,6 +220,7 @@ impl Context {
             threads: &self.threads,
             n_batch: self.n_batch,
             speculation: self.speculation.as_ref(),
+            lora: &self.lora,
         };
         let mut finished = Vec::new();
         for (id, seq) in self.seqs.iter_mut().enumerate() {
@@ -248,11 +251,12 @@ impl Context {
         if batch.is_empty() {
             return Ok(finished);
         }
-        env.model.forward_batch(
+        env.model.forward_batch_with(
             &mut batch,
             env.threads,
             Output::AllLogits,
             &mut self.step_logits,
+            env.lora,
         )?;
         drop(batch);
         // Row after row: each fed token's logits, sequence after sequence.
