@@ -23,6 +23,7 @@ pub mod convert;
 pub mod error;
 mod fallible;
 pub mod files;
+mod fnv;
 pub mod gguf;
 pub mod grammar;
 pub mod log;

@@ -12,6 +12,7 @@ use half::f16;
 use super::ModelConfig;
 use super::{lora_kernels, ops};
 use crate::backend::Threads;
+use crate::fnv::Fnv;
 use crate::gguf::GgufFile;
 use crate::quant::{self, GgmlType};
 use crate::{fallible, Error, Result};
@@ -75,6 +76,8 @@ pub(crate) const BLOCK_TARGETS: [&str; 7] = [
 /// A loaded LoRA adapter for one base model.
 pub struct LoraAdapter {
     alpha: f32,
+    /// FNV-1a of alpha and every tensor's name, shape, type and data.
+    fingerprint: u64,
     /// Per block, per [`BLOCK_TARGETS`] entry.
     layers: Vec<[Option<LoraPair>; 7]>,
     output: Option<LoraPair>,
@@ -240,8 +243,19 @@ impl LoraAdapter {
         if n_tensors == 0 {
             return Err(bad("the adapter has no LoRA tensors".into()));
         }
+        let mut h = Fnv::new();
+        h.update(&alpha.to_bits().to_le_bytes());
+        for t in gguf.tensors() {
+            h.update(t.name.as_bytes());
+            for d in &t.dims {
+                h.update(&d.to_le_bytes());
+            }
+            h.update(t.ty.name().as_bytes());
+            h.update(gguf.tensor_data(t));
+        }
         Ok(LoraAdapter {
             alpha,
+            fingerprint: h.0,
             layers,
             output,
             n_tensors,
@@ -251,6 +265,11 @@ impl LoraAdapter {
     /// `adapter.lora.alpha` (0: the scale is used as given).
     pub fn alpha(&self) -> f32 {
         self.alpha
+    }
+
+    /// A fingerprint of the adapter's contents (alpha and tensors).
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
     }
 
     /// How many tensors (A and B matrices) the adapter holds.

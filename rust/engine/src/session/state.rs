@@ -25,6 +25,7 @@ use half::f16;
 
 use super::{Context, LoadedModel};
 use crate::files::read_error;
+use crate::fnv::Fnv;
 use crate::{Error, Result};
 
 /// The state file's magic bytes.
@@ -73,23 +74,12 @@ impl Crc32 {
     }
 }
 
-/// 64-bit FNV-1a.
-struct Fnv(u64);
-
-impl Fnv {
-    fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
 /// A fingerprint of `model`'s file: its size, every metadata key, the tensor table (names,
 /// shapes, types, offsets) and the first bytes of every tensor's data. Two files with the
 /// same weights and metadata keys agree; a different model, quantization or fine-tune does not.
 pub fn model_fingerprint(model: &LoadedModel) -> u64 {
     let gguf = model.gguf();
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = Fnv::new();
     h.update(&gguf.file_size().to_le_bytes());
     for (key, _) in gguf.metadata() {
         h.update(key.as_bytes());
@@ -123,6 +113,23 @@ fn u32_field(value: usize, what: &str) -> Result<[u8; 4]> {
 }
 
 impl Context {
+    /// What a session file must have been saved with: the model's fingerprint, mixed with the
+    /// fingerprints and scales of the LoRA adapters in use (the model's alone without them, so
+    /// files saved before adapters existed still load).
+    fn state_fingerprint(&self) -> u64 {
+        let model = model_fingerprint(&self.model);
+        if self.lora.is_empty() {
+            return model;
+        }
+        let mut h = Fnv::new();
+        h.update(&model.to_le_bytes());
+        for a in &self.lora {
+            h.update(&a.adapter.fingerprint().to_le_bytes());
+            h.update(&a.scale.to_bits().to_le_bytes());
+        }
+        h.0
+    }
+
     /// Write the state of this context's first sequence (its cached tokens and their keys
     /// and values; the one [`Context::eval`] uses and a single-sequence context generates on)
     /// to `path`; returns the number of tokens saved.
@@ -132,7 +139,7 @@ impl Context {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
-        out.extend_from_slice(&model_fingerprint(&self.model).to_le_bytes());
+        out.extend_from_slice(&self.state_fingerprint().to_le_bytes());
         for (value, what) in [
             (self.seqs[0].cache.capacity(), "context size"),
             (n_layer, "layer count"),
@@ -230,9 +237,10 @@ impl Context {
                 "the session file's checksum does not match: it is corrupt",
             ));
         }
-        if fingerprint != model_fingerprint(&self.model) {
+        if fingerprint != self.state_fingerprint() {
             return Err(bad(format!(
-                "the session file was saved with another model than {}",
+                "the session file was saved with another model than {}, or with other LoRA \
+                 adapters than this context applies",
                 self.model.path().display()
             )));
         }

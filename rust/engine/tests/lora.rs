@@ -1,0 +1,107 @@
+//! LoRA adapters in a context: switching sets empties the cache, a session file remembers the
+//! adapters it was saved with, bad scales and files are errors. (The adapted model itself is
+//! compared with llama.cpp's in rust/cli/tests/perplexity.rs.)
+
+mod common;
+
+use std::sync::Arc;
+
+use local_llm_engine::model::{ActiveLora, LoraAdapter, Output};
+use local_llm_engine::session::{Context, ContextOptions, LoadOptions, LoadedModel};
+use local_llm_engine::Error;
+
+fn adapter_for(model: &std::path::Path, name: &str, seed: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("local-llm-lora-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let script = common::repo_root().join("tools/synth/make_lora.py");
+    common::run_python(
+        &script,
+        &[
+            model.to_str().unwrap(),
+            out.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--type",
+            "f16",
+        ],
+    );
+    out
+}
+
+#[test]
+fn adapter_sets_switch_cleanly_and_session_files_remember_them() {
+    let Some(path) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = LoadedModel::load(&path, &LoadOptions::default()).unwrap();
+    let config = model.model().config().clone();
+    let (first, second) = (
+        adapter_for(&path, "a.gguf", "1"),
+        adapter_for(&path, "b.gguf", "2"),
+    );
+    let load = |p: &std::path::Path, scale| ActiveLora {
+        adapter: Arc::new(LoraAdapter::load(p, &config).unwrap()),
+        scale,
+    };
+    let options = ContextOptions {
+        n_ctx: 128,
+        threads: 1,
+        ..ContextOptions::default()
+    };
+    let mut ctx = Context::new(model.clone(), &options).unwrap();
+    let tokens = model
+        .tokenize("The capital of France is", true, true)
+        .unwrap();
+    let plain = ctx
+        .eval(&tokens, Output::LastLogits, &mut |_, _| {}, None)
+        .unwrap();
+
+    ctx.set_lora(vec![load(&first, 1.0)]).unwrap();
+    let adapted = ctx
+        .eval(&tokens, Output::LastLogits, &mut |_, _| {}, None)
+        .unwrap();
+    assert_ne!(plain, adapted);
+    // The same set again keeps the cache; another set (or scale) empties it.
+    let again = ctx.lora().to_vec();
+    ctx.set_lora(again).unwrap();
+    let file =
+        std::env::temp_dir().join(format!("local-llm-lora-state-{}.bin", std::process::id()));
+    assert_eq!(ctx.save_state(&file).unwrap(), tokens.len());
+
+    // The file loads where the same adapter (loaded again: same contents) is applied ...
+    let mut same = Context::new(model.clone(), &options).unwrap();
+    same.set_lora(vec![load(&first, 1.0)]).unwrap();
+    assert_eq!(same.load_state(&file).unwrap(), tokens);
+    // ... and not without it, with another adapter or another scale.
+    for set in [vec![], vec![load(&second, 1.0)], vec![load(&first, 0.5)]] {
+        let mut other = Context::new(model.clone(), &options).unwrap();
+        other.set_lora(set).unwrap();
+        match other.load_state(&file) {
+            Err(Error::SessionFile(m)) => assert!(m.contains("LoRA"), "{m}"),
+            r => panic!("expected a session-file error, got {r:?}"),
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+
+    ctx.set_lora(vec![load(&first, 0.5)]).unwrap();
+    let scaled = ctx
+        .eval(&tokens, Output::LastLogits, &mut |_, _| {}, None)
+        .unwrap();
+    assert_ne!(
+        scaled, adapted,
+        "a new scale empties the cache and changes the output"
+    );
+    ctx.set_lora(Vec::new()).unwrap();
+    let back = ctx
+        .eval(&tokens, Output::LastLogits, &mut |_, _| {}, None)
+        .unwrap();
+    assert_eq!(
+        back, plain,
+        "removing the adapters gives the plain model back, bit for bit"
+    );
+    assert!(matches!(
+        ctx.set_lora(vec![load(&first, f32::NAN)]),
+        Err(Error::InvalidOption(_))
+    ));
+}
