@@ -36,6 +36,7 @@ none.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -124,20 +125,6 @@ KINDS: dict[str, Spec] = {
                    attn_output=Q.Q8_0, ffn_gate=Q.BF16, ffn_up=Q.Q8_0, ffn_down=Q.F16,
                    output=Q.Q8_0),
     ),
-    "qwen2-fim": Spec(
-        arch="qwen2",
-        tokenizer="bpe",
-        pre="qwen2",
-        eps=1e-6,
-        rope_base=1000000.0,
-        qkv_bias=True,
-        add_bos=False,
-        fim=True,
-        resid_gain=4.0,
-        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.F16,
-                   attn_output=Q.Q8_0, ffn_gate=Q.F16, ffn_up=Q.Q8_0, ffn_down=Q.F16,
-                   output=Q.Q8_0),
-    ),
     "qwen3": Spec(
         arch="qwen3",
         tokenizer="bpe",
@@ -197,6 +184,9 @@ KINDS: dict[str, Spec] = {
     ),
 }
 
+
+# qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
+KINDS["qwen2-fim"] = dataclasses.replace(KINDS["qwen2"], fim=True)
 
 FIM_SPECIALS = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"]
 

@@ -88,6 +88,13 @@ fn header_and_tokens(path: &Path) -> Vec<u8> {
     bytes[..20 + 4 * n_ctx * n_chunk].to_vec()
 }
 
+/// The model and this test's size (chunks of [`N_CTX`] tokens, [`CHUNKS`] of them, 2 threads).
+fn test_size(cmd: &mut Command, model: &Path) {
+    cmd.arg("-m")
+        .arg(model)
+        .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
+}
+
 fn compare(model_name: &str) {
     if skip() {
         return;
@@ -101,11 +108,7 @@ fn compare(model_name: &str) {
         std::env::temp_dir().join(format!("local-llm-ppl-{model_name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (ours_base, theirs_base) = (dir.join("ours.bin"), dir.join("theirs.bin"));
-    let common_args = |cmd: &mut Command| {
-        cmd.arg("-m")
-            .arg(&model)
-            .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
-    };
+    let common_args = |cmd: &mut Command| test_size(cmd, &model);
 
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
@@ -252,11 +255,7 @@ fn compare_lora(model_name: &str, lora_args: &[&str], flag: &str, scale: Option<
         None => adapter.display().to_string(),
     };
     let base = dir.join("theirs.bin");
-    let common_args = |cmd: &mut Command| {
-        cmd.arg("-m")
-            .arg(&model)
-            .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
-    };
+    let common_args = |cmd: &mut Command| test_size(cmd, &model);
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
     run(cmd

@@ -29,7 +29,7 @@ impl Values {
     #[inline(always)]
     fn dot(&self, start: usize, x: &[f32]) -> f32 {
         match self {
-            Values::F32(v) => dot(&v[start..start + x.len()], x),
+            Values::F32(v) => ops::dot(&v[start..start + x.len()], x),
             Values::F16(v) => lora_kernels::dot_f16(&v[start..start + x.len()], x),
         }
     }
@@ -298,22 +298,6 @@ pub(crate) enum Target {
 
 /// Rows of a batch that share one read of the adapter's matrices.
 const TILE: usize = 16;
-
-/// [`ops::dot`]'s arithmetic (eight ordered partial sums), always inlined so that it takes the
-/// caller's vector width.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
 
 /// Add every active adapter's delta for `target` to `out` (`n` rows of the base product of
 /// `x`): `out += s · B·(A·x)`, row by row on the threads (in the calling thread for a few rows,

@@ -153,8 +153,9 @@ pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// Dot product with eight independent partial sums (vectorizes well).
-#[inline]
+/// Dot product with eight independent partial sums (vectorizes well; always inlined, so that
+/// it takes the caller's vector width, e.g. inside [`widest`]).
+#[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
