@@ -197,7 +197,7 @@ impl LlmContext {
         let applied = adapters.clone();
         crate::run_blocking(Stage::Lora, move || {
             for a in &adapters {
-                crate::model::check_path(&a.path)?;
+                crate::error::check_path(&a.path)?;
             }
             shared.with_engine(|ctx| {
                 let config = ctx.model().model().config().clone();

@@ -1,6 +1,8 @@
 //! The one error type that crosses the FFI. Each variant is one of local-llm-rn's
 //! `LocalLLMErrorCode` values (the TypeScript layer maps the variant name to the code).
 
+use std::path::Path;
+
 use local_llm_download::DownloadError;
 use local_llm_engine::Error as EngineError;
 
@@ -243,6 +245,22 @@ impl LlmError {
             }
         }
     }
+}
+
+/// INVALID_PATH unless `path` names an existing regular file (a model, adapter or projector).
+pub(crate) fn check_path(path: &str) -> Result<(), LlmError> {
+    let p = Path::new(path);
+    if path.is_empty() || !p.exists() {
+        return Err(LlmError::InvalidPath {
+            message: format!("model file '{path}' does not exist"),
+        });
+    }
+    if !p.is_file() {
+        return Err(LlmError::InvalidPath {
+            message: format!("'{path}' is not a file"),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Loading models, model facts and memory estimates.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use local_llm_engine::gguf::GgufFile;
@@ -91,7 +90,7 @@ pub struct ModelFileInfo {
 #[uniffi::export]
 pub async fn inspect_model(path: String, context_size: u32) -> Result<ModelFileInfo, LlmError> {
     crate::run_blocking(Stage::Inspect, move || {
-        check_path(&path)?;
+        crate::error::check_path(&path)?;
         let d = local_llm_engine::session::inspect(&path, context_size)
             .map_err(|e| LlmError::from_engine(e, Stage::Inspect))?;
         Ok(ModelFileInfo {
@@ -199,7 +198,7 @@ pub async fn load_model(
         if cancelled() {
             return Err(LlmError::cancelled(Stage::Load));
         }
-        check_path(&path)?;
+        crate::error::check_path(&path)?;
         let model = LoadedModel::load(&path, &options)
             .map_err(|e| LlmError::from_engine(e, Stage::Load))?;
         if cancelled() {
@@ -212,21 +211,6 @@ pub async fn load_model(
     .await
 }
 
-pub(crate) fn check_path(path: &str) -> Result<(), LlmError> {
-    let p = Path::new(path);
-    if path.is_empty() || !p.exists() {
-        return Err(LlmError::InvalidPath {
-            message: format!("model file '{path}' does not exist"),
-        });
-    }
-    if !p.is_file() {
-        return Err(LlmError::InvalidPath {
-            message: format!("'{path}' is not a file"),
-        });
-    }
-    Ok(())
-}
-
 /// Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
 /// from its metadata alone (weights plus f16 KV cache), without loading the weights.
 #[uniffi::export]
@@ -235,7 +219,7 @@ pub async fn estimate_model_memory(
     context_size: u32,
 ) -> Result<MemoryEstimate, LlmError> {
     crate::run_blocking(Stage::EstimateMemory, move || {
-        check_path(&path)?;
+        crate::error::check_path(&path)?;
         GgufFile::open_with(&path, true)
             .and_then(|gguf| MemoryEstimate::for_file(&gguf, context_size))
             .map_err(|e| LlmError::from_engine(e, Stage::EstimateMemory))
