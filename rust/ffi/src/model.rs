@@ -234,16 +234,8 @@ impl LlmModel {
         let model = self.get()?;
         let info = model.info();
         let c = &info.config;
-        let gguf = model.gguf();
-        let metadata = gguf
-            .metadata()
-            .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.as_str().map_or_else(|| v.display_short(), str::to_string),
-                )
-            })
+        let metadata = local_llm_engine::session::metadata_strings(model.gguf())
+            .into_iter()
             .collect();
         Ok(ModelInfo {
             architecture: c.architecture.clone(),

@@ -99,14 +99,7 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
     }
     tensor_types.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.type_name.cmp(&b.type_name)));
     let config = ModelConfig::from_gguf(gguf).ok();
-    let metadata = gguf
-        .metadata()
-        .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
-        .map(|(k, v)| {
-            let text = v.as_str().map_or_else(|| v.display_short(), str::to_string);
-            (k.to_string(), text)
-        })
-        .collect();
+    let metadata = metadata_strings(gguf);
     ModelFileInfo {
         supported: ARCHITECTURES.contains(&architecture.as_str()) && config.is_some(),
         name: gguf.get_str("general.name").map(str::to_string),
@@ -136,6 +129,18 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
         metadata,
         architecture,
     }
+}
+
+/// Every metadata pair of `gguf` but the tokenizer's arrays (`tokenizer.ggml.*`), values as
+/// text: strings whole, other values shortened ([`crate::gguf::Value::display_short`]).
+pub fn metadata_strings(gguf: &GgufFile) -> Vec<(String, String)> {
+    gguf.metadata()
+        .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
+        .map(|(k, v)| {
+            let text = v.as_str().map_or_else(|| v.display_short(), str::to_string);
+            (k.to_string(), text)
+        })
+        .collect()
 }
 
 /// llama.cpp's name of a `general.file_type` value (`enum llama_ftype` in llama.h, without its

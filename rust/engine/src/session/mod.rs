@@ -26,7 +26,9 @@ mod step;
 pub use batch::MAX_SEQUENCES;
 pub use fit::{ChatFit, ChatTrim};
 pub use infill::{Infill, InfillChunk};
-pub use inspect::{describe, file_type_name, inspect, ModelFileInfo, TensorTypeCount};
+pub use inspect::{
+    describe, file_type_name, inspect, metadata_strings, ModelFileInfo, TensorTypeCount,
+};
 pub use loaded::{LoadOptions, LoadedModel, MemoryEstimate, ModelInfo};
 pub use measure::MAX_BENCHMARK_ITERATIONS;
 pub use overflow::ContextShift;
