@@ -10,7 +10,7 @@ use local_llm_engine::quant::{
 };
 use quant_support::{make_case, Rng};
 
-const WEIGHT_TYPES: [GgmlType; 15] = GgmlType::ALL;
+const WEIGHT_TYPES: [GgmlType; 27] = GgmlType::ALL;
 
 /// Row lengths to try for a type: several whole-block counts, plus ragged tails for floats.
 fn lengths(ty: GgmlType) -> Vec<usize> {

@@ -12,17 +12,39 @@ use half::f16;
 use local_llm_engine::quant::{dequantize, quantize_row, GgmlType};
 use quant_support::{random_row, read_f32, run_oracle, scratch_dir, Rng};
 
-const DEQUANT_TYPES: [GgmlType; 15] = GgmlType::ALL;
+const DEQUANT_TYPES: [GgmlType; 27] = GgmlType::ALL;
+
+/// Elements per type in the dequantization test: for the codebook formats enough random
+/// indices that every grid entry is looked up (≥ 16 draws per entry of the largest grid, IQ1's
+/// 2048: P(an entry is missed) < 2048·e⁻¹⁶).
+fn elements(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M => 256 * 1024,
+        _ => 256 * 16,
+    }
+}
 
 #[test]
 fn dequantize_matches_gguf_numpy_bit_for_bit() {
     let dir = scratch_dir("dequant");
     let mut rng = Rng::new(7);
-    let n = 256 * 16;
     let mut manifest = String::new();
     let mut rows = HashMap::new();
     for ty in DEQUANT_TYPES {
-        let row = random_row(&mut rng, ty, n);
+        let n = elements(ty);
+        let mut row = random_row(&mut rng, ty, n);
+        if ty == GgmlType::MXFP4 {
+            // Every E8M0 exponent, subnormal (0, 1) and overflowing (≥ 252) ones included.
+            for (i, b) in row.chunks_exact_mut(ty.type_size()).enumerate() {
+                b[0] = i as u8;
+            }
+        }
         std::fs::write(dir.join(format!("{ty}.bin")), &row).unwrap();
         manifest += &format!("{ty} {n} {ty}\n");
         rows.insert(ty, row);
@@ -38,6 +60,7 @@ fn dequantize_matches_gguf_numpy_bit_for_bit() {
     );
     let mut compared = 0;
     for ty in DEQUANT_TYPES {
+        let n = elements(ty);
         let mut ours = vec![0f32; n];
         dequantize(ty, &rows[&ty], &mut ours).unwrap();
         if skipped.contains(&ty.name()) {
@@ -73,7 +96,7 @@ fn dequantize_matches_gguf_numpy_bit_for_bit() {
         }
         compared += 1;
     }
-    assert_eq!(compared, 13);
+    assert_eq!(compared, 25);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

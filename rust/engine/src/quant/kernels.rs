@@ -9,7 +9,7 @@
 //! loaded, never the arithmetic (the tests of `tests/quant_dot.rs` check it bit for bit).
 
 use super::types::{vec_dot_type, GgmlType};
-use super::{float, kquants, legacy};
+use super::{float, iquants, kquants, legacy, nonlinear, ternary};
 
 /// One 64-byte line of quantized activations packed for the wide prompt tile
 /// ([`Kernels::pack`]).
@@ -353,6 +353,18 @@ fn portable_dot_fn(ty: GgmlType) -> DotFn {
         GgmlType::Q5_K => kquants::dot_q5_k,
         GgmlType::Q6_K => kquants::dot_q6_k,
         GgmlType::Q8_K => kquants::dot_q8_k,
+        GgmlType::IQ4_NL => nonlinear::dot_iq4_nl_q8_0,
+        GgmlType::IQ4_XS => nonlinear::dot_iq4_xs_q8_k,
+        GgmlType::MXFP4 => nonlinear::dot_mxfp4_q8_0,
+        GgmlType::TQ1_0 => ternary::dot_tq1_0_q8_k,
+        GgmlType::TQ2_0 => ternary::dot_tq2_0_q8_k,
+        GgmlType::IQ2_XXS => iquants::dot_iq2_xxs_q8_k,
+        GgmlType::IQ2_XS => iquants::dot_iq2_xs_q8_k,
+        GgmlType::IQ2_S => iquants::dot_iq2_s_q8_k,
+        GgmlType::IQ3_XXS => iquants::dot_iq3_xxs_q8_k,
+        GgmlType::IQ3_S => iquants::dot_iq3_s_q8_k,
+        GgmlType::IQ1_S => iquants::dot_iq1_s_q8_k,
+        GgmlType::IQ1_M => iquants::dot_iq1_m_q8_k,
     }
 }
 

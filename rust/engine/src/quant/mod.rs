@@ -5,8 +5,9 @@
 //! engine's logits track llama.cpp's closely. Kernels are chosen once at run time
 //! ([`simd_level`]); `LOCAL_LLM_SIMD=scalar` forces the portable kernels.
 //!
-//! Structure: `blocks` is the table of block layouts; `float`, `legacy` and `kquants` are the
-//! portable code (they never call architecture code); `x86/` (AVX2 and AVX-512) and `arm/`
+//! Structure: `blocks` is the table of block layouts; `float`, `legacy`, `kquants`,
+//! `nonlinear` (IQ4_NL, IQ4_XS, MXFP4), `ternary` (TQ1_0, TQ2_0) and `iquants` (the codebook
+//! formats, grids in `iq_grids`) are the portable code (they never call architecture code); `x86/` (AVX2 and AVX-512) and `arm/`
 //! (NEON, dotprod, i8mm) hold the SIMD kernels, grouped by architecture. `kernels` is the
 //! kernel table, one [`Kernels`] entry per format filled once for this CPU (by `x86::table`
 //! and `arm::table`); it alone chooses between them.
@@ -15,9 +16,13 @@
 mod arm;
 pub(crate) mod blocks;
 pub(crate) mod float;
+mod iq_grids;
+mod iquants;
 mod kernels;
 mod kquants;
 mod legacy;
+mod nonlinear;
+mod ternary;
 mod types;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -208,6 +213,18 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         GgmlType::Q5_K => kquants::dequant_q5_k(src, dst),
         GgmlType::Q6_K => kquants::dequant_q6_k(src, dst),
         GgmlType::Q8_K => kquants::dequant_q8_k(src, dst),
+        GgmlType::IQ4_NL => nonlinear::dequant_iq4_nl(src, dst),
+        GgmlType::IQ4_XS => nonlinear::dequant_iq4_xs(src, dst),
+        GgmlType::MXFP4 => nonlinear::dequant_mxfp4(src, dst),
+        GgmlType::TQ1_0 => ternary::dequant_tq1_0(src, dst),
+        GgmlType::TQ2_0 => ternary::dequant_tq2_0(src, dst),
+        GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M => iquants::dequant(ty, src, dst),
     }
     Ok(())
 }

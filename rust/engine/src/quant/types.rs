@@ -39,11 +39,35 @@ pub enum GgmlType {
     Q8_K,
     /// bfloat16.
     BF16,
+    /// 2-bit codebook quants (256-entry grid), super-blocks of 256.
+    IQ2_XXS,
+    /// 2-bit codebook quants (512-entry grid) with scales per 16.
+    IQ2_XS,
+    /// 3-bit codebook quants (256-entry grid), super-blocks of 256.
+    IQ3_XXS,
+    /// 1.56-bit codebook quants (2048-entry ternary grid).
+    IQ1_S,
+    /// 4-bit non-linear levels in blocks of 32 with an f16 scale.
+    IQ4_NL,
+    /// 3-bit codebook quants (512-entry grid) with separate sign bits.
+    IQ3_S,
+    /// 2-bit codebook quants (1024-entry grid) with separate sign bytes.
+    IQ2_S,
+    /// 4-bit non-linear levels in super-blocks of 256 with 6-bit scales.
+    IQ4_XS,
+    /// 1.75-bit codebook quants (2048-entry ternary grid), scales per 16.
+    IQ1_M,
+    /// Ternary values, base-3 packed (1.69 bits each), super-blocks of 256.
+    TQ1_0,
+    /// Ternary values, 2 bits each, super-blocks of 256.
+    TQ2_0,
+    /// 4-bit E2M1 floats in blocks of 32 with a shared E8M0 exponent.
+    MXFP4,
 }
 
 impl GgmlType {
     /// Every type this engine knows.
-    pub const ALL: [GgmlType; 15] = [
+    pub const ALL: [GgmlType; 27] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -59,6 +83,18 @@ impl GgmlType {
         GgmlType::Q6_K,
         GgmlType::Q8_K,
         GgmlType::BF16,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ4_XS,
+        GgmlType::IQ1_M,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::MXFP4,
     ];
 
     /// The type for a GGUF type code, or `None` when the code is unknown or unsupported.
@@ -79,6 +115,18 @@ impl GgmlType {
             14 => Self::Q6_K,
             15 => Self::Q8_K,
             30 => Self::BF16,
+            16 => Self::IQ2_XXS,
+            17 => Self::IQ2_XS,
+            18 => Self::IQ3_XXS,
+            19 => Self::IQ1_S,
+            20 => Self::IQ4_NL,
+            21 => Self::IQ3_S,
+            22 => Self::IQ2_S,
+            23 => Self::IQ4_XS,
+            29 => Self::IQ1_M,
+            34 => Self::TQ1_0,
+            35 => Self::TQ2_0,
+            39 => Self::MXFP4,
             _ => return None,
         })
     }
@@ -101,6 +149,18 @@ impl GgmlType {
             Self::Q6_K => 14,
             Self::Q8_K => 15,
             Self::BF16 => 30,
+            Self::IQ2_XXS => 16,
+            Self::IQ2_XS => 17,
+            Self::IQ3_XXS => 18,
+            Self::IQ1_S => 19,
+            Self::IQ4_NL => 20,
+            Self::IQ3_S => 21,
+            Self::IQ2_S => 22,
+            Self::IQ4_XS => 23,
+            Self::IQ1_M => 29,
+            Self::TQ1_0 => 34,
+            Self::TQ2_0 => 35,
+            Self::MXFP4 => 39,
         }
     }
 
@@ -108,8 +168,15 @@ impl GgmlType {
     pub fn block_size(self) -> usize {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8_1 => QK,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::Q8_K => QK_K,
+            Self::Q4_0
+            | Self::Q4_1
+            | Self::Q5_0
+            | Self::Q5_1
+            | Self::Q8_0
+            | Self::Q8_1
+            | Self::IQ4_NL
+            | Self::MXFP4 => QK,
+            _ => QK_K,
         }
     }
 
@@ -130,6 +197,18 @@ impl GgmlType {
             Self::Q5_K => BlockQ5_K::SIZE,
             Self::Q6_K => BlockQ6_K::SIZE,
             Self::Q8_K => BlockQ8_K::SIZE,
+            Self::IQ2_XXS => BlockIQ2_XXS::SIZE,
+            Self::IQ2_XS => BlockIQ2_XS::SIZE,
+            Self::IQ3_XXS => BlockIQ3_XXS::SIZE,
+            Self::IQ1_S => BlockIQ1_S::SIZE,
+            Self::IQ4_NL => BlockIQ4_NL::SIZE,
+            Self::IQ3_S => BlockIQ3_S::SIZE,
+            Self::IQ2_S => BlockIQ2_S::SIZE,
+            Self::IQ4_XS => BlockIQ4_XS::SIZE,
+            Self::IQ1_M => BlockIQ1_M::SIZE,
+            Self::TQ1_0 => BlockTQ1_0::SIZE,
+            Self::TQ2_0 => BlockTQ2_0::SIZE,
+            Self::MXFP4 => BlockMXFP4::SIZE,
         }
     }
 
@@ -161,6 +240,18 @@ impl GgmlType {
             Self::Q6_K => "Q6_K",
             Self::Q8_K => "Q8_K",
             Self::BF16 => "BF16",
+            Self::IQ2_XXS => "IQ2_XXS",
+            Self::IQ2_XS => "IQ2_XS",
+            Self::IQ3_XXS => "IQ3_XXS",
+            Self::IQ1_S => "IQ1_S",
+            Self::IQ4_NL => "IQ4_NL",
+            Self::IQ3_S => "IQ3_S",
+            Self::IQ2_S => "IQ2_S",
+            Self::IQ4_XS => "IQ4_XS",
+            Self::IQ1_M => "IQ1_M",
+            Self::TQ1_0 => "TQ1_0",
+            Self::TQ2_0 => "TQ2_0",
+            Self::MXFP4 => "MXFP4",
         }
     }
 }
@@ -172,18 +263,30 @@ impl fmt::Display for GgmlType {
 }
 
 /// The activation format the dot product of a weight of type `w` consumes (ggml's
-/// `vec_dot_type`): Q4_0/Q5_0/Q8_0 → Q8_0; Q4_1/Q5_1 → Q8_1; Q2_K..Q6_K → Q8_K; the float
-/// types and the activation formats themselves map to themselves.
+/// `vec_dot_type`): Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4 → Q8_0; Q4_1/Q5_1 → Q8_1; the 256-element
+/// formats → Q8_K; the float types and the activation formats themselves map to themselves.
 pub fn vec_dot_type(w: GgmlType) -> GgmlType {
     match w {
-        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::MXFP4 => {
+            GgmlType::Q8_0
+        }
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => GgmlType::Q8_1,
         GgmlType::Q2_K
         | GgmlType::Q3_K
         | GgmlType::Q4_K
         | GgmlType::Q5_K
         | GgmlType::Q6_K
-        | GgmlType::Q8_K => GgmlType::Q8_K,
+        | GgmlType::Q8_K
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S
+        | GgmlType::IQ1_M
+        | GgmlType::IQ4_XS
+        | GgmlType::TQ1_0
+        | GgmlType::TQ2_0 => GgmlType::Q8_K,
         GgmlType::F32 => GgmlType::F32,
         GgmlType::F16 => GgmlType::F16,
         GgmlType::BF16 => GgmlType::BF16,

@@ -60,6 +60,16 @@ pub fn f16_fields(ty: GgmlType) -> &'static [(usize, bool)] {
         GgmlType::Q3_K => &[(108, true)],
         GgmlType::Q4_K | GgmlType::Q5_K => &[(0, false), (2, false)],
         GgmlType::Q6_K => &[(208, true)],
+        GgmlType::IQ4_NL
+        | GgmlType::IQ4_XS
+        | GgmlType::IQ2_XXS
+        | GgmlType::IQ2_XS
+        | GgmlType::IQ2_S
+        | GgmlType::IQ3_XXS
+        | GgmlType::IQ3_S
+        | GgmlType::IQ1_S => &[(0, true)],
+        GgmlType::TQ1_0 => &[(52, true)],
+        GgmlType::TQ2_0 => &[(64, true)],
         _ => &[],
     }
 }
@@ -107,6 +117,20 @@ pub fn random_row(rng: &mut Rng, ty: GgmlType, n: usize) -> Vec<u8> {
         for q in &mut b[qs.clone()] {
             if *q == 0x80 {
                 *q = 0x81;
+            }
+        }
+        if ty == GgmlType::MXFP4 {
+            // E8M0 exponent: scales 2^-12 .. 2^0 (times levels up to 6).
+            b[0] = 115 + (rng.next_u64() % 13) as u8;
+        }
+        if ty == GgmlType::IQ1_M {
+            // The f16 super-block scale is spread over the top nibbles of the 4 scale words.
+            let v = 0.001 + 0.05 * rng.unit();
+            let v = if rng.next_u64() & 1 == 1 { -v } else { v };
+            let bits = f16::from_f32(v).to_bits();
+            for i in 0..4 {
+                let at = 48 + 2 * i + 1;
+                b[at] = (b[at] & 0x0f) | ((((bits >> (4 * i)) & 0xf) as u8) << 4);
             }
         }
         if ty == GgmlType::Q8_1 {
