@@ -47,7 +47,7 @@ fn simd_kernels_agree_with_scalar() {
                 let simd = kernels(ty).dot(n, &c.w, &c.act);
                 let scalar = portable_dot(ty, n, &c.w, &c.act);
                 let tol = 1e-6 * c.magnitude + 1e-30;
-                if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K) {
+                if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::IQ4_XS) {
                     // These SIMD kernels reduce to the same integer and combine it like scalar.
                     assert_eq!(simd.to_bits(), scalar.to_bits(), "{ty} n={n}");
                 }
@@ -226,6 +226,8 @@ fn dot_rows_equals_the_one_row_kernel_bitwise() {
             GgmlType::Q4_K,
             GgmlType::Q5_K,
             GgmlType::Q6_K,
+            GgmlType::IQ4_NL,
+            GgmlType::IQ4_XS,
         ];
         assert_eq!(streamed, want, "the x86-64 decoding kernels");
     }

@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 
 use super::tile::{prepared_scales, Block32, Codes, Prepared};
 use super::wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
-use super::{load, word, PREFETCH};
+use super::{level_table, load, word, PREFETCH};
 
 /// The 16 bytes at each of `p`, row r's in 128-bit lane r.
 #[inline]
@@ -55,6 +55,10 @@ unsafe fn quants<B: Block32>(p: [*const u8; 4]) -> [__m512i; 2] {
             ]
         }
         Codes::Nibbles => nibbles(gather16(p.map(|p| p.add(B::QS)))),
+        Codes::Levels(levels) => {
+            let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(level_table(levels, true)));
+            nibbles(gather16(p.map(|p| p.add(B::QS)))).map(|q| _mm512_shuffle_epi8(table, q))
+        }
         Codes::Nibbles5 { qh } => {
             // Bit j of a row's high bits belongs to quant j: the low 16 to the first half.
             let h = p.map(|p| u64::from(u32::from_le(p.add(qh).cast::<u32>().read_unaligned())));

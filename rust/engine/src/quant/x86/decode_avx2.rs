@@ -28,7 +28,7 @@ use std::arch::x86_64::*;
 use super::tile::{
     dot2_avx2, dot_avx2, halves, load_both, prepared_scales, Block32, Codes, Prepared,
 };
-use super::{fifth_bits, hsum4, word, PREFETCH};
+use super::{fifth_bits, hsum4, level_table, word, PREFETCH};
 
 /// The 16 bytes at `lo` in the low 128-bit lane and the 16 at `hi` in the high one.
 #[inline]
@@ -60,6 +60,10 @@ unsafe fn codes<B: Block32>(p0: *const u8, p1: *const u8) -> [__m256i; 2] {
             load_two(p0.add(qs + 16), p1.add(qs + 16)),
         ],
         Codes::Nibbles => nibbles(qs),
+        Codes::Levels(levels) => {
+            let table = level_table(levels, false);
+            nibbles(qs).map(|q| _mm256_shuffle_epi8(table, q))
+        }
         Codes::Nibbles5 { qh } => {
             let [lo, hi] = nibbles(qs);
             let (f0, f1) = (fifth_bits(p0.add(qh)), fifth_bits(p1.add(qh)));

@@ -1,6 +1,6 @@
 //! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
 //! K formats live in `kquants` (AVX-512 prompt tiles in `ktile`, decoding kernels in
-//! `kdecode`), the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
+//! `kdecode`), IQ4_XS in `iq4xs` (IQ4_NL is a 32-element format), the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
 //! and `decode_avx2`, the kernel table's entries in `table`. Every block's integer products are
 //! exact. For the 32-element block formats, lane `j` of a block sums the products of bytes
 //! `4j..4j+4` and `16+4j..16+4j+4` (exact, as integers) and the block scale is applied with one
@@ -12,6 +12,7 @@
 
 mod decode;
 mod decode_avx2;
+mod iq4xs;
 mod kdecode;
 mod kquants;
 mod ktile;
@@ -116,6 +117,20 @@ pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     let t = _mm_loadu_si128(p.cast());
     let hi = _mm_srli_epi16(t, 4);
     _mm256_and_si256(_mm256_set_m128i(hi, t), _mm256_set1_epi8(0x0f))
+}
+
+/// The 16 levels of a [`tile::Codes::Levels`] format in both 128-bit lanes, as the byte
+/// shuffle's table: signed, or flipped to unsigned (`+ 128`) for the VNNI kernels when `flip`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn level_table(levels: &[i8; 16], flip: bool) -> __m256i {
+    let t = _mm_loadu_si128(levels.as_ptr().cast());
+    let t = if flip {
+        _mm_xor_si128(t, _mm_set1_epi8(-128))
+    } else {
+        t
+    };
+    _mm256_broadcastsi128_si256(t)
 }
 
 /// 0x10 in byte `i` where bit `i` of the little-endian u32 at `p` is set, else 0.

@@ -5,8 +5,8 @@
 use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
-use super::{decode, decode_avx2, kdecode, kquants, ktile, wide};
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use super::{decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
+use crate::quant::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
 use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape, MAX_TILE_TOKENS,
 };
@@ -30,6 +30,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(legacy::<BlockQ5_0>(GgmlType::Q5_0, isa, super::dot_q5_0));
     entry(legacy::<BlockQ4_1>(GgmlType::Q4_1, isa, super::dot_q4_1));
     entry(legacy::<BlockQ5_1>(GgmlType::Q5_1, isa, super::dot_q5_1));
+    entry(legacy::<BlockIQ4_NL>(
+        GgmlType::IQ4_NL,
+        isa,
+        dot_avx2::<BlockIQ4_NL>,
+    ));
     let dot_only = |ty, dot| Kernels {
         ty,
         dot,
@@ -57,6 +62,7 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
         isa,
         wide.then_some(Tile::Plain(q6k_tile, ktile_q6k)),
     ));
+    entry(k_format::<IQ4XS>(isa, None));
 }
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
@@ -94,6 +100,14 @@ fn legacy<B: Block32>(ty: GgmlType, isa: Isa, avx2_dot: DotFn) -> Kernels {
 /// As [`DotFn`], with AVX-512 F/VL/VNNI.
 unsafe fn dot_vnni<B: Block32>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     tile::<B, 1, 1>(true, nb, [w.as_ptr()], [a.as_ptr()])[0][0]
+}
+
+/// The AVX2 1 × 1 tile as a one-row kernel (for the formats without a dedicated one).
+///
+/// # Safety
+/// As [`DotFn`].
+unsafe fn dot_avx2<B: Block32>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    tile::<B, 1, 1>(false, nb, [w.as_ptr()], [a.as_ptr()])[0][0]
 }
 
 /// The four pointers of a 4-row or 4-token tile.
@@ -326,6 +340,29 @@ impl KFormat for Q6K {
             Isa::Vnni => by_pairs!(kquants::dot_q6_k_rows_vnni; nb, x, y),
             Isa::Avx2 => by_pairs!(kquants::dot_q6_k_rows; nb, x, y),
         }
+    }
+}
+
+/// IQ4_XS (one kernel for every instruction set).
+struct IQ4XS;
+
+impl KFormat for IQ4XS {
+    const TY: GgmlType = GgmlType::IQ4_XS;
+    const DOT: DotFn = iq4xs::dot;
+    unsafe fn row<L: Level, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        iq4xs::rows::<1, T>(nb, [x], y)[0]
+    }
+
+    unsafe fn quad<L: Level, const T: usize>(
+        nb: usize,
+        x: [*const u8; 4],
+        y: [*const u8; T],
+    ) -> [[f32; T]; 4] {
+        by_pairs!(iq4xs::rows; nb, x, y)
     }
 }
 

@@ -23,8 +23,11 @@
 
 use std::arch::x86_64::*;
 
-use super::{fifth_bits, fold, hsum4, load, nibbles, word};
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use super::{fifth_bits, fold, hsum4, level_table, load, nibbles, word};
+use crate::quant::blocks::{
+    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+};
+use crate::quant::nonlinear::IQ4NL_LEVELS;
 
 /// How a 32-element format stores its 32 codes.
 #[derive(Clone, Copy)]
@@ -39,6 +42,9 @@ pub(super) enum Codes {
         /// Byte offset of the fifth bits.
         qh: usize,
     },
+    /// 32 nibbles as `Nibbles`, each the index of one of 16 signed levels (IQ4_NL): after one
+    /// byte shuffle through the levels the codes are signed bytes, used as `Bytes`' are.
+    Levels(&'static [i8; 16]),
 }
 
 /// A 32-element weight block format as the x86 kernels read it: the tiles here, the wide
@@ -71,7 +77,7 @@ pub(super) trait Block32 {
         BlockQ8_0::QS
     };
     /// Whether the codes are signed bytes (see [`Codes::Bytes`]).
-    const SIGNED: bool = matches!(Self::CODES, Codes::Bytes);
+    const SIGNED: bool = matches!(Self::CODES, Codes::Bytes | Codes::Levels(_));
 }
 
 impl Block32 for BlockQ8_0 {
@@ -114,11 +120,19 @@ impl Block32 for BlockQ5_1 {
     const MIN: bool = true;
 }
 
+impl Block32 for BlockIQ4_NL {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Levels(&IQ4NL_LEVELS);
+    const OFFSET: u32 = 0;
+    const MIN: bool = false;
+}
+
 /// The offset of `B`'s codes as the VNNI kernels use them (unsigned; Q8_0 flipped by 128), as a
 /// shift (`offset = 1 << shift`), or `None` where there is none.
 pub(super) const fn vnni_shift<B: Block32>() -> Option<u32> {
     match B::CODES {
-        Codes::Bytes => Some(7),
+        Codes::Bytes | Codes::Levels(_) => Some(7),
         Codes::Nibbles | Codes::Nibbles5 { .. } if B::OFFSET != 0 => {
             Some(B::OFFSET.trailing_zeros())
         }
@@ -138,6 +152,7 @@ const _: () = assert!(
         && BlockQ5_1::M == 2
         && BlockQ8_1::D == 0
         && BlockQ8_1::S == 2
+        && BlockIQ4_NL::D == 0
 );
 
 /// The results of a tile: the horizontal sum of each (row, token) accumulator, plus lane `t`
@@ -235,6 +250,9 @@ unsafe fn codes<B: Block32, const VNNI: bool>(p: *const u8) -> __m256i {
         Codes::Bytes => load(p.add(B::QS)),
         Codes::Nibbles => nibbles(p.add(B::QS)),
         Codes::Nibbles5 { qh } => _mm256_or_si256(nibbles(p.add(B::QS)), fifth_bits(p.add(qh))),
+        Codes::Levels(levels) => {
+            _mm256_shuffle_epi8(level_table(levels, VNNI), nibbles(p.add(B::QS)))
+        }
     }
 }
 
@@ -371,6 +389,18 @@ macro_rules! tile_kernel {
                             [
                                 _mm256_and_si256(x, low),
                                 _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
+                            ]
+                        }
+                        Codes::Levels(levels) => {
+                            let x = load_both(p.add(B::QS));
+                            let low = _mm256_set1_epi8(0x0f);
+                            let table = level_table(levels, $vnni);
+                            [
+                                _mm256_shuffle_epi8(table, _mm256_and_si256(x, low)),
+                                _mm256_shuffle_epi8(
+                                    table,
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), low),
+                                ),
                             ]
                         }
                         Codes::Nibbles5 { qh } => {

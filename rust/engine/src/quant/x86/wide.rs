@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::tile::{halves, vnni_shift, Block32, Codes};
-use super::{fold, load};
+use super::{fold, level_table, load};
 use crate::quant::kernels::PackLine;
 
 /// Tokens per wide tile.
@@ -126,6 +126,10 @@ unsafe fn quants<B: Block32>(p: *const u8) -> [__m512i; 2] {
             [qs, qs.add(16)].map(|q| _mm512_xor_si512(broadcast16(q), flip))
         }
         Codes::Nibbles => nibbles(broadcast16(p.add(B::QS))),
+        Codes::Levels(levels) => {
+            let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(level_table(levels, true)));
+            nibbles(broadcast16(p.add(B::QS))).map(|q| _mm512_shuffle_epi8(table, q))
+        }
         Codes::Nibbles5 { qh } => {
             let h = u64::from(u32::from_le(p.add(qh).cast::<u32>().read_unaligned()));
             // Each row's 16 bits in all four lanes.
