@@ -228,6 +228,7 @@ fn dot_rows_equals_the_one_row_kernel_bitwise() {
             GgmlType::Q6_K,
             GgmlType::IQ4_NL,
             GgmlType::IQ4_XS,
+            GgmlType::MXFP4,
         ];
         assert_eq!(streamed, want, "the x86-64 decoding kernels");
     }

@@ -1,5 +1,5 @@
-//! aarch64 kernels for the K formats (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K against Q8_K activations)
-//! and the Q8_K quantizer. A weight block is unpacked once into 256 signed bytes (16 registers)
+//! aarch64 kernels for the K formats (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and IQ4_XS, which has their
+//! shape, against Q8_K activations) and the Q8_K quantizer. A weight block is unpacked once into 256 signed bytes (16 registers)
 //! and multiplied with each token's block; the per-group integer sums are exact and scaled in
 //! integers, and the block's f32 combination is the portable kernel's expression.
 
@@ -8,9 +8,10 @@ use std::marker::PhantomData;
 
 use super::{dot16, half, pair, smmla, Kernel};
 use crate::quant::blocks::{
-    BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K,
+    BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K,
 };
 use crate::quant::kquants::{q3k_scales, q4k_scales_mins, Q45K_D, Q45K_DMIN, Q45K_SCALES};
+use crate::quant::nonlinear::{iq4xs_scales, IQ4NL_LEVELS};
 
 /// A K weight format: how a block unpacks and how its integer sums become f32.
 pub(super) trait KFormat {
@@ -246,6 +247,37 @@ impl KFormat for Q6K {
     #[inline(always)]
     unsafe fn combine(x: *const u8, y: *const u8, isum: i32, _summ: i32) -> f32 {
         half(x.add(BlockQ6_K::D)) * q8k_d(y) * isum as f32
+    }
+}
+
+/// IQ4_XS: IQ4_NL's levels with a 6-bit scale per 32 elements.
+pub(super) struct IQ4XS;
+
+impl KFormat for IQ4XS {
+    const SIZE: usize = BlockIQ4_XS::SIZE;
+    const SCALE32: bool = true;
+    const MINS: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 16] {
+        let table = vld1q_s8(IQ4NL_LEVELS.as_ptr());
+        std::array::from_fn(|g| {
+            let v = vld1q_u8(b.add(BlockIQ4_XS::QS + 16 * (g / 2)));
+            let q = if g % 2 == 0 {
+                vandq_u8(v, vdupq_n_u8(0x0f))
+            } else {
+                vshrq_n_u8::<4>(v)
+            };
+            vqtbl1q_s8(table, q)
+        })
+    }
+    #[inline(always)]
+    unsafe fn scales(b: *const u8) -> ([i32; 16], [i32; 16]) {
+        let s = iq4xs_scales(std::slice::from_raw_parts(b, BlockIQ4_XS::SIZE));
+        (std::array::from_fn(|g| s[g / 2]), [0; 16])
+    }
+    #[inline(always)]
+    unsafe fn combine(x: *const u8, y: *const u8, isum: i32, _summ: i32) -> f32 {
+        half(x.add(BlockIQ4_XS::D)) * q8k_d(y) * isum as f32
     }
 }
 

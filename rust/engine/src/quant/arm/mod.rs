@@ -1,6 +1,6 @@
 //! aarch64 Advanced SIMD kernels: the shared machinery (instruction levels, `sdot`/`smmla`),
-//! the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the Q8_0/Q8_1 block quantizer.
-//! The K formats are in `kquants`, the float types in `float`, the kernel table's entries in
+//! the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and the Q8_0/Q8_1
+//! block quantizer. The K formats (and IQ4_XS) are in `kquants`, the float types in `float`, the kernel table's entries in
 //! `table`.
 //!
 //! Every kernel computes each block's exact integer sum with vector instructions and applies the
@@ -22,8 +22,11 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 use std::marker::PhantomData;
 
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
+use crate::quant::blocks::{
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK,
+};
 use crate::quant::float::f16_le;
+use crate::quant::nonlinear::{e8m0_half, IQ4NL_LEVELS, MXFP4_LEVELS};
 
 /// The integer instructions the NEON kernels may use (the aarch64 levels of `quant/mod.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +248,60 @@ pub(super) trait Legacy {
     /// # Safety
     /// NEON; a whole block at `b`.
     unsafe fn values(b: *const u8) -> [int8x16_t; 2];
+    /// The block scale `d` of the block at `b` (an IEEE half at byte 0 unless overridden).
+    ///
+    /// # Safety
+    /// NEON; a whole block at `b`.
+    #[inline(always)]
+    unsafe fn scale(b: *const u8) -> f32 {
+        half(b)
+    }
+    /// The block scales of four blocks, one per lane.
+    ///
+    /// # Safety
+    /// NEON; a whole block at each of `b`.
+    #[inline(always)]
+    unsafe fn scales4(b: [*const u8; 4]) -> float32x4_t {
+        halves4(b)
+    }
+}
+
+/// The 32 levels of the nibbles at `qs` (elements 0..16 and 16..32) through the 16-entry
+/// table `levels`.
+///
+/// # Safety
+/// NEON; 16 readable bytes at `qs`.
+#[inline(always)]
+unsafe fn levels(qs: *const u8, levels: &[i8; 16]) -> [int8x16_t; 2] {
+    let table = vld1q_s8(levels.as_ptr());
+    nibbles(qs).map(|q| vqtbl1q_s8(table, q))
+}
+
+impl Legacy for BlockIQ4_NL {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        levels(b.add(Self::QS), &IQ4NL_LEVELS)
+    }
+}
+
+impl Legacy for BlockMXFP4 {
+    const SIZE: usize = Self::SIZE;
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 2] {
+        levels(b.add(Self::QS), &MXFP4_LEVELS)
+    }
+    #[inline(always)]
+    unsafe fn scale(b: *const u8) -> f32 {
+        e8m0_half(*b.add(Self::E))
+    }
+    #[inline(always)]
+    unsafe fn scales4(b: [*const u8; 4]) -> float32x4_t {
+        let v = b.map(|b| Self::scale(b));
+        vld1q_f32(v.as_ptr())
+    }
 }
 
 impl Legacy for BlockQ8_0 {
@@ -304,6 +361,7 @@ const _: () = assert!(
         && BlockQ5_1::M == 2
         && BlockQ8_0::D == 0
         && BlockQ8_1::D == 0
+        && BlockIQ4_NL::D == 0
 );
 
 /// The 2×8-byte interleave `smmla` takes: the first (`hi == false`) or second 8 bytes of `a`
@@ -421,7 +479,7 @@ impl<W: Legacy, const R: usize, const T: usize> Kernel for LegacyTile<W, R, T> {
             // The portable kernels' block combination, per output; four tokens per vector
             // while four remain (the same f32 operations, lane by lane).
             for r in 0..R {
-                let dx = half(wb[r]);
+                let dx = W::scale(wb[r]);
                 let mx = if W::MIN { half(wb[r].add(2)) } else { 0.0 };
                 let mut t = 0;
                 while t + 4 <= T {
@@ -480,7 +538,7 @@ impl<W: Legacy, const R: usize, const T: usize> LegacyTile<W, R, T> {
                 }
                 // Lane k: row k's exact integer sum.
                 let isum = vpaddq_s32(vpaddq_s32(acc[0], acc[1]), vpaddq_s32(acc[2], acc[3]));
-                let dx = halves4(wb);
+                let dx = W::scales4(wb);
                 let mut v = vmulq_f32(vcvtq_f32_s32(isum), vmulq_n_f32(dx, half(ab)));
                 if W::MIN {
                     let mx = halves4([wb[0].add(2), wb[1].add(2), wb[2].add(2), wb[3].add(2)]);

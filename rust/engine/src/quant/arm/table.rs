@@ -6,9 +6,11 @@
 use std::marker::PhantomData;
 
 use super::float;
-use super::kquants::{KFormat, KTile, Q2K, Q3K, Q4K, Q5K, Q6K};
+use super::kquants::{KFormat, KTile, IQ4XS, Q2K, Q3K, Q4K, Q5K, Q6K};
 use super::{run, Isa, Legacy, LegacyTile};
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use crate::quant::blocks::{
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
+};
 use crate::quant::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
 use crate::quant::types::GgmlType;
 
@@ -74,6 +76,9 @@ fn entries_for<I: Level>(entry: &mut impl FnMut(Kernels)) {
     entry(tiled::<K<I, Q4K>>(GgmlType::Q4_K, k));
     entry(tiled::<K<I, Q5K>>(GgmlType::Q5_K, k));
     entry(tiled::<K<I, Q6K>>(GgmlType::Q6_K, k));
+    entry(tiled::<L<I, BlockIQ4_NL>>(GgmlType::IQ4_NL, pair));
+    entry(tiled::<L<I, BlockMXFP4>>(GgmlType::MXFP4, pair));
+    entry(tiled::<K<I, IQ4XS>>(GgmlType::IQ4_XS, k));
 }
 
 /// A block format's NEON tiles: `R` weight rows × `T` activation rows.

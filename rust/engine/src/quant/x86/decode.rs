@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{prepared_scales, Block32, Codes, Prepared};
+use super::tile::{prepared_scales, weight_scales, Block32, Codes, Prepared};
 use super::wide::{broadcast16, corrections, fifth_bits, hsum4x4, nibbles};
 use super::{level_table, load, word, PREFETCH};
 
@@ -108,7 +108,7 @@ unsafe fn rows4<B: Block32, const T: usize>(
             _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3])),
             _mm_set1_epi32(keep),
         );
-        let dm = _mm256_cvtph_ps(halves);
+        let dm = weight_scales::<B>(halves);
         let dw = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(dm));
         for &p in &p {
             _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH).cast());

@@ -26,7 +26,8 @@
 use std::arch::x86_64::*;
 
 use super::tile::{
-    dot2_avx2, dot_avx2, halves, load_both, prepared_scales, Block32, Codes, Prepared,
+    dot2_avx2, dot_avx2, halves, load_both, prepared_scales, weight_scales, Block32, Codes,
+    Prepared,
 };
 use super::{fifth_bits, hsum4, level_table, word, PREFETCH};
 
@@ -160,7 +161,7 @@ pub(super) unsafe fn rows4<B: Block32, const T: usize>(
         }
         // [d0, m0, d2, m2 | d1, m1, d3, m3]: row pair k's scales in-lane at element 2k.
         let words = _mm_setr_epi32(word(p[0]), word(p[2]), word(p[1]), word(p[3]));
-        let dm = _mm256_cvtph_ps(words);
+        let dm = weight_scales::<B>(words);
         for (k, acc) in acc.iter_mut().enumerate() {
             let [lo, hi] = codes::<B>(p[2 * k], p[2 * k + 1]);
             let dw = if k == 0 {
@@ -252,7 +253,7 @@ pub(super) unsafe fn tile4<B: Block32, const T: usize>(
         }
         let p = w.map(|w| w.add(wsize * b));
         let words = _mm_setr_epi32(word(p[0]), word(p[1]), word(p[2]), word(p[3]));
-        let dm = _mm256_cvtph_ps(words);
+        let dm = weight_scales::<B>(words);
         for (k, acc) in acc.iter_mut().enumerate() {
             let [lo, hi] = codes::<B>(p[2 * k], p[2 * k + 1]);
             let dw = _mm256_permutevar8x32_ps(dm, d_lanes[k]);

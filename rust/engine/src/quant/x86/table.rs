@@ -6,7 +6,9 @@ use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
 use super::{decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
-use crate::quant::blocks::{BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0};
+use crate::quant::blocks::{
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
+};
 use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape, MAX_TILE_TOKENS,
 };
@@ -34,6 +36,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
         GgmlType::IQ4_NL,
         isa,
         dot_avx2::<BlockIQ4_NL>,
+    ));
+    entry(legacy::<BlockMXFP4>(
+        GgmlType::MXFP4,
+        isa,
+        dot_avx2::<BlockMXFP4>,
     ));
     let dot_only = |ty, dot| Kernels {
         ty,

@@ -25,9 +25,9 @@ use std::arch::x86_64::*;
 
 use super::{fifth_bits, fold, hsum4, level_table, load, nibbles, word};
 use crate::quant::blocks::{
-    BlockIQ4_NL, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
+    BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1,
 };
-use crate::quant::nonlinear::IQ4NL_LEVELS;
+use crate::quant::nonlinear::{IQ4NL_LEVELS, MXFP4_LEVELS};
 
 /// How a 32-element format stores its 32 codes.
 #[derive(Clone, Copy)]
@@ -47,10 +47,20 @@ pub(super) enum Codes {
     Levels(&'static [i8; 16]),
 }
 
+/// How a 32-element format stores its block scale `d`, in its first bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scale {
+    /// An IEEE half (then the f16 minimum `m` when the format has one).
+    F16,
+    /// An E8M0 byte, MXFP4's `2^(e − 128)` ([`crate::quant::nonlinear::e8m0_half`]).
+    E8M0,
+}
+
 /// A 32-element weight block format as the x86 kernels read it: the tiles here, the wide
 /// prompt tile (`wide`) and the decoding kernels (`decode`, `decode_avx2`) are
 /// written once over this trait, and each format is one impl (ggml's per-type row). Every
-/// format starts with its f16 scale `d` (then the f16 minimum `m` when it has one).
+/// format starts with its scale `d` ([`Block32::SCALE`]; then the f16 minimum `m` when it has
+/// one).
 pub(super) trait Block32 {
     /// Bytes per block.
     const SIZE: usize;
@@ -76,6 +86,8 @@ pub(super) trait Block32 {
     } else {
         BlockQ8_0::QS
     };
+    /// How the block scale is stored.
+    const SCALE: Scale = Scale::F16;
     /// Whether the codes are signed bytes (see [`Codes::Bytes`]).
     const SIGNED: bool = matches!(Self::CODES, Codes::Bytes | Codes::Levels(_));
 }
@@ -128,6 +140,52 @@ impl Block32 for BlockIQ4_NL {
     const MIN: bool = false;
 }
 
+impl Block32 for BlockMXFP4 {
+    const SIZE: usize = Self::SIZE;
+    const QS: usize = Self::QS;
+    const CODES: Codes = Codes::Levels(&MXFP4_LEVELS);
+    const OFFSET: u32 = 0;
+    const MIN: bool = false;
+    const SCALE: Scale = Scale::E8M0;
+}
+
+/// The f32 bits of [`crate::quant::nonlinear::e8m0_half`] of each i32 lane of `e` (0..=255).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn e8m0_bits(e: __m128i) -> __m128i {
+    let normal = _mm_slli_epi32::<23>(_mm_sub_epi32(e, _mm_set1_epi32(1)));
+    let subnormal = _mm_sllv_epi32(_mm_set1_epi32(0x0020_0000), e);
+    let is_normal = _mm_cmpgt_epi32(e, _mm_set1_epi32(1));
+    _mm_blendv_epi8(subnormal, normal, is_normal)
+}
+
+/// A weight block's scale (and minimum) as f32 lanes 0 (and 1), the others zero or junk as
+/// [`halves`] leaves them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn weight_halves<B: Block32>(p: *const u8) -> __m128 {
+    match B::SCALE {
+        Scale::F16 => halves(p),
+        Scale::E8M0 => _mm_castsi128_ps(e8m0_bits(_mm_cvtsi32_si128(i32::from(*p)))),
+    }
+}
+
+/// The scales (and minimums) of four weight blocks from their first 4 bytes (`words`, one
+/// block per i32 lane; for the f16 formats without a minimum the upper halves may be masked
+/// off): `[d0, m0, d1, m1, d2, m2, d3, m3]` as `_mm256_cvtph_ps(words)` gives them, `m` zero
+/// for MXFP4.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn weight_scales<B: Block32>(words: __m128i) -> __m256 {
+    match B::SCALE {
+        Scale::F16 => _mm256_cvtph_ps(words),
+        Scale::E8M0 => {
+            let e = _mm_and_si128(words, _mm_set1_epi32(0xff));
+            _mm256_castsi256_ps(_mm256_cvtepu32_epi64(e8m0_bits(e)))
+        }
+    }
+}
+
 /// The offset of `B`'s codes as the VNNI kernels use them (unsigned; Q8_0 flipped by 128), as a
 /// shift (`offset = 1 << shift`), or `None` where there is none.
 pub(super) const fn vnni_shift<B: Block32>() -> Option<u32> {
@@ -153,6 +211,7 @@ const _: () = assert!(
         && BlockQ8_1::D == 0
         && BlockQ8_1::S == 2
         && BlockIQ4_NL::D == 0
+        && BlockMXFP4::E == 0
 );
 
 /// The results of a tile: the horizontal sum of each (row, token) accumulator, plus lane `t`
@@ -419,7 +478,7 @@ macro_rules! tile_kernel {
                             ]
                         }
                     };
-                    let dm = halves(p);
+                    let dm = weight_halves::<B>(p);
                     let d = _mm_mul_ps(_mm_permute_ps::<0>(dm), ad);
                     if B::MIN {
                         let m = _mm_mul_ps(_mm_permute_ps::<0b01_01_01_01>(dm), asum);
@@ -503,6 +562,32 @@ pub(super) mod tests {
     use super::*;
     use crate::quant::kernels::DotFn;
     use crate::quant::{quantize_row, vec_dot_type, x86, GgmlType};
+
+    #[test]
+    fn e8m0_bits_equal_the_portable_e8m0_half_for_every_exponent() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"))
+        {
+            return;
+        }
+        for e in 0..=255u8 {
+            // SAFETY: AVX2, FMA and F16C were detected.
+            let (lanes, one) = unsafe {
+                let words = _mm_setr_epi32(i32::from(e), 0x1234_5600 | i32::from(e), 0, 0);
+                let wide = weight_scales::<BlockMXFP4>(words);
+                let one = weight_halves::<BlockMXFP4>([e].as_ptr());
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), wide);
+                (lanes, _mm_cvtss_f32(one))
+            };
+            let want = crate::quant::nonlinear::e8m0_half(e).to_bits();
+            assert_eq!(lanes[0].to_bits(), want, "e = {e}");
+            assert_eq!(lanes[2].to_bits(), want, "e = {e} (upper bytes ignored)");
+            assert_eq!((lanes[1], lanes[3]), (0.0, 0.0), "e = {e}: no minimum");
+            assert_eq!(one.to_bits(), want, "e = {e}");
+        }
+    }
 
     /// Random bytes from a xorshift generator; f16 scales are set to small normal values.
     fn random_blocks(ty: GgmlType, n: usize, seed: &mut u64) -> Vec<u8> {

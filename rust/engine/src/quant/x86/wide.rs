@@ -19,7 +19,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{halves, vnni_shift, Block32, Codes};
+use super::tile::{vnni_shift, weight_halves, Block32, Codes};
 use super::{fold, level_table, load};
 use crate::quant::kernels::PackLine;
 
@@ -177,7 +177,7 @@ pub(super) unsafe fn tile<B: Block32>(
         for r in 0..4 {
             let p = w[r].add(wsize * b);
             let [lo, hi] = quants::<B>(p);
-            let dm = halves(p);
+            let dm = weight_halves::<B>(p);
             let dw = _mm512_broadcastss_ps(dm);
             if B::MIN {
                 let m = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
