@@ -149,6 +149,10 @@ fn extreme_scales(rng: &mut Rng, w: GgmlType, row: &mut [u8]) {
         if w == GgmlType::Q8_K {
             b[0..4].copy_from_slice(&SINGLES[pick(rng, SINGLES.len())].to_le_bytes());
         }
+        if w == GgmlType::MXFP4 {
+            // E8M0: the two subnormal exponents, 1, and the largest (levels × 2^127 overflow).
+            b[0] = [0, 1, 127, 128, 254, 255][pick(rng, 6)];
+        }
     }
 }
 
@@ -255,8 +259,9 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
     if simd_level() != "scalar" {
         assert_eq!(
             tiled.len(),
-            10,
-            "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K have NEON tiles"
+            20,
+            "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K, IQ4_NL IQ4_XS MXFP4 and the 7 codebook \
+             formats have NEON tiles"
         );
     }
 }

@@ -47,7 +47,17 @@ fn simd_kernels_agree_with_scalar() {
                 let simd = kernels(ty).dot(n, &c.w, &c.act);
                 let scalar = portable_dot(ty, n, &c.w, &c.act);
                 let tol = 1e-6 * c.magnitude + 1e-30;
-                if matches!(ty, GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::IQ4_XS) {
+                let exact = [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS];
+                let codebook = [
+                    GgmlType::IQ2_XXS,
+                    GgmlType::IQ2_XS,
+                    GgmlType::IQ2_S,
+                    GgmlType::IQ3_XXS,
+                    GgmlType::IQ3_S,
+                    GgmlType::IQ1_S,
+                    GgmlType::IQ1_M,
+                ];
+                if exact.contains(&ty) || codebook.contains(&ty) {
                     // These SIMD kernels reduce to the same integer and combine it like scalar.
                     assert_eq!(simd.to_bits(), scalar.to_bits(), "{ty} n={n}");
                 }
@@ -226,8 +236,15 @@ fn dot_rows_equals_the_one_row_kernel_bitwise() {
             GgmlType::Q4_K,
             GgmlType::Q5_K,
             GgmlType::Q6_K,
+            GgmlType::IQ2_XXS,
+            GgmlType::IQ2_XS,
+            GgmlType::IQ3_XXS,
+            GgmlType::IQ1_S,
             GgmlType::IQ4_NL,
+            GgmlType::IQ3_S,
+            GgmlType::IQ2_S,
             GgmlType::IQ4_XS,
+            GgmlType::IQ1_M,
             GgmlType::MXFP4,
         ];
         assert_eq!(streamed, want, "the x86-64 decoding kernels");

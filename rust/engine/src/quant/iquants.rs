@@ -2,11 +2,14 @@
 //! Groups of 8 (IQ2, IQ1) or 4 (IQ3) values are an index into a grid of lattice points
 //! (`iq_grids`), with sign bits and small odd scales per 16 or 32 values. Layouts: `blocks`.
 //!
-//! Every block is first decoded to a [`Decoded`] super-block: 256 signed integer values, one
-//! odd scale per 16 values and (IQ1) the shifts. Dequantization multiplies out
-//! `d · ls · K · v` (exact in f32: every factor has few significant bits), and the dot products
-//! sum `Σ ls · Σ v·y` exactly in integers per super-block before one scaling, as ggml's
-//! reference does.
+//! Each format is one [`Codebook`] impl that reads a block as 8 [`Group`]s of 32 values (grid
+//! bytes, signs, two scales); the portable kernels here and the SIMD kernels (`x86::codebook`,
+//! the NEON K tiles) all start from it. A value is `d · ls · K · v` with `v` the signed grid
+//! value, or for IQ1 `v = 8·g ± 1` (its grid values `g` are −1, 0, 1, shifted by ±1/8). The
+//! dot products sum `Σ ls · Σ v·y` exactly in integers per super-block and add
+//! `(d_w · d_a) · (Σ · K)` per super-block (ggml scales the row's sum by `K` at the end
+//! instead: the same values, `K` being a power of two). Dequantization is exact in f32 (every
+//! factor has few significant bits), so it equals ggml's bit for bit.
 
 use super::blocks::{
     BlockIQ1_M, BlockIQ1_S, BlockIQ2_S, BlockIQ2_XS, BlockIQ2_XXS, BlockIQ3_S, BlockIQ3_XXS,
@@ -17,52 +20,51 @@ use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, 
 use super::kquants::{q8k_d, q8k_quants};
 use super::types::GgmlType;
 
-/// IQ1_S's and IQ1_M's shift of every grid value (`IQ1S_DELTA`).
-const IQ1_DELTA: f32 = 0.125;
-
-/// One decoded super-block.
-struct Decoded {
-    /// The block scale `d`.
-    d: f32,
-    /// Element values: grid value times sign (IQ2/IQ3), or the grid's −1..=1 (IQ1).
-    v: [i8; QK_K],
-    /// The odd scale `ls` of each 16 values.
-    ls: [u8; 16],
-    /// IQ1: bit `g` set when the shift of values `8g..8g+8` is −1/8 (else +1/8).
-    neg_shift: u32,
+/// One group of 32 values of a codebook block.
+#[derive(Clone, Copy)]
+pub(crate) struct Group {
+    /// The 32 grid bytes, 8 per u64 in element order: magnitudes (IQ2, IQ3) or IQ1's signed
+    /// −1/0/1 as bytes.
+    pub(crate) grid: [u64; 4],
+    /// Per 8 values: bit `j` negates value `j` (IQ2, IQ3); IQ1: 0xff where the 8 values'
+    /// shift is −1/8, 0 where it is +1/8. [`SIGN_BYTES`] turns either into ±1 bytes.
+    pub(crate) signs: [u8; 4],
+    /// The odd scales of the two 16-value halves.
+    pub(crate) ls: [u8; 2],
 }
 
-impl Decoded {
-    fn new(d: f32) -> Self {
-        Decoded {
-            d,
-            v: [0; QK_K],
-            ls: [0; 16],
-            neg_shift: 0,
+/// For each sign byte, 8 bytes of ±1 (−1 where the bit is set), as a little-endian u64.
+pub(crate) static SIGN_BYTES: [u64; 256] = sign_bytes();
+
+const fn sign_bytes() -> [u64; 256] {
+    let mut out = [0u64; 256];
+    let mut s = 0;
+    while s < 256 {
+        let mut j = 0;
+        while j < 8 {
+            let byte: u64 = if (s >> j) & 1 == 1 { 0xff } else { 0x01 };
+            out[s] |= byte << (8 * j);
+            j += 1;
         }
+        s += 1;
     }
+    out
+}
 
-    /// Writes 8 grid bytes with sign bits `signs` (bit `j` negates value `j`) at element `at`.
-    fn put8(&mut self, at: usize, grid: &[u8; 8], signs: u8) {
-        for (j, (v, &g)) in self.v[at..at + 8].iter_mut().zip(grid).enumerate() {
-            let g = g as i8;
-            *v = if signs >> j & 1 == 1 { -g } else { g };
-        }
-    }
-
-    /// Writes two 4-byte grid entries with the sign bits `signs` at element `at`.
-    fn put4x2(&mut self, at: usize, g1: &[u8; 4], g2: &[u8; 4], signs: u8) {
-        let mut grid = [0u8; 8];
-        grid[..4].copy_from_slice(g1);
-        grid[4..].copy_from_slice(g2);
-        self.put8(at, &grid, signs);
-    }
-
-    /// Both 16-value scales of 32 values.
-    fn scale32(&mut self, ib: usize, ls: u8) {
-        self.ls[2 * ib] = ls;
-        self.ls[2 * ib + 1] = ls;
-    }
+/// A codebook format: its block size, value factor and how its blocks read.
+pub(crate) trait Codebook {
+    /// The format.
+    const TY: GgmlType;
+    /// Bytes per block.
+    const SIZE: usize;
+    /// The factor `K` of `value = d · ls · K · v`.
+    const K: f32;
+    /// IQ1: grid bytes are signed and `signs` select the shift (`v = 8·g ± 1`).
+    const SHIFTED: bool;
+    /// The block scale `d`.
+    fn d(b: &[u8]) -> f32;
+    /// Group `ib` (0..8) of the block `b`.
+    fn group(b: &[u8], ib: usize) -> Group;
 }
 
 /// The sign byte of a 7-bit sign code: bit 7 makes the number of negative values even.
@@ -82,257 +84,246 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-fn decode_iq2_xxs(b: &[u8]) -> Decoded {
-    type B = BlockIQ2_XXS;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for ib in 0..8 {
-        let at = B::QS + 8 * ib;
-        let aux = u32_at(b, at + 4);
-        for l in 0..4 {
-            let grid = &IQ2XXS_GRID[usize::from(b[at + l])];
-            out.put8(32 * ib + 8 * l, grid, signs7(aux >> (7 * l)));
-        }
-        out.scale32(ib, 2 * (aux >> 28) as u8 + 1);
-    }
-    out
-}
-
-fn decode_iq2_xs(b: &[u8]) -> Decoded {
-    type B = BlockIQ2_XS;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for g in 0..32 {
-        let q = u16_at(b, B::QS + 2 * g);
-        let grid = &IQ2XS_GRID[usize::from(q & 511)];
-        out.put8(8 * g, grid, signs7(u32::from(q >> 9)));
-    }
-    for ib in 0..8 {
-        let s = b[B::SCALES + ib];
-        out.ls[2 * ib] = 2 * (s & 0x0f) + 1;
-        out.ls[2 * ib + 1] = 2 * (s >> 4) + 1;
-    }
-    out
-}
-
-fn decode_iq2_s(b: &[u8]) -> Decoded {
-    type B = BlockIQ2_S;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for ib in 0..8 {
-        let qh = usize::from(b[B::QH + ib]);
-        for l in 0..4 {
-            let index = usize::from(b[B::QS + 4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300);
-            let signs = b[B::QS + QK_K / 8 + 4 * ib + l];
-            out.put8(32 * ib + 8 * l, &IQ2S_GRID[index], signs);
-        }
-        let s = b[B::SCALES + ib];
-        out.ls[2 * ib] = 2 * (s & 0x0f) + 1;
-        out.ls[2 * ib + 1] = 2 * (s >> 4) + 1;
-    }
-    out
-}
-
-fn decode_iq3_xxs(b: &[u8]) -> Decoded {
-    type B = BlockIQ3_XXS;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for ib in 0..8 {
-        let aux = u32_at(b, B::QS + QK_K / 4 + 4 * ib);
-        let qs = &b[B::QS + 8 * ib..B::QS + 8 * ib + 8];
-        for l in 0..4 {
-            let g1 = &IQ3XXS_GRID[usize::from(qs[2 * l])];
-            let g2 = &IQ3XXS_GRID[usize::from(qs[2 * l + 1])];
-            out.put4x2(32 * ib + 8 * l, g1, g2, signs7(aux >> (7 * l)));
-        }
-        out.scale32(ib, 2 * (aux >> 28) as u8 + 1);
-    }
-    out
-}
-
-fn decode_iq3_s(b: &[u8]) -> Decoded {
-    type B = BlockIQ3_S;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for ib in 0..8 {
-        let qh = usize::from(b[B::QH + ib]);
-        let qs = &b[B::QS + 8 * ib..B::QS + 8 * ib + 8];
-        for l in 0..4 {
-            let i1 = usize::from(qs[2 * l]) | ((qh << (8 - 2 * l)) & 256);
-            let i2 = usize::from(qs[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256);
-            let signs = b[B::SIGNS + 4 * ib + l];
-            out.put4x2(32 * ib + 8 * l, &IQ3S_GRID[i1], &IQ3S_GRID[i2], signs);
-        }
-        let s = b[B::SCALES + ib / 2] >> (4 * (ib % 2));
-        out.scale32(ib, 2 * (s & 0x0f) + 1);
-    }
-    out
-}
-
-/// Writes the IQ1 grid entry `index` at element `at`.
-fn put_iq1(out: &mut Decoded, at: usize, index: usize) {
-    for (v, &g) in out.v[at..at + 8].iter_mut().zip(&IQ1S_GRID[index]) {
-        *v = g as i8;
-    }
-}
-
-fn decode_iq1_s(b: &[u8]) -> Decoded {
-    type B = BlockIQ1_S;
-    let mut out = Decoded::new(f16_at(b, B::D));
-    for ib in 0..8 {
-        let qh = usize::from(u16_at(b, B::QH + 2 * ib));
-        for l in 0..4 {
-            let index = usize::from(b[B::QS + 4 * ib + l]) | (((qh >> (3 * l)) & 7) << 8);
-            put_iq1(&mut out, 32 * ib + 8 * l, index);
-        }
-        out.scale32(ib, 2 * ((qh >> 12) & 7) as u8 + 1);
-        if qh & 0x8000 != 0 {
-            out.neg_shift |= 0xf << (4 * ib);
-        }
-    }
-    out
-}
-
-/// IQ1_M's super-block scale: an f16 whose four nibbles are the top nibbles of the four u16
-/// scale words.
-fn iq1m_d(b: &[u8]) -> f32 {
-    let sc = |i: usize| u16_at(b, BlockIQ1_M::SCALES + 2 * i);
-    let bits = (sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000);
-    f16_le(bits.to_le_bytes())
-}
-
-fn decode_iq1_m(b: &[u8]) -> Decoded {
-    type B = BlockIQ1_M;
-    let mut out = Decoded::new(iq1m_d(b));
-    for ib in 0..8 {
-        let qh = [b[B::QH + 2 * ib], b[B::QH + 2 * ib + 1]];
-        for l in 0..4 {
-            let h = usize::from(qh[l / 2]);
-            let high = if l % 2 == 0 {
-                (h << 8) & 0x700
-            } else {
-                (h << 4) & 0x700
-            };
-            put_iq1(
-                &mut out,
-                32 * ib + 8 * l,
-                usize::from(b[B::QS + 4 * ib + l]) | high,
-            );
-            if qh[l / 2] & (0x08 << (4 * (l % 2))) != 0 {
-                out.neg_shift |= 1 << (4 * ib + l);
-            }
-        }
-        let sc = u16_at(b, B::SCALES + 2 * (ib / 2));
-        let shift = 6 * (ib % 2);
-        out.ls[2 * ib] = 2 * ((sc >> shift) & 7) as u8 + 1;
-        out.ls[2 * ib + 1] = 2 * ((sc >> (shift + 3)) & 7) as u8 + 1;
-    }
-    out
-}
-
-/// Decodes one block of a codebook format.
-type Decoder = fn(&[u8]) -> Decoded;
-
-/// The decoder, bytes per block and the factor `K` of each codebook format: a value is
-/// `d · ls · K · v`, or `d · ls · (v ± 1/8)` for IQ1 (`K` = 1).
-fn format(ty: GgmlType) -> (Decoder, usize, f32) {
-    match ty {
-        GgmlType::IQ2_XXS => (decode_iq2_xxs, BlockIQ2_XXS::SIZE, 0.125),
-        GgmlType::IQ2_XS => (decode_iq2_xs, BlockIQ2_XS::SIZE, 0.125),
-        GgmlType::IQ2_S => (decode_iq2_s, BlockIQ2_S::SIZE, 0.125),
-        GgmlType::IQ3_XXS => (decode_iq3_xxs, BlockIQ3_XXS::SIZE, 0.25),
-        GgmlType::IQ3_S => (decode_iq3_s, BlockIQ3_S::SIZE, 1.0),
-        GgmlType::IQ1_S => (decode_iq1_s, BlockIQ1_S::SIZE, 1.0),
-        GgmlType::IQ1_M => (decode_iq1_m, BlockIQ1_M::SIZE, 1.0),
-        other => unreachable!("{other} is not a codebook format"),
-    }
-}
-
-fn is_iq1(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::IQ1_S | GgmlType::IQ1_M)
-}
-
-/// Dequantizes blocks of the codebook format `ty`.
-pub(crate) fn dequant(ty: GgmlType, src: &[u8], dst: &mut [f32]) {
-    let (decode, size, k) = format(ty);
-    for (b, y) in src.chunks_exact(size).zip(dst.chunks_exact_mut(QK_K)) {
-        let blk = decode(b);
-        for (g, y) in y.chunks_exact_mut(16).enumerate() {
-            let dl = blk.d * f32::from(blk.ls[g]) * k;
-            for (j, y) in y.iter_mut().enumerate() {
-                let i = 16 * g + j;
-                *y = if is_iq1(ty) {
-                    let shift = if blk.neg_shift >> (i / 8) & 1 == 1 {
-                        -IQ1_DELTA
-                    } else {
-                        IQ1_DELTA
-                    };
-                    dl * (f32::from(blk.v[i]) + shift)
-                } else {
-                    dl * f32::from(blk.v[i])
-                };
-            }
-        }
-    }
-}
-
-/// Σ x·y of i8 values and activation bytes.
+/// Two 4-byte grid entries as 8 bytes.
 #[inline]
-fn isum(x: &[i8], y: &[u8]) -> i32 {
-    x.iter()
-        .zip(y)
-        .map(|(&a, &b)| i32::from(a) * i32::from(b as i8))
-        .sum()
+fn pair(lo: &[u8; 4], hi: &[u8; 4]) -> u64 {
+    u64::from(u32::from_le_bytes(*lo)) | (u64::from(u32::from_le_bytes(*hi)) << 32)
 }
 
-/// Scalar codebook format × Q8_K: per super-block `(d_w · d_a) · Σ_g ls_g · Σ v·y` (IQ1: plus
-/// 1/8 of `Σ_g ls_g · Σ ±y`), summed over blocks and scaled by `K` at the end.
-pub(crate) fn dot(ty: GgmlType, nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    let (decode, size, k) = format(ty);
+/// Both halves' scale from a 4-bit field `s`.
+#[inline]
+fn odd(s: u32) -> u8 {
+    2 * (s & 0x0f) as u8 + 1
+}
+
+/// IQ2_XXS.
+pub(crate) struct IQ2XXS;
+/// IQ2_XS.
+pub(crate) struct IQ2XS;
+/// IQ2_S.
+pub(crate) struct IQ2S;
+/// IQ3_XXS.
+pub(crate) struct IQ3XXS;
+/// IQ3_S.
+pub(crate) struct IQ3S;
+/// IQ1_S.
+pub(crate) struct IQ1S;
+/// IQ1_M.
+pub(crate) struct IQ1M;
+
+impl Codebook for IQ2XXS {
+    const TY: GgmlType = GgmlType::IQ2_XXS;
+    const SIZE: usize = BlockIQ2_XXS::SIZE;
+    const K: f32 = 0.125;
+    const SHIFTED: bool = false;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ2_XXS::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        // Two u32: four 8-bit indices; four 7-bit sign codes and the scale.
+        let at = BlockIQ2_XXS::QS + 8 * ib;
+        let aux = u32_at(b, at + 4);
+        Group {
+            grid: std::array::from_fn(|l| u64::from_le_bytes(IQ2XXS_GRID[usize::from(b[at + l])])),
+            signs: std::array::from_fn(|l| signs7(aux >> (7 * l))),
+            ls: [odd(aux >> 28); 2],
+        }
+    }
+}
+
+impl Codebook for IQ2XS {
+    const TY: GgmlType = GgmlType::IQ2_XS;
+    const SIZE: usize = BlockIQ2_XS::SIZE;
+    const K: f32 = 0.125;
+    const SHIFTED: bool = false;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ2_XS::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        let q = |l: usize| u16_at(b, BlockIQ2_XS::QS + 2 * (4 * ib + l));
+        let s = u32::from(b[BlockIQ2_XS::SCALES + ib]);
+        Group {
+            grid: std::array::from_fn(|l| u64::from_le_bytes(IQ2XS_GRID[usize::from(q(l) & 511)])),
+            signs: std::array::from_fn(|l| signs7(u32::from(q(l) >> 9))),
+            ls: [odd(s), odd(s >> 4)],
+        }
+    }
+}
+
+impl Codebook for IQ2S {
+    const TY: GgmlType = GgmlType::IQ2_S;
+    const SIZE: usize = BlockIQ2_S::SIZE;
+    const K: f32 = 0.125;
+    const SHIFTED: bool = false;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ2_S::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        type B = BlockIQ2_S;
+        let qh = usize::from(b[B::QH + ib]);
+        let index = |l: usize| usize::from(b[B::QS + 4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300);
+        let s = u32::from(b[B::SCALES + ib]);
+        Group {
+            grid: std::array::from_fn(|l| u64::from_le_bytes(IQ2S_GRID[index(l)])),
+            signs: std::array::from_fn(|l| b[B::QS + QK_K / 8 + 4 * ib + l]),
+            ls: [odd(s), odd(s >> 4)],
+        }
+    }
+}
+
+impl Codebook for IQ3XXS {
+    const TY: GgmlType = GgmlType::IQ3_XXS;
+    const SIZE: usize = BlockIQ3_XXS::SIZE;
+    const K: f32 = 0.25;
+    const SHIFTED: bool = false;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ3_XXS::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        // Eight 8-bit indices (4 values each); then, after all groups' indices, a u32 of four
+        // 7-bit sign codes and the scale.
+        type B = BlockIQ3_XXS;
+        let aux = u32_at(b, B::QS + QK_K / 4 + 4 * ib);
+        let q = |i: usize| &IQ3XXS_GRID[usize::from(b[B::QS + 8 * ib + i])];
+        Group {
+            grid: std::array::from_fn(|l| pair(q(2 * l), q(2 * l + 1))),
+            signs: std::array::from_fn(|l| signs7(aux >> (7 * l))),
+            ls: [odd(aux >> 28); 2],
+        }
+    }
+}
+
+impl Codebook for IQ3S {
+    const TY: GgmlType = GgmlType::IQ3_S;
+    const SIZE: usize = BlockIQ3_S::SIZE;
+    const K: f32 = 1.0;
+    const SHIFTED: bool = false;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ3_S::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        type B = BlockIQ3_S;
+        let qh = usize::from(b[B::QH + ib]);
+        let qs = |i: usize| usize::from(b[B::QS + 8 * ib + i]);
+        let grid = |l: usize| {
+            let i1 = qs(2 * l) | ((qh << (8 - 2 * l)) & 256);
+            let i2 = qs(2 * l + 1) | ((qh << (7 - 2 * l)) & 256);
+            pair(&IQ3S_GRID[i1], &IQ3S_GRID[i2])
+        };
+        let s = u32::from(b[B::SCALES + ib / 2] >> (4 * (ib % 2)));
+        Group {
+            grid: std::array::from_fn(grid),
+            signs: std::array::from_fn(|l| b[B::SIGNS + 4 * ib + l]),
+            ls: [odd(s); 2],
+        }
+    }
+}
+
+impl Codebook for IQ1S {
+    const TY: GgmlType = GgmlType::IQ1_S;
+    const SIZE: usize = BlockIQ1_S::SIZE;
+    const K: f32 = 0.125;
+    const SHIFTED: bool = true;
+    fn d(b: &[u8]) -> f32 {
+        f16_at(b, BlockIQ1_S::D)
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        // A u16 per group: four 3-bit index highs, a 3-bit scale, the shift's sign.
+        type B = BlockIQ1_S;
+        let qh = usize::from(u16_at(b, B::QH + 2 * ib));
+        let index = |l: usize| usize::from(b[B::QS + 4 * ib + l]) | (((qh >> (3 * l)) & 7) << 8);
+        let neg = if qh & 0x8000 != 0 { 0xff } else { 0 };
+        Group {
+            grid: std::array::from_fn(|l| u64::from_le_bytes(IQ1S_GRID[index(l)])),
+            signs: [neg; 4],
+            ls: [2 * ((qh >> 12) & 7) as u8 + 1; 2],
+        }
+    }
+}
+
+impl Codebook for IQ1M {
+    const TY: GgmlType = GgmlType::IQ1_M;
+    const SIZE: usize = BlockIQ1_M::SIZE;
+    const K: f32 = 0.125;
+    const SHIFTED: bool = true;
+    /// An f16 whose four nibbles are the top nibbles of the four u16 scale words.
+    fn d(b: &[u8]) -> f32 {
+        let sc = |i: usize| u16_at(b, BlockIQ1_M::SCALES + 2 * i);
+        let bits =
+            (sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000);
+        f16_le(bits.to_le_bytes())
+    }
+    fn group(b: &[u8], ib: usize) -> Group {
+        // Per 8 values a nibble of `qh`: 3 index highs and the shift's sign.
+        type B = BlockIQ1_M;
+        let h = |l: usize| u16::from(b[B::QH + 2 * ib + l / 2]) >> (4 * (l % 2));
+        let index = |l: usize| usize::from(b[B::QS + 4 * ib + l]) | (usize::from(h(l) & 7) << 8);
+        let sc = u16_at(b, B::SCALES + 2 * (ib / 2)) >> (6 * (ib % 2));
+        Group {
+            grid: std::array::from_fn(|l| u64::from_le_bytes(IQ1S_GRID[index(l)])),
+            signs: std::array::from_fn(|l| if h(l) & 8 != 0 { 0xff } else { 0 }),
+            ls: [2 * (sc & 7) as u8 + 1, 2 * ((sc >> 3) & 7) as u8 + 1],
+        }
+    }
+}
+
+/// The 32 signed values `v` of a group (see the module doc).
+#[inline]
+pub(crate) fn values<C: Codebook>(g: &Group) -> [i8; 32] {
+    std::array::from_fn(|i| {
+        let (l, j) = (i / 8, i % 8);
+        let grid = (g.grid[l] >> (8 * j)) as u8;
+        let sign = (SIGN_BYTES[usize::from(g.signs[l])] >> (8 * j)) as u8 as i8;
+        if C::SHIFTED {
+            8 * (grid as i8) + sign
+        } else {
+            // Magnitudes are at most 62.
+            (grid as i8) * sign
+        }
+    })
+}
+
+/// Dequantizes blocks of the codebook format `C`.
+pub(crate) fn dequant<C: Codebook>(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(C::SIZE).zip(dst.chunks_exact_mut(QK_K)) {
+        let d = C::d(b);
+        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+            let g = C::group(b, ib);
+            let v = values::<C>(&g);
+            for (h, y) in y.chunks_exact_mut(16).enumerate() {
+                let dl = d * f32::from(g.ls[h]) * C::K;
+                for (y, &v) in y.iter_mut().zip(&v[16 * h..]) {
+                    *y = dl * f32::from(v);
+                }
+            }
+        }
+    }
+}
+
+/// Scalar codebook format × Q8_K: per super-block `(d_w · d_a) · (Σ_h ls_h · Σ v·y) · K`.
+pub(crate) fn dot<C: Codebook>(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (x, y) in w
-        .chunks_exact(size)
+        .chunks_exact(C::SIZE)
         .zip(a.chunks_exact(BlockQ8_K::SIZE))
         .take(nb)
     {
-        let blk = decode(x);
         let yq = q8k_quants(y);
-        let main: i32 = (0..16)
-            .map(|g| i32::from(blk.ls[g]) * isum(&blk.v[16 * g..16 * g + 16], &yq[16 * g..]))
-            .sum();
-        sum += if is_iq1(ty) {
-            let shifted: i32 = (0..32)
-                .map(|e| {
-                    let ys: i32 = yq[8 * e..8 * e + 8]
-                        .iter()
-                        .map(|&q| i32::from(q as i8))
-                        .sum();
-                    let ls = i32::from(blk.ls[e / 2]);
-                    if blk.neg_shift >> e & 1 == 1 {
-                        -ls * ys
-                    } else {
-                        ls * ys
-                    }
-                })
-                .sum();
-            blk.d * q8k_d(y) * (main as f32 + IQ1_DELTA * shifted as f32)
-        } else {
-            blk.d * q8k_d(y) * main as f32
-        };
-    }
-    k * sum
-}
-
-macro_rules! codebook_entry_points {
-    ($($ty:ident: $dot:ident),* $(,)?) => {$(
-        #[doc = concat!("Scalar ", stringify!($ty), " × Q8_K (see [`dot`]).")]
-        pub(crate) fn $dot(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-            dot(GgmlType::$ty, nb, w, a)
+        let mut total = 0i32;
+        for ib in 0..8 {
+            let g = C::group(x, ib);
+            let v = values::<C>(&g);
+            for h in 0..2 {
+                let at = 32 * ib + 16 * h;
+                let s: i32 = v[16 * h..16 * h + 16]
+                    .iter()
+                    .zip(&yq[at..at + 16])
+                    .map(|(&v, &q)| i32::from(v) * i32::from(q as i8))
+                    .sum();
+                total += i32::from(g.ls[h]) * s;
+            }
         }
-    )*};
-}
-
-codebook_entry_points! {
-    IQ2_XXS: dot_iq2_xxs_q8_k,
-    IQ2_XS: dot_iq2_xs_q8_k,
-    IQ2_S: dot_iq2_s_q8_k,
-    IQ3_XXS: dot_iq3_xxs_q8_k,
-    IQ3_S: dot_iq3_s_q8_k,
-    IQ1_S: dot_iq1_s_q8_k,
-    IQ1_M: dot_iq1_m_q8_k,
+        sum += C::d(x) * q8k_d(y) * (total as f32 * C::K);
+    }
+    sum
 }

@@ -358,13 +358,13 @@ fn portable_dot_fn(ty: GgmlType) -> DotFn {
         GgmlType::MXFP4 => nonlinear::dot_mxfp4_q8_0,
         GgmlType::TQ1_0 => ternary::dot_tq1_0_q8_k,
         GgmlType::TQ2_0 => ternary::dot_tq2_0_q8_k,
-        GgmlType::IQ2_XXS => iquants::dot_iq2_xxs_q8_k,
-        GgmlType::IQ2_XS => iquants::dot_iq2_xs_q8_k,
-        GgmlType::IQ2_S => iquants::dot_iq2_s_q8_k,
-        GgmlType::IQ3_XXS => iquants::dot_iq3_xxs_q8_k,
-        GgmlType::IQ3_S => iquants::dot_iq3_s_q8_k,
-        GgmlType::IQ1_S => iquants::dot_iq1_s_q8_k,
-        GgmlType::IQ1_M => iquants::dot_iq1_m_q8_k,
+        GgmlType::IQ2_XXS => iquants::dot::<iquants::IQ2XXS>,
+        GgmlType::IQ2_XS => iquants::dot::<iquants::IQ2XS>,
+        GgmlType::IQ2_S => iquants::dot::<iquants::IQ2S>,
+        GgmlType::IQ3_XXS => iquants::dot::<iquants::IQ3XXS>,
+        GgmlType::IQ3_S => iquants::dot::<iquants::IQ3S>,
+        GgmlType::IQ1_S => iquants::dot::<iquants::IQ1S>,
+        GgmlType::IQ1_M => iquants::dot::<iquants::IQ1M>,
     }
 }
 

@@ -218,13 +218,13 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
         GgmlType::MXFP4 => nonlinear::dequant_mxfp4(src, dst),
         GgmlType::TQ1_0 => ternary::dequant_tq1_0(src, dst),
         GgmlType::TQ2_0 => ternary::dequant_tq2_0(src, dst),
-        GgmlType::IQ2_XXS
-        | GgmlType::IQ2_XS
-        | GgmlType::IQ2_S
-        | GgmlType::IQ3_XXS
-        | GgmlType::IQ3_S
-        | GgmlType::IQ1_S
-        | GgmlType::IQ1_M => iquants::dequant(ty, src, dst),
+        GgmlType::IQ2_XXS => iquants::dequant::<iquants::IQ2XXS>(src, dst),
+        GgmlType::IQ2_XS => iquants::dequant::<iquants::IQ2XS>(src, dst),
+        GgmlType::IQ2_S => iquants::dequant::<iquants::IQ2S>(src, dst),
+        GgmlType::IQ3_XXS => iquants::dequant::<iquants::IQ3XXS>(src, dst),
+        GgmlType::IQ3_S => iquants::dequant::<iquants::IQ3S>(src, dst),
+        GgmlType::IQ1_S => iquants::dequant::<iquants::IQ1S>(src, dst),
+        GgmlType::IQ1_M => iquants::dequant::<iquants::IQ1M>(src, dst),
     }
     Ok(())
 }

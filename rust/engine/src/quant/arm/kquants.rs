@@ -10,6 +10,7 @@ use super::{dot16, half, pair, smmla, Kernel};
 use crate::quant::blocks::{
     BlockIQ4_XS, BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K, QK_K,
 };
+use crate::quant::iquants::{Codebook, SIGN_BYTES};
 use crate::quant::kquants::{q3k_scales, q4k_scales_mins, Q45K_D, Q45K_DMIN, Q45K_SCALES};
 use crate::quant::nonlinear::{iq4xs_scales, IQ4NL_LEVELS};
 
@@ -278,6 +279,55 @@ impl KFormat for IQ4XS {
     #[inline(always)]
     unsafe fn combine(x: *const u8, y: *const u8, isum: i32, _summ: i32) -> f32 {
         half(x.add(BlockIQ4_XS::D)) * q8k_d(y) * isum as f32
+    }
+}
+
+/// A codebook format: its groups' values formed in registers from the grid and sign bytes of
+/// the format's [`Codebook`] reading (`v = ±g`, or IQ1's `8·g ± 1`).
+pub(super) struct Cb<C>(PhantomData<C>);
+
+impl<C: Codebook> KFormat for Cb<C> {
+    const SIZE: usize = C::SIZE;
+    const SCALE32: bool = false;
+    const MINS: bool = false;
+    #[inline(always)]
+    unsafe fn values(b: *const u8) -> [int8x16_t; 16] {
+        let block = std::slice::from_raw_parts(b, C::SIZE);
+        let mut out = [vdupq_n_s8(0); 16];
+        for ib in 0..8 {
+            let g = C::group(block, ib);
+            for h in 0..2 {
+                let grid = vreinterpretq_s8_u64(vcombine_u64(
+                    vcreate_u64(g.grid[2 * h]),
+                    vcreate_u64(g.grid[2 * h + 1]),
+                ));
+                let signs = vreinterpretq_s8_u64(vcombine_u64(
+                    vcreate_u64(SIGN_BYTES[usize::from(g.signs[2 * h])]),
+                    vcreate_u64(SIGN_BYTES[usize::from(g.signs[2 * h + 1])]),
+                ));
+                out[2 * ib + h] = if C::SHIFTED {
+                    vaddq_s8(vshlq_n_s8::<3>(grid), signs)
+                } else {
+                    vmulq_s8(grid, signs)
+                };
+            }
+        }
+        out
+    }
+    #[inline(always)]
+    unsafe fn scales(b: *const u8) -> ([i32; 16], [i32; 16]) {
+        let block = std::slice::from_raw_parts(b, C::SIZE);
+        let mut ls = [0i32; 16];
+        for ib in 0..8 {
+            let g = C::group(block, ib);
+            ls[2 * ib] = i32::from(g.ls[0]);
+            ls[2 * ib + 1] = i32::from(g.ls[1]);
+        }
+        (ls, [0; 16])
+    }
+    #[inline(always)]
+    unsafe fn combine(x: *const u8, y: *const u8, isum: i32, _summ: i32) -> f32 {
+        C::d(std::slice::from_raw_parts(x, C::SIZE)) * q8k_d(y) * (isum as f32 * C::K)
     }
 }
 

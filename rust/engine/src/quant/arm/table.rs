@@ -6,11 +6,12 @@
 use std::marker::PhantomData;
 
 use super::float;
-use super::kquants::{KFormat, KTile, IQ4XS, Q2K, Q3K, Q4K, Q5K, Q6K};
+use super::kquants::{Cb, KFormat, KTile, IQ4XS, Q2K, Q3K, Q4K, Q5K, Q6K};
 use super::{run, Isa, Legacy, LegacyTile};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
 };
+use crate::quant::iquants;
 use crate::quant::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
 use crate::quant::types::GgmlType;
 
@@ -79,6 +80,13 @@ fn entries_for<I: Level>(entry: &mut impl FnMut(Kernels)) {
     entry(tiled::<L<I, BlockIQ4_NL>>(GgmlType::IQ4_NL, pair));
     entry(tiled::<L<I, BlockMXFP4>>(GgmlType::MXFP4, pair));
     entry(tiled::<K<I, IQ4XS>>(GgmlType::IQ4_XS, k));
+    entry(tiled::<K<I, Cb<iquants::IQ2XXS>>>(GgmlType::IQ2_XXS, k));
+    entry(tiled::<K<I, Cb<iquants::IQ2XS>>>(GgmlType::IQ2_XS, k));
+    entry(tiled::<K<I, Cb<iquants::IQ2S>>>(GgmlType::IQ2_S, k));
+    entry(tiled::<K<I, Cb<iquants::IQ3XXS>>>(GgmlType::IQ3_XXS, k));
+    entry(tiled::<K<I, Cb<iquants::IQ3S>>>(GgmlType::IQ3_S, k));
+    entry(tiled::<K<I, Cb<iquants::IQ1S>>>(GgmlType::IQ1_S, k));
+    entry(tiled::<K<I, Cb<iquants::IQ1M>>>(GgmlType::IQ1_M, k));
 }
 
 /// A block format's NEON tiles: `R` weight rows × `T` activation rows.

@@ -13,20 +13,11 @@
 
 use std::arch::x86_64::*;
 
+use super::codebook::hsum_epi32;
 use super::{half, level_table, load, nibbles, prefetch};
 use crate::quant::blocks::{BlockIQ4_XS, BlockQ8_K};
 use crate::quant::kquants::q8k_d;
 use crate::quant::nonlinear::{iq4xs_scales, IQ4NL_LEVELS};
-
-/// Exact sum of 8 i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
-    _mm_cvtsi128_si32(s)
-}
 
 /// `R` IQ4_XS rows `x` · `T` Q8_K rows `y`, `nb` super-blocks each.
 ///

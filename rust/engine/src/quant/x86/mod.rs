@@ -1,6 +1,7 @@
 //! AVX2 + FMA + F16C kernels (x86-64) for the float types and the 32-element block formats; the
 //! K formats live in `kquants` (AVX-512 prompt tiles in `ktile`, decoding kernels in
-//! `kdecode`), IQ4_XS in `iq4xs` (IQ4_NL is a 32-element format), the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
+//! `kdecode`), IQ4_XS in `iq4xs` (IQ4_NL and MXFP4 are 32-element formats), the codebook formats in
+//! `codebook`, the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
 //! and `decode_avx2`, the kernel table's entries in `table`. Every block's integer products are
 //! exact. For the 32-element block formats, lane `j` of a block sums the products of bytes
 //! `4j..4j+4` and `16+4j..16+4j+4` (exact, as integers) and the block scale is applied with one
@@ -10,6 +11,7 @@
 //! Safety: every `unsafe fn` here requires AVX2, FMA and F16C (checked by the dispatcher) and
 //! `nb` whole blocks (or elements, for float types) in both rows (guaranteed by `Kernels::dot`).
 
+mod codebook;
 mod decode;
 mod decode_avx2;
 mod iq4xs;

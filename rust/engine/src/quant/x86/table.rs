@@ -5,10 +5,11 @@
 use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
-use super::{decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
+use super::{codebook, decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
 };
+use crate::quant::iquants::{self, Codebook};
 use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape, MAX_TILE_TOKENS,
 };
@@ -70,6 +71,13 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
         wide.then_some(Tile::Plain(q6k_tile, ktile_q6k)),
     ));
     entry(k_format::<IQ4XS>(isa, None));
+    entry(k_format::<Cb<iquants::IQ2XXS>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ2XS>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ2S>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ3XXS>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ3S>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ1S>>(isa, None));
+    entry(k_format::<Cb<iquants::IQ1M>>(isa, None));
 }
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
@@ -370,6 +378,29 @@ impl KFormat for IQ4XS {
         y: [*const u8; T],
     ) -> [[f32; T]; 4] {
         by_pairs!(iq4xs::rows; nb, x, y)
+    }
+}
+
+/// A codebook format (one kernel for every instruction set).
+struct Cb<C>(PhantomData<C>);
+
+impl<C: Codebook> KFormat for Cb<C> {
+    const TY: GgmlType = C::TY;
+    const DOT: DotFn = codebook::dot::<C>;
+    unsafe fn row<L: Level, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        codebook::rows::<C, 1, T>(nb, [x], y)[0]
+    }
+
+    unsafe fn quad<L: Level, const T: usize>(
+        nb: usize,
+        x: [*const u8; 4],
+        y: [*const u8; T],
+    ) -> [[f32; T]; 4] {
+        by_pairs!(codebook::rows, C; nb, x, y)
     }
 }
 
