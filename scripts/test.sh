@@ -26,8 +26,10 @@
 # LOCAL_LLM_SKIP_REAL_MODELS=1 to skip the download of the real models and the tests that
 # need them, LOCAL_LLM_SKIP_CROSS=1 to skip 11. LOCAL_LLM_SKIP_LLAMA_SOURCES=1 skips the
 # grammar tests that take their cases from llama.cpp's sources (the PyPI sdist) and the
-# llama-quantize comparison (rust/engine/tests/quantize_oracle.rs) and the perplexity/KLD
-# comparison with llama-perplexity (rust/cli/tests/perplexity.rs), which build those tools.
+# llama-quantize comparison (rust/engine/tests/quantize_oracle.rs), the perplexity/KLD
+# comparison with llama-perplexity (rust/cli/tests/perplexity.rs) and the weight-format one
+# (rust/cli/tests/weight_formats.rs: llama-quantize's IQ*, TQ* and MXFP4 files against
+# llama-perplexity's native and AVX2 builds), which build those tools.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

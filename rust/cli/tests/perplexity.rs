@@ -15,9 +15,12 @@
 
 #[path = "../../engine/tests/common/mod.rs"]
 mod common;
+mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+use support::{number_after, run, script_path, skip, test_size};
 
 /// Largest relative difference of the two perplexities (unless twice the ratio's standard
 /// error is larger). Measured: see the README's perplexity section; llama.cpp's own AVX-512 and
@@ -27,72 +30,12 @@ use std::process::Command;
 const PPL_REL_BOUND: f64 = 0.01;
 /// Largest mean KL divergence (nats) between the engines' distributions.
 const MAX_MEAN_KLD: f64 = 0.01;
-/// Tokens per chunk and chunks.
-const N_CTX: &str = "128";
-const CHUNKS: &str = "4";
-
-fn skip() -> bool {
-    if std::env::var("LOCAL_LLM_SKIP_LLAMA_SOURCES").is_ok_and(|v| v == "1") {
-        eprintln!("LOCAL_LLM_SKIP_LLAMA_SOURCES=1: skipping the llama-perplexity comparison");
-        return true;
-    }
-    false
-}
-
-/// Runs a repository script and returns the path it prints.
-fn script_path(script: &str, args: &[&str]) -> PathBuf {
-    let out = Command::new(common::repo_root().join("scripts/setup").join(script))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} failed (set LOCAL_LLM_SKIP_LLAMA_SOURCES=1 to skip):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).expect("utf-8 path").trim())
-}
-
-/// Runs a command; returns stdout and stderr together (the two tools split their report
-/// between them the same way).
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("start the command");
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
-    text
-}
-
-/// The number after `label` in `text`.
-fn number_after(text: &str, label: &str) -> f64 {
-    let at = text
-        .find(label)
-        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
-    let rest = text[at + label.len()..].trim_start();
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
-        .unwrap_or(rest.len());
-    rest[..end]
-        .parse()
-        .unwrap_or_else(|_| panic!("no number after {label:?} in:\n{text}"))
-}
-
 /// The header and token section of a logits file (everything before the first row).
 fn header_and_tokens(path: &Path) -> Vec<u8> {
     let bytes = std::fs::read(path).expect("read the logits file");
     let int = |i: usize| i32::from_le_bytes(bytes[8 + 4 * i..12 + 4 * i].try_into().unwrap());
     let (n_ctx, n_chunk) = (int(0) as usize, int(2) as usize);
     bytes[..20 + 4 * n_ctx * n_chunk].to_vec()
-}
-
-/// The model and this test's size (chunks of [`N_CTX`] tokens, [`CHUNKS`] of them, 2 threads).
-fn test_size(cmd: &mut Command, model: &Path) {
-    cmd.arg("-m")
-        .arg(model)
-        .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
 }
 
 fn compare(model_name: &str) {

@@ -1,0 +1,82 @@
+//! Helpers shared by the CLI tests that run llama.cpp's tools (built from the pinned PyPI sdist
+//! `llama-cpp-python==0.3.36` by `scripts/setup/build-llama.sh`) beside `local-llm`:
+//! `perplexity.rs` and `weight_formats.rs`. Use with `mod common;` (the engine's test helpers,
+//! by `#[path]`) and `mod support;`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common;
+
+/// Tokens per chunk and chunks of the CI-sized perplexity runs ([`test_size`]).
+pub const N_CTX: &str = "128";
+pub const CHUNKS: &str = "4";
+
+/// Whether `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` asks to skip what needs llama.cpp's sources (it
+/// says so on stderr).
+pub fn skip() -> bool {
+    if std::env::var("LOCAL_LLM_SKIP_LLAMA_SOURCES").is_ok_and(|v| v == "1") {
+        eprintln!("LOCAL_LLM_SKIP_LLAMA_SOURCES=1: skipping the comparison with llama.cpp's tools");
+        return true;
+    }
+    false
+}
+
+/// Runs a script of `scripts/setup` and returns the paths it prints, one a line.
+pub fn script_paths(script: &str, args: &[&str]) -> Vec<PathBuf> {
+    let out = Command::new(common::repo_root().join("scripts/setup").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed (set LOCAL_LLM_SKIP_LLAMA_SOURCES=1 to skip):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8 paths")
+        .lines()
+        .map(|line| PathBuf::from(line.trim()))
+        .collect()
+}
+
+/// Runs a script of `scripts/setup` that prints one path and returns it.
+pub fn script_path(script: &str, args: &[&str]) -> PathBuf {
+    let mut paths = script_paths(script, args);
+    assert_eq!(paths.len(), 1, "{script} printed {paths:?}");
+    paths.remove(0)
+}
+
+/// Runs a command; returns stdout and stderr together (llama-perplexity and `local-llm
+/// perplexity` split their report between them the same way).
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("start the command");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}
+
+/// The number after `label` in `text`.
+pub fn number_after(text: &str, label: &str) -> f64 {
+    let at = text
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
+    let rest = text[at + label.len()..].trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {label:?} in:\n{text}"))
+}
+
+/// The model and the CI test size (chunks of [`N_CTX`] tokens, [`CHUNKS`] of them, 2 threads).
+pub fn test_size(cmd: &mut Command, model: &Path) {
+    cmd.arg("-m")
+        .arg(model)
+        .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
+}
