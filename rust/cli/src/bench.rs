@@ -25,6 +25,8 @@ pub struct BenchArgs {
     model: ModelArg,
     #[command(flatten)]
     lora: crate::lora::LoraArgs,
+    #[command(flatten)]
+    cache: crate::cache::CacheArgs,
     /// Prompt lengths to test (comma-separated; 0 skips).
     #[arg(
         short = 'p',
@@ -225,13 +227,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             .saturating_add(1);
         let mut ctx = Context::new(
             model.clone(),
-            &ContextOptions {
+            &args.cache.apply(ContextOptions {
                 n_ctx: u32::try_from(max_len.max(16)).unwrap_or(u32::MAX),
                 n_batch: args.batch_size,
                 threads: u32::try_from(threads).unwrap_or(u32::MAX),
                 max_sequences: u32::try_from(args.parallel.iter().copied().max().unwrap_or(1))
                     .unwrap_or(u32::MAX),
-            },
+                ..ContextOptions::default()
+            }),
         )?;
         ctx.set_lora(args.lora.load(&model)?)?;
         // The engine caps thread counts at the core count: report the count that ran.

@@ -65,12 +65,12 @@ fn load(args: &RunArgs) -> Result<Context> {
     );
     let mut ctx = Context::new(
         model,
-        &ContextOptions {
+        &args.cache.apply(ContextOptions {
             n_ctx: args.ctx_size,
             n_batch: args.batch_size,
             threads: args.threads,
             ..ContextOptions::default()
-        },
+        }),
     )?;
     args.spec.apply(&mut ctx)?;
     let adapters = args.lora.load(ctx.model())?;

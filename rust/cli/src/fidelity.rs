@@ -82,8 +82,10 @@ pub fn fidelity(args: &FidelityArgs) -> Result<()> {
         let n = args.n_predict.max(1);
         let n_ctx = tokens.len() + n + 1;
         // Teacher-forced comparison along the CPU's greedy path.
-        let (mut c_cache, mut e_cache) =
-            (cpu.model().new_cache(n_ctx)?, emu.model().new_cache(n_ctx)?);
+        let (mut c_cache, mut e_cache) = (
+            cpu.model().new_cache(n_ctx, Default::default())?,
+            emu.model().new_cache(n_ctx, Default::default())?,
+        );
         let mut c_logits = step(&cpu, &tokens, &mut c_cache, &threads)?;
         let mut e_logits = step(&emu, &tokens, &mut e_cache, &threads)?;
         let (mut agree, mut max_err, mut sum_err, mut max_logit) = (0, 0f32, 0f64, 0f32);
@@ -105,7 +107,7 @@ pub fn fidelity(args: &FidelityArgs) -> Result<()> {
         }
         let values = (n * c_logits.len()) as u64;
         // Free-running NNPA greedy generation.
-        let mut e_cache = emu.model().new_cache(n_ctx)?;
+        let mut e_cache = emu.model().new_cache(n_ctx, Default::default())?;
         let mut logits = step(&emu, &tokens, &mut e_cache, &threads)?;
         let mut prefix = 0;
         for (i, &want) in cpu_tokens.iter().enumerate() {

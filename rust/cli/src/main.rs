@@ -1,6 +1,7 @@
 //! `local-llm`: run, chat with, benchmark and inspect GGUF models from a terminal.
 
 mod bench;
+mod cache;
 mod commands;
 mod download;
 mod fidelity;
@@ -95,6 +96,8 @@ struct RunArgs {
     model: ModelArg,
     #[command(flatten)]
     lora: lora::LoraArgs,
+    #[command(flatten)]
+    cache: cache::CacheArgs,
     /// Prompt text (for `chat`: optional first user message).
     #[arg(short = 'p', long = "prompt")]
     prompt: Option<String>,
@@ -241,7 +244,7 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(std::env::args_os().map(cache::llama_spelling));
     let result = match cli.command {
         Command::Run(args) => commands::run(&args),
         Command::Chat(args) => commands::chat(&args),

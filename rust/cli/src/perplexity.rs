@@ -33,6 +33,8 @@ pub struct PerplexityArgs {
     model: ModelArg,
     #[command(flatten)]
     lora: crate::lora::LoraArgs,
+    #[command(flatten)]
+    cache: crate::cache::CacheArgs,
     /// Text file to evaluate (not needed with --kl-divergence: the base file has the tokens).
     #[arg(short = 'f', long = "file")]
     file: Option<PathBuf>,
@@ -106,13 +108,13 @@ impl Evaluator {
                 })?),
                 false => None,
             };
-        let options = ContextOptions {
+        let options = args.cache.apply(ContextOptions {
             n_ctx: u32::try_from(n_ctx)
                 .map_err(|_| Error::InvalidOption(format!("context size {n_ctx} is too large")))?,
             n_batch: args.batch_size,
             threads: args.threads,
             ..ContextOptions::default()
-        };
+        });
         let adapters = args.lora.load(&model)?;
         let mut ctx = Context::new(model, &options)?;
         ctx.set_lora(adapters)?;

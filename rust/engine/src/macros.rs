@@ -14,6 +14,24 @@ macro_rules! option_default {
     };
 }
 
+/// Turns a table default into its field's type: itself, or a string literal into a `String`.
+pub(crate) trait IntoOption<T> {
+    /// The field value.
+    fn into_option(self) -> T;
+}
+
+impl<T> IntoOption<T> for T {
+    fn into_option(self) -> T {
+        self
+    }
+}
+
+impl IntoOption<String> for &str {
+    fn into_option(self) -> String {
+        self.to_string()
+    }
+}
+
 /// Emit `pub struct $name` with public fields and a `Default` impl from a table of
 /// `/// docs  field: Type = default` entries.
 macro_rules! options_struct {
@@ -32,7 +50,11 @@ macro_rules! options_struct {
         impl Default for $name {
             /// Every field at the default its table gives.
             fn default() -> Self {
-                $name { $( $field: option_default!($default), )* }
+                $name {
+                    $( $field: $crate::macros::IntoOption::<$ty>::into_option(
+                        option_default!($default)
+                    ), )*
+                }
             }
         }
     };

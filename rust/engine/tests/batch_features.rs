@@ -135,6 +135,7 @@ fn a_generation_cancelled_during_its_prompt_counts_what_it_evaluated() {
         n_batch: 16,
         threads: 2,
         max_sequences,
+        ..ContextOptions::default()
     };
     let mut request = GenerateRequest::new(Prompt::Tokens((1..=100).collect()));
     request.max_tokens = 8;

@@ -76,7 +76,7 @@ fn load(kind: &str, registry: Registry) -> Arc<LoadedModel> {
 
 fn logits(model: &LoadedModel, tokens: &[u32]) -> Vec<f32> {
     let threads = Threads::new(2).unwrap();
-    let mut cache = model.model().new_cache(64).unwrap();
+    let mut cache = model.model().new_cache(64, Default::default()).unwrap();
     model
         .model()
         .forward(tokens, &mut cache, &threads, Output::AllLogits)

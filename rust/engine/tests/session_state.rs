@@ -20,9 +20,16 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn context(model: &Arc<LoadedModel>, n_ctx: u32) -> Context {
+    cached_as(model, n_ctx, "f16")
+}
+
+/// A context whose KV cache stores keys and values as `cache_type`.
+fn cached_as(model: &Arc<LoadedModel>, n_ctx: u32, cache_type: &str) -> Context {
     let options = ContextOptions {
         n_ctx,
         threads: 2,
+        cache_type_k: cache_type.into(),
+        cache_type_v: cache_type.into(),
         ..ContextOptions::default()
     };
     Context::new(model.clone(), &options).unwrap()
@@ -47,6 +54,15 @@ fn generate(ctx: &mut Context, request: &GenerateRequest) -> Generation {
 /// Save after a first generation, then continue in the same context and in a fresh one that
 /// restored the file: the same tokens. Returns the file and the first prompt's tokens.
 fn round_trip(name: &str, dir: &Path) -> Option<(Arc<LoadedModel>, PathBuf, Vec<u32>)> {
+    round_trip_as(name, dir, "f16")
+}
+
+/// [`round_trip`] with the KV cache stored as `cache_type`.
+fn round_trip_as(
+    name: &str,
+    dir: &Path,
+    cache_type: &str,
+) -> Option<(Arc<LoadedModel>, PathBuf, Vec<u32>)> {
     let path = common::real_model(name)?;
     let model = LoadedModel::load(&path, &LoadOptions::default()).unwrap();
     let first = model
@@ -56,9 +72,9 @@ fn round_trip(name: &str, dir: &Path) -> Option<(Arc<LoadedModel>, PathBuf, Vec<
             false,
         )
         .unwrap();
-    let mut direct = context(&model, 256);
+    let mut direct = cached_as(&model, 256, cache_type);
     let g1 = generate(&mut direct, &sampled(first.clone(), 24));
-    let file = dir.join(format!("{name}.state"));
+    let file = dir.join(format!("{name}-{cache_type}.state"));
     let saved = direct.save_state(&file).unwrap();
     // The cache holds the prompt and every generated token but the last (not evaluated).
     assert_eq!(saved, first.len() + g1.tokens.len() - 1);
@@ -71,7 +87,7 @@ fn round_trip(name: &str, dir: &Path) -> Option<(Arc<LoadedModel>, PathBuf, Vec<
     let request = sampled(second.clone(), 32);
     let want = generate(&mut direct, &request);
 
-    let mut restored = context(&model, 256);
+    let mut restored = cached_as(&model, 256, cache_type);
     let tokens = restored.load_state(&file).unwrap();
     assert_eq!(tokens.len(), saved);
     assert_eq!(tokens[..], second[..saved]);
@@ -151,6 +167,31 @@ fn state_round_trip_and_corruption_gemma3() {
 /// A file saved with one model is refused by another (here with the same layout check
 /// passing or not, the error is typed either way), and by a different quantization of the
 /// same model would be too: the fingerprint covers the tensor table and data.
+/// Quantized and other non-f16 caches round-trip exactly too (their bytes are saved as they
+/// are), and a file refuses to load into a context caching another type, saying which.
+#[test]
+fn states_of_other_cache_types_round_trip_and_refuse_a_mismatch() {
+    let dir = temp_dir("cache-types");
+    for cache_type in ["q8_0", "bf16", "f32"] {
+        let Some((model, file, _)) = round_trip_as("smollm2", &dir, cache_type) else {
+            return;
+        };
+        let size = std::fs::metadata(&file).unwrap().len();
+        for other in ["f16", "q8_0"].into_iter().filter(|&o| o != cache_type) {
+            match cached_as(&model, 256, other).load_state(&file) {
+                Err(Error::SessionFile(m)) => assert!(
+                    m.contains(&format!("caches keys as {cache_type}"))
+                        && m.contains(&format!("this context as {other}")),
+                    "{m}"
+                ),
+                other => panic!("{cache_type} file into a context of another type: {other:?}"),
+            }
+        }
+        println!("{cache_type}: {size} bytes");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_state_of_another_model_is_refused() {
     let (Some(smol), Some(gemma)) = (common::real_model("smollm2"), common::real_model("gemma3"))

@@ -22,8 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use super::kv_cache::{load, store, units, KvTypes};
 use super::ops;
 use crate::backend::{split_range, SharedMut, Threads};
+use crate::quant::GgmlType;
 use crate::{fallible, Error, Result};
 
 #[cfg(target_arch = "x86_64")]
@@ -52,6 +54,18 @@ pub(crate) struct AttentionShape {
     pub scale: f32,
     /// Sliding window in positions (`None`: full causal attention).
     pub window: Option<usize>,
+    /// How the cache stores keys and values.
+    pub types: KvTypes,
+}
+
+impl AttentionShape {
+    /// The cache's 2-byte units of one head's key and of one head's value.
+    fn units(&self) -> (usize, usize) {
+        (
+            units(self.types.k, self.head_dim),
+            units(self.types.v, self.head_dim_v),
+        )
+    }
 }
 
 /// Rotates one new token's queries and key in place before attention uses them: `(sequence,
@@ -301,15 +315,17 @@ impl Job<'_> {
     #[inline(always)]
     unsafe fn cached(&self, j: usize, g: usize) -> (&[f16], &[f16]) {
         let s = self.s;
-        let (kw, vw) = (s.n_head_kv * s.head_dim, s.n_head_kv * s.head_dim_v);
+        let (ku, vu) = s.units();
+        let (kw, vw) = (s.n_head_kv * ku, s.n_head_kv * vu);
         (
-            self.keys.get(j * kw + g * s.head_dim, s.head_dim),
-            self.values.get(j * vw + g * s.head_dim_v, s.head_dim_v),
+            self.keys.get(j * kw + g * ku, ku),
+            self.values.get(j * vw + g * vu, vu),
         )
     }
 
     /// Make new token `t` ready for KV head `g`: rotate its queries of `g`'s group and its key
-    /// of head `g` ([`Job::rotate`]), and store that key and value in the cache (f16).
+    /// of head `g` ([`Job::rotate`]), and store that key and value in the cache (as its
+    /// [`KvTypes`]).
     ///
     /// # Safety
     /// Called once for each `(t, g)` of the job, before any task reads token `t`'s queries of
@@ -325,13 +341,11 @@ impl Job<'_> {
         let k = self.k.get_mut(t * kw + g * hd, hd);
         (self.rotate)(self.seq, t, q, k);
         let p = self.pos0 + t;
-        self.keys
-            .get_mut(p * kw + g * hd, hd)
-            .convert_from_f32_slice(k);
+        let (ku, vu) = s.units();
+        let (kwu, vwu) = (s.n_head_kv * ku, s.n_head_kv * vu);
+        store(s.types.k, k, self.keys.get_mut(p * kwu + g * ku, ku));
         let v = &self.v[t * vw + g * hdv..][..hdv];
-        self.values
-            .get_mut(p * vw + g * hdv, hdv)
-            .convert_from_f32_slice(v);
+        store(s.types.v, v, self.values.get_mut(p * vwu + g * vu, vu));
     }
 
     /// [`prefetch_row`] for cache row `j`'s key and value of KV head `g`.
@@ -387,8 +401,15 @@ impl Job<'_> {
                 }
                 let r = j - lo;
                 let (key, value) = unsafe { self.cached(j, g) };
-                K::widen(key, &mut k32[r * hd..(r + 1) * hd]);
-                K::widen(value, &mut v32[r * hdv..(r + 1) * hdv]);
+                let (k_out, v_out) = (&mut k32[r * hd..(r + 1) * hd], &mut v32[r * hdv..][..hdv]);
+                match s.types.k {
+                    GgmlType::F16 => K::widen(key, k_out),
+                    ty => load(ty, key, k_out),
+                }
+                match s.types.v {
+                    GgmlType::F16 => K::widen(value, v_out),
+                    ty => load(ty, value, v_out),
+                }
             }
             // The (token, head) queries of the task in order, TILE at a time against the
             // union of their key ranges (every score is computed as on its own).
@@ -514,6 +535,8 @@ pub(crate) fn attention(
         shape.n_head_kv * shape.head_dim,
         shape.n_head_kv * shape.head_dim_v,
     );
+    let (ku, vu) = shape.units();
+    let (kwu, vwu) = (shape.n_head_kv * ku, shape.n_head_kv * vu);
     let mut jobs: Vec<Job> = Vec::with_capacity(seqs.len());
     for (i, seq) in seqs.iter_mut().enumerate() {
         let n = seq.n;
@@ -521,8 +544,8 @@ pub(crate) fn attention(
         if seq.q.len() != n * qw
             || seq.k.len() != n * kw
             || seq.v.len() != n * vw
-            || seq.keys.len() < end * kw
-            || seq.values.len() < end * vw
+            || seq.keys.len() < end * kwu
+            || seq.values.len() < end * vwu
         {
             return Err(Error::Backend(format!(
                 "attention operands do not fit {n} tokens at position {}",
@@ -702,6 +725,7 @@ mod tests {
                 head_dim_v: value_dims[rng.below(value_dims.len())],
                 scale: 0.05 + (rng.next() + 2.0) / 8.0,
                 window: [None, Some(1), Some(5), Some(16)][rng.below(4)],
+                types: KvTypes::default(),
             };
             let n = 1 + rng.below(24);
             let pos0 = [0, 1, 9, 30][rng.below(4)];
@@ -750,6 +774,7 @@ mod tests {
             head_dim_v: 12,
             scale: 0.3,
             window: Some(6),
+            types: KvTypes::default(),
         };
         let (n, pos0) = (7usize, 4usize);
         let total = pos0 + n;

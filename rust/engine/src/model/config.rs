@@ -1,5 +1,6 @@
 //! Hyper-parameters read from GGUF metadata.
 
+use super::kv_cache::KvTypes;
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
 
@@ -129,10 +130,18 @@ impl ModelConfig {
         }
     }
 
-    /// Bytes an f16 KV cache of `n_ctx` positions takes.
-    pub fn kv_cache_bytes(&self, n_ctx: usize) -> u64 {
-        let per_position = self.n_layer * self.n_head_kv * (self.head_dim + self.head_dim_v) * 2;
-        (per_position as u64).saturating_mul(n_ctx as u64)
+    /// Bytes a KV cache of `n_ctx` positions stored as `types` takes (saturating; types
+    /// whose blocks do not fit the heads count as f16, [`KvTypes::check`] refuses them).
+    pub fn kv_cache_bytes(&self, n_ctx: usize, types: KvTypes) -> u64 {
+        let (kw, vw) = (
+            self.n_head_kv * self.head_dim,
+            self.n_head_kv * self.head_dim_v,
+        );
+        let per_position = types
+            .bytes_per_position(self.n_layer, kw, vw)
+            .or_else(|| KvTypes::default().bytes_per_position(self.n_layer, kw, vw))
+            .unwrap_or(u64::MAX);
+        per_position.saturating_mul(n_ctx as u64)
     }
 
     /// Read the common hyper-parameters for architecture `arch`.

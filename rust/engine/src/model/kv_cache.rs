@@ -1,13 +1,132 @@
-//! The key/value cache: per layer, keys and values of every cached position, stored as f16.
+//! The key/value cache: per layer, keys and values of every cached position, each stored in
+//! its cache type ([`KvTypes`]: f16 by default, or f32, bf16, q8_0 as llama.cpp's
+//! `--cache-type-k/-v`). Storage is in 2-byte units whatever the type (every supported type's
+//! head rows are a whole number of them); a quantized head row is its blocks' bytes.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
+use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
-/// Keys and values for `capacity` positions of every layer, in f16.
+/// The cache types llama.cpp accepts for `--cache-type-k/-v` that this engine stores.
+pub const KV_CACHE_TYPES: [GgmlType; 4] =
+    [GgmlType::F16, GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0];
+
+/// The element types of the cached keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvTypes {
+    /// Keys.
+    pub k: GgmlType,
+    /// Values.
+    pub v: GgmlType,
+}
+
+impl Default for KvTypes {
+    /// f16 keys and values (llama.cpp's default).
+    fn default() -> Self {
+        KvTypes {
+            k: GgmlType::F16,
+            v: GgmlType::F16,
+        }
+    }
+}
+
+impl KvTypes {
+    /// The cache type named `name` (llama.cpp's names: `f16`, `f32`, `bf16`, `q8_0`, any
+    /// case), or an [`Error::InvalidOption`] listing the accepted ones.
+    pub fn parse(name: &str) -> Result<GgmlType> {
+        KV_CACHE_TYPES
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                let names: Vec<String> = KV_CACHE_TYPES
+                    .iter()
+                    .map(|t| t.name().to_lowercase())
+                    .collect();
+                Error::InvalidOption(format!(
+                    "unsupported KV cache type '{name}' (supported: {})",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Checks that both types can be cached for heads of `head_dim` keys and `head_dim_v`
+    /// values (a quantized type's blocks must not straddle heads).
+    pub fn check(&self, head_dim: usize, head_dim_v: usize) -> Result<()> {
+        for (ty, width, what) in [(self.k, head_dim, "key"), (self.v, head_dim_v, "value")] {
+            if !KV_CACHE_TYPES.contains(&ty) {
+                return Err(Error::InvalidOption(format!("{ty} is not a KV cache type")));
+            }
+            if !width.is_multiple_of(ty.block_size()) {
+                return Err(Error::InvalidOption(format!(
+                    "cannot cache {what}s as {}: the {what} head size {width} is not a \
+                     multiple of its block size {}",
+                    ty.name().to_lowercase(),
+                    ty.block_size()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes one position takes in `n_layer` layers of `k_width` key and `v_width` value
+    /// elements (`None` on overflow or partial blocks).
+    pub fn bytes_per_position(
+        &self,
+        n_layer: usize,
+        k_width: usize,
+        v_width: usize,
+    ) -> Option<u64> {
+        let k = self.k.row_bytes(k_width as u64)?;
+        let v = self.v.row_bytes(v_width as u64)?;
+        k.checked_add(v)?.checked_mul(n_layer as u64)
+    }
+}
+
+/// The 2-byte units of `width` elements of `ty` (whole blocks, checked by [`KvTypes::check`]).
+pub(crate) fn units(ty: GgmlType, width: usize) -> usize {
+    ty.row_bytes(width as u64).unwrap_or(0) as usize / 2
+}
+
+/// The bytes of a row of 2-byte units.
+pub(crate) fn bytes_of(row: &[f16]) -> &[u8] {
+    // SAFETY: any initialized memory can be read as bytes; the length is the same memory.
+    unsafe { std::slice::from_raw_parts(row.as_ptr().cast::<u8>(), std::mem::size_of_val(row)) }
+}
+
+/// The bytes of a row of 2-byte units, writable.
+pub(crate) fn bytes_of_mut(row: &mut [f16]) -> &mut [u8] {
+    let len = std::mem::size_of_val(row);
+    // SAFETY: as `bytes_of`; every byte pattern is a valid f16, so writes keep the slice valid.
+    unsafe { std::slice::from_raw_parts_mut(row.as_mut_ptr().cast::<u8>(), len) }
+}
+
+/// Stores the f32 values `src` as `ty` into the units `dst` (exactly [`units`] of them):
+/// f16 rounds to nearest as llama.cpp's f16 cache does, q8_0 quantizes as its x86 `from_float`.
+pub(crate) fn store(ty: GgmlType, src: &[f32], dst: &mut [f16]) {
+    if ty == GgmlType::F16 {
+        dst.convert_from_f32_slice(src);
+    } else {
+        // The lengths match by construction (`units`); the types are checked at creation.
+        quant::quantize_row(ty, src, bytes_of_mut(dst)).expect("a checked KV cache type");
+    }
+}
+
+/// Widens the stored row `src` of `ty` into `dst` (f16, f32 and bf16 exactly).
+pub(crate) fn load(ty: GgmlType, src: &[f16], dst: &mut [f32]) {
+    if ty == GgmlType::F16 {
+        src.convert_to_f32_slice(dst);
+    } else {
+        quant::dequantize(ty, bytes_of(src), dst).expect("a checked KV cache type");
+    }
+}
+
+/// Keys and values for `capacity` positions of every layer.
 pub struct KvCache {
     capacity: usize,
     len: usize,
+    types: KvTypes,
     k_width: usize,
     v_width: usize,
     keys: Vec<Vec<f16>>,
@@ -16,14 +135,21 @@ pub struct KvCache {
 
 impl KvCache {
     /// A cache for `n_layer` layers, `capacity` positions, `k_width` key values and `v_width`
-    /// value values per position (all KV heads together). Allocation is fallible: a cache the
-    /// process cannot hold (e.g. under an address-space limit) is an
-    /// [`Error::InsufficientMemory`], not an abort.
-    pub fn new(n_layer: usize, capacity: usize, k_width: usize, v_width: usize) -> Result<Self> {
-        let total = (k_width + v_width)
+    /// value values per position (all KV heads together), stored as `types` (checked by the
+    /// caller with [`KvTypes::check`]). Allocation is fallible: a cache the process cannot
+    /// hold (e.g. under an address-space limit) is an [`Error::InsufficientMemory`], not an
+    /// abort.
+    pub fn new(
+        n_layer: usize,
+        capacity: usize,
+        (k_width, v_width): (usize, usize),
+        types: KvTypes,
+    ) -> Result<Self> {
+        let (ku, vu) = (units(types.k, k_width), units(types.v, v_width));
+        let total = (ku + vu)
             .checked_mul(capacity)
             .and_then(|n| n.checked_mul(n_layer))
-            .and_then(|n| n.checked_mul(std::mem::size_of::<f16>()));
+            .and_then(|n| n.checked_mul(2));
         let fail = || {
             Error::InsufficientMemory(format!(
                 "cannot allocate the KV cache for {capacity} positions ({} bytes)",
@@ -32,21 +158,22 @@ impl KvCache {
         };
         // The total fits in usize, so every per-layer size below does too.
         total.ok_or_else(fail)?;
-        let buffer = |width: usize| -> Result<Vec<f16>> {
+        let buffer = |units: usize| -> Result<Vec<f16>> {
             let mut v = Vec::new();
-            v.try_reserve_exact(capacity * width).map_err(|_| fail())?;
-            v.resize(capacity * width, f16::ZERO);
+            v.try_reserve_exact(capacity * units).map_err(|_| fail())?;
+            v.resize(capacity * units, f16::ZERO);
             Ok(v)
         };
         let mut keys = Vec::with_capacity(n_layer);
         let mut values = Vec::with_capacity(n_layer);
         for _ in 0..n_layer {
-            keys.push(buffer(k_width)?);
-            values.push(buffer(v_width)?);
+            keys.push(buffer(ku)?);
+            values.push(buffer(vu)?);
         }
         Ok(KvCache {
             capacity,
             len: 0,
+            types,
             k_width,
             v_width,
             keys,
@@ -76,26 +203,41 @@ impl KvCache {
 
     /// Bytes held by the cache.
     pub fn size_bytes(&self) -> usize {
-        self.keys.len() * self.capacity * (self.k_width + self.v_width) * 2
+        let (_, ku, vu) = self.layout();
+        self.keys.len() * self.capacity * (ku + vu) * 2
+    }
+
+    /// The element types of the keys and values.
+    pub fn types(&self) -> KvTypes {
+        self.types
     }
 
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity);
     }
 
-    /// Cached keys of `layer` (`capacity × k_width`).
+    /// Cached keys of `layer` (`capacity` rows of [`KvCache::layout`]'s key units).
     pub(crate) fn keys(&self, layer: usize) -> &[f16] {
         &self.keys[layer]
     }
 
-    /// Cached values of `layer` (`capacity × v_width`).
+    /// Cached values of `layer` (`capacity` rows of [`KvCache::layout`]'s value units).
     pub(crate) fn values(&self, layer: usize) -> &[f16] {
         &self.values[layer]
     }
 
-    /// Layers, key width and value width (f16 values per position).
+    /// Layers, and the 2-byte units of one position's keys and of its values.
     pub(crate) fn layout(&self) -> (usize, usize, usize) {
-        (self.keys.len(), self.k_width, self.v_width)
+        (
+            self.keys.len(),
+            units(self.types.k, self.k_width),
+            units(self.types.v, self.v_width),
+        )
+    }
+
+    /// Elements of one position's keys and of its values (all KV heads).
+    pub(crate) fn widths(&self) -> (usize, usize) {
+        (self.k_width, self.v_width)
     }
 
     /// Cached keys and values of `layer`, writable (context shift, state restore).

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 pub use batch::SeqTokens;
 pub use config::ModelConfig;
-pub use kv_cache::KvCache;
+pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
+pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
 pub use lora::{ActiveLora, LoraAdapter};
 pub use transformer::Output;
 
@@ -60,15 +61,17 @@ impl Model {
         &self.net.config
     }
 
-    /// An empty KV cache for `n_ctx` positions ([`Error::InsufficientMemory`] when it cannot
-    /// be allocated).
-    pub fn new_cache(&self, n_ctx: usize) -> Result<KvCache> {
+    /// An empty KV cache for `n_ctx` positions stored as `types` ([`Error::InsufficientMemory`]
+    /// when it cannot be allocated; [`Error::InvalidOption`] for a type this model's heads
+    /// cannot be cached in).
+    pub fn new_cache(&self, n_ctx: usize, types: KvTypes) -> Result<KvCache> {
         let c = &self.net.config;
+        types.check(c.head_dim, c.head_dim_v)?;
         KvCache::new(
             c.n_layer,
             n_ctx,
-            c.n_head_kv * c.head_dim,
-            c.n_head_kv * c.head_dim_v,
+            (c.n_head_kv * c.head_dim, c.n_head_kv * c.head_dim_v),
+            types,
         )
     }
 

@@ -9,9 +9,7 @@
 //! base. Sliding windows are measured on positions, so after the move they cover the moved
 //! keys as they would have had the tokens been evaluated at their new positions.
 
-use half::f16;
-use half::slice::HalfFloatSliceExt;
-
+use super::kv_cache::{load, store};
 use super::{KvCache, Model};
 use crate::{Error, Result};
 
@@ -27,10 +25,12 @@ impl Model {
             )));
         }
         let c = &self.net.config;
+        // Quantized keys are widened, rotated and stored again, as llama.cpp does.
         let (n_layer, kw, vw) = cache.layout();
+        let ty = cache.types().k;
         let moved = n_keep..len - n_discard;
         let mut table = Vec::new();
-        let mut row = vec![0f32; kw];
+        let mut row = vec![0f32; cache.widths().0];
         for (il, layer) in self.net.layers.iter().enumerate().take(n_layer) {
             layer.rope.angles(n_discard, &mut table);
             // R(-d): the same cosines, negated sines.
@@ -38,11 +38,11 @@ impl Model {
             let (keys, values) = cache.layer_mut(il);
             for p in moved.clone() {
                 let (src, dst) = ((p + n_discard) * kw, p * kw);
-                keys[src..src + kw].convert_to_f32_slice(&mut row);
+                load(ty, &keys[src..src + kw], &mut row);
                 for head in row.chunks_exact_mut(c.head_dim) {
                     layer.rope.apply(head, &table);
                 }
-                keys[dst..dst + kw].convert_from_f32_slice(&row);
+                store(ty, &row, &mut keys[dst..dst + kw]);
             }
             values.copy_within((n_keep + n_discard) * vw..len * vw, n_keep * vw);
         }
@@ -59,8 +59,13 @@ impl KvCache {
         if layer >= n_layer || pos >= self.len() {
             return None;
         }
-        let keys = &self.keys(layer)[pos * kw..(pos + 1) * kw];
-        Some(keys.iter().map(|k| f16::to_f32(*k)).collect())
+        let mut out = vec![0f32; self.widths().0];
+        load(
+            self.types().k,
+            &self.keys(layer)[pos * kw..(pos + 1) * kw],
+            &mut out,
+        );
+        Some(out)
     }
 }
 

@@ -315,6 +315,10 @@ impl Transformer {
                     1.0 / (c.head_dim as f32).sqrt()
                 },
                 window: layer.window,
+                // The sequences of a batch are one context's: their caches share types.
+                types: seqs
+                    .first()
+                    .map_or_else(Default::default, |s| s.cache.types()),
             };
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];

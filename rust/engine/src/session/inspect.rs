@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::loaded::{weights_bytes, MemoryEstimate};
 use crate::gguf::GgufFile;
-use crate::model::{ModelConfig, ARCHITECTURES};
+use crate::model::{KvTypes, ModelConfig, ARCHITECTURES};
 use crate::Result;
 
 /// The tensors of one type in a file.
@@ -125,7 +125,7 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
             .map(|a| a.len() as u64),
         tokenizer: gguf.get_str("tokenizer.ggml.model").map(str::to_string),
         chat_template: gguf.get_str("tokenizer.chat_template").map(str::to_string),
-        memory: config.map(|c| MemoryEstimate::new(&c, gguf, n_ctx)),
+        memory: config.map(|c| MemoryEstimate::new(&c, gguf, n_ctx, KvTypes::default())),
         metadata,
         architecture,
     }

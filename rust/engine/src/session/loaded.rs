@@ -9,7 +9,7 @@ use crate::backend::Registry;
 use crate::chat::{offered_tools, validate_tools, ChatMessage, ChatTemplate, Tool, ToolChoice};
 use crate::gguf::GgufFile;
 use crate::grammar::TokenTable;
-use crate::model::{Model, ModelConfig};
+use crate::model::{KvTypes, Model, ModelConfig};
 use crate::tokenizer::Tokenizer;
 use crate::Result;
 
@@ -95,15 +95,26 @@ pub(super) fn weights_bytes(gguf: &GgufFile) -> u64 {
 
 impl MemoryEstimate {
     /// The estimate for the model in `gguf` read from its metadata and tensor table (no
-    /// weight is loaded), for a context of `n_ctx` tokens (0: the model's default).
+    /// weight is loaded), for a context of `n_ctx` tokens (0: the model's default) with an
+    /// f16 KV cache.
     pub fn for_file(gguf: &GgufFile, n_ctx: u32) -> Result<Self> {
-        Ok(Self::new(&ModelConfig::from_gguf(gguf)?, gguf, n_ctx))
+        Self::for_file_with(gguf, n_ctx, KvTypes::default())
     }
 
-    pub(super) fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32) -> Self {
+    /// [`MemoryEstimate::for_file`] with the KV cache stored as `types`.
+    pub fn for_file_with(gguf: &GgufFile, n_ctx: u32, types: KvTypes) -> Result<Self> {
+        Ok(Self::new(
+            &ModelConfig::from_gguf(gguf)?,
+            gguf,
+            n_ctx,
+            types,
+        ))
+    }
+
+    pub(super) fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32, types: KvTypes) -> Self {
         let context_size = config.context_size(n_ctx);
         let weights_bytes = weights_bytes(gguf);
-        let kv_cache_bytes = config.kv_cache_bytes(context_size);
+        let kv_cache_bytes = config.kv_cache_bytes(context_size, types);
         MemoryEstimate {
             weights_bytes,
             kv_cache_bytes,
@@ -204,7 +215,7 @@ impl LoadedModel {
 
     /// Memory this model needs with a context of `n_ctx` tokens (0: the model's default).
     pub fn estimate_memory(&self, n_ctx: u32) -> MemoryEstimate {
-        MemoryEstimate::new(self.model.config(), &self.gguf, n_ctx)
+        MemoryEstimate::new(self.model.config(), &self.gguf, n_ctx, KvTypes::default())
     }
 
     /// Tokenize `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns

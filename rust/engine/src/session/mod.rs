@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Threads;
-use crate::model::{ActiveLora, KvCache, Model, ModelConfig, Output, SeqTokens};
+use crate::model::{ActiveLora, KvCache, KvTypes, Model, ModelConfig, Output, SeqTokens};
 use crate::{Error, Result};
 
 mod batch;
@@ -62,6 +62,11 @@ macro_rules! context_options_table {
                 /// KV cache of `n_ctx` positions (memory grows with it); see
                 /// [`Context::generate_batch`].
                 max_sequences: u32 = 1,
+                /// Element type of the cached keys, as llama.cpp's `--cache-type-k`: "f16",
+                /// "f32", "bf16" or "q8_0" (about half of f16's memory).
+                cache_type_k: String = "f16",
+                /// Element type of the cached values, as llama.cpp's `--cache-type-v`.
+                cache_type_v: String = "f16",
             }
         }
     };
@@ -74,6 +79,14 @@ impl ContextOptions {
     /// when it is 0.
     pub fn context_size(&self, config: &ModelConfig) -> usize {
         config.context_size(self.n_ctx)
+    }
+
+    /// The KV cache types these options name ([`Error::InvalidOption`] for another name).
+    pub fn kv_types(&self) -> Result<KvTypes> {
+        Ok(KvTypes {
+            k: KvTypes::parse(&self.cache_type_k)?,
+            v: KvTypes::parse(&self.cache_type_v)?,
+        })
     }
 }
 
@@ -133,10 +146,10 @@ struct Sequence {
 }
 
 impl Sequence {
-    /// An empty sequence of `n_ctx` positions.
-    fn new(model: &Model, n_ctx: usize) -> Result<Self> {
+    /// An empty sequence of `n_ctx` positions cached as `types`.
+    fn new(model: &Model, n_ctx: usize, types: KvTypes) -> Result<Self> {
         Ok(Sequence {
-            cache: model.new_cache(n_ctx)?,
+            cache: model.new_cache(n_ctx, types)?,
             cached: Vec::new(),
             reusable: usize::MAX,
             draft: None,
@@ -240,10 +253,11 @@ impl Context {
             )));
         }
         let n_seq = batch::sequence_count(options)?;
-        let kv_bytes = model.model().config().kv_cache_bytes(n_ctx);
+        let types = options.kv_types()?;
+        let kv_bytes = model.model().config().kv_cache_bytes(n_ctx, types);
         check_available(kv_bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
         let seqs = (0..n_seq)
-            .map(|_| Sequence::new(model.model(), n_ctx))
+            .map(|_| Sequence::new(model.model(), n_ctx, types))
             .collect::<Result<Vec<_>>>()?;
         Ok(Context {
             seqs,

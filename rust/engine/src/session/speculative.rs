@@ -375,9 +375,11 @@ impl Context {
         options.validate()?;
         self.check_idle()?;
         let (n_ctx, n_seq) = (self.n_ctx(), self.seqs.len());
+        // The draft model's caches take the context's cache types.
+        let types = self.seqs[0].cache.types();
         if let Some(model) = &draft {
             check_same_vocabulary(&self.model, model)?;
-            let bytes = model.model().config().kv_cache_bytes(n_ctx);
+            let bytes = model.model().config().kv_cache_bytes(n_ctx, types);
             check_available(bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
         }
         let on = options.draft_n_max > 0 && (draft.is_some() || options.lookup_ngram_max > 0);
@@ -386,7 +388,7 @@ impl Context {
         for _ in 0..n_seq {
             caches.push(match &draft {
                 Some(model) => Some(DraftCache {
-                    cache: model.model().new_cache(n_ctx)?,
+                    cache: model.model().new_cache(n_ctx, types)?,
                     cached: Vec::new(),
                 }),
                 None => None,

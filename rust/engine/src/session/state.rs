@@ -8,10 +8,14 @@
 //! | magic `LLMKVST\0` | 8 |
 //! | format version ([`STATE_VERSION`]) | 4 |
 //! | model fingerprint ([`model_fingerprint`]) | 8 |
-//! | context size, layers, key width, value width (f16 values per position) | 4 × 4 |
+//! | context size, layers, key width, value width (2-byte units per position) | 4 × 4 |
 //! | cached tokens `n`, of which reusable by a later prompt | 4 × 2 |
+//! | key and value cache types (GGUF type codes, e.g. 1 = f16, 8 = q8_0) | 4 × 2 |
 //! | tokens | 4 × n |
-//! | per layer: keys (n × key width), values (n × value width), f16 | 2 × n × (kw + vw) × layers |
+//! | per layer: keys (n × key width), values (n × value width) | 2 × n × (kw + vw) × layers |
+//!
+//! An f16 cache is written as little-endian halves; the other types as their row bytes (f32
+//! and bf16 little-endian, blocks in GGUF's layout).
 //! | CRC-32 (IEEE) of everything before | 4 |
 //!
 //! A file is checked completely (header against this context, length against the header,
@@ -26,14 +30,16 @@ use half::f16;
 use super::{Context, LoadedModel};
 use crate::files::read_error;
 use crate::fnv::Fnv;
+use crate::model::{bytes_of, bytes_of_mut};
+use crate::quant::GgmlType;
 use crate::{Error, Result};
 
 /// The state file's magic bytes.
 const MAGIC: &[u8; 8] = b"LLMKVST\0";
 /// The version of the state file format written by this engine (the only one it reads).
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 /// Bytes before the tokens.
-const HEADER_LEN: usize = 8 + 4 + 8 + 4 * 4 + 4 * 2;
+const HEADER_LEN: usize = 8 + 4 + 8 + 4 * 4 + 4 * 2 + 4 * 2;
 /// Bytes of every tensor's data start hashed into the fingerprint.
 const FINGERPRINT_DATA_BYTES: usize = 4096;
 
@@ -150,16 +156,23 @@ impl Context {
         ] {
             out.extend_from_slice(&u32_field(value, what)?);
         }
+        let types = self.seqs[0].cache.types();
+        out.extend_from_slice(&types.k.code().to_le_bytes());
+        out.extend_from_slice(&types.v.code().to_le_bytes());
         for t in &self.seqs[0].cached {
             out.extend_from_slice(&t.to_le_bytes());
         }
-        for layer in 0..n_layer {
-            for x in self.seqs[0].cache.keys(layer)[..n * kw]
-                .iter()
-                .chain(&self.seqs[0].cache.values(layer)[..n * vw])
-            {
-                out.extend_from_slice(&x.to_le_bytes());
+        let mut write = |ty: GgmlType, rows: &[f16]| {
+            if ty == GgmlType::F16 {
+                rows.iter()
+                    .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+            } else {
+                out.extend_from_slice(bytes_of(rows));
             }
+        };
+        for layer in 0..n_layer {
+            write(types.k, &self.seqs[0].cache.keys(layer)[..n * kw]);
+            write(types.v, &self.seqs[0].cache.values(layer)[..n * vw]);
         }
         let mut crc = Crc32::new();
         crc.update(&out);
@@ -200,6 +213,22 @@ impl Context {
         let field = |i: usize| u32_at(&header, 20 + 4 * i) as usize;
         let (n_ctx, layout, n, reusable) =
             (field(0), (field(1), field(2), field(3)), field(4), field(5));
+        let types = self.seqs[0].cache.types();
+        let saved = (u32_at(&header, 44), u32_at(&header, 48));
+        if saved != (types.k.code(), types.v.code()) {
+            let name = |code| {
+                GgmlType::from_code(code)
+                    .map_or(format!("type {code}"), |t| t.name().to_lowercase())
+            };
+            return Err(bad(format!(
+                "the session file caches keys as {} and values as {}, this context as {} and \
+                 {} (cache_type_k / cache_type_v must match)",
+                name(saved.0),
+                name(saved.1),
+                name(types.k.code()),
+                name(types.v.code())
+            )));
+        }
         let (n_layer, kw, vw) = self.seqs[0].cache.layout();
         if layout != (n_layer, kw, vw) {
             return Err(bad(format!(
@@ -255,16 +284,21 @@ impl Context {
             )));
         }
         let mut at = 4 * n;
-        let mut read = |dst: &mut [f16]| {
-            for (d, b) in dst.iter_mut().zip(body[at..].chunks_exact(2)) {
-                *d = f16::from_le_bytes([b[0], b[1]]);
+        let mut read = |ty: GgmlType, dst: &mut [f16]| {
+            let src = &body[at..at + 2 * dst.len()];
+            if ty == GgmlType::F16 {
+                for (d, b) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                    *d = f16::from_le_bytes([b[0], b[1]]);
+                }
+            } else {
+                bytes_of_mut(dst).copy_from_slice(src);
             }
-            at += 2 * dst.len();
+            at += src.len();
         };
         for layer in 0..n_layer {
             let (keys, values) = self.seqs[0].cache.layer_mut(layer);
-            read(&mut keys[..n * kw]);
-            read(&mut values[..n * vw]);
+            read(types.k, &mut keys[..n * kw]);
+            read(types.v, &mut values[..n * vw]);
         }
         self.seqs[0].cache.set_len(n);
         self.seqs[0].cached = tokens.clone();
