@@ -1,6 +1,6 @@
 //! `local-llm quantize IN OUT TYPE [NTHREADS]`: llama-quantize's arguments and type names.
-//! TYPE is a mix (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K)
-//! or F16, BF16, F32 to write a float copy (quantized inputs are dequantized).
+//! TYPE is a mix (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K,
+//! IQ4_NL, IQ4_XS) or F16, BF16, F32 to write a float copy (quantized inputs are dequantized).
 
 use std::path::PathBuf;
 use std::time::Instant;

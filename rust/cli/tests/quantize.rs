@@ -63,6 +63,20 @@ fn quantize_writes_a_model_and_rejects_bad_arguments() {
     );
     assert!(gguf_py_summary(&q4, &dir).starts_with("2 "));
 
+    // llama_ftype MOSTLY_IQ4_XS is 30; rows of 64 and 128 fall back to IQ4_NL.
+    let xs = dir.join("iq4xs.gguf");
+    let out = local_llm(&["quantize", src, xs.to_str().unwrap(), "iq4_xs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = gguf_py_summary(&xs, &dir);
+    assert!(
+        summary.starts_with("30 ") && summary.contains("'IQ4_NL'"),
+        "{summary}"
+    );
+
     for (args, expected) in [
         (
             vec!["quantize", src, q4s, "IQ2_XXS"],

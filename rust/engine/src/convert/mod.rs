@@ -4,7 +4,7 @@
 //!
 //! [`quantize_file`] picks each tensor's type as llama-quantize does for the chosen
 //! [`FileType`] mix (`policy`), quantizes with reimplementations of ggml's deterministic
-//! reference quantizers (`legacy`, `kquants`) and writes a GGUF v3 file (`writer`) with every
+//! quantizers (`legacy`, `kquants`, `nonlinear`) and writes a GGUF v3 file (`writer`) with every
 //! metadata pair of the input plus `general.file_type` and `general.quantization_version`.
 //! Memory stays bounded: tensors are processed a slab of rows at a time, rows in parallel on
 //! the shared thread pool. The output is written to a temporary file renamed into place on
@@ -15,6 +15,7 @@
 
 mod kquants;
 mod legacy;
+mod nonlinear;
 mod policy;
 mod writer;
 
@@ -208,6 +209,8 @@ fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::Q4_K => kquants::quantize_q4_k(src, dst),
         GgmlType::Q5_K => kquants::quantize_q5_k(src, dst),
         GgmlType::Q6_K => kquants::quantize_q6_k(src, dst),
+        GgmlType::IQ4_NL => nonlinear::quantize_iq4_nl(src, dst),
+        GgmlType::IQ4_XS => nonlinear::quantize_iq4_xs(src, dst),
         other => return quant::quantize_row(other, src, dst),
     }
     Ok(())

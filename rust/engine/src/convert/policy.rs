@@ -38,11 +38,17 @@ pub enum FileType {
     Q5_K_M,
     /// Q6_K throughout.
     Q6_K,
+    /// IQ4_NL (non-linear levels, 4.5 bits per weight) with Q5_K in the first eighth of the
+    /// FFN down layers, and in attention V when 4 or more query heads share a KV head.
+    IQ4_NL,
+    /// IQ4_XS (4.25 bits per weight) with IQ4_NL's Q5_K layers; IQ4_NL for rows that are not
+    /// multiples of 256.
+    IQ4_XS,
 }
 
 impl FileType {
     /// Every supported file type.
-    pub const ALL: [FileType; 14] = [
+    pub const ALL: [FileType; 16] = [
         FileType::Q4_0,
         FileType::Q4_1,
         FileType::Q5_0,
@@ -57,6 +63,8 @@ impl FileType {
         FileType::Q5_K_S,
         FileType::Q5_K_M,
         FileType::Q6_K,
+        FileType::IQ4_NL,
+        FileType::IQ4_XS,
     ];
 
     /// llama-quantize's name (`Q4_K_M`, ...).
@@ -76,6 +84,8 @@ impl FileType {
             FileType::Q5_K_S => "Q5_K_S",
             FileType::Q5_K_M => "Q5_K_M",
             FileType::Q6_K => "Q6_K",
+            FileType::IQ4_NL => "IQ4_NL",
+            FileType::IQ4_XS => "IQ4_XS",
         }
     }
 
@@ -109,6 +119,8 @@ impl FileType {
             FileType::Q5_K_S => 16,
             FileType::Q5_K_M => 17,
             FileType::Q6_K => 18,
+            FileType::IQ4_NL => 25,
+            FileType::IQ4_XS => 30,
         }
     }
 
@@ -125,6 +137,8 @@ impl FileType {
             FileType::Q4_K_S | FileType::Q4_K_M => GgmlType::Q4_K,
             FileType::Q5_K_S | FileType::Q5_K_M => GgmlType::Q5_K,
             FileType::Q6_K => GgmlType::Q6_K,
+            FileType::IQ4_NL => GgmlType::IQ4_NL,
+            FileType::IQ4_XS => GgmlType::IQ4_XS,
         }
     }
 }
@@ -192,7 +206,7 @@ fn use_more_bits(i: usize, n: usize) -> bool {
 }
 
 /// The fallback when the row length is not a whole number of blocks of `ty` (llama.cpp's
-/// `tensor_type_fallback`): K types fall back to 32-element types, then F16.
+/// `tensor_type_fallback`): 256-element types fall back to 32-element types, then F16.
 fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
     if ncols.is_multiple_of(ty.block_size() as u64) {
         return ty;
@@ -202,6 +216,7 @@ fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
         GgmlType::Q4_K => GgmlType::Q5_0,
         GgmlType::Q5_K => GgmlType::Q5_1,
         GgmlType::Q6_K => GgmlType::Q8_0,
+        GgmlType::IQ4_XS => GgmlType::IQ4_NL,
         other => other,
     };
     if ncols.is_multiple_of(to.block_size() as u64) {
@@ -255,6 +270,7 @@ pub(super) fn choose_types(
                     F::Q3_K_L => G::Q5_K,
                     F::Q4_K_M | F::Q5_K_M if use_more_bits(i_attn_v, n_attn_v) => G::Q6_K,
                     F::Q4_K_S if i_attn_v < 4 => G::Q5_K,
+                    F::IQ4_NL | F::IQ4_XS if facts.n_gqa >= 4 => G::Q5_K,
                     _ => ty,
                 };
                 i_attn_v += 1;
@@ -266,7 +282,7 @@ pub(super) fn choose_types(
                     F::Q3_K_M => G::Q4_K,
                     F::Q3_K_L => G::Q5_K,
                     F::Q4_K_M | F::Q5_K_M if use_more_bits(i, n_layer) => G::Q6_K,
-                    F::Q4_K_S if i < n_layer / 8 => G::Q5_K,
+                    F::Q4_K_S | F::IQ4_NL | F::IQ4_XS if i < n_layer / 8 => G::Q5_K,
                     _ => ty,
                 };
                 i_ffn_down += 1;
@@ -320,5 +336,8 @@ mod tests {
         assert_eq!(fallback(GgmlType::Q6_K, 576), GgmlType::Q8_0);
         assert_eq!(fallback(GgmlType::Q4_K, 1536), GgmlType::Q4_K);
         assert_eq!(fallback(GgmlType::Q3_K, 40), GgmlType::F16);
+        assert_eq!(fallback(GgmlType::IQ4_XS, 576), GgmlType::IQ4_NL);
+        assert_eq!(fallback(GgmlType::IQ4_XS, 40), GgmlType::F16);
+        assert_eq!(fallback(GgmlType::IQ4_NL, 40), GgmlType::F16);
     }
 }
