@@ -118,6 +118,8 @@ export class LocalLLM {
         batchSize: o.batchSize,
         threads: o.threads,
         maxSequences: o.maxSequences,
+        kvCacheTypeK: o.kvCacheTypeK,
+        kvCacheTypeV: o.kvCacheTypeV,
         draftModel: draft,
         draftNMax: o.draftNMax,
         promptLookup: o.promptLookup,

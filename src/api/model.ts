@@ -123,6 +123,8 @@ export class Model {
         nBatch: options.batchSize,
         threads: options.threads,
         maxSequences: options.maxSequences,
+        cacheTypeK: options.kvCacheTypeK,
+        cacheTypeV: options.kvCacheTypeV,
       }),
     );
     const draft = options.draftModel?.ensureHandle();

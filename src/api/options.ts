@@ -47,8 +47,11 @@ function engineLimits(): EngineLimits {
   return limits;
 }
 
+/** The options of a context that are not numbers (checked by the engine). */
+type ContextTextOptions = 'kvCacheTypeK' | 'kvCacheTypeV';
+
 /** The numeric options of a context (0 for `contextSize` / `threads` means the default). */
-export function contextOptionRules(): Record<keyof ContextOptions, Rule> {
+export function contextOptionRules(): Record<Exclude<keyof ContextOptions, ContextTextOptions>, Rule> {
   const l = engineLimits();
   return {
     contextSize: count(0),

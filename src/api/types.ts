@@ -16,6 +16,13 @@ export interface ModelOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The element type of the cached keys or values (local-llm-rn's `KvCacheType` and llama.cpp's
+ * `--cache-type-k/-v` names): `f16` (default), `q8_0` (about half the memory), and as additions
+ * `bf16` and `f32`.
+ */
+export type KvCacheType = 'f16' | 'q8_0' | 'bf16' | 'f32';
+
 /** Options of {@link Model.createContext}. */
 export interface ContextOptions {
   /** Context size in tokens (default: the model's training context, at most 4096). */
@@ -30,6 +37,10 @@ export interface ContextOptions {
    * sequence has its own KV cache of `contextSize` tokens, so memory grows with it.
    */
   maxSequences?: number;
+  /** How the KV cache stores keys (default `f16`); a session saved with one type loads only into a context of the same. */
+  kvCacheTypeK?: KvCacheType;
+  /** How the KV cache stores values (default `f16`). */
+  kvCacheTypeV?: KvCacheType;
   /**
    * Speculative decoding (local-llm-js-core): most tokens drafted per step (default 8, at most
    * 64; 0 turns speculation off). Drafts come from `draftModel` (see {@link Model.createContext})

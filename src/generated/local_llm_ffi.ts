@@ -1241,6 +1241,15 @@ export type ContextOptions = {
    * [`Context::generate_batch`].
    */
   maxSequences: number;
+  /**
+   * Element type of the cached keys, as llama.cpp's `--cache-type-k`: "f16",
+   * "f32", "bf16" or "q8_0" (about half of f16's memory).
+   */
+  cacheTypeK: string;
+  /**
+   * Element type of the cached values, as llama.cpp's `--cache-type-v`.
+   */
+  cacheTypeV: string;
 };
 
 /**
@@ -1252,6 +1261,8 @@ export const ContextOptions = (() => {
     nBatch: 512,
     threads: 0,
     maxSequences: 1,
+    cacheTypeK: 'f16',
+    cacheTypeV: 'f16',
   });
   const create = (() => {
     return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
@@ -1272,6 +1283,8 @@ const FfiConverterTypeContextOptions = (() => {
         nBatch: FfiConverterUInt32.readFromCursor(c),
         threads: FfiConverterUInt32.readFromCursor(c),
         maxSequences: FfiConverterUInt32.readFromCursor(c),
+        cacheTypeK: FfiConverterString.readFromCursor(c),
+        cacheTypeV: FfiConverterString.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1279,13 +1292,17 @@ const FfiConverterTypeContextOptions = (() => {
       FfiConverterUInt32.writeIntoCursor(value.nBatch, c);
       FfiConverterUInt32.writeIntoCursor(value.threads, c);
       FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
+      FfiConverterString.writeIntoCursor(value.cacheTypeK, c);
+      FfiConverterString.writeIntoCursor(value.cacheTypeV, c);
     }
     allocationSize(value: TypeName): number {
       return (
         FfiConverterUInt32.allocationSize(value.nCtx) +
         FfiConverterUInt32.allocationSize(value.nBatch) +
         FfiConverterUInt32.allocationSize(value.threads) +
-        FfiConverterUInt32.allocationSize(value.maxSequences)
+        FfiConverterUInt32.allocationSize(value.maxSequences) +
+        FfiConverterString.allocationSize(value.cacheTypeK) +
+        FfiConverterString.allocationSize(value.cacheTypeV)
       );
     }
   }

@@ -1,0 +1,84 @@
+// KV cache types from TypeScript (issue 33; local-llm-rn's kvCacheTypeK / kvCacheTypeV), on the
+// real engine with the default model. The numerics are checked against llama.cpp with the same
+// cache types in rust/cli/tests/kv_cache.rs; here: the options reach the engine (a q8_0 cache
+// gives the CLI's `-ctk q8_0 -ctv q8_0` text token for token), a session saved with one type
+// loads only into a context of the same type, and an unknown type is INVALID_OPTION.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as native from './generated/napi/local_llm_ffi.ts';
+import { setBindings, Model, LocalLLMErrorCode } from '../src/api/index.ts';
+import { code, defaultModel } from './helpers.mts';
+
+native.default.initialize();
+setBindings(native as any);
+
+const root = join(import.meta.dirname, '..');
+const PROMPT = 'The capital of France is';
+let model: Model;
+
+before(async () => {
+  model = await Model.load(defaultModel());
+});
+
+after(() => {
+  model?.dispose();
+});
+
+const cli = (args: string[]) =>
+  execFileSync(
+    process.env.LOCAL_LLM_CLI ?? join(root, 'target/release/local-llm'),
+    ['run', '-m', defaultModel(), '-p', PROMPT, '-n', '24', '--temp', '0', '-t', '2', '-c', '256', ...args],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  )
+    .toString()
+    .replace(/\n$/, '');
+
+test('kvCacheTypeK / kvCacheTypeV reach the engine as the CLI flags do', async () => {
+  const q8 = model.createContext({ contextSize: 256, threads: 2, kvCacheTypeK: 'q8_0', kvCacheTypeV: 'q8_0' });
+  const f16 = model.createContext({ contextSize: 256, threads: 2 });
+  try {
+    const a = await q8.generate(PROMPT, { temperature: 0, maxTokens: 24 });
+    const b = await f16.generate(PROMPT, { temperature: 0, maxTokens: 24 });
+    assert.equal(a, cli(['-ctk', 'q8_0', '-ctv', 'q8_0']));
+    assert.equal(b, cli([]));
+    // On this prompt the q8_0 cache changes the greedy text (so the option is not ignored).
+    assert.notEqual(a, b);
+  } finally {
+    q8.dispose();
+    f16.dispose();
+  }
+});
+
+test('a session loads only into a context with the same cache types', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'local-llm-kv-'));
+  const file = join(dir, 'q8.session');
+  const q8 = model.createContext({ contextSize: 256, threads: 2, kvCacheTypeK: 'q8_0', kvCacheTypeV: 'q8_0' });
+  const again = model.createContext({ contextSize: 256, threads: 2, kvCacheTypeK: 'q8_0', kvCacheTypeV: 'q8_0' });
+  const f16 = model.createContext({ contextSize: 256, threads: 2 });
+  try {
+    await q8.generate(PROMPT, { temperature: 0, maxTokens: 4 });
+    const saved = await q8.saveSession(file);
+    assert.ok(saved > 4);
+    assert.equal((await again.loadSession(file)).tokens_loaded, saved);
+    await assert.rejects(f16.loadSession(file), (e: any) => {
+      code(LocalLLMErrorCode.CACHE_CORRUPT)(e);
+      assert.match(e.message, /caches keys as q8_0 .* this context as f16/);
+      return true;
+    });
+  } finally {
+    q8.dispose();
+    again.dispose();
+    f16.dispose();
+  }
+});
+
+test('an unknown cache type is INVALID_OPTION', () => {
+  assert.throws(
+    () => model.createContext({ kvCacheTypeK: 'q3_k' as any }),
+    (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /unsupported KV cache type 'q3_k'/.test(e.message),
+  );
+});
