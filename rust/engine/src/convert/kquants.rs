@@ -5,9 +5,9 @@
 //! one, and the elements are re-rounded with the quantized scales. Float operations follow
 //! ggml's scalar C order so the bytes agree with llama-quantize's.
 
-use super::legacy::put_f16;
 use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, QK_K};
 use crate::quant::float::f16_at;
+use crate::quant::reference::put_f16;
 
 /// Groups whose largest magnitude is below this are all zero (ggml's `GROUP_MAX_EPS`).
 pub(super) const GROUP_MAX_EPS: f32 = 1e-15;

@@ -14,7 +14,6 @@
 //! dequantized): the F16 sources the quantizer and llama-quantize are compared on.
 
 mod kquants;
-mod legacy;
 mod nonlinear;
 mod policy;
 mod writer;
@@ -27,7 +26,7 @@ pub use policy::FileType;
 
 use crate::backend::Threads;
 use crate::gguf::{GgufFile, TensorInfo, Value};
-use crate::quant::{self, GgmlType};
+use crate::quant::{self, reference, GgmlType};
 use crate::{Error, Result};
 use writer::OutTensor;
 
@@ -199,11 +198,11 @@ pub fn convert_file(
 /// Quantizes `src` (whole rows of `row_len` elements) into `dst` as `ty`.
 fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     match ty {
-        GgmlType::Q4_0 => legacy::quantize_q4_0(src, dst),
-        GgmlType::Q4_1 => legacy::quantize_q4_1(src, dst),
-        GgmlType::Q5_0 => legacy::quantize_q5_0(src, dst),
-        GgmlType::Q5_1 => legacy::quantize_q5_1(src, dst),
-        GgmlType::Q8_0 => legacy::quantize_q8_0(src, dst),
+        GgmlType::Q4_0 => reference::quantize_q4_0(src, dst),
+        GgmlType::Q4_1 => reference::quantize_q4_1(src, dst),
+        GgmlType::Q5_0 => reference::quantize_q5_0(src, dst),
+        GgmlType::Q5_1 => reference::quantize_q5_1(src, dst),
+        GgmlType::Q8_0 => reference::quantize_q8_0(src, dst),
         GgmlType::Q2_K => kquants::quantize_q2_k(src, dst),
         GgmlType::Q3_K => kquants::quantize_q3_k(src, dst),
         GgmlType::Q4_K => kquants::quantize_q4_k(src, dst),

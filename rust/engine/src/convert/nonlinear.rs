@@ -7,13 +7,9 @@
 //! Float operations follow ggml's scalar C order so the bytes agree with llama-quantize's.
 
 use super::kquants::{nearest_int, GROUP_MAX_EPS};
-use super::legacy::put_f16;
 use crate::quant::blocks::{BlockIQ4_NL, BlockIQ4_XS, QK, QK_K};
-
-/// The 16 levels (llama.cpp's `kvalues_iq4nl`; the dequantizer's table, checked by a test).
-const LEVELS: [i8; 16] = [
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-];
+use crate::quant::nonlinear::IQ4NL_LEVELS as LEVELS;
+use crate::quant::reference::put_f16;
 
 /// Candidate scales either side of the first guess (llama-quantize passes `ntry` 7).
 const NTRY: i32 = 7;
@@ -147,19 +143,6 @@ pub(super) fn quantize_iq4_xs(src: &[f32], dst: &mut [u8]) {
 mod tests {
     use super::*;
     use crate::quant::{dequantize, GgmlType};
-
-    #[test]
-    fn levels_are_the_dequantizers() {
-        let mut block = [0u8; BlockIQ4_NL::SIZE];
-        put_f16(&mut block, BlockIQ4_NL::D, 1.0);
-        for (j, q) in block[BlockIQ4_NL::QS..].iter_mut().enumerate() {
-            *q = j as u8;
-        }
-        let mut y = [0f32; QK];
-        dequantize(GgmlType::IQ4_NL, &block, &mut y).unwrap();
-        let levels: Vec<f32> = (0..16).map(level).collect();
-        assert_eq!(y[..16], levels[..]);
-    }
 
     /// ggml's `best_index_int8` as written: early returns, then a binary search.
     fn binary_search_index(x: f32) -> u8 {

@@ -21,7 +21,8 @@ mod iquants;
 mod kernels;
 mod kquants;
 mod legacy;
-mod nonlinear;
+pub(crate) mod nonlinear;
+pub(crate) mod reference;
 mod ternary;
 mod types;
 #[cfg(target_arch = "x86_64")]
@@ -229,10 +230,11 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<()> {
     Ok(())
 }
 
-/// Quantize a row of activations into format `ty` (one of Q8_0, Q8_1, Q8_K, F16, BF16, F32),
-/// like ggml's reference quantizers. `src.len()` must be a multiple of the block size and
-/// `dst.len() == ty.row_bytes(src.len())`; otherwise, or for another `ty`, the result is an
-/// [`Error::InvalidOption`].
+/// Quantize a row into format `ty` as llama.cpp's CPU `from_float` does: the activation
+/// formats (Q8_0 with its x86 rule, Q8_1, Q8_K), the float types, and Q4_0, Q4_1, Q5_0, Q5_1
+/// with ggml's reference quantizers (what a quantized KV cache stores). `src.len()` must be a
+/// multiple of the block size and `dst.len() == ty.row_bytes(src.len())`; otherwise, or for
+/// another `ty`, the result is an [`Error::InvalidOption`].
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     let need = ty.row_bytes(src.len() as u64).ok_or_else(|| {
         Error::InvalidOption(format!(
@@ -254,10 +256,14 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::BF16 => float::quantize_bf16(src, dst),
         GgmlType::Q8_0 | GgmlType::Q8_1 => quantize_q8_row(ty == GgmlType::Q8_1, src, dst),
         GgmlType::Q8_K => quantize_q8_k_row(src, dst),
+        GgmlType::Q4_0 => reference::quantize_q4_0(src, dst),
+        GgmlType::Q4_1 => reference::quantize_q4_1(src, dst),
+        GgmlType::Q5_0 => reference::quantize_q5_0(src, dst),
+        GgmlType::Q5_1 => reference::quantize_q5_1(src, dst),
         other => {
             return Err(Error::InvalidOption(format!(
-                "quantizing to {other} is not supported (activation formats: Q8_0, Q8_1, Q8_K, \
-                 F16, BF16, F32)"
+                "quantizing a row to {other} is not supported (Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, \
+                 Q5_0, Q5_1, F16, BF16, F32)"
             )))
         }
     }

@@ -1,13 +1,14 @@
 //! Reference quantizers of the 32-element weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0),
-//! following ggml's deterministic `quantize_row_*_ref` algorithms: one scale (and minimum) per
+//! following ggml's deterministic `quantize_row_*_ref` algorithms (used to write weight files,
+//! and for Q4_0..Q5_1 by a quantized KV cache, as llama.cpp's `from_float` of those types): one scale (and minimum) per
 //! block from the block's extreme values, then round every element. The float operations are
 //! done in the same order as ggml's scalar C so the bytes agree with llama-quantize's.
 
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, QK};
-use crate::quant::float::quantize_f16_bits;
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, QK};
+use super::float::quantize_f16_bits;
 
 /// Stores `x` as a little-endian IEEE half at `at` (ggml's `GGML_FP32_TO_FP16`).
-pub(super) fn put_f16(block: &mut [u8], at: usize, x: f32) {
+pub(crate) fn put_f16(block: &mut [u8], at: usize, x: f32) {
     block[at..at + 2].copy_from_slice(&quantize_f16_bits(x).to_le_bytes());
 }
 
@@ -53,7 +54,7 @@ fn inverse(d: f32) -> f32 {
 }
 
 /// Q4_0: `d = max / −8`, quants `min(15, trunc(x / d + 8.5))`.
-pub(super) fn quantize_q4_0(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_q4_0(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src
         .chunks_exact(QK)
         .zip(dst.chunks_exact_mut(BlockQ4_0::SIZE))
@@ -70,7 +71,7 @@ pub(super) fn quantize_q4_0(src: &[f32], dst: &mut [u8]) {
 }
 
 /// Q4_1: `d = (max − min) / 15`, `m = min`, quants `min(15, trunc((x − min) / d + 0.5))`.
-pub(super) fn quantize_q4_1(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_q4_1(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src
         .chunks_exact(QK)
         .zip(dst.chunks_exact_mut(BlockQ4_1::SIZE))
@@ -101,7 +102,7 @@ fn put_5bit(y: &mut [u8], qs: usize, qh_at: usize, q: impl Fn(usize) -> u8) {
 }
 
 /// Q5_0: `d = max / −16`, quants `min(31, trunc(x / d + 16.5))`.
-pub(super) fn quantize_q5_0(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_q5_0(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src
         .chunks_exact(QK)
         .zip(dst.chunks_exact_mut(BlockQ5_0::SIZE))
@@ -115,7 +116,7 @@ pub(super) fn quantize_q5_0(src: &[f32], dst: &mut [u8]) {
 }
 
 /// Q5_1: `d = (max − min) / 31`, `m = min`, quants `trunc((x − min) / d + 0.5)`.
-pub(super) fn quantize_q5_1(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_q5_1(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src
         .chunks_exact(QK)
         .zip(dst.chunks_exact_mut(BlockQ5_1::SIZE))
@@ -132,7 +133,7 @@ pub(super) fn quantize_q5_1(src: &[f32], dst: &mut [u8]) {
 }
 
 /// Q8_0: `d = amax / 127`, quants `round(x / d)` (half away from zero).
-pub(super) fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
     for (x, y) in src
         .chunks_exact(QK)
         .zip(dst.chunks_exact_mut(BlockQ8_0::SIZE))
