@@ -18,10 +18,10 @@ export interface ModelOptions {
 
 /**
  * The element type of the cached keys or values (local-llm-rn's `KvCacheType` and llama.cpp's
- * `--cache-type-k/-v` names): `f16` (default), `q8_0` (about half the memory), and as additions
- * `bf16` and `f32`.
+ * `--cache-type-k/-v` names): `f16` (default), `q8_0` (about half the memory), `q4_0` (about a
+ * quarter), and as additions `q4_1`, `q5_0`, `q5_1`, `bf16` and `f32`.
  */
-export type KvCacheType = 'f16' | 'q8_0' | 'bf16' | 'f32';
+export type KvCacheType = 'f16' | 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'bf16' | 'f32';
 
 /** Options of {@link Model.createContext}. */
 export interface ContextOptions {

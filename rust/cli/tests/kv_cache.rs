@@ -1,21 +1,30 @@
 //! KV cache types (`-ctk/--cache-type-k`, `-ctv/--cache-type-v`) against llama-perplexity run
 //! with the same cache types (and `-fa on`, which llama.cpp needs for a quantized V cache), on
-//! both real models: our mean KL divergence from llama.cpp's distributions stays under
-//! [`MAX_MEAN_KLD`], as for the f16 cache in `perplexity.rs`. Also printed: our perplexity and
-//! mean KLD against our own f16 cache (what a cache type costs), and the cache's bytes per
-//! token. Set `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` to skip.
+//! both real models. The reference is llama.cpp's f16 cache: a cache type may cost us no more
+//! than it costs llama.cpp, i.e. our mean KL divergence from llama.cpp's f16 distributions stays
+//! within [`RATIO`] × llama.cpp's own with that type, plus [`SLACK`] (the f16 engines' own
+//! disagreement at this size, see `perplexity.rs`). A quantized cache's errors are not the same
+//! rounding in both engines (llama.cpp also quantizes the queries to q8_0 for a quantized key
+//! dot product), so the two q4_0 runs differ from each other more than each from f16 (Gemma 3:
+//! 0.137 between them, 0.099 ours and 0.108 llama.cpp's from f16): comparing each with the
+//! common f16 reference is the fair test. Also printed: that direct divergence and our own f16
+//! cache's. Set `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` to skip.
 
 #[path = "../../engine/tests/common/mod.rs"]
 mod common;
 mod support;
 
+use std::path::Path;
 use std::process::Command;
 
 use support::{number_after, run, script_path, skip, test_size};
 
-/// Largest mean KL divergence (nats) of ours from llama.cpp's with the same cache types (as
-/// `perplexity.rs`'s bound for the f16 cache).
-const MAX_MEAN_KLD: f64 = 0.01;
+/// How much more a cache type may cost us than llama.cpp (mean KLD from llama.cpp's f16).
+const RATIO: f64 = 1.25;
+/// Added to the bound: the two engines' disagreement with f16 caches at this test size
+/// (`perplexity.rs`'s bound). Without llama.cpp's Hadamard rotation of quantized caches our
+/// q4_0 keys were at 0.19 on SmolLM2, against a bound of 0.098.
+const SLACK: f64 = 0.01;
 
 fn compare(model_name: &str) {
     if skip() {
@@ -29,47 +38,69 @@ fn compare(model_name: &str) {
     let dir =
         std::env::temp_dir().join(format!("local-llm-kv-{model_name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let ours = |cache: &str, base: &std::path::Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
-        test_size(cmd.arg("perplexity"), &model);
+    // Scores `base` with a cache of `cache` keys and values: llama.cpp's when `theirs`.
+    let score = |theirs: bool, cache: &str, base: &Path| {
+        let mut cmd = if theirs {
+            let mut c = Command::new(&llama);
+            test_size(&mut c, &model);
+            c.args(["-fa", "on"]);
+            c
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+            test_size(c.arg("perplexity"), &model);
+            c
+        };
         cmd.args(["-ctk", cache, "-ctv", cache])
             .arg("--kl-divergence")
             .arg("--kl-divergence-base")
             .arg(base);
         run(&mut cmd)
     };
-    // Our own f16 logits, the reference for what each type costs.
-    let own = dir.join("ours-f16.bin");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
-    test_size(cmd.arg("perplexity"), &model);
-    run(cmd
-        .arg("-f")
-        .arg(&text)
-        .arg("--kl-divergence-base")
-        .arg(&own));
-    for cache in ["q8_0", "bf16", "f32"] {
-        let theirs = dir.join(format!("theirs-{cache}.bin"));
-        let mut cmd = Command::new(&llama);
-        test_size(&mut cmd, &model);
-        let report = run(cmd
-            .args(["-ctk", cache, "-ctv", cache, "-fa", "on", "-f"])
+    let base = |theirs: bool, cache: &str| {
+        let file = dir.join(format!(
+            "{}-{cache}.bin",
+            if theirs { "theirs" } else { "ours" }
+        ));
+        let mut cmd = if theirs {
+            let mut c = Command::new(&llama);
+            test_size(&mut c, &model);
+            c.args(["-fa", "on"]);
+            c
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+            test_size(c.arg("perplexity"), &model);
+            c
+        };
+        run(cmd
+            .args(["-ctk", cache, "-ctv", cache, "-f"])
             .arg(&text)
             .arg("--kl-divergence-base")
-            .arg(&theirs));
-        let their_ppl = number_after(&report, "Final estimate: PPL =");
-        let vs_llama = ours(cache, &theirs);
-        let vs_f16 = ours(cache, &own);
-        let kld = number_after(&vs_llama, "Mean    KLD:");
+            .arg(&file));
+        file
+    };
+    let (llama_f16, our_f16) = (base(true, "f16"), base(false, "f16"));
+    let types: &[&str] = if model_name == "smollm2" {
+        &["q8_0", "q4_0", "q5_1", "bf16", "f32"]
+    } else {
+        &["q8_0", "q4_0"]
+    };
+    for &cache in types {
+        let kld = |report: &str| number_after(report, "Mean    KLD:");
+        let theirs = kld(&score(true, cache, &llama_f16));
+        let ours_report = score(false, cache, &llama_f16);
+        let ours = kld(&ours_report);
+        let between = kld(&score(false, cache, &base(true, cache)));
+        let own = kld(&score(false, cache, &our_f16));
+        let bound = RATIO * theirs + SLACK;
         eprintln!(
-            "{model_name} cache {cache}: PPL ours {:.4}, llama.cpp {their_ppl:.4}; mean KLD from \
-             llama.cpp {kld:.5} (same top {}%), from our f16 cache {:.5}",
-            number_after(&vs_f16, "Mean PPL(Q)                   :"),
-            number_after(&vs_llama, "Same top p:"),
-            number_after(&vs_f16, "Mean    KLD:"),
+            "{model_name} cache {cache}: mean KLD from llama.cpp's f16: ours {ours:.5}, \
+             llama.cpp's {theirs:.5} (bound {bound:.5}); ours from llama.cpp's {cache} \
+             {between:.5}, from our f16 {own:.5}; PPL ours {:.4}",
+            number_after(&ours_report, "Mean PPL(Q)                   :"),
         );
         assert!(
-            kld < MAX_MEAN_KLD,
-            "{model_name} {cache}: mean KLD {kld}\n{vs_llama}"
+            ours <= bound,
+            "{model_name} {cache}: mean KLD {ours} > {bound}\n{ours_report}"
         );
     }
     std::fs::remove_dir_all(&dir).expect("remove temp dir");
@@ -91,7 +122,7 @@ fn unsupported_cache_types_are_clean_errors() {
     let Some(model) = common::real_model("smollm2") else {
         return;
     };
-    for (flag, value) in [("-ctk", "q4_0"), ("--cache-type-v", "fp8")] {
+    for (flag, value) in [("-ctk", "iq4_nl"), ("--cache-type-v", "fp8")] {
         let out = Command::new(env!("CARGO_BIN_EXE_local-llm"))
             .args(["run", "-n", "1", "-p", "x", "-m"])
             .arg(&model)
@@ -102,7 +133,7 @@ fn unsupported_cache_types_are_clean_errors() {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(
             stderr.contains(&format!("unsupported KV cache type '{value}'"))
-                && stderr.contains("f16, f32, bf16, q8_0"),
+                && stderr.contains("f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"),
             "{stderr}"
         );
     }

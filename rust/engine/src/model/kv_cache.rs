@@ -1,6 +1,6 @@
 //! The key/value cache: per layer, keys and values of every cached position, each stored in
-//! its cache type ([`KvTypes`]: f16 by default, or f32, bf16, q8_0 as llama.cpp's
-//! `--cache-type-k/-v`). Storage is in 2-byte units whatever the type (every supported type's
+//! its cache type ([`KvTypes`]: f16 by default, or f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 as
+//! llama.cpp's `--cache-type-k/-v`). Storage is in 2-byte units whatever the type (every supported type's
 //! head rows are a whole number of them); a quantized head row is its blocks' bytes.
 
 use half::f16;
@@ -9,9 +9,18 @@ use half::slice::HalfFloatSliceExt;
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
-/// The cache types llama.cpp accepts for `--cache-type-k/-v` that this engine stores.
-pub const KV_CACHE_TYPES: [GgmlType; 4] =
-    [GgmlType::F16, GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0];
+/// The cache types llama.cpp accepts for `--cache-type-k/-v` that this engine stores (all but
+/// iq4_nl).
+pub const KV_CACHE_TYPES: [GgmlType; 8] = [
+    GgmlType::F16,
+    GgmlType::F32,
+    GgmlType::BF16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+];
 
 /// The element types of the cached keys and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,8 +42,8 @@ impl Default for KvTypes {
 }
 
 impl KvTypes {
-    /// The cache type named `name` (llama.cpp's names: `f16`, `f32`, `bf16`, `q8_0`, any
-    /// case), or an [`Error::InvalidOption`] listing the accepted ones.
+    /// The cache type named `name` (llama.cpp's names: `f16`, `f32`, `bf16`, `q8_0`, `q4_0`,
+    /// `q4_1`, `q5_0`, `q5_1`, any case), or an [`Error::InvalidOption`] listing the accepted ones.
     pub fn parse(name: &str) -> Result<GgmlType> {
         KV_CACHE_TYPES
             .into_iter()
@@ -70,6 +79,28 @@ impl KvTypes {
         Ok(())
     }
 
+    /// The size of the Walsh-Hadamard rotation applied to queries and keys of `head_dim`
+    /// before a quantized key cache stores them (llama.cpp's `attn_rot_k`: spreading outliers
+    /// over the head makes the blocks quantize better; scores are unchanged, the rotation being
+    /// orthonormal): the largest power of two ≥ 64 dividing the head; `None` for f16, bf16 and
+    /// f32 keys or heads not a multiple of 64.
+    pub fn key_rotation(&self, head_dim: usize) -> Option<usize> {
+        if !is_quantized(self.k) || !head_dim.is_multiple_of(64) {
+            return None;
+        }
+        let mut n = 64;
+        while head_dim.is_multiple_of(2 * n) {
+            n *= 2;
+        }
+        Some(n)
+    }
+
+    /// The rotation of values (and back of the attention output) for a quantized value cache
+    /// (llama.cpp's `attn_rot_v`): 64 where the value head is a multiple of 64, else `None`.
+    pub fn value_rotation(&self, head_dim_v: usize) -> Option<usize> {
+        (is_quantized(self.v) && head_dim_v.is_multiple_of(64)).then_some(64)
+    }
+
     /// Bytes one position takes in `n_layer` layers of `k_width` key and `v_width` value
     /// elements (`None` on overflow or partial blocks).
     pub fn bytes_per_position(
@@ -81,6 +112,32 @@ impl KvTypes {
         let k = self.k.row_bytes(k_width as u64)?;
         let v = self.v.row_bytes(v_width as u64)?;
         k.checked_add(v)?.checked_mul(n_layer as u64)
+    }
+}
+
+/// Whether `ty` is a block format (not f16, bf16 or f32).
+fn is_quantized(ty: GgmlType) -> bool {
+    ty.block_size() > 1
+}
+
+/// The orthonormal Walsh-Hadamard transform of each `n` consecutive values of `x` (`n` a power
+/// of two), in place, as ggml's `fwht`: every value scaled by `1/√n` first, then the butterflies
+/// `(u + v, u − v)` at distances 1, 2, 4, … (the same operations in the same order, so the
+/// same bits). It is its own inverse.
+pub(crate) fn hadamard(x: &mut [f32], n: usize) {
+    let scale = 1.0 / (n as f32).sqrt();
+    for row in x.chunks_exact_mut(n) {
+        row.iter_mut().for_each(|v| *v *= scale);
+        let mut len = 1;
+        while len < n {
+            for block in row.chunks_exact_mut(2 * len) {
+                let (lo, hi) = block.split_at_mut(len);
+                for (u, v) in lo.iter_mut().zip(hi) {
+                    (*u, *v) = (*u + *v, *u - *v);
+                }
+            }
+            len *= 2;
+        }
     }
 }
 
@@ -102,8 +159,8 @@ pub(crate) fn bytes_of_mut(row: &mut [f16]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(row.as_mut_ptr().cast::<u8>(), len) }
 }
 
-/// Stores the f32 values `src` as `ty` into the units `dst` (exactly [`units`] of them):
-/// f16 rounds to nearest as llama.cpp's f16 cache does, q8_0 quantizes as its x86 `from_float`.
+/// Stores the f32 values `src` as `ty` into the units `dst` (exactly [`units`] of them), as
+/// llama.cpp's `from_float` for the type does (f16 rounds to nearest; q8_0 its x86 rule).
 pub(crate) fn store(ty: GgmlType, src: &[f32], dst: &mut [f16]) {
     if ty == GgmlType::F16 {
         dst.convert_from_f32_slice(src);
@@ -243,5 +300,73 @@ impl KvCache {
     /// Cached keys and values of `layer`, writable (context shift, state restore).
     pub(crate) fn layer_mut(&mut self, layer: usize) -> (&mut [f16], &mut [f16]) {
         (&mut self.keys[layer], &mut self.values[layer])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Walsh-Hadamard matrix as ggml builds it (`ggml_gen_hadamard`): `H[0][0] = 1/√n`,
+    /// then each doubling `[[H, H], [H, −H]]`.
+    fn matrix(n: usize) -> Vec<f32> {
+        let mut h = vec![0f32; n * n];
+        h[0] = 1.0 / (n as f32).sqrt();
+        let mut s = 1;
+        while s < n {
+            for i in 0..s {
+                for j in 0..s {
+                    let v = h[i * n + j];
+                    h[(i + s) * n + j] = v;
+                    h[i * n + j + s] = v;
+                    h[(i + s) * n + j + s] = -v;
+                }
+            }
+            s *= 2;
+        }
+        h
+    }
+
+    #[test]
+    fn hadamard_is_the_orthonormal_matrix_and_its_own_inverse() {
+        for n in [64, 128, 256] {
+            let x: Vec<f32> = (0..2 * n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let mut y = x.clone();
+            hadamard(&mut y, n);
+            let h = matrix(n);
+            for (row, out) in x.chunks_exact(n).zip(y.chunks_exact(n)) {
+                for (i, &got) in out.iter().enumerate() {
+                    let want: f64 = (0..n)
+                        .map(|j| f64::from(h[i * n + j]) * f64::from(row[j]))
+                        .sum();
+                    assert!(
+                        (f64::from(got) - want).abs() < 1e-4,
+                        "n={n} {i}: {got} vs {want}"
+                    );
+                }
+            }
+            hadamard(&mut y, n);
+            for (a, b) in x.iter().zip(&y) {
+                assert!((a - b).abs() < 1e-4, "n={n}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn rotations_follow_llama_cpp() {
+        let q4 = KvTypes {
+            k: GgmlType::Q4_0,
+            v: GgmlType::Q8_0,
+        };
+        assert_eq!(q4.key_rotation(64), Some(64));
+        assert_eq!(q4.key_rotation(128), Some(128));
+        assert_eq!(q4.key_rotation(192), Some(64));
+        assert_eq!(q4.key_rotation(256), Some(256));
+        assert_eq!(q4.key_rotation(96), None);
+        assert_eq!(q4.value_rotation(256), Some(64));
+        assert_eq!(KvTypes::default().key_rotation(128), None);
+        assert_eq!(KvTypes::default().value_rotation(128), None);
     }
 }

@@ -9,7 +9,7 @@
 //! base. Sliding windows are measured on positions, so after the move they cover the moved
 //! keys as they would have had the tokens been evaluated at their new positions.
 
-use super::kv_cache::{load, store};
+use super::kv_cache::{hadamard, load, store};
 use super::{KvCache, Model};
 use crate::{Error, Result};
 
@@ -25,9 +25,11 @@ impl Model {
             )));
         }
         let c = &self.net.config;
-        // Quantized keys are widened, rotated and stored again, as llama.cpp does.
+        // Quantized keys are widened, rotated and stored again, as llama.cpp does (undoing and
+        // redoing their Hadamard rotation around the RoPE one).
         let (n_layer, kw, vw) = cache.layout();
         let ty = cache.types().k;
+        let hadamard_n = cache.types().key_rotation(c.head_dim);
         let moved = n_keep..len - n_discard;
         let mut table = Vec::new();
         let mut row = vec![0f32; cache.widths().0];
@@ -39,8 +41,14 @@ impl Model {
             for p in moved.clone() {
                 let (src, dst) = ((p + n_discard) * kw, p * kw);
                 load(ty, &keys[src..src + kw], &mut row);
+                if let Some(n) = hadamard_n {
+                    hadamard(&mut row, n);
+                }
                 for head in row.chunks_exact_mut(c.head_dim) {
                     layer.rope.apply(head, &table);
+                }
+                if let Some(n) = hadamard_n {
+                    hadamard(&mut row, n);
                 }
                 store(ty, &row, &mut keys[dst..dst + kw]);
             }
