@@ -7,7 +7,9 @@
 #   scripts/bench/phone-models.sh KIND TYPE...   prints one model path per TYPE
 #
 # KIND: llama-1b (Llama 3.2 1B's shape) or qwen3-1.7b; TYPE: a llama-quantize type name
-# (Q4_K_M, Q4_0, Q8_0, ...).
+# (Q4_K_M, Q4_0, Q8_0, IQ4_XS, IQ2_XXS, TQ2_0, ...). The i-quants that llama-quantize refuses
+# without an importance matrix get one from llama-imatrix (one 128-token chunk of the
+# evaluation text; the values do not matter for speed).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 kind="${1:?usage: phone-models.sh KIND TYPE...}"
@@ -29,7 +31,21 @@ for type in "$@"; do
     out="$dir/$kind-$type.gguf"
     if [ ! -f "$out" ]; then
         echo "phone-models: quantizing $kind to $type" >&2
-        "$quantize" "$f16" "$out.tmp" "$type" >"$out.log" 2>&1 ||
+        imatrix=()
+        case "$type" in
+        IQ1_* | IQ2_* | IQ3_XXS)
+            im="$dir/$kind.imatrix.gguf"
+            if [ ! -f "$im" ]; then
+                echo "phone-models: importance matrix for $kind" >&2
+                "$("$ROOT/scripts/setup/build-llama.sh" llama-imatrix native)" -m "$f16" \
+                    -f "$("$ROOT/scripts/setup/fetch-eval-text.sh")" -c 128 --chunks 1 \
+                    -o "$im.tmp" >"$im.log" 2>&1 || { cat "$im.log" >&2; exit 1; }
+                mv "$im.tmp" "$im"
+            fi
+            imatrix=(--imatrix "$im")
+            ;;
+        esac
+        "$quantize" "${imatrix[@]}" "$f16" "$out.tmp" "$type" >"$out.log" 2>&1 ||
             { cat "$out.log" >&2; exit 1; }
         mv "$out.tmp" "$out"
     fi

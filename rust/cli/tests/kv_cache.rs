@@ -38,41 +38,38 @@ fn compare(model_name: &str) {
     let dir =
         std::env::temp_dir().join(format!("local-llm-kv-{model_name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    // Scores `base` with a cache of `cache` keys and values: llama.cpp's when `theirs`.
-    let score = |theirs: bool, cache: &str, base: &Path| {
-        let mut cmd = if theirs {
-            let mut c = Command::new(&llama);
-            test_size(&mut c, &model);
-            c.args(["-fa", "on"]);
-            c
+    // llama-perplexity (with flash attention) when `theirs`, else ours, at the test size with
+    // `cache` keys and values.
+    let command = |theirs: bool, cache: &str| {
+        let mut c = if theirs {
+            Command::new(&llama)
         } else {
             let mut c = Command::new(env!("CARGO_BIN_EXE_local-llm"));
-            test_size(c.arg("perplexity"), &model);
+            c.arg("perplexity");
             c
         };
-        cmd.args(["-ctk", cache, "-ctv", cache])
+        test_size(&mut c, &model);
+        if theirs {
+            c.args(["-fa", "on"]);
+        }
+        c.args(["-ctk", cache, "-ctv", cache]);
+        c
+    };
+    // Scores the logits file `base`.
+    let score = |theirs: bool, cache: &str, base: &Path| {
+        run(command(theirs, cache)
             .arg("--kl-divergence")
             .arg("--kl-divergence-base")
-            .arg(base);
-        run(&mut cmd)
+            .arg(base))
     };
+    // Writes a logits file of the evaluation text.
     let base = |theirs: bool, cache: &str| {
         let file = dir.join(format!(
             "{}-{cache}.bin",
             if theirs { "theirs" } else { "ours" }
         ));
-        let mut cmd = if theirs {
-            let mut c = Command::new(&llama);
-            test_size(&mut c, &model);
-            c.args(["-fa", "on"]);
-            c
-        } else {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_local-llm"));
-            test_size(c.arg("perplexity"), &model);
-            c
-        };
-        run(cmd
-            .args(["-ctk", cache, "-ctv", cache, "-f"])
+        run(command(theirs, cache)
+            .arg("-f")
             .arg(&text)
             .arg("--kl-divergence-base")
             .arg(&file));

@@ -107,38 +107,38 @@ pub(crate) fn dequant_mxfp4(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// Scalar IQ4_NL × Q8_0: per block `(d_a · d_w) · Σ L[q]·y`.
-pub(crate) fn dot_iq4_nl_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
-    type W = BlockIQ4_NL;
+/// Per block of 32 × Q8_0: `(d_a · scale(block)) · Σ table[q]·y`, blocks of `size` bytes with
+/// their nibbles at `qs`.
+fn dot_levels_q8_0(
+    (nb, w, a): (usize, &[u8], &[u8]),
+    (size, qs): (usize, usize),
+    table: &[i8; 16],
+    scale: impl Fn(&[u8]) -> f32,
+) -> f32 {
     type A = BlockQ8_0;
     let mut sum = 0f32;
-    for (x, y) in w
-        .chunks_exact(W::SIZE)
-        .zip(a.chunks_exact(A::SIZE))
-        .take(nb)
-    {
-        let q = levels(&x[W::QS..W::QS + QK / 2], &IQ4NL_LEVELS);
-        let d = f16_at(y, A::D) * f16_at(x, W::D);
+    for (x, y) in w.chunks_exact(size).zip(a.chunks_exact(A::SIZE)).take(nb) {
+        let q = levels(&x[qs..qs + QK / 2], table);
+        let d = f16_at(y, A::D) * scale(x);
         sum += d * isum(&q, &y[A::QS..A::QS + QK]) as f32;
     }
     sum
 }
 
+/// Scalar IQ4_NL × Q8_0: per block `(d_a · d_w) · Σ L[q]·y`.
+pub(crate) fn dot_iq4_nl_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
+    type W = BlockIQ4_NL;
+    dot_levels_q8_0((nb, w, a), (W::SIZE, W::QS), &IQ4NL_LEVELS, |x| {
+        f16_at(x, W::D)
+    })
+}
+
 /// Scalar MXFP4 × Q8_0: per block `(d_a · 2^(e−128)) · Σ F[q]·y`.
 pub(crate) fn dot_mxfp4_q8_0(nb: usize, w: &[u8], a: &[u8]) -> f32 {
     type W = BlockMXFP4;
-    type A = BlockQ8_0;
-    let mut sum = 0f32;
-    for (x, y) in w
-        .chunks_exact(W::SIZE)
-        .zip(a.chunks_exact(A::SIZE))
-        .take(nb)
-    {
-        let q = levels(&x[W::QS..W::QS + QK / 2], &MXFP4_LEVELS);
-        let d = f16_at(y, A::D) * e8m0_half(x[W::E]);
-        sum += d * isum(&q, &y[A::QS..A::QS + QK]) as f32;
-    }
-    sum
+    dot_levels_q8_0((nb, w, a), (W::SIZE, W::QS), &MXFP4_LEVELS, |x| {
+        e8m0_half(x[W::E])
+    })
 }
 
 /// Scalar IQ4_XS × Q8_K: per super-block `(d_w · d_a) · Σ_ib (ls_ib − 32) · Σ L[q]·y`.
