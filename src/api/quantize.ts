@@ -6,8 +6,9 @@ import { QUANTIZE_OPTION_RULES, checkOptions } from './options';
 
 /**
  * llama-quantize's output type names, as local-llm-js-core 0.3.0 lists them. The engine
- * writes F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M
- * and Q6_K; the IQ and TQ types reject with INVALID_OPTION.
+ * writes F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M,
+ * Q6_K, IQ4_NL and IQ4_XS; the other IQ types (which need an importance matrix) and the TQ
+ * types reject with INVALID_OPTION. Models in every one of these types load and run.
  */
 export type QuantizationType =
   | 'F32'
