@@ -11,7 +11,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
-import { setBindings, Model, LocalLLMErrorCode } from '../src/api/index.ts';
+import { setBindings, Model, LocalLLMErrorCode, canRunModel, canRunModelFile } from '../src/api/index.ts';
 import { code, defaultModel } from './helpers.mts';
 
 native.default.initialize();
@@ -82,5 +82,50 @@ test('an unknown cache type is INVALID_OPTION', () => {
   assert.throws(
     () => model.createContext({ kvCacheTypeK: 'q3_k' as any }),
     (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /unsupported KV cache type 'q3_k'/.test(e.message),
+  );
+});
+
+test('estimateMemory and canRunModelFile count the bytes of the cache types', async () => {
+  const { nLayer, nHeadKv, nHead, embeddingLength } = model.info;
+  const width = nLayer * nHeadKv * (embeddingLength / nHead); // K (or V) values per position
+  // Bytes per 32 values: f16 64, q8_0 34 (f16 scale + 32 bytes), q4_0 18 (f16 scale + 16 bytes).
+  const perPosition = (k: number, v: number) => (width / 32) * (k + v);
+  const f16 = model.estimateMemory(512);
+  assert.equal(f16.kvCacheBytes, 512 * perPosition(64, 64));
+  const mixed = model.estimateMemory(512, { kvCacheTypeK: 'q8_0', kvCacheTypeV: 'q4_0' });
+  assert.equal(mixed.kvCacheBytes, 512 * perPosition(34, 18));
+  assert.equal(mixed.totalBytes, f16.weightsBytes + mixed.kvCacheBytes);
+  assert.deepEqual(
+    canRunModel(model, { contextSize: 512, kvCacheTypeK: 'q8_0', kvCacheTypeV: 'q4_0' }).estimate,
+    mixed,
+  );
+  const file = await canRunModelFile(defaultModel(), { contextSize: 512, kvCacheTypeV: 'q4_0' });
+  assert.equal(file.estimate?.kvCacheBytes, 512 * perPosition(64, 18));
+  assert.throws(
+    () => model.estimateMemory(512, { kvCacheTypeK: 'q3_k' as any }),
+    (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /unsupported KV cache type 'q3_k'/.test(e.message),
+  );
+  await assert.rejects(
+    canRunModelFile(defaultModel(), { kvCacheTypeV: 'iq4_nl' as any }),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+});
+
+test('flashAttention and -fa are accepted with their values and change nothing', async () => {
+  const texts: string[] = [];
+  for (const flashAttention of ['auto', 'enabled', 'disabled'] as const) {
+    const ctx = model.createContext({ contextSize: 256, threads: 2, flashAttention, kvCacheTypeV: 'q8_0' });
+    try {
+      texts.push(await ctx.generate(PROMPT, { temperature: 0, maxTokens: 12 }));
+    } finally {
+      ctx.dispose();
+    }
+  }
+  assert.equal(new Set(texts).size, 1, `${texts}`);
+  assert.ok(texts[0]!.length > 0);
+  assert.equal(cli(['-fa', 'off']), cli(['-fa', 'on']));
+  assert.throws(
+    () => model.createContext({ flashAttention: 'sometimes' as any }),
+    (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /flash attention mode 'sometimes'/.test(e.message),
   );
 });

@@ -268,6 +268,8 @@ extern "C" {
     RustBuffer uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
         /*handle*/ uint64_t ptr, 
         uint32_t context_size, 
+        RustBuffer cache_type_k, 
+        RustBuffer cache_type_v, 
         RustCallStatus *uniffi_out_err
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(
@@ -375,7 +377,9 @@ extern "C" {
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_estimate_model_memory(
         RustBuffer path, 
-        uint32_t context_size
+        uint32_t context_size, 
+        RustBuffer cache_type_k, 
+        RustBuffer cache_type_v
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_inspect_model(
         RustBuffer path, 
@@ -2484,7 +2488,7 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory"),
-        2,
+        4,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(rt, thisVal, args, count);
         }
@@ -2708,7 +2712,7 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
     props["ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory"),
-        2,
+        4,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_fn_func_estimate_model_memory(rt, thisVal, args, count);
         }
@@ -4159,7 +4163,7 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_dispos
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
-        auto value = uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[1]), 
+        auto value = uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3]), 
             &status
         );
         uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
@@ -4414,7 +4418,7 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_set_log_level(jsi
         return jsi::Value::undefined();
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_estimate_model_memory(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
-        auto value = uniffi_local_llm_ffi_fn_func_estimate_model_memory(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[1])
+        auto value = uniffi_local_llm_ffi_fn_func_estimate_model_memory(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi_jsi::Bridging<uint32_t>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3])
         );
 
         

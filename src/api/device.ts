@@ -3,7 +3,7 @@ import { num, toBackendDevice, toMemoryEstimate } from './convert';
 import { LocalLLMErrorCode, wrapAsync } from './errors';
 import { Model, localPath } from './model';
 import { BYTES_RULE, ESTIMATE_OPTION_RULES, checkNumber, checkOptions, invalidOption } from './options';
-import type { BackendDevice, MemoryEstimate } from './types';
+import type { BackendDevice, KvCacheTypes, MemoryEstimate } from './types';
 
 /**
  * The device's capabilities. Values this package cannot know are `null` (local-llm-rn fills
@@ -94,7 +94,10 @@ function judge(neededBytes: number, estimate?: MemoryEstimate): CanRunResult {
  * is not a finite number >= 0 (NaN, -1, a BigInt) and an argument that is neither a Model nor
  * a number throw INVALID_OPTION.
  */
-export function canRunModel(model: Model | number, options: { contextSize?: number } = {}): CanRunResult {
+export function canRunModel(
+  model: Model | number,
+  options: { contextSize?: number } & KvCacheTypes = {},
+): CanRunResult {
   checkOptions(options, ESTIMATE_OPTION_RULES);
   if (typeof model === 'number' || typeof model === 'bigint') {
     return judge(checkNumber('modelSizeBytes', model, BYTES_RULE));
@@ -102,17 +105,22 @@ export function canRunModel(model: Model | number, options: { contextSize?: numb
   if (!(model instanceof Model)) {
     throw invalidOption('model', model, 'a Model or a size in bytes');
   }
-  const estimate = model.estimateMemory(options.contextSize ?? 0);
+  const estimate = model.estimateMemory(options.contextSize ?? 0, options);
   return judge(estimate.totalBytes, estimate);
 }
 
 /** Addition: {@link canRunModel} for a GGUF file that is not loaded (reads its metadata only). */
-export async function canRunModelFile(path: string, options: { contextSize?: number } = {}): Promise<CanRunResult> {
+export async function canRunModelFile(
+  path: string,
+  options: { contextSize?: number } & KvCacheTypes = {},
+): Promise<CanRunResult> {
   const { estimateModelMemory } = getBindings();
   const file = localPath(path);
   checkOptions(options, ESTIMATE_OPTION_RULES);
   const estimate = toMemoryEstimate(
-    await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => estimateModelMemory(file, options.contextSize ?? 0)),
+    await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
+      estimateModelMemory(file, options.contextSize ?? 0, options.kvCacheTypeK, options.kvCacheTypeV),
+    ),
   );
   return judge(estimate.totalBytes, estimate);
 }

@@ -120,6 +120,7 @@ export class LocalLLM {
         maxSequences: o.maxSequences,
         kvCacheTypeK: o.kvCacheTypeK,
         kvCacheTypeV: o.kvCacheTypeV,
+        flashAttention: o.flashAttention,
         draftModel: draft,
         draftNMax: o.draftNMax,
         promptLookup: o.promptLookup,

@@ -10,6 +10,7 @@ import type {
   ChatMessage,
   ContextOptions,
   EmbeddingContextOptions,
+  KvCacheTypes,
   MemoryEstimate,
   ModelFileInfo,
   ModelInfo,
@@ -104,11 +105,19 @@ export class Model {
     return this.infoCache;
   }
 
-  /** Addition: memory for the weights plus the KV cache of `contextSize` tokens. */
-  estimateMemory(contextSize = 0): MemoryEstimate {
+  /**
+   * Addition: memory for the weights plus the KV cache of `contextSize` tokens (0: the default
+   * context), stored as `cache` says (default f16; a type the model's heads cannot be cached as
+   * throws INVALID_OPTION).
+   */
+  estimateMemory(contextSize = 0, cache: KvCacheTypes = {}): MemoryEstimate {
     const handle = this.ensureHandle();
     checkOptions({ contextSize }, ESTIMATE_OPTION_RULES);
-    return toMemoryEstimate(wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () => handle.estimateMemory(contextSize)));
+    return toMemoryEstimate(
+      wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
+        handle.estimateMemory(contextSize, cache.kvCacheTypeK, cache.kvCacheTypeV),
+      ),
+    );
   }
 
   /** Create an inference context (its own KV cache). */
@@ -125,6 +134,7 @@ export class Model {
         maxSequences: options.maxSequences,
         cacheTypeK: options.kvCacheTypeK,
         cacheTypeV: options.kvCacheTypeV,
+        flashAttn: options.flashAttention,
       }),
     );
     const draft = options.draftModel?.ensureHandle();

@@ -48,7 +48,7 @@ function engineLimits(): EngineLimits {
 }
 
 /** The options of a context that are not numbers (checked by the engine). */
-type ContextTextOptions = 'kvCacheTypeK' | 'kvCacheTypeV';
+type ContextTextOptions = 'kvCacheTypeK' | 'kvCacheTypeV' | 'flashAttention';
 
 /** The numeric options of a context (0 for `contextSize` / `threads` means the default). */
 export function contextOptionRules(): Record<Exclude<keyof ContextOptions, ContextTextOptions>, Rule> {

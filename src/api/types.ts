@@ -23,6 +23,23 @@ export interface ModelOptions {
  */
 export type KvCacheType = 'f16' | 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'bf16' | 'f32';
 
+/**
+ * Flash attention (local-llm-rn's `FlashAttentionMode`, llama.cpp's `--flash-attn`). Accepted
+ * for compatibility: every mode runs the same attention, which is always fused (scores of a few
+ * queries at a time, never a context-sized matrix) and exact, and works with every
+ * {@link KvCacheType} (llama.cpp needs flash attention for a quantized value cache; this engine
+ * does not).
+ */
+export type FlashAttentionMode = 'auto' | 'enabled' | 'disabled';
+
+/** The KV cache types of a memory estimate (`Model.estimateMemory`, `canRunModel`). */
+export interface KvCacheTypes {
+  /** How the cache stores keys (default `f16`). */
+  kvCacheTypeK?: KvCacheType;
+  /** How the cache stores values (default `f16`). */
+  kvCacheTypeV?: KvCacheType;
+}
+
 /** Options of {@link Model.createContext}. */
 export interface ContextOptions {
   /** Context size in tokens (default: the model's training context, at most 4096). */
@@ -41,6 +58,8 @@ export interface ContextOptions {
   kvCacheTypeK?: KvCacheType;
   /** How the KV cache stores values (default `f16`). */
   kvCacheTypeV?: KvCacheType;
+  /** Flash attention (default `auto`); see {@link FlashAttentionMode} for what it does here. */
+  flashAttention?: FlashAttentionMode;
   /**
    * Speculative decoding (local-llm-js-core): most tokens drafted per step (default 8, at most
    * 64; 0 turns speculation off). Drafts come from `draftModel` (see {@link Model.createContext})

@@ -139,7 +139,12 @@ interface NativeModuleInterface {
   ): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_device_memory(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_engine_limits(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
-  ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(path: Uint8Array, contextSize: number): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(
+    path: Uint8Array,
+    contextSize: number,
+    cacheTypeK: Uint8Array,
+    cacheTypeV: Uint8Array,
+  ): bigint;
   ubrn_uniffi_local_llm_ffi_fn_func_finish_reason_name(
     reason: Uint8Array,
     uniffi_out_err: UniffiRustCallStatus,
@@ -279,6 +284,8 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
     uniffiSelf: bigint,
     contextSize: number,
+    cacheTypeK: Uint8Array,
+    cacheTypeV: Uint8Array,
     uniffi_out_err: UniffiRustCallStatus,
   ): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_fit_chat(

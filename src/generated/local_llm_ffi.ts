@@ -178,11 +178,14 @@ export function engineLimits(): EngineLimits {
 
 /**
  * Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
- * from its metadata alone (weights plus f16 KV cache), without loading the weights.
+ * with its KV cache stored as `cache_type_k` / `cache_type_v` (`None`: f16), from its
+ * metadata alone, without loading the weights.
  */
 export async function estimateModelMemory(
   path: string,
   contextSize: number,
+  cacheTypeK: string | undefined,
+  cacheTypeV: string | undefined,
   asyncOpts_?: { signal: AbortSignal },
 ): Promise<MemoryEstimate> /*throws*/ {
   const __stack = uniffiIsDebug ? new Error().stack : undefined;
@@ -193,6 +196,8 @@ export async function estimateModelMemory(
         return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_estimate_model_memory(
           FfiConverterString.lower(path, nativeModule().rustbuffer_alloc),
           FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalString.lower(cacheTypeK, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalString.lower(cacheTypeV, nativeModule().rustbuffer_alloc),
         );
       },
       /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
@@ -1251,6 +1256,14 @@ export type ContextOptions = {
    * Element type of the cached values, as llama.cpp's `--cache-type-v`.
    */
   cacheTypeV: string;
+  /**
+   * Flash attention as llama.cpp's `--flash-attn` / local-llm-rn's
+   * `flashAttention`: "auto", "enabled" or "disabled" ("on" and "off" too).
+   * Accepted for compatibility: every mode runs the same attention, which is
+   * always fused (scores of a few queries at a time, never a context-sized
+   * matrix) and exact, and stores any cache type ([`FLASH_ATTENTION_MODES`]).
+   */
+  flashAttn: string;
 };
 
 /**
@@ -1264,6 +1277,7 @@ export const ContextOptions = (() => {
     maxSequences: 1,
     cacheTypeK: 'f16',
     cacheTypeV: 'f16',
+    flashAttn: 'auto',
   });
   const create = (() => {
     return uniffiCreateRecord<ContextOptions, ReturnType<typeof defaults>>(defaults);
@@ -1286,6 +1300,7 @@ const FfiConverterTypeContextOptions = (() => {
         maxSequences: FfiConverterUInt32.readFromCursor(c),
         cacheTypeK: FfiConverterString.readFromCursor(c),
         cacheTypeV: FfiConverterString.readFromCursor(c),
+        flashAttn: FfiConverterString.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -1295,6 +1310,7 @@ const FfiConverterTypeContextOptions = (() => {
       FfiConverterUInt32.writeIntoCursor(value.maxSequences, c);
       FfiConverterString.writeIntoCursor(value.cacheTypeK, c);
       FfiConverterString.writeIntoCursor(value.cacheTypeV, c);
+      FfiConverterString.writeIntoCursor(value.flashAttn, c);
     }
     allocationSize(value: TypeName): number {
       return (
@@ -1303,7 +1319,8 @@ const FfiConverterTypeContextOptions = (() => {
         FfiConverterUInt32.allocationSize(value.threads) +
         FfiConverterUInt32.allocationSize(value.maxSequences) +
         FfiConverterString.allocationSize(value.cacheTypeK) +
-        FfiConverterString.allocationSize(value.cacheTypeV)
+        FfiConverterString.allocationSize(value.cacheTypeV) +
+        FfiConverterString.allocationSize(value.flashAttn)
       );
     }
   }
@@ -3749,7 +3766,7 @@ const FfiConverterTypeModelInfo = (() => {
 export type QuantizeParams = {
   /**
    * llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
-   * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
+   * Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, or F16, BF16, F32.
    */
   quantType: string;
   /**
@@ -6076,9 +6093,14 @@ export interface LlmModelLike {
    */
   dispose(): void;
   /**
-   * Memory needed for a context of `context_size` tokens (0: the model's default).
+   * Memory needed for a context of `context_size` tokens (0: the model's default) with the
+   * KV cache stored as `cache_type_k` / `cache_type_v` (`None`: f16).
    */
-  estimateMemory(contextSize: number) /*throws*/ : MemoryEstimate;
+  estimateMemory(
+    contextSize: number,
+    cacheTypeK: string | undefined,
+    cacheTypeV: string | undefined,
+  ) /*throws*/ : MemoryEstimate;
   /**
    * Fit a chat into `available` prompt tokens (local-llm-js-core's `contextOverflow`),
    * off the caller's thread: all messages when they fit or `trim` is none, else the
@@ -6232,15 +6254,22 @@ export class LlmModel extends UniffiAbstractObject implements LlmModelLike {
   }
 
   /**
-   * Memory needed for a context of `context_size` tokens (0: the model's default).
+   * Memory needed for a context of `context_size` tokens (0: the model's default) with the
+   * KV cache stored as `cache_type_k` / `cache_type_v` (`None`: f16).
    */
-  estimateMemory(contextSize: number): MemoryEstimate /*throws*/ {
+  estimateMemory(
+    contextSize: number,
+    cacheTypeK: string | undefined,
+    cacheTypeV: string | undefined,
+  ): MemoryEstimate /*throws*/ {
     const __rb: Uint8Array = uniffiCaller.rustCallWithError(
       /*liftError:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
       /*caller:*/ (callStatus) => {
         return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmmodel_estimate_memory(
           uniffiTypeLlmModelObjectFactory.clonePointer(this),
           FfiConverterUInt32.lower(contextSize, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalString.lower(cacheTypeK, nativeModule().rustbuffer_alloc),
+          FfiConverterOptionalString.lower(cacheTypeV, nativeModule().rustbuffer_alloc),
           callStatus,
         );
       },
@@ -6571,7 +6600,7 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_engine_limits() !== 9015) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_engine_limits');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 41156) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_estimate_model_memory() !== 55548) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_estimate_model_memory');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_finish_reason_name() !== 29877) {
@@ -6712,7 +6741,7 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_dispose() !== 15340) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_dispose');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 45596) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory() !== 16643) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmmodel_estimate_memory');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmmodel_fit_chat() !== 17082) {

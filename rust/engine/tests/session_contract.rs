@@ -6,6 +6,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::model::KvTypes;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     Context, ContextOptions, FinishReason, GenerateRequest, LoadOptions, LoadedModel,
@@ -114,7 +115,12 @@ fn default_context_and_memory_estimate_follow_the_metadata() {
         // f16 K and V: 2 bytes each, per layer, position and KV head.
         let want_kv = n_layer * want_ctx * n_head_kv * 2 * head_dim * 2;
         let from_file = MemoryEstimate::for_file(&gguf, n_ctx).unwrap();
-        assert_eq!(from_file, ctx.model().estimate_memory(n_ctx));
+        assert_eq!(
+            from_file,
+            ctx.model()
+                .estimate_memory(n_ctx, KvTypes::default())
+                .unwrap()
+        );
         assert_eq!(u64::from(from_file.context_size), want_ctx);
         assert_eq!(from_file.kv_cache_bytes, want_kv);
         assert_eq!(from_file.weights_bytes, weights);

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use local_llm_engine::gguf::GgufFile;
+use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{
     self as engine, ContextOptions, LoadOptions, LoadedModel, MemoryEstimate,
 };
@@ -211,17 +212,29 @@ pub async fn load_model(
     .await
 }
 
+/// The KV cache types named `k` and `v` (`None`: the context default, f16).
+fn kv_types(k: Option<String>, v: Option<String>) -> Result<KvTypes, LlmError> {
+    let defaults = ContextOptions::default();
+    let k = k.unwrap_or(defaults.cache_type_k);
+    let v = v.unwrap_or(defaults.cache_type_v);
+    KvTypes::named(&k, &v).map_err(|e| LlmError::from_engine(e, Stage::EstimateMemory))
+}
+
 /// Estimate the memory a model file needs for `context_size` tokens (0: the model's default)
-/// from its metadata alone (weights plus f16 KV cache), without loading the weights.
+/// with its KV cache stored as `cache_type_k` / `cache_type_v` (`None`: f16), from its
+/// metadata alone, without loading the weights.
 #[uniffi::export]
 pub async fn estimate_model_memory(
     path: String,
     context_size: u32,
+    cache_type_k: Option<String>,
+    cache_type_v: Option<String>,
 ) -> Result<MemoryEstimate, LlmError> {
     crate::run_blocking(Stage::EstimateMemory, move || {
         crate::error::check_path(&path)?;
+        let types = kv_types(cache_type_k, cache_type_v)?;
         GgufFile::open_with(&path, true)
-            .and_then(|gguf| MemoryEstimate::for_file(&gguf, context_size))
+            .and_then(|gguf| MemoryEstimate::for_file_with(&gguf, context_size, types))
             .map_err(|e| LlmError::from_engine(e, Stage::EstimateMemory))
     })
     .await
@@ -265,9 +278,18 @@ impl LlmModel {
         })
     }
 
-    /// Memory needed for a context of `context_size` tokens (0: the model's default).
-    pub fn estimate_memory(&self, context_size: u32) -> Result<MemoryEstimate, LlmError> {
-        Ok(self.get()?.estimate_memory(context_size))
+    /// Memory needed for a context of `context_size` tokens (0: the model's default) with the
+    /// KV cache stored as `cache_type_k` / `cache_type_v` (`None`: f16).
+    pub fn estimate_memory(
+        &self,
+        context_size: u32,
+        cache_type_k: Option<String>,
+        cache_type_v: Option<String>,
+    ) -> Result<MemoryEstimate, LlmError> {
+        let types = kv_types(cache_type_k, cache_type_v)?;
+        self.get()?
+            .estimate_memory(context_size, types)
+            .map_err(|e| LlmError::from_engine(e, Stage::EstimateMemory))
     }
 
     /// Token ids of `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns

@@ -12,7 +12,7 @@ use crate::error::{LlmError, Stage};
 #[derive(Clone, Debug, uniffi::Record)]
 pub struct QuantizeParams {
     /// llama-quantize's type name: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L,
-    /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, or F16, BF16, F32.
+    /// Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS, or F16, BF16, F32.
     pub quant_type: String,
     /// Threads (default: all cores).
     pub threads: Option<u32>,

@@ -60,6 +60,14 @@ impl KvTypes {
             })
     }
 
+    /// The key and value types named `k` and `v` (see [`KvTypes::parse`]).
+    pub fn named(k: &str, v: &str) -> Result<KvTypes> {
+        Ok(KvTypes {
+            k: Self::parse(k)?,
+            v: Self::parse(v)?,
+        })
+    }
+
     /// Checks that both types can be cached for heads of `head_dim` keys and `head_dim_v`
     /// values (a quantized type's blocks must not straddle heads).
     pub fn check(&self, head_dim: usize, head_dim_v: usize) -> Result<()> {

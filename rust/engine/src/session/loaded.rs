@@ -101,14 +101,12 @@ impl MemoryEstimate {
         Self::for_file_with(gguf, n_ctx, KvTypes::default())
     }
 
-    /// [`MemoryEstimate::for_file`] with the KV cache stored as `types`.
+    /// [`MemoryEstimate::for_file`] with the KV cache stored as `types` (an
+    /// [`crate::Error::InvalidOption`] when the model's heads cannot be cached as them).
     pub fn for_file_with(gguf: &GgufFile, n_ctx: u32, types: KvTypes) -> Result<Self> {
-        Ok(Self::new(
-            &ModelConfig::from_gguf(gguf)?,
-            gguf,
-            n_ctx,
-            types,
-        ))
+        let config = ModelConfig::from_gguf(gguf)?;
+        types.check(config.head_dim, config.head_dim_v)?;
+        Ok(Self::new(&config, gguf, n_ctx, types))
     }
 
     pub(super) fn new(config: &ModelConfig, gguf: &GgufFile, n_ctx: u32, types: KvTypes) -> Self {
@@ -213,9 +211,13 @@ impl LoadedModel {
         }
     }
 
-    /// Memory this model needs with a context of `n_ctx` tokens (0: the model's default).
-    pub fn estimate_memory(&self, n_ctx: u32) -> MemoryEstimate {
-        MemoryEstimate::new(self.model.config(), &self.gguf, n_ctx, KvTypes::default())
+    /// Memory this model needs with a context of `n_ctx` tokens (0: the model's default) and
+    /// its KV cache stored as `types` (an [`crate::Error::InvalidOption`] when its heads cannot
+    /// be cached as them).
+    pub fn estimate_memory(&self, n_ctx: u32, types: KvTypes) -> Result<MemoryEstimate> {
+        let config = self.model.config();
+        types.check(config.head_dim, config.head_dim_v)?;
+        Ok(MemoryEstimate::new(config, &self.gguf, n_ctx, types))
     }
 
     /// Tokenize `text`; `add_special` adds BOS/EOS as the model asks, `parse_special` turns

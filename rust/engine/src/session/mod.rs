@@ -43,6 +43,9 @@ pub fn default_threads() -> usize {
     crate::backend::max_threads()
 }
 
+/// The values [`ContextOptions::flash_attn`] accepts: local-llm-rn's and llama.cpp's names.
+pub const FLASH_ATTENTION_MODES: [&str; 5] = ["auto", "enabled", "disabled", "on", "off"];
+
 /// The fields of [`ContextOptions`] with their documentation and defaults, written once (see
 /// [`crate::sampling_params_table`] for how the engine and the FFI use such a table).
 #[macro_export]
@@ -68,6 +71,12 @@ macro_rules! context_options_table {
                 cache_type_k: String = "f16",
                 /// Element type of the cached values, as llama.cpp's `--cache-type-v`.
                 cache_type_v: String = "f16",
+                /// Flash attention as llama.cpp's `--flash-attn` / local-llm-rn's
+                /// `flashAttention`: "auto", "enabled" or "disabled" ("on" and "off" too).
+                /// Accepted for compatibility: every mode runs the same attention, which is
+                /// always fused (scores of a few queries at a time, never a context-sized
+                /// matrix) and exact, and stores any cache type ([`FLASH_ATTENTION_MODES`]).
+                flash_attn: String = "auto",
             }
         }
     };
@@ -82,12 +91,24 @@ impl ContextOptions {
         config.context_size(self.n_ctx)
     }
 
+    /// Checks `flash_attn` against [`FLASH_ATTENTION_MODES`] (any case).
+    pub fn check_flash_attn(&self) -> Result<()> {
+        if FLASH_ATTENTION_MODES
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(&self.flash_attn))
+        {
+            return Ok(());
+        }
+        Err(Error::InvalidOption(format!(
+            "unsupported flash attention mode '{}' (supported: {})",
+            self.flash_attn,
+            FLASH_ATTENTION_MODES.join(", ")
+        )))
+    }
+
     /// The KV cache types these options name ([`Error::InvalidOption`] for another name).
     pub fn kv_types(&self) -> Result<KvTypes> {
-        Ok(KvTypes {
-            k: KvTypes::parse(&self.cache_type_k)?,
-            v: KvTypes::parse(&self.cache_type_v)?,
-        })
+        KvTypes::named(&self.cache_type_k, &self.cache_type_v)
     }
 }
 
@@ -254,6 +275,7 @@ impl Context {
             )));
         }
         let n_seq = batch::sequence_count(options)?;
+        options.check_flash_attn()?;
         let types = options.kv_types()?;
         let kv_bytes = model.model().config().kv_cache_bytes(n_ctx, types);
         check_available(kv_bytes.saturating_mul(n_seq as u64), n_ctx * n_seq)?;
