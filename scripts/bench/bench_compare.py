@@ -3,6 +3,10 @@
 same GGUF, thread count and workload. Runs are interleaved (ours, llama.cpp, ours, ...) so that
 both see the same machine noise; medians and the ratio ours / llama.cpp are printed.
 
+`-d D` starts every test after D tokens of context, and `-ctk/-ctv` choose the KV cache types,
+in both engines (llama.cpp gets flash attention, which it needs for a quantized value cache,
+whenever a type is not f16).
+
 Also reports start-up (process start to first generated token, incl. model load) and peak RSS
 of a short run, measured per process with wait4()."""
 import argparse
@@ -37,9 +41,14 @@ def run_rss(cmd):
     return time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
-def ours(cli, model, test, n, threads):
+def cache_args(a):
+    """The depth and cache-type flags both engines share."""
+    return ["-d", str(a.d), "-ctk", a.ctk, "-ctv", a.ctv]
+
+
+def ours(cli, model, test, n, threads, extra):
     args = ["-p", str(n), "-n", "0"] if test == "pp" else ["-p", "0", "-n", str(n)]
-    out = run([cli, "bench", "-m", model, *args, "-t", str(threads), "-r", "1", "--json"])
+    out = run([cli, "bench", "-m", model, *args, "-t", str(threads), "-r", "1", "--json", *extra])
     return json.loads(out.strip().splitlines()[-1])["median_tps"]
 
 
@@ -50,9 +59,9 @@ def ceiling(cli, model, threads):
     return j["read_gbs"], j["weight_bytes_per_token"], j["ceiling_tps"]
 
 
-def llama(bench, model, test, n, threads):
+def llama(bench, model, test, n, threads, extra):
     args = ["-p", str(n), "-n", "0"] if test == "pp" else ["-p", "0", "-n", str(n)]
-    out = run([bench, "-m", model, *args, "-t", str(threads), "-r", "1", "-o", "jsonl"])
+    out = run([bench, "-m", model, *args, "-t", str(threads), "-r", "1", "-o", "jsonl", *extra])
     return json.loads(out.strip().splitlines()[-1])["avg_ts"]
 
 
@@ -65,7 +74,13 @@ def main():
     ap.add_argument("-p", type=int, default=512)
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-r", type=int, default=5)
+    ap.add_argument("-d", type=int, default=0, help="context depth before each test")
+    ap.add_argument("-ctk", default="f16", help="KV cache type of keys")
+    ap.add_argument("-ctv", default="f16", help="KV cache type of values")
+    ap.add_argument("--no-startup", action="store_true", help="skip start-up and RSS")
     a = ap.parse_args()
+    extra = cache_args(a)
+    llama_extra = extra + (["-fa", "1"] if (a.ctk, a.ctv) != ("f16", "f16") else [])
     print(f"| model | threads | test | ours t/s | llama.cpp t/s | ratio |")
     print(f"|---|---:|---|---:|---:|---:|")
     for model in a.model:
@@ -76,15 +91,18 @@ def main():
                     continue
                 o, l = [], []
                 for _ in range(a.r):
-                    o.append(ours(a.cli, model, test, n, threads))
-                    l.append(llama(a.llama_bench, model, test, n, threads))
+                    o.append(ours(a.cli, model, test, n, threads, extra))
+                    l.append(llama(a.llama_bench, model, test, n, threads, llama_extra))
                 mo, ml = statistics.median(o), statistics.median(l)
-                print(f"| {name} | {threads} | {test}{n} | {mo:.1f} | {ml:.1f} | {mo / ml:.2f} |", flush=True)
-                if test == "tg":
+                at = f" @ d{a.d}" if a.d else ""
+                print(f"| {name} | {threads} | {test}{n}{at} | {mo:.1f} | {ml:.1f} | {mo / ml:.2f} |", flush=True)
+                if test == "tg" and not a.d:
                     gbs, nbytes, cap = ceiling(a.cli, model, threads)
                     print(f"| {name} | {threads} | tg: % of bandwidth ceiling ({gbs:.1f} GB/s, "
                           f"{nbytes / 1e6:.0f} MB/token, {cap:.0f} t/s) | {100 * mo / cap:.0f}% "
                           f"| {100 * ml / cap:.0f}% | |", flush=True)
+        if a.no_startup:
+            continue
         # Start-up (load + first token) and peak RSS, 1 thread, interleaved.
         so, sl, ro, rl = [], [], [], []
         for _ in range(a.r):

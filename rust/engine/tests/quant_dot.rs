@@ -178,6 +178,14 @@ fn the_tile_equals_the_one_row_kernel_bitwise() {
             GgmlType::Q5_0,
             GgmlType::Q4_1,
             GgmlType::Q5_1,
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::IQ4_NL,
+            GgmlType::IQ4_XS,
+            GgmlType::IQ2_XXS,
+            GgmlType::IQ3_S,
+            GgmlType::IQ1_M,
         ] {
             assert!(tiled.contains(&ty), "{ty} has a prompt tile on x86-64");
         }

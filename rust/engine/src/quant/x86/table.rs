@@ -11,7 +11,8 @@ use crate::quant::blocks::{
 };
 use crate::quant::iquants::{self, Codebook};
 use crate::quant::kernels::{
-    for_tokens, DotFn, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape, MAX_TILE_TOKENS,
+    for_tokens, DotFn, ForTokens, Kernels, Matrix, RowsFn, Tile, TileFn, TileOut, TileShape,
+    MAX_TILE_TOKENS,
 };
 use crate::quant::types::GgmlType;
 
@@ -62,15 +63,18 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     };
     entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
     entry(k_format::<Q45K<true>>(isa, None));
-    let q6k_tile = TileShape {
+    let tile_2x8 = TileShape {
         rows: 2,
         tokens: MAX_TILE_TOKENS,
     };
     entry(k_format::<Q6K>(
         isa,
-        wide.then_some(Tile::Plain(q6k_tile, ktile_q6k)),
+        wide.then_some(Tile::Plain(tile_2x8, ktile_q6k)),
     ));
-    entry(k_format::<IQ4XS>(isa, None));
+    entry(k_format::<IQ4XS>(
+        isa,
+        wide.then_some(Tile::Plain(tile_2x8, tile_iq4xs)),
+    ));
     entry(k_format::<Cb<iquants::IQ2XXS>>(isa, None));
     entry(k_format::<Cb<iquants::IQ2XS>>(isa, None));
     entry(k_format::<Cb<iquants::IQ2S>>(isa, None));
@@ -369,7 +373,10 @@ impl KFormat for IQ4XS {
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
-        iq4xs::rows::<1, T>(nb, [x], y)[0]
+        match L::ISA {
+            Isa::Wide => iq4xs::rows_wide::<1, T>(nb, [x], y)[0],
+            Isa::Avx2 | Isa::Vnni => iq4xs::rows::<1, T>(nb, [x], y)[0],
+        }
     }
 
     unsafe fn quad<L: Level, const T: usize>(
@@ -377,8 +384,23 @@ impl KFormat for IQ4XS {
         x: [*const u8; 4],
         y: [*const u8; T],
     ) -> [[f32; T]; 4] {
-        by_pairs!(iq4xs::rows; nb, x, y)
+        match L::ISA {
+            Isa::Wide => iq4xs::rows_wide::<4, T>(nb, x, y),
+            Isa::Avx2 | Isa::Vnni => by_pairs!(iq4xs::rows; nb, x, y),
+        }
     }
+}
+
+/// The AVX-512 2 × 8 IQ4_XS tile.
+///
+/// # Safety
+/// As `TileFn` (AVX-512 F/VL/BW/VNNI).
+unsafe fn tile_iq4xs(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
+    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
+    store(
+        iq4xs::rows_wide::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
+        out,
+    );
 }
 
 /// A codebook format (one kernel for every instruction set).
@@ -405,18 +427,34 @@ impl<C: Codebook> KFormat for Cb<C> {
 }
 
 /// The entry of the K format `K`: its AVX2 one-row kernel, every row against up to four
-/// tokens at a time (the prompt too, unless the AVX-512 tile `wide_tile` is given).
+/// tokens at a time, and as the prompt tile the AVX-512 `wide_tile` where given, else the
+/// row kernels on 4 rows × 4 tokens (so that the prompt's tokens go through a few rows at a
+/// time while they are in the cache, rather than through the whole matrix 4 tokens at a time).
 fn k_format<K: KFormat>(isa: Isa, wide_tile: Option<Tile>) -> Kernels {
+    let (rows, tile): (RowsFn, TileFn) = match isa {
+        Isa::Avx2 => (k_rows::<K, OnAvx2>, k_tile::<K, OnAvx2>),
+        Isa::Vnni => (k_rows::<K, OnVnni>, k_tile::<K, OnVnni>),
+        Isa::Wide => (k_rows::<K, OnWide>, k_tile::<K, OnWide>),
+    };
     Kernels {
         ty: K::TY,
         dot: K::DOT,
-        rows: Some(match isa {
-            Isa::Avx2 => k_rows::<K, OnAvx2>,
-            Isa::Vnni => k_rows::<K, OnVnni>,
-            Isa::Wide => k_rows::<K, OnWide>,
-        }),
-        tile: wide_tile,
+        rows: Some(rows),
+        tile: Some(wide_tile.unwrap_or(Tile::Plain(TILE_4X4, tile))),
     }
+}
+
+/// The 4 × 4 prompt tile of the K format `K` from its row kernels.
+///
+/// # Safety
+/// As `TileFn`, with `L`'s features.
+unsafe fn k_tile<K: KFormat, L: Level>(
+    nb: usize,
+    w: &[*const u8],
+    a: &[*const u8],
+    out: &mut TileOut,
+) {
+    store(K::quad::<L, 4>(nb, four(w), four(a)), out);
 }
 
 /// Every row of a K-format matrix against `T` tokens.
