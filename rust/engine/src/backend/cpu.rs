@@ -3,12 +3,14 @@
 use std::cell::RefCell;
 
 use super::{split_range, DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
-use crate::quant::{self, GgmlType, Kernels, TileShape, MAX_ROWS_TOKENS, MAX_TILE_TOKENS};
+use crate::quant::{self, GgmlType, Kernels, TileOut, TileShape, MAX_ROWS_TOKENS, MAX_TILE_TOKENS};
 use crate::{Error, Result};
 
 thread_local! {
     static ACTIVATIONS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     static PACKED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
+    /// A worker's weight rows unpacked for its current tile of rows.
+    static UNPACKED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Chunks per thread of a decoding matmul (see [`matmul_shared_input`]).
@@ -217,25 +219,69 @@ impl Operands<'_> {
         for (i, w) in w.iter_mut().enumerate().take(shape.rows) {
             *w = self.weight(r0 + i);
         }
-        let mut out = [[0f32; MAX_TILE_TOKENS]; quant::MAX_TILE_ROWS];
-        let mut t = 0;
-        while t + shape.tokens <= self.n_tokens {
+        let len = self.kernels.unpacked_row_bytes(self.cols);
+        if len > 0 {
+            // The rows unpacked once for all the tokens (a few rows, each about twice its
+            // packed size).
+            return UNPACKED.with_borrow_mut(|buf| {
+                buf.resize(len * shape.rows, 0);
+                for (row, out) in w.iter().zip(buf.chunks_exact_mut(len)) {
+                    self.kernels.unpack(self.cols, row, out);
+                }
+                let mut rows: [&[u8]; quant::MAX_TILE_ROWS] = [&[]; quant::MAX_TILE_ROWS];
+                for (r, u) in rows.iter_mut().zip(buf.chunks_exact(len)) {
+                    *r = u;
+                }
+                self.token_groups(r0, shape, |t, out| {
+                    let acts = self.tile_acts(t, shape);
+                    let w = &rows[..shape.rows];
+                    self.kernels
+                        .dot_unpacked(self.cols, w, &acts[..shape.tokens], out);
+                    true
+                })
+            });
+        }
+        self.token_groups(r0, shape, |t, out| {
             if self.group > 0 {
                 let packed = &self.packed[t / MAX_TILE_TOKENS * self.group..][..self.group];
                 let Some(v) = self.kernels.dot_packed(self.cols, w, packed) else {
-                    break;
+                    return false;
                 };
-                out = v;
+                *out = v;
             } else {
-                let acts: [&[u8]; MAX_TILE_TOKENS] = std::array::from_fn(|k| {
-                    if k < shape.tokens {
-                        self.act(t + k)
-                    } else {
-                        &[]
-                    }
-                });
+                let acts = self.tile_acts(t, shape);
                 let (w, acts) = (&w[..shape.rows], &acts[..shape.tokens]);
-                self.kernels.dot_tile(self.cols, w, acts, &mut out);
+                self.kernels.dot_tile(self.cols, w, acts, out);
+            }
+            true
+        })
+    }
+
+    /// The activation rows of tokens `t..t + shape.tokens` (the rest empty).
+    fn tile_acts(&self, t: usize, shape: TileShape) -> [&[u8]; MAX_TILE_TOKENS] {
+        std::array::from_fn(|k| {
+            if k < shape.tokens {
+                self.act(t + k)
+            } else {
+                &[]
+            }
+        })
+    }
+
+    /// Rows `r0..r0 + shape.rows` against each whole group of `shape.tokens` tokens in turn:
+    /// `tile(t, out)` computes the group from token `t` into `out` (false: it cannot, and the
+    /// rest is left to the caller); returns the first token not done.
+    fn token_groups(
+        &self,
+        r0: usize,
+        shape: TileShape,
+        mut tile: impl FnMut(usize, &mut TileOut) -> bool,
+    ) -> usize {
+        let mut out: TileOut = [[0f32; MAX_TILE_TOKENS]; quant::MAX_TILE_ROWS];
+        let mut t = 0;
+        while t + shape.tokens <= self.n_tokens {
+            if !tile(t, &mut out) {
+                break;
             }
             for (i, row) in out.iter().take(shape.rows).enumerate() {
                 for (k, &x) in row.iter().take(shape.tokens).enumerate() {

@@ -25,6 +25,7 @@ pub(crate) mod nonlinear;
 pub(crate) mod reference;
 mod ternary;
 mod types;
+mod unpacked;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

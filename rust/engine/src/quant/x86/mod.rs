@@ -20,6 +20,7 @@ mod kquants;
 mod ktile;
 pub(super) mod table;
 mod tile;
+mod unpacked;
 mod wide;
 
 use std::arch::x86_64::*;

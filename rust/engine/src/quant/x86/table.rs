@@ -5,6 +5,7 @@
 use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
+use super::unpacked as x86_unpacked;
 use super::{codebook, decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
@@ -15,6 +16,7 @@ use crate::quant::kernels::{
     MAX_TILE_TOKENS,
 };
 use crate::quant::types::GgmlType;
+use crate::quant::unpacked::{self, Unpack};
 
 /// The x86-64 instruction sets the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,15 +75,31 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     ));
     entry(k_format::<IQ4XS>(
         isa,
-        wide.then_some(Tile::Plain(tile_2x8, tile_iq4xs)),
+        wide.then(unpacked_tile::<unpacked::IQ4XS>),
     ));
-    entry(k_format::<Cb<iquants::IQ2XXS>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ2XS>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ2S>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ3XXS>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ3S>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ1S>>(isa, None));
-    entry(k_format::<Cb<iquants::IQ1M>>(isa, None));
+    entry(codebook_format::<iquants::IQ2XXS>(isa));
+    entry(codebook_format::<iquants::IQ2XS>(isa));
+    entry(codebook_format::<iquants::IQ2S>(isa));
+    entry(codebook_format::<iquants::IQ3XXS>(isa));
+    entry(codebook_format::<iquants::IQ3S>(isa));
+    entry(codebook_format::<iquants::IQ1S>(isa));
+    entry(codebook_format::<iquants::IQ1M>(isa));
+}
+
+/// The entry of the codebook format `C`: its row kernels, and on AVX-512 the tile over
+/// unpacked rows.
+fn codebook_format<C: Codebook>(isa: Isa) -> Kernels {
+    let wide = isa == Isa::Wide;
+    k_format::<Cb<C>>(isa, wide.then(unpacked_tile::<unpacked::Cb<C>>))
+}
+
+/// The AVX-512 2 × 8 tile of `U` over rows unpacked once per group of rows.
+fn unpacked_tile<U: Unpack>() -> Tile {
+    let shape = TileShape {
+        rows: 2,
+        tokens: MAX_TILE_TOKENS,
+    };
+    Tile::Unpacked(shape, unpacked::unpack_row::<U>, x86_unpacked::tile::<U>)
 }
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
@@ -389,18 +407,6 @@ impl KFormat for IQ4XS {
             Isa::Avx2 | Isa::Vnni => by_pairs!(iq4xs::rows; nb, x, y),
         }
     }
-}
-
-/// The AVX-512 2 × 8 IQ4_XS tile.
-///
-/// # Safety
-/// As `TileFn` (AVX-512 F/VL/BW/VNNI).
-unsafe fn tile_iq4xs(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
-    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
-    store(
-        iq4xs::rows_wide::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a),
-        out,
-    );
 }
 
 /// A codebook format (one kernel for every instruction set).
