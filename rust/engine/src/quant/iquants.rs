@@ -116,9 +116,11 @@ impl Codebook for IQ2XXS {
     const SIZE: usize = BlockIQ2_XXS::SIZE;
     const K: f32 = 0.125;
     const SHIFTED: bool = false;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ2_XXS::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         // Two u32: four 8-bit indices; four 7-bit sign codes and the scale.
         let at = BlockIQ2_XXS::QS + 8 * ib;
@@ -136,9 +138,11 @@ impl Codebook for IQ2XS {
     const SIZE: usize = BlockIQ2_XS::SIZE;
     const K: f32 = 0.125;
     const SHIFTED: bool = false;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ2_XS::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         let q = |l: usize| u16_at(b, BlockIQ2_XS::QS + 2 * (4 * ib + l));
         let s = u32::from(b[BlockIQ2_XS::SCALES + ib]);
@@ -155,9 +159,11 @@ impl Codebook for IQ2S {
     const SIZE: usize = BlockIQ2_S::SIZE;
     const K: f32 = 0.125;
     const SHIFTED: bool = false;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ2_S::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         type B = BlockIQ2_S;
         let qh = usize::from(b[B::QH + ib]);
@@ -176,9 +182,11 @@ impl Codebook for IQ3XXS {
     const SIZE: usize = BlockIQ3_XXS::SIZE;
     const K: f32 = 0.25;
     const SHIFTED: bool = false;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ3_XXS::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         // Eight 8-bit indices (4 values each); then, after all groups' indices, a u32 of four
         // 7-bit sign codes and the scale.
@@ -198,9 +206,11 @@ impl Codebook for IQ3S {
     const SIZE: usize = BlockIQ3_S::SIZE;
     const K: f32 = 1.0;
     const SHIFTED: bool = false;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ3_S::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         type B = BlockIQ3_S;
         let qh = usize::from(b[B::QH + ib]);
@@ -224,9 +234,11 @@ impl Codebook for IQ1S {
     const SIZE: usize = BlockIQ1_S::SIZE;
     const K: f32 = 0.125;
     const SHIFTED: bool = true;
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         f16_at(b, BlockIQ1_S::D)
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         // A u16 per group: four 3-bit index highs, a 3-bit scale, the shift's sign.
         type B = BlockIQ1_S;
@@ -247,12 +259,14 @@ impl Codebook for IQ1M {
     const K: f32 = 0.125;
     const SHIFTED: bool = true;
     /// An f16 whose four nibbles are the top nibbles of the four u16 scale words.
+    #[inline(always)]
     fn d(b: &[u8]) -> f32 {
         let sc = |i: usize| u16_at(b, BlockIQ1_M::SCALES + 2 * i);
         let bits =
             (sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000);
         f16_le(bits.to_le_bytes())
     }
+    #[inline(always)]
     fn group(b: &[u8], ib: usize) -> Group {
         // Per 8 values a nibble of `qh`: 3 index highs and the shift's sign.
         type B = BlockIQ1_M;
