@@ -141,6 +141,9 @@ thread_local! {
     /// Each thread's widened keys, widened values and scores, kept between calls (up to
     /// [`KEPT_BYTES`]): allocated per call, they were fresh zeroed pages every layer and token.
     static BUFFERS: Cell<[Vec<f32>; 3]> = const { Cell::new([Vec::new(), Vec::new(), Vec::new()]) };
+    /// Each thread's copy of a value head being rotated before a quantized value cache stores
+    /// it (one head: kept, rather than allocated per token and head).
+    static ROTATED: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
 }
 
 /// The most buffer memory a thread keeps between attention calls (a window of about 4,000
@@ -354,9 +357,12 @@ impl Job<'_> {
         let vd = self.values.get_mut(p * vwu + g * vu, vu);
         match s.types.value_rotation(hdv) {
             Some(n) => {
-                let mut rotated = v.to_vec();
+                let mut rotated = ROTATED.take();
+                rotated.clear();
+                rotated.extend_from_slice(v);
                 hadamard(&mut rotated, n);
                 store(s.types.v, &rotated, vd);
+                ROTATED.set(rotated);
             }
             None => store(s.types.v, v, vd),
         }
