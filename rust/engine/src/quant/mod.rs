@@ -25,6 +25,8 @@ pub(crate) mod nonlinear;
 pub(crate) mod reference;
 mod ternary;
 mod types;
+// Used by the x86-64 kernel table only, so far.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod unpacked;
 #[cfg(target_arch = "x86_64")]
 mod x86;
