@@ -106,7 +106,7 @@ test('estimateMemory and canRunModelFile count the bytes of the cache types', as
     (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /unsupported KV cache type 'q3_k'/.test(e.message),
   );
   await assert.rejects(
-    canRunModelFile(defaultModel(), { kvCacheTypeV: 'iq4_nl' as any }),
+    canRunModelFile(defaultModel(), { kvCacheTypeV: 'q2_k' as any }),
     code(LocalLLMErrorCode.INVALID_OPTION),
   );
 });

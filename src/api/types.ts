@@ -19,9 +19,9 @@ export interface ModelOptions {
 /**
  * The element type of the cached keys or values (local-llm-rn's `KvCacheType` and llama.cpp's
  * `--cache-type-k/-v` names): `f16` (default), `q8_0` (about half the memory), `q4_0` (about a
- * quarter), and as additions `q4_1`, `q5_0`, `q5_1`, `bf16` and `f32`.
+ * quarter), and as additions `q4_1`, `q5_0`, `q5_1`, `iq4_nl`, `bf16` and `f32`.
  */
-export type KvCacheType = 'f16' | 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'bf16' | 'f32';
+export type KvCacheType = 'f16' | 'q8_0' | 'q4_0' | 'q4_1' | 'q5_0' | 'q5_1' | 'iq4_nl' | 'bf16' | 'f32';
 
 /**
  * Flash attention (local-llm-rn's `FlashAttentionMode`, llama.cpp's `--flash-attn`). Accepted

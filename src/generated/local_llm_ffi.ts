@@ -1248,8 +1248,8 @@ export type ContextOptions = {
   maxSequences: number;
   /**
    * Element type of the cached keys, as llama.cpp's `--cache-type-k`: "f16",
-   * "f32", "bf16", "q8_0" (about half of f16's memory), "q4_0", "q4_1", "q5_0"
-   * or "q5_1".
+   * "f32", "bf16", "q8_0" (about half of f16's memory), "q4_0", "q4_1", "q5_0",
+   * "q5_1" or "iq4_nl".
    */
   cacheTypeK: string;
   /**

@@ -7,10 +7,10 @@ use local_llm_engine::session::ContextOptions;
 /// The element types of the KV cache, and flash attention.
 #[derive(Args, Clone)]
 pub struct CacheArgs {
-    /// KV cache data type for K: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1.
+    /// KV cache data type for K: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl.
     #[arg(long = "cache-type-k", value_name = "TYPE", default_value_t = ContextOptions::default().cache_type_k)]
     cache_type_k: String,
-    /// KV cache data type for V: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1.
+    /// KV cache data type for V: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl.
     #[arg(long = "cache-type-v", value_name = "TYPE", default_value_t = ContextOptions::default().cache_type_v)]
     cache_type_v: String,
     /// Flash attention: on, off or auto (also enabled, disabled). Accepted for llama.cpp

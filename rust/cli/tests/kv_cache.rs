@@ -77,9 +77,9 @@ fn compare(model_name: &str) {
     };
     let (llama_f16, our_f16) = (base(true, "f16"), base(false, "f16"));
     let types: &[&str] = if model_name == "smollm2" {
-        &["q8_0", "q4_0", "q5_1", "bf16", "f32"]
+        &["q8_0", "q4_0", "q5_1", "iq4_nl", "bf16", "f32"]
     } else {
-        &["q8_0", "q4_0"]
+        &["q8_0", "q4_0", "iq4_nl"]
     };
     for &cache in types {
         let kld = |report: &str| number_after(report, "Mean    KLD:");
@@ -119,7 +119,7 @@ fn unsupported_cache_types_are_clean_errors() {
     let Some(model) = common::real_model("smollm2") else {
         return;
     };
-    for (flag, value) in [("-ctk", "iq4_nl"), ("--cache-type-v", "fp8")] {
+    for (flag, value) in [("-ctk", "q2_k"), ("--cache-type-v", "fp8")] {
         let out = Command::new(env!("CARGO_BIN_EXE_local-llm"))
             .args(["run", "-n", "1", "-p", "x", "-m"])
             .arg(&model)
@@ -130,7 +130,7 @@ fn unsupported_cache_types_are_clean_errors() {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(
             stderr.contains(&format!("unsupported KV cache type '{value}'"))
-                && stderr.contains("f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"),
+                && stderr.contains("f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"),
             "{stderr}"
         );
     }

@@ -7,16 +7,7 @@
 
 use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, QK_K};
 use crate::quant::float::f16_at;
-use crate::quant::reference::put_f16;
-
-/// Groups whose largest magnitude is below this are all zero (ggml's `GROUP_MAX_EPS`).
-pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
-
-/// Rounds to the nearest integer, ties to even, as ggml's `nearest_int` (valid for |v| < 2²²).
-pub(super) fn nearest_int(v: f32) -> i32 {
-    let bits = (v + 12_582_912.0).to_bits() as i32;
-    (bits & 0x007f_ffff) - 0x0040_0000
-}
+use crate::quant::reference::{nearest_int, put_f16, GROUP_MAX_EPS};
 
 /// The value of largest magnitude (the first on ties) and that magnitude.
 fn signed_absmax(x: &[f32]) -> (f32, f32) {

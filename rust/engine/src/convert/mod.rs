@@ -4,7 +4,8 @@
 //!
 //! [`quantize_file`] picks each tensor's type as llama-quantize does for the chosen
 //! [`FileType`] mix (`policy`), quantizes with reimplementations of ggml's deterministic
-//! quantizers (`legacy`, `kquants`, `nonlinear`) and writes a GGUF v3 file (`writer`) with every
+//! quantizers (`legacy`, `kquants`; ggml's reference ones in `quant::reference` and
+//! `quant::reference_iq4`) and writes a GGUF v3 file (`writer`) with every
 //! metadata pair of the input plus `general.file_type` and `general.quantization_version`.
 //! Memory stays bounded: tensors are processed a slab of rows at a time, rows in parallel on
 //! the shared thread pool. The output is written to a temporary file renamed into place on
@@ -14,7 +15,6 @@
 //! dequantized): the F16 sources the quantizer and llama-quantize are compared on.
 
 mod kquants;
-mod nonlinear;
 mod policy;
 mod writer;
 
@@ -26,7 +26,7 @@ pub use policy::FileType;
 
 use crate::backend::Threads;
 use crate::gguf::{GgufFile, TensorInfo, Value};
-use crate::quant::{self, reference, GgmlType};
+use crate::quant::{self, reference, reference_iq4, GgmlType};
 use crate::{Error, Result};
 use writer::OutTensor;
 
@@ -208,8 +208,8 @@ fn quantize_rows(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::Q4_K => kquants::quantize_q4_k(src, dst),
         GgmlType::Q5_K => kquants::quantize_q5_k(src, dst),
         GgmlType::Q6_K => kquants::quantize_q6_k(src, dst),
-        GgmlType::IQ4_NL => nonlinear::quantize_iq4_nl(src, dst),
-        GgmlType::IQ4_XS => nonlinear::quantize_iq4_xs(src, dst),
+        GgmlType::IQ4_NL => reference_iq4::quantize_iq4_nl(src, dst),
+        GgmlType::IQ4_XS => reference_iq4::quantize_iq4_xs(src, dst),
         other => return quant::quantize_row(other, src, dst),
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! The key/value cache: per layer, keys and values of every cached position, each stored in
-//! its cache type ([`KvTypes`]: f16 by default, or f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 as
+//! its cache type ([`KvTypes`]: f16 by default, or f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl as
 //! llama.cpp's `--cache-type-k/-v`). Storage is in 2-byte units whatever the type (every supported type's
 //! head rows are a whole number of them); a quantized head row is its blocks' bytes.
 
@@ -9,9 +9,8 @@ use half::slice::HalfFloatSliceExt;
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
-/// The cache types llama.cpp accepts for `--cache-type-k/-v` that this engine stores (all but
-/// iq4_nl).
-pub const KV_CACHE_TYPES: [GgmlType; 8] = [
+/// The cache types llama.cpp accepts for `--cache-type-k/-v`, all stored here.
+pub const KV_CACHE_TYPES: [GgmlType; 9] = [
     GgmlType::F16,
     GgmlType::F32,
     GgmlType::BF16,
@@ -20,6 +19,7 @@ pub const KV_CACHE_TYPES: [GgmlType; 8] = [
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
+    GgmlType::IQ4_NL,
 ];
 
 /// The element types of the cached keys and values.
@@ -43,7 +43,7 @@ impl Default for KvTypes {
 
 impl KvTypes {
     /// The cache type named `name` (llama.cpp's names: `f16`, `f32`, `bf16`, `q8_0`, `q4_0`,
-    /// `q4_1`, `q5_0`, `q5_1`, any case), or an [`Error::InvalidOption`] listing the accepted ones.
+    /// `q4_1`, `q5_0`, `q5_1`, `iq4_nl`, any case), or an [`Error::InvalidOption`] listing the accepted ones.
     pub fn parse(name: &str) -> Result<GgmlType> {
         KV_CACHE_TYPES
             .into_iter()

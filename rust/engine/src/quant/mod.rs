@@ -23,6 +23,7 @@ mod kquants;
 mod legacy;
 pub(crate) mod nonlinear;
 pub(crate) mod reference;
+pub(crate) mod reference_iq4;
 mod ternary;
 mod types;
 // Used by the x86-64 kernel table only, so far.
@@ -263,10 +264,11 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<()> {
         GgmlType::Q4_1 => reference::quantize_q4_1(src, dst),
         GgmlType::Q5_0 => reference::quantize_q5_0(src, dst),
         GgmlType::Q5_1 => reference::quantize_q5_1(src, dst),
+        GgmlType::IQ4_NL => reference_iq4::quantize_iq4_nl(src, dst),
         other => {
             return Err(Error::InvalidOption(format!(
                 "quantizing a row to {other} is not supported (Q8_0, Q8_1, Q8_K, Q4_0, Q4_1, \
-                 Q5_0, Q5_1, F16, BF16, F32)"
+                 Q5_0, Q5_1, IQ4_NL, F16, BF16, F32)"
             )))
         }
     }

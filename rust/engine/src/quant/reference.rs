@@ -147,3 +147,12 @@ pub(crate) fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
         }
     }
 }
+
+/// Groups whose largest magnitude is below this are all zero (ggml's `GROUP_MAX_EPS`).
+pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// Rounds to the nearest integer, ties to even, as ggml's `nearest_int` (valid for |v| < 2²²).
+pub(crate) fn nearest_int(v: f32) -> i32 {
+    let bits = (v + 12_582_912.0).to_bits() as i32;
+    (bits & 0x007f_ffff) - 0x0040_0000
+}

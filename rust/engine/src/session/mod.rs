@@ -66,8 +66,8 @@ macro_rules! context_options_table {
                 /// [`Context::generate_batch`].
                 max_sequences: u32 = 1,
                 /// Element type of the cached keys, as llama.cpp's `--cache-type-k`: "f16",
-                /// "f32", "bf16", "q8_0" (about half of f16's memory), "q4_0", "q4_1", "q5_0"
-                /// or "q5_1".
+                /// "f32", "bf16", "q8_0" (about half of f16's memory), "q4_0", "q4_1", "q5_0",
+                /// "q5_1" or "iq4_nl".
                 cache_type_k: String = "f16",
                 /// Element type of the cached values, as llama.cpp's `--cache-type-v`.
                 cache_type_v: String = "f16",

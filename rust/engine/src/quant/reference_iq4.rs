@@ -6,10 +6,9 @@
 //! first quantizes the eight block scales to 6 bits against the super-block's largest one).
 //! Float operations follow ggml's scalar C order so the bytes agree with llama-quantize's.
 
-use super::kquants::{nearest_int, GROUP_MAX_EPS};
-use crate::quant::blocks::{BlockIQ4_NL, BlockIQ4_XS, QK, QK_K};
-use crate::quant::nonlinear::IQ4NL_LEVELS as LEVELS;
-use crate::quant::reference::put_f16;
+use super::blocks::{BlockIQ4_NL, BlockIQ4_XS, QK, QK_K};
+use super::nonlinear::IQ4NL_LEVELS as LEVELS;
+use super::reference::{nearest_int, put_f16, GROUP_MAX_EPS};
 
 /// Candidate scales either side of the first guess (llama-quantize passes `ntry` 7).
 const NTRY: i32 = 7;
@@ -99,7 +98,7 @@ fn put_nibbles(x: &[f32], id: f32, qs: &mut [u8]) {
 }
 
 /// IQ4_NL: a half scale per 32 elements ([`block_scale`]) and 32 level indices.
-pub(super) fn quantize_iq4_nl(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_iq4_nl(src: &[f32], dst: &mut [u8]) {
     type B = BlockIQ4_NL;
     for (x, y) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(B::SIZE)) {
         let d = block_scale(x);
@@ -111,7 +110,7 @@ pub(super) fn quantize_iq4_nl(src: &[f32], dst: &mut [u8]) {
 /// IQ4_XS: the eight block scales of a super-block of 256 as 6-bit multiples `l − 32` of
 /// `d = −max_scale / 32` (`max_scale` the block scale of largest magnitude), each block's
 /// levels picked with its quantized scale `d · (l − 32)`.
-pub(super) fn quantize_iq4_xs(src: &[f32], dst: &mut [u8]) {
+pub(crate) fn quantize_iq4_xs(src: &[f32], dst: &mut [u8]) {
     type B = BlockIQ4_XS;
     for (x, y) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(B::SIZE)) {
         let scales: [f32; QK_K / QK] = std::array::from_fn(|ib| block_scale(&x[ib * QK..][..QK]));
