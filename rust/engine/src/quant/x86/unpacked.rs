@@ -1,5 +1,5 @@
 //! The AVX-512 prompt tile over unpacked super-blocks (`quant::unpacked`: IQ4_XS and the
-//! codebook formats): `R` unpacked weight rows × `T` Q8_K rows. Per 64 values and token, three
+//! codebook formats): 2 unpacked weight rows × 8 Q8_K rows. Per 64 values and token, three
 //! instructions: the token's quants take the weights' signs (a masked subtraction; Q8_K quants
 //! are never −128), `pmaddubsw` multiplies them with the magnitudes in pairs, `vpdpwssd`
 //! scales the pairs by their 16 values' scale and adds them to exact i32 lanes.
