@@ -81,10 +81,8 @@ impl Unpack for IQ4XS {
     }
 }
 
-/// A codebook format.
-pub(crate) struct Cb<C>(std::marker::PhantomData<C>);
-
-impl<C: Codebook> Unpack for Cb<C> {
+/// Every codebook format.
+impl<C: Codebook> Unpack for C {
     const K: f32 = C::K;
     const SIZE: usize = C::SIZE;
     fn parts(block: &[u8]) -> (f32, [i8; QK_K], [i16; 16]) {

@@ -65,13 +65,9 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     };
     entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
     entry(k_format::<Q45K<true>>(isa, None));
-    let tile_2x8 = TileShape {
-        rows: 2,
-        tokens: MAX_TILE_TOKENS,
-    };
     entry(k_format::<Q6K>(
         isa,
-        wide.then_some(Tile::Plain(tile_2x8, ktile_q6k)),
+        wide.then_some(Tile::Plain(TILE_2X8, ktile_q6k)),
     ));
     entry(k_format::<IQ4XS>(
         isa,
@@ -90,17 +86,19 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
 /// unpacked rows.
 fn codebook_format<C: Codebook>(isa: Isa) -> Kernels {
     let wide = isa == Isa::Wide;
-    k_format::<Cb<C>>(isa, wide.then(unpacked_tile::<unpacked::Cb<C>>))
+    k_format::<Cb<C>>(isa, wide.then(unpacked_tile::<C>))
 }
 
 /// The AVX-512 2 × 8 tile of `U` over rows unpacked once per group of rows.
 fn unpacked_tile<U: Unpack>() -> Tile {
-    let shape = TileShape {
-        rows: 2,
-        tokens: MAX_TILE_TOKENS,
-    };
-    Tile::Unpacked(shape, unpacked::unpack_row::<U>, x86_unpacked::tile::<U>)
+    Tile::Unpacked(TILE_2X8, unpacked::unpack_row::<U>, x86_unpacked::tile::<U>)
 }
+
+/// The AVX-512 2 × 8 tiles (Q6_K, and the rows unpacked for IQ4_XS and the codebook formats).
+const TILE_2X8: TileShape = TileShape {
+    rows: 2,
+    tokens: MAX_TILE_TOKENS,
+};
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
 const TILE_4X4: TileShape = TileShape { rows: 4, tokens: 4 };
