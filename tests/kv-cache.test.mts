@@ -129,3 +129,12 @@ test('flashAttention and -fa are accepted with their values and change nothing',
     (e: any) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && /flash attention mode 'sometimes'/.test(e.message),
   );
 });
+
+test('a cache type or flash attention mode that is not a string is INVALID_OPTION', async () => {
+  const invalid = (name: string) => (e: any) =>
+    code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.startsWith(`${name} must be a string`);
+  assert.throws(() => model.createContext({ kvCacheTypeK: 5 as any }), invalid('kvCacheTypeK'));
+  assert.throws(() => model.createContext({ flashAttention: true as any }), invalid('flashAttention'));
+  assert.throws(() => model.estimateMemory(64, { kvCacheTypeV: null as any }), invalid('kvCacheTypeV'));
+  await assert.rejects(canRunModelFile(defaultModel(), { kvCacheTypeK: {} as any }), invalid('kvCacheTypeK'));
+});

@@ -2,7 +2,15 @@ import { getBindings } from './bindings';
 import { num, toBackendDevice, toMemoryEstimate } from './convert';
 import { LocalLLMErrorCode, wrapAsync } from './errors';
 import { Model, localPath } from './model';
-import { BYTES_RULE, ESTIMATE_OPTION_RULES, checkNumber, checkOptions, invalidOption } from './options';
+import {
+  BYTES_RULE,
+  CACHE_TYPE_OPTIONS,
+  ESTIMATE_OPTION_RULES,
+  checkNumber,
+  checkOptions,
+  checkTextOptions,
+  invalidOption,
+} from './options';
 import type { BackendDevice, KvCacheTypes, MemoryEstimate } from './types';
 
 /**
@@ -117,6 +125,7 @@ export async function canRunModelFile(
   const { estimateModelMemory } = getBindings();
   const file = localPath(path);
   checkOptions(options, ESTIMATE_OPTION_RULES);
+  checkTextOptions(options, CACHE_TYPE_OPTIONS);
   const estimate = toMemoryEstimate(
     await wrapAsync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
       estimateModelMemory(file, options.contextSize ?? 0, options.kvCacheTypeK, options.kvCacheTypeV),

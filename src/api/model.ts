@@ -5,7 +5,16 @@ import { EmbeddingContext } from './embeddings';
 import { defined, toMemoryEstimate, toModelFileInfo, toModelInfo, toNativeMessages } from './convert';
 import { LocalLLMErrorCode, abortError, abortable, disposedError, wrapAsync, wrapSync } from './errors';
 import { localPath } from './paths';
-import { ESTIMATE_OPTION_RULES, MODEL_OPTION_RULES, checkOptions, contextOptionRules, tokenIds } from './options';
+import {
+  CACHE_TYPE_OPTIONS,
+  CONTEXT_TEXT_OPTIONS,
+  ESTIMATE_OPTION_RULES,
+  MODEL_OPTION_RULES,
+  checkOptions,
+  checkTextOptions,
+  contextOptionRules,
+  tokenIds,
+} from './options';
 import type {
   ChatMessage,
   ContextOptions,
@@ -113,6 +122,7 @@ export class Model {
   estimateMemory(contextSize = 0, cache: KvCacheTypes = {}): MemoryEstimate {
     const handle = this.ensureHandle();
     checkOptions({ contextSize }, ESTIMATE_OPTION_RULES);
+    checkTextOptions(cache, CACHE_TYPE_OPTIONS);
     return toMemoryEstimate(
       wrapSync(LocalLLMErrorCode.MODEL_LOAD_FAILED, () =>
         handle.estimateMemory(contextSize, cache.kvCacheTypeK, cache.kvCacheTypeV),
@@ -124,6 +134,7 @@ export class Model {
   createContext(options: ContextOptions & { draftModel?: Model } = {}): InferenceContext {
     const handle = this.ensureHandle();
     checkOptions(options, contextOptionRules());
+    checkTextOptions(options, CONTEXT_TEXT_OPTIONS);
     const bindings = getBindings();
     // Unset options take the engine's defaults (the generated record's).
     const native = bindings.ContextOptions.create(

@@ -47,8 +47,12 @@ function engineLimits(): EngineLimits {
   return limits;
 }
 
-/** The options of a context that are not numbers (checked by the engine). */
-type ContextTextOptions = 'kvCacheTypeK' | 'kvCacheTypeV' | 'flashAttention';
+/** The options of a context that are names (strings here, their values checked by the engine). */
+export const CONTEXT_TEXT_OPTIONS = ['kvCacheTypeK', 'kvCacheTypeV', 'flashAttention'] as const;
+type ContextTextOptions = (typeof CONTEXT_TEXT_OPTIONS)[number];
+
+/** The cache-type options of a memory estimate (strings, checked by the engine). */
+export const CACHE_TYPE_OPTIONS = ['kvCacheTypeK', 'kvCacheTypeV'] as const;
 
 /** The numeric options of a context (0 for `contextSize` / `threads` means the default). */
 export function contextOptionRules(): Record<Exclude<keyof ContextOptions, ContextTextOptions>, Rule> {
@@ -200,6 +204,19 @@ export function checkOptions<K extends string>(
     const value = values[key];
     if (value !== undefined) {
       checkNumber(names[key] ?? key, value, rules[key]);
+    }
+  }
+}
+
+/**
+ * Check that the options `keys` of `values` that are set are strings (INVALID_OPTION naming the
+ * option otherwise); which names are valid is the engine's to say.
+ */
+export function checkTextOptions<K extends string>(values: Partial<Record<K, unknown>>, keys: readonly K[]): void {
+  for (const key of keys) {
+    const value = values[key];
+    if (value !== undefined && typeof value !== 'string') {
+      throw invalidOption(key, value, 'a string');
     }
   }
 }
