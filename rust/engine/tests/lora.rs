@@ -105,3 +105,58 @@ fn adapter_sets_switch_cleanly_and_session_files_remember_them() {
         Err(Error::InvalidOption(_))
     ));
 }
+
+/// The adapted products split over 1 or 2 threads give the same bits, when decoding one token
+/// at a time and for a whole prompt, with F16 and f32 adapter values.
+#[test]
+fn adapted_logits_do_not_depend_on_the_thread_count() {
+    let Some(path) = common::real_model("smollm2") else {
+        return;
+    };
+    let model = LoadedModel::load(&path, &LoadOptions::default()).unwrap();
+    let config = model.model().config().clone();
+    let tokens = model
+        .tokenize("A short prompt, then one token at a time.", true, true)
+        .unwrap();
+    for ty in ["f16", "f32"] {
+        let file = adapter_for(&path, &format!("threads-{ty}.gguf"), "3");
+        let file = if ty == "f16" {
+            file
+        } else {
+            let out = file.with_file_name("threads-f32-values.gguf");
+            let script = common::repo_root().join("tools/synth/make_lora.py");
+            let args = [path.to_str().unwrap(), out.to_str().unwrap(), "--seed", "3"];
+            common::run_python(&script, &args);
+            out
+        };
+        let adapter = Arc::new(LoraAdapter::load(&file, &config).unwrap());
+        let run = |threads: u32| {
+            let options = ContextOptions {
+                n_ctx: 128,
+                threads,
+                ..ContextOptions::default()
+            };
+            let mut ctx = Context::new(model.clone(), &options).unwrap();
+            ctx.set_lora(vec![ActiveLora {
+                adapter: adapter.clone(),
+                scale: 0.7,
+            }])
+            .unwrap();
+            let prompt = ctx
+                .eval(&tokens, Output::AllLogits, &mut |_, _| {}, None)
+                .unwrap();
+            let mut steps = Vec::new();
+            for &t in &tokens[..6] {
+                steps.extend(
+                    ctx.eval(&[t], Output::LastLogits, &mut |_, _| {}, None)
+                        .unwrap(),
+                );
+            }
+            (prompt, steps)
+        };
+        let (one, two) = (run(1), run(2));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(bits(&one.0) == bits(&two.0), "{ty}: prompt logits differ");
+        assert!(bits(&one.1) == bits(&two.1), "{ty}: decoding logits differ");
+    }
+}

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use half::f16;
 
+use super::lora_kernels::Value;
+use super::ops;
 use super::ModelConfig;
-use super::{lora_kernels, ops};
-use crate::backend::Threads;
+use crate::backend::{split_range, SharedMut, Threads};
 use crate::fnv::Fnv;
 use crate::gguf::GgufFile;
 use crate::quant::{self, GgmlType};
@@ -25,29 +26,23 @@ enum Values {
 }
 
 impl Values {
-    /// `Σ self[start + i]·x[i]` over `x` ([`ops::dot`]'s arithmetic).
+    /// `out[r] = Σ_i self[(first + r)·n + i]·x[i]` with `n = x.len()` ([`ops::dot`]'s
+    /// arithmetic), for every `r < out.len()`.
     #[inline(always)]
-    fn dot(&self, start: usize, x: &[f32]) -> f32 {
+    fn dots(&self, first: usize, x: &[f32], out: &mut [f32]) {
         match self {
-            Values::F32(v) => ops::dot(&v[start..start + x.len()], x),
-            Values::F16(v) => lora_kernels::dot_f16(&v[start..start + x.len()], x),
+            Values::F32(v) => f32::dots(v, first, x, out),
+            Values::F16(v) => f16::dots(v, first, x, out),
         }
     }
 
-    /// `out[i] += t · self[start + i]`.
+    /// `out[c] += t[j]·self[j·stride + start + c]` for `j` in order: `out` is columns
+    /// `start..start + out.len()` of a row, `self` holds `t.len()` rows of `stride` values.
     #[inline(always)]
-    fn axpy(&self, start: usize, t: f32, out: &mut [f32]) {
+    fn axpys(&self, t: &[f32], stride: usize, start: usize, out: &mut [f32]) {
         match self {
-            Values::F32(v) => {
-                let b = &v[start..start + out.len()];
-                for (o, &b) in out.iter_mut().zip(b) {
-                    *o += t * b;
-                }
-            }
-            Values::F16(v) => {
-                let b = &v[start..start + out.len()];
-                lora_kernels::axpy_f16(t, b, out)
-            }
+            Values::F32(v) => f32::axpys(t, &v[start..], stride, out),
+            Values::F16(v) => f16::axpys(t, &v[start..], stride, out),
         }
     }
 }
@@ -262,6 +257,16 @@ impl LoraAdapter {
         })
     }
 
+    /// The pair adapting `target`, if the adapter has one.
+    fn pair(&self, target: Target) -> Option<&LoraPair> {
+        match target {
+            Target::Block { layer, index } => {
+                self.layers.get(layer).and_then(|t| t[index].as_ref())
+            }
+            Target::Output => self.output.as_ref(),
+        }
+    }
+
     /// `adapter.lora.alpha` (0: the scale is used as given).
     pub fn alpha(&self) -> f32 {
         self.alpha
@@ -296,72 +301,141 @@ pub(crate) enum Target {
     Output,
 }
 
-/// Rows of a batch that share one read of the adapter's matrices.
-const TILE: usize = 16;
+/// One adapted product of a call to [`apply`]: an adapter's pair for one of the targets.
+struct Job<'a> {
+    pair: &'a LoraPair,
+    /// `scale · alpha / rank` (`scale` when alpha is 0).
+    s: f32,
+    /// The index of its target in [`apply`]'s `targets`.
+    target: usize,
+}
 
-/// Add every active adapter's delta for `target` to `out` (`n` rows of the base product of
-/// `x`): `out += s · B·(A·x)`, row by row on the threads (in the calling thread for a few rows,
-/// as when decoding: the products are far too small to be worth a dispatch).
+/// Add every active adapter's delta to each of `targets` (`n` rows of the base product of the
+/// same input `x`, e.g. q, k and v): `out += s · B·(A·x)`, adapters in order, all the targets
+/// in one dispatch per phase ([`apply_jobs`]).
 pub(crate) fn apply(
     active: &[ActiveLora],
-    target: Target,
     x: &[f32],
     n: usize,
-    out: &mut [f32],
+    targets: &mut [(Target, &mut [f32])],
     threads: &Threads,
 ) -> Result<()> {
+    let mut jobs = Vec::new();
     for lora in active {
-        let pair = match target {
-            Target::Block { layer, index } => lora
-                .adapter
-                .layers
-                .get(layer)
-                .and_then(|t| t[index].as_ref()),
-            Target::Output => lora.adapter.output.as_ref(),
-        };
-        let Some(pair) = pair else {
-            continue;
-        };
-        let alpha = lora.adapter.alpha;
-        let s = if alpha != 0.0 {
-            lora.scale * alpha / pair.rank as f32
-        } else {
-            lora.scale
-        };
-        let (n_in, n_out, rank) = (pair.n_in, pair.n_out, pair.rank);
-        if x.len() != n * n_in || out.len() != n * n_out {
-            return Err(Error::Backend(format!(
-                "LoRA shapes: {} inputs and {} outputs for {n} rows of {n_in} -> {n_out}",
-                x.len(),
-                out.len()
-            )));
+        for (k, (target, out)) in targets.iter().enumerate() {
+            let Some(pair) = lora.adapter.pair(*target) else {
+                continue;
+            };
+            if x.len() != n * pair.n_in || out.len() != n * pair.n_out {
+                return Err(Error::Backend(format!(
+                    "LoRA shapes: {} inputs and {} outputs for {n} rows of {} -> {}",
+                    x.len(),
+                    out.len(),
+                    pair.n_in,
+                    pair.n_out
+                )));
+            }
+            let alpha = lora.adapter.alpha;
+            let s = if alpha != 0.0 {
+                lora.scale * alpha / pair.rank as f32
+            } else {
+                lora.scale
+            };
+            jobs.push(Job { pair, s, target: k });
         }
-        threads.for_each_rows(out, n_out, |first, rows| {
-            let mut t = vec![0.0f32; TILE * rank];
-            // Plain f32 loops, vectorized at the widest width (the same bits at every width).
-            ops::widest(
-                #[inline(always)]
-                || {
-                    // Tiles of rows, so that each row of A and B is read once per tile rather
-                    // than once per row.
-                    for (k, tile) in rows.chunks_mut(TILE * n_out).enumerate() {
-                        let row0 = first + k * TILE;
-                        let n_rows = tile.len() / n_out;
-                        for j in 0..rank {
-                            for i in 0..n_rows {
-                                let xr = &x[(row0 + i) * n_in..][..n_in];
-                                t[i * rank + j] = s * pair.a.dot(j * n_in, xr);
-                            }
+    }
+    if jobs.is_empty() || n == 0 {
+        return Ok(());
+    }
+    apply_jobs(&jobs, x, n, targets, threads)
+}
+
+/// [`apply`]'s jobs, on every thread in two dispatches: `t = s·A·x` split over (job, row, group
+/// of four rank rows), then `out += B·t` split over the targets' output columns (each column
+/// taking the jobs in order). A split over columns rather than rows keeps every thread busy when
+/// decoding one token; every value is computed the same way whatever the split, so the bits do
+/// not depend on the thread count.
+fn apply_jobs(
+    jobs: &[Job<'_>],
+    x: &[f32],
+    n: usize,
+    targets: &mut [(Target, &mut [f32])],
+    threads: &Threads,
+) -> Result<()> {
+    // Job k's products are t[first[k]..][..n·rank], row by row; its work items are groups of
+    // up to four rows of A against one row of x (four sums at once).
+    let first: Vec<usize> = jobs
+        .iter()
+        .scan(0, |next, job| {
+            let here = *next;
+            *next += n * job.pair.rank;
+            Some(here)
+        })
+        .collect();
+    let groups = |job: &Job<'_>| job.pair.rank.div_ceil(4);
+    let items: Vec<usize> = jobs.iter().map(|job| n * groups(job)).collect();
+    let mut t = Vec::new();
+    let len = jobs.iter().map(|job| n * job.pair.rank).sum();
+    fallible::resize(&mut t, len, 0.0f32, "the LoRA products")?;
+    let pt = SharedMut(t.as_mut_ptr());
+    threads.for_each_chunk(items.iter().sum(), 1, |range| {
+        ops::widest(
+            #[inline(always)]
+            || {
+                split_range(range, items.iter().copied(), |k, range| {
+                    let Job { pair, s, .. } = jobs[k];
+                    let (n_in, rank, groups) = (pair.n_in, pair.rank, groups(&jobs[k]));
+                    for item in range {
+                        let (i, g) = (item / groups, item % groups);
+                        let rows = 4 * g..(4 * g + 4).min(rank);
+                        // SAFETY: these products of job k, row i lie inside `t` (job k has n
+                        // rows of `rank` from first[k]), and no other item writes them.
+                        let ti = unsafe {
+                            std::slice::from_raw_parts_mut(
+                                pt.get().add(first[k] + i * rank + rows.start),
+                                rows.len(),
+                            )
+                        };
+                        pair.a.dots(rows.start, &x[i * n_in..][..n_in], ti);
+                        ti.iter_mut().for_each(|v| *v *= s);
+                    }
+                })
+            },
+        )
+    });
+    let widths: Vec<usize> = targets.iter().map(|(_, out)| out.len() / n).collect();
+    let outs: Vec<SharedMut<f32>> = targets
+        .iter_mut()
+        .map(|(_, out)| SharedMut(out.as_mut_ptr()))
+        .collect();
+    let cols: usize = widths.iter().sum();
+    threads.for_each_chunk(cols, 64, |range| {
+        ops::widest(
+            #[inline(always)]
+            || {
+                split_range(range, widths.iter().copied(), |target, cols| {
+                    let n_out = widths[target];
+                    for (k, job) in jobs.iter().enumerate() {
+                        if job.target != target {
+                            continue;
                         }
-                        for j in 0..rank {
-                            for (i, row) in tile.chunks_exact_mut(n_out).enumerate() {
-                                pair.bt.axpy(j * n_out, t[i * rank + j], row);
-                            }
+                        let rank = job.pair.rank;
+                        for i in 0..n {
+                            // SAFETY: columns `cols` of row i < n lie inside this target's
+                            // output (n rows of n_out), and the chunks are disjoint.
+                            let row = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    outs[target].get().add(i * n_out + cols.start),
+                                    cols.len(),
+                                )
+                            };
+                            let ti = &t[first[k] + i * rank..][..rank];
+                            job.pair.bt.axpys(ti, n_out, cols.start, row);
                         }
                     }
-                },
-            )
-        });
-    }
+                })
+            },
+        )
+    });
     Ok(())
 }

@@ -273,11 +273,11 @@ impl Transformer {
             rope,
         } = buffers;
         // Add the active adapters' deltas for `target` (input `x`) to `out`.
-        let adapt = |target: Target, x: &[f32], out: &mut [f32]| -> Result<()> {
+        let adapt = |x: &[f32], targets: &mut [(Target, &mut [f32])]| -> Result<()> {
             if lora.is_empty() {
                 return Ok(());
             }
-            lora::apply(lora, target, x, n, out, threads)
+            lora::apply(lora, x, n, targets, threads)
         };
         let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
@@ -287,14 +287,12 @@ impl Transformer {
             x.iter_mut().for_each(|v| *v *= s);
         }
         for (il, layer) in self.layers.iter().enumerate() {
+            let block = |index| Target::Block { layer: il, index };
             norm_into(h, x, &layer.attn_norm, c.rms_eps, threads);
             let qkv = [&layer.wq, &layer.wk, &layer.wv];
             let outs: &mut [&mut [f32]] = &mut [q, k, v];
             Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
-            let block = |index| Target::Block { layer: il, index };
-            adapt(block(0), h, q)?;
-            adapt(block(1), h, k)?;
-            adapt(block(2), h, v)?;
+            adapt(h, &mut [(block(0), q), (block(1), k), (block(2), v)])?;
             add_bias(q, &layer.bq);
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
@@ -362,21 +360,20 @@ impl Transformer {
             }
             attention(&shape, &mut parts, &rotate, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
-            adapt(block(3), attn, proj)?;
+            adapt(attn, &mut [(block(3), proj)])?;
             let norm = layer.post_attn_norm.as_deref();
             add_residual(x, proj, d, norm, c.rms_eps, threads);
 
             norm_into(h, x, &layer.ffn_norm, c.rms_eps, threads);
             let outs: &mut [&mut [f32]] = &mut [gate, up];
             Weight::matmul_shared_input(&[&layer.w_gate, &layer.w_up], h, n, outs, threads)?;
-            adapt(block(4), h, gate)?;
-            adapt(block(5), h, up)?;
+            adapt(h, &mut [(block(4), gate), (block(5), up)])?;
             threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
                 FfnActivation::Silu => ops::silu_mul(g, u),
                 FfnActivation::GeluTanh => ops::gelu_mul(g, u),
             });
             layer.w_down.matmul(gate, n, proj, threads)?;
-            adapt(block(6), gate, proj)?;
+            adapt(gate, &mut [(block(6), proj)])?;
             let norm = layer.post_ffn_norm.as_deref();
             add_residual(x, proj, d, norm, c.rms_eps, threads);
         }
@@ -415,7 +412,7 @@ impl Transformer {
         fallible::resize(out, n_logits, 0.0f32, "the logits")?;
         self.output.matmul(&rows, n_out, out, threads)?;
         if !lora.is_empty() {
-            lora::apply(lora, Target::Output, &rows, n_out, out, threads)?;
+            lora::apply(lora, &rows, n_out, &mut [(Target::Output, out)], threads)?;
         }
         Ok(())
     }
