@@ -77,3 +77,36 @@ test('bad adapters are typed errors and keep the adapters in use', async () => {
   assert.deepEqual(ai.context.getLoadedLoraAdapters(), [{ path: adapter, scaled: 1 }]);
   await ai.context.removeLoraAdapters();
 });
+
+test("LocalLLM.create's lora option (node-llama-cpp's shape) applies adapters from the start", async () => {
+  await ai.context.applyLoraAdapters([{ path: adapter, scaled: 0.5 }]);
+  const half = await greedy();
+  await ai.context.removeLoraAdapters();
+  const options = { model: defaultModel(), contextSize: 256, threads: 2, warmup: false };
+  const progress: number[] = [];
+  const withOption = await LocalLLM.create({
+    ...options,
+    lora: { adapters: [{ filePath: adapter, scale: 0.5 }], onLoadProgress: (p) => progress.push(p) },
+  });
+  try {
+    assert.deepEqual(progress, [1]);
+    assert.deepEqual(withOption.context.getLoadedLoraAdapters(), [{ path: adapter, scaled: 0.5 }]);
+    assert.equal(await withOption.context.generate(PROMPT, { temperature: 0, maxTokens: 24 }), half);
+  } finally {
+    withOption.dispose();
+  }
+  const byPath = await LocalLLM.create({ ...options, lora: adapter });
+  try {
+    assert.deepEqual(byPath.context.getLoadedLoraAdapters(), [{ path: adapter, scaled: 1 }]);
+  } finally {
+    byPath.dispose();
+  }
+  await assert.rejects(
+    LocalLLM.create({ ...options, lora: join(tmpdir(), 'no-such-adapter.gguf') }),
+    code(LocalLLMErrorCode.INVALID_PATH),
+  );
+  await assert.rejects(
+    LocalLLM.create({ ...options, lora: { adapters: [{ path: adapter }] } as any }),
+    code(LocalLLMErrorCode.INVALID_OPTION),
+  );
+});

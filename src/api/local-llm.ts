@@ -9,7 +9,16 @@ import { Model, localPath } from './model';
 import { resolveModelFile } from './model-source';
 import { ModelPool } from './model-pool';
 import { normalizeOverflow } from './overflow';
-import type { BenchmarkOptions, BenchmarkResult, ChatMessage, LocalLLMOptions, LogCallback, LogLevel } from './types';
+import { invalidOption } from './options';
+import type {
+  BenchmarkOptions,
+  BenchmarkResult,
+  ChatMessage,
+  LocalLLMOptions,
+  LogCallback,
+  LogLevel,
+  LoraOption,
+} from './types';
 
 /**
  * On-device LLM inference: load a GGUF model and chat with it.
@@ -112,8 +121,9 @@ export class LocalLLM {
       o.draftModel === undefined
         ? undefined
         : await Model.load(localPath(o.draftModel), { compute: o.compute, useMmap: o.useMmap, signal: o.signal });
+    let context: InferenceContext;
     try {
-      return model.createContext({
+      context = model.createContext({
         contextSize: o.contextSize,
         batchSize: o.batchSize,
         threads: o.threads,
@@ -128,6 +138,18 @@ export class LocalLLM {
     } finally {
       draft?.dispose(); // the context keeps the draft's weights
     }
+    if (o.lora !== undefined) {
+      try {
+        await context.applyLoraAdapters(loraAdapters(o.lora));
+      } catch (e) {
+        context.dispose();
+        throw e;
+      }
+      if (typeof o.lora === 'object') {
+        o.lora.onLoadProgress?.(1);
+      }
+    }
+    return context;
   }
 
   private disposedDuringInit(): LocalLLMError {
@@ -275,3 +297,19 @@ export class LocalLLM {
 }
 
 addDisposeSymbol(LocalLLM);
+
+/** {@link LocalLLMOptions.lora} as `applyLoraAdapters`' list (a bad shape is INVALID_OPTION). */
+function loraAdapters(lora: LoraOption): Array<{ path: string; scaled?: number }> {
+  if (typeof lora === 'string') {
+    return [{ path: lora }];
+  }
+  if (lora === null || typeof lora !== 'object' || !Array.isArray(lora.adapters)) {
+    throw invalidOption('lora', lora, 'a file path or { adapters: [{ filePath, scale? }] }');
+  }
+  return lora.adapters.map((a, i) => {
+    if (a === null || typeof a !== 'object' || typeof a.filePath !== 'string') {
+      throw invalidOption(`lora.adapters[${i}]`, a, 'an object { filePath, scale? }');
+    }
+    return { path: a.filePath, scaled: a.scale };
+  });
+}

@@ -327,7 +327,24 @@ export interface LocalLLMOptions extends ModelOptions, ContextOptions {
   contextOverflow?: ContextOverflowStrategy | ContextOverflowConfig;
   /** Create an embedding context too, for `ai.embeddings.create` (default false). */
   embeddings?: boolean | { poolingType?: EmbeddingPoolingType };
+  /**
+   * Addition (node-llama-cpp's context option `lora`): LoRA adapters applied from the start (a
+   * file path, or adapters with scales), as `context.applyLoraAdapters` does afterwards. A
+   * missing file rejects `create` with INVALID_PATH, a file that is not an adapter for this
+   * model with MODEL_LOAD_FAILED.
+   */
+  lora?: LoraOption;
 }
+
+/** {@link LocalLLMOptions.lora}: node-llama-cpp's shape. */
+export type LoraOption =
+  | string
+  | {
+      /** The adapters, in the order their deltas are added; `scale` defaults to 1. */
+      adapters: ReadonlyArray<{ filePath: string; scale?: number }>;
+      /** Called with 1 once the adapters are loaded (node-llama-cpp's load fraction). */
+      onLoadProgress?(loadProgress: number): void;
+    };
 
 /** How token states are pooled into one embedding; this engine supports 'mean'. */
 export type EmbeddingPoolingType = 'mean' | 'cls' | 'last';
