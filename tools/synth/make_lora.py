@@ -2,12 +2,13 @@
 """Write a random LoRA adapter (llama.cpp's GGUF adapter format) for a base model file.
 
     make_lora.py BASE.gguf OUT.gguf [--rank R] [--alpha A] [--seed S] [--type f32|f16]
-                 [--output] [--targets attn_q,attn_v,...]
+                 [--output] [--embedding] [--targets attn_q,attn_v,...]
 
 For every block of BASE and every target matrix (default: the four attention and three FFN
 matrices), `blk.N.<target>.weight.lora_a` (rank x inputs) and `.lora_b` (outputs x rank) hold
 random values, sized so that the adapted model differs clearly from the base; `--output` adds
-`output.weight` (untied heads only). Metadata: general.type = adapter, adapter.type = lora,
+`output.weight` (untied heads only), `--embedding` adds `token_embd.weight` (llama.cpp's layout:
+`lora_a` one row of rank values per token, `lora_b` embedding width x rank). Metadata: general.type = adapter, adapter.type = lora,
 adapter.lora.alpha, general.architecture of BASE. Speed and correctness checks do not depend
 on what the adapter has learned, only on its shapes.
 """
@@ -33,6 +34,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--type", choices=["f32", "f16"], default="f32")
     p.add_argument("--output", action="store_true")
+    p.add_argument("--embedding", action="store_true")
     p.add_argument("--targets", default=",".join(TARGETS))
     a = p.parse_args()
 
@@ -51,10 +53,18 @@ def main():
         if "output.weight" not in shapes:
             sys.exit("the base has no separate output.weight")
         names.append("output.weight")
+    if a.embedding:
+        names.append("token_embd.weight")
     for name in names:
         n_in, n_out = shapes[name]
-        lora_a = rng.standard_normal((a.rank, n_in)) / np.sqrt(n_in)
-        lora_b = rng.standard_normal((n_out, a.rank)) * (0.6 / a.rank)
+        if name == "token_embd.weight":
+            # llama.cpp's layout for the embedding: A flipped (one row of `rank` per token,
+            # gathered), B not transposed: the delta of token t is B @ A[t].
+            lora_a = rng.standard_normal((n_out, a.rank))
+            lora_b = rng.standard_normal((n_in, a.rank)) * (0.6 / a.rank)
+        else:
+            lora_a = rng.standard_normal((a.rank, n_in)) / np.sqrt(n_in)
+            lora_b = rng.standard_normal((n_out, a.rank)) * (0.6 / a.rank)
         w.add_tensor(f"{name}.lora_a", lora_a.astype(dtype))
         w.add_tensor(f"{name}.lora_b", lora_b.astype(dtype))
     w.write_header_to_file()

@@ -183,6 +183,17 @@ fn compare_lora(model_name: &str, lora_args: &[&str], flag: &str, scale: Option<
     let Some(model) = common::real_model(model_name) else {
         return;
     };
+    compare_lora_on(&model, model_name, lora_args, flag, scale);
+}
+
+/// [`compare_lora`] on the model file `model` (`model_name` labels it).
+fn compare_lora_on(
+    model: &Path,
+    model_name: &str,
+    lora_args: &[&str],
+    flag: &str,
+    scale: Option<&str>,
+) {
     let llama = script_path("build-llama.sh", &["llama-perplexity", "native"]);
     let text = script_path("fetch-eval-text.sh", &[]);
     let dir = std::env::temp_dir().join(format!(
@@ -192,13 +203,13 @@ fn compare_lora(model_name: &str, lora_args: &[&str], flag: &str, scale: Option<
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let adapter = dir.join("adapter.gguf");
-    make_lora(&model, &adapter, lora_args);
+    make_lora(model, &adapter, lora_args);
     let adapter_arg = match scale {
         Some(s) => format!("{}:{s}", adapter.display()),
         None => adapter.display().to_string(),
     };
     let base = dir.join("theirs.bin");
-    let common_args = |cmd: &mut Command| test_size(cmd, &model);
+    let common_args = |cmd: &mut Command| test_size(cmd, model);
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
     run(cmd
@@ -266,5 +277,25 @@ fn adapters_for_another_model_or_not_adapters_are_errors() {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains(message), "{stderr}");
     }
+    std::fs::remove_dir_all(&dir).expect("remove temp dir");
+}
+
+/// The token embedding's LoRA pair (llama.cpp's flipped layout, added to the looked-up rows) on
+/// a synthetic model with an untied output head: llama.cpp cannot run one on a tied model (it
+/// would apply the embedding's pair to the output head too, whose shapes do not fit).
+#[test]
+fn token_embedding_lora_matches_llama_perplexity() {
+    if skip() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("local-llm-lora-embd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let model = dir.join("llama-spm.gguf");
+    let script = common::repo_root().join("tools/synth/make_model.py");
+    common::run_python(&script, &["llama-spm", model.to_str().unwrap()]);
+    let only = ["--embedding", "--targets", "none", "--type", "f16"];
+    compare_lora_on(&model, "llama-spm", &only, "--lora", None);
+    let with_q = ["--embedding", "--targets", "attn_q", "--type", "f32"];
+    compare_lora_on(&model, "llama-spm", &with_q, "--lora-scaled", Some("0.5"));
     std::fs::remove_dir_all(&dir).expect("remove temp dir");
 }

@@ -38,6 +38,23 @@ impl Values {
 
     /// `out[c] += t[j]·self[j·stride + start + c]` for `j` in order: `out` is columns
     /// `start..start + out.len()` of a row, `self` holds `t.len()` rows of `stride` values.
+    /// `out[j] = s · self[start + j]`.
+    fn scaled(&self, start: usize, s: f32, out: &mut [f32]) {
+        let end = start + out.len();
+        match self {
+            Values::F32(v) => {
+                for (o, &v) in out.iter_mut().zip(&v[start..end]) {
+                    *o = s * v;
+                }
+            }
+            Values::F16(v) => {
+                for (o, v) in out.iter_mut().zip(&v[start..end]) {
+                    *o = s * v.to_f32();
+                }
+            }
+        }
+    }
+
     #[inline(always)]
     fn axpys(&self, t: &[f32], stride: usize, start: usize, out: &mut [f32]) {
         match self {
@@ -76,8 +93,13 @@ pub struct LoraAdapter {
     /// Per block, per [`BLOCK_TARGETS`] entry.
     layers: Vec<[Option<LoraPair>; 7]>,
     output: Option<LoraPair>,
+    /// The token embedding's pair: `a` holds one row of `rank` values per token.
+    embedding: Option<LoraPair>,
     n_tensors: usize,
 }
+
+/// The token embedding's tensor name.
+const EMBEDDING: &str = "token_embd.weight";
 
 impl std::fmt::Debug for LoraAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -155,6 +177,9 @@ impl LoraAdapter {
             (config.n_ff, d),
         ];
         let mut n_tensors = 0;
+        // The pair for `base` (`cols` inputs, `rows` outputs). The token embedding's A is
+        // flipped (llama.cpp's layout): one row of `rank` values per token, gathered rather
+        // than multiplied.
         let mut pair = |base: &str, cols: usize, rows: usize| -> Result<Option<LoraPair>> {
             let (a_name, b_name) = (format!("{base}.lora_a"), format!("{base}.lora_b"));
             match (has(&a_name), has(&b_name)) {
@@ -162,15 +187,20 @@ impl LoraAdapter {
                 (true, true) => {}
                 _ => return Err(bad(format!("'{base}' has only one of lora_a and lora_b"))),
             }
+            let gathered = base == EMBEDDING;
             let rank = gguf
                 .tensor(&a_name)
-                .and_then(|t| t.dims.get(1).copied())
+                .and_then(|t| t.dims.get(usize::from(!gathered)).copied())
                 .unwrap_or(0) as usize;
             if rank == 0 || rank > cols.min(rows) {
                 return Err(bad(format!("'{a_name}' has rank {rank}")));
             }
             n_tensors += 2;
-            let a = matrix_f32(&gguf, &a_name, cols, rank)?;
+            let a = if gathered {
+                matrix_f32(&gguf, &a_name, rank, cols)?
+            } else {
+                matrix_f32(&gguf, &a_name, cols, rank)?
+            };
             let b = matrix_f32(&gguf, &b_name, rank, rows)?;
             let mut bt = Vec::new();
             fallible::resize(&mut bt, b.len(), 0.0, "the LoRA B matrix")?;
@@ -208,6 +238,7 @@ impl LoraAdapter {
             layers.push(targets);
         }
         let output = pair("output.weight", d, config.n_vocab)?;
+        let embedding = pair(EMBEDDING, config.n_vocab, d)?;
         let seen = n_tensors;
         let all = gguf.tensors().len();
         if seen != all {
@@ -223,6 +254,7 @@ impl LoraAdapter {
                         return true;
                     };
                     base != "output.weight"
+                        && base != EMBEDDING
                         && !(0..config.n_layer).any(|il| {
                             BLOCK_TARGETS
                                 .iter()
@@ -232,7 +264,7 @@ impl LoraAdapter {
                 .unwrap_or("?");
             return Err(bad(format!(
                 "tensor '{stray}' is not a LoRA target this engine applies (the 7 matrices of \
-                 each block and output.weight)"
+                 each block, output.weight and token_embd.weight)"
             )));
         }
         if n_tensors == 0 {
@@ -253,6 +285,7 @@ impl LoraAdapter {
             fingerprint: h.0,
             layers,
             output,
+            embedding,
             n_tensors,
         })
     }
@@ -292,6 +325,18 @@ pub struct ActiveLora {
     pub scale: f32,
 }
 
+impl ActiveLora {
+    /// The factor of `pair`'s products: `scale · alpha / rank` (`scale` when alpha is 0).
+    fn scale_for(&self, pair: &LoraPair) -> f32 {
+        let alpha = self.adapter.alpha;
+        if alpha != 0.0 {
+            self.scale * alpha / pair.rank as f32
+        } else {
+            self.scale
+        }
+    }
+}
+
 /// Which matrix of a forward pass a LoRA delta is for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Target {
@@ -299,6 +344,39 @@ pub(crate) enum Target {
     Block { layer: usize, index: usize },
     /// The output head.
     Output,
+}
+
+/// Add every active adapter's token-embedding delta to `x` (one row of `n_embd` per token of
+/// `tokens`, the rows the embedding lookup wrote): `row += s · B·A[token]`, as llama.cpp's
+/// `build_inp_embd` (before any embedding scale). A few values per token: on the calling thread.
+pub(crate) fn add_embedding(
+    active: &[ActiveLora],
+    tokens: impl Iterator<Item = u32> + Clone,
+    x: &mut [f32],
+    n_embd: usize,
+) -> Result<()> {
+    for lora in active {
+        let Some(pair) = lora.adapter.embedding.as_ref() else {
+            continue;
+        };
+        let (rank, n_vocab) = (pair.rank, pair.n_in);
+        let s = lora.scale_for(pair);
+        let mut t = vec![0.0f32; rank];
+        for (row, id) in x.chunks_exact_mut(n_embd).zip(tokens.clone()) {
+            let id = id as usize;
+            if id >= n_vocab || row.len() != pair.n_out {
+                return Err(Error::Backend(format!(
+                    "LoRA embedding: token {id} of {n_vocab}, rows of {n_embd}"
+                )));
+            }
+            pair.a.scaled(id * rank, s, &mut t);
+            ops::widest(
+                #[inline(always)]
+                || pair.bt.axpys(&t, n_embd, 0, row),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// One adapted product of a call to [`apply`]: an adapter's pair for one of the targets.
@@ -335,12 +413,7 @@ pub(crate) fn apply(
                     pair.n_out
                 )));
             }
-            let alpha = lora.adapter.alpha;
-            let s = if alpha != 0.0 {
-                lora.scale * alpha / pair.rank as f32
-            } else {
-                lora.scale
-            };
+            let s = lora.scale_for(pair);
             jobs.push(Job { pair, s, target: k });
         }
     }

@@ -280,8 +280,11 @@ impl Transformer {
             lora::apply(lora, x, n, targets, threads)
         };
         let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
-        for (row, &id) in x.chunks_exact_mut(d).zip(tokens) {
+        for (row, &id) in x.chunks_exact_mut(d).zip(tokens.clone()) {
             self.embedding.row(id, row)?;
+        }
+        if !lora.is_empty() {
+            lora::add_embedding(lora, tokens.copied(), x, d)?;
         }
         if let Some(s) = self.embed_scale {
             x.iter_mut().for_each(|v| *v *= s);
