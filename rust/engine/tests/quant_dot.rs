@@ -253,6 +253,8 @@ fn dot_rows_equals_the_one_row_kernel_bitwise() {
             GgmlType::IQ2_S,
             GgmlType::IQ4_XS,
             GgmlType::IQ1_M,
+            GgmlType::TQ1_0,
+            GgmlType::TQ2_0,
             GgmlType::MXFP4,
         ];
         assert_eq!(streamed, want, "the x86-64 decoding kernels");

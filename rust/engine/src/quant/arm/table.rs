@@ -11,9 +11,9 @@ use super::{run, Isa, Legacy, LegacyTile};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
 };
-use crate::quant::iquants;
 use crate::quant::kernels::{for_tokens, ForTokens, Kernels, Matrix, Tile, TileOut, TileShape};
 use crate::quant::types::GgmlType;
+use crate::quant::{iquants, ternary};
 
 /// Every entry the NEON kernels cover, for `isa`.
 pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
@@ -87,6 +87,8 @@ fn entries_for<I: Level>(entry: &mut impl FnMut(Kernels)) {
     entry(tiled::<K<I, Cb<iquants::IQ3S>>>(GgmlType::IQ3_S, k));
     entry(tiled::<K<I, Cb<iquants::IQ1S>>>(GgmlType::IQ1_S, k));
     entry(tiled::<K<I, Cb<iquants::IQ1M>>>(GgmlType::IQ1_M, k));
+    entry(tiled::<K<I, Cb<ternary::TQ1>>>(GgmlType::TQ1_0, k));
+    entry(tiled::<K<I, Cb<ternary::TQ2>>>(GgmlType::TQ2_0, k));
 }
 
 /// A block format's NEON tiles: `R` weight rows × `T` activation rows.

@@ -19,6 +19,7 @@ mod kdecode;
 mod kquants;
 mod ktile;
 pub(super) mod table;
+mod ternary;
 mod tile;
 mod unpacked;
 mod wide;

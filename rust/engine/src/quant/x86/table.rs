@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
 use super::unpacked as x86_unpacked;
-use super::{codebook, decode, decode_avx2, iq4xs, kdecode, kquants, ktile, wide};
+use super::{codebook, decode, decode_avx2, iq4xs, kdecode, kquants, ktile, ternary as tq, wide};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
 };
@@ -15,6 +15,7 @@ use crate::quant::kernels::{
     for_tokens, DotFn, ForTokens, Kernels, Matrix, RowsFn, Tile, TileFn, TileOut, TileShape,
     MAX_TILE_TOKENS,
 };
+use crate::quant::ternary;
 use crate::quant::types::GgmlType;
 use crate::quant::unpacked::{self, Unpack};
 
@@ -80,6 +81,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(codebook_format::<iquants::IQ3S>(isa));
     entry(codebook_format::<iquants::IQ1S>(isa));
     entry(codebook_format::<iquants::IQ1M>(isa));
+    entry(codebook_format::<ternary::TQ1>(isa));
+    entry(k_format::<Tq2>(
+        isa,
+        wide.then(unpacked_tile::<ternary::TQ2>),
+    ));
 }
 
 /// The entry of the codebook format `C`: its row kernels, and on AVX-512 the tile over
@@ -427,6 +433,29 @@ impl<C: Codebook> KFormat for Cb<C> {
         y: [*const u8; T],
     ) -> [[f32; T]; 4] {
         by_pairs!(codebook::rows, C; nb, x, y)
+    }
+}
+
+/// TQ2_0, with its own row kernels (its digits multiply the quants directly).
+struct Tq2;
+
+impl KFormat for Tq2 {
+    const TY: GgmlType = GgmlType::TQ2_0;
+    const DOT: DotFn = tq::dot_tq2;
+    unsafe fn row<L: Level, const T: usize>(
+        nb: usize,
+        x: *const u8,
+        y: [*const u8; T],
+    ) -> [f32; T] {
+        tq::rows_tq2::<1, T>(nb, [x], y)[0]
+    }
+
+    unsafe fn quad<L: Level, const T: usize>(
+        nb: usize,
+        x: [*const u8; 4],
+        y: [*const u8; T],
+    ) -> [[f32; T]; 4] {
+        by_pairs!(tq::rows_tq2; nb, x, y)
     }
 }
 
