@@ -259,9 +259,9 @@ fn neon_kernels_equal_the_portable_ones_bitwise() {
     if simd_level() != "scalar" {
         assert_eq!(
             tiled.len(),
-            20,
-            "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K, IQ4_NL IQ4_XS MXFP4 and the 7 codebook \
-             formats have NEON tiles"
+            22,
+            "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K, IQ4_NL IQ4_XS MXFP4, the 7 codebook \
+             formats and TQ1_0 TQ2_0 have NEON tiles"
         );
     }
 }

@@ -14,9 +14,12 @@ use super::types::GgmlType;
 /// top, and `(· 3) >> 8` reads it.
 #[inline(always)]
 fn trit(byte: u8, n: usize) -> u8 {
-    let q = byte.wrapping_mul(3u8.pow(n as u32));
+    let q = byte.wrapping_mul(POW3[n]);
     ((u16::from(q) * 3) >> 8) as u8
 }
+
+/// `3ⁿ` for the digits `n` of a byte.
+const POW3: [u8; 5] = [1, 3, 9, 27, 81];
 
 /// Eight bytes that are each 0 or 1 as the bits of one byte (byte `k` → bit `k`): the
 /// multiplication moves byte `k`'s bit to bit `56 + k` and no two partial products meet.
