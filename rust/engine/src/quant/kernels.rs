@@ -261,6 +261,11 @@ impl Kernels {
             }
             Some(Tile::Unpacked(..)) => {
                 let len = self.unpacked_row_bytes(n);
+                if len == 0 {
+                    // Not one whole block: every sum is empty.
+                    *out = [[0.0; MAX_TILE_TOKENS]; MAX_TILE_ROWS];
+                    return;
+                }
                 let mut unpacked = vec![0u8; len * w_rows.len()];
                 for (row, out) in w_rows.iter().zip(unpacked.chunks_exact_mut(len)) {
                     self.unpack(n, row, out);
