@@ -81,11 +81,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(codebook_format::<iquants::IQ3S>(isa));
     entry(codebook_format::<iquants::IQ1S>(isa));
     entry(codebook_format::<iquants::IQ1M>(isa));
-    entry(k_format::<Tq1>(
+    entry(k_format::<Tq<tq::Tq1>>(
         isa,
         wide.then(unpacked_tile::<ternary::TQ1>),
     ));
-    entry(k_format::<Tq2>(
+    entry(k_format::<Tq<tq::Tq2>>(
         isa,
         wide.then(unpacked_tile::<ternary::TQ2>),
     ));
@@ -440,19 +440,17 @@ impl<C: Codebook> KFormat for Cb<C> {
 }
 
 /// TQ1_0 and TQ2_0, with their own row kernels (their digits multiply the quants directly).
-struct Tq1;
-/// See [`Tq1`].
-struct Tq2;
+struct Tq<F>(PhantomData<F>);
 
-impl KFormat for Tq1 {
-    const TY: GgmlType = GgmlType::TQ1_0;
-    const DOT: DotFn = tq::dot_tq1;
+impl<F: tq::Ternary> KFormat for Tq<F> {
+    const TY: GgmlType = F::TY;
+    const DOT: DotFn = tq::dot::<F>;
     unsafe fn row<L: Level, const T: usize>(
         nb: usize,
         x: *const u8,
         y: [*const u8; T],
     ) -> [f32; T] {
-        tq::rows_tq1::<1, T>(nb, [x], y)[0]
+        tq::rows::<F, 1, T>(nb, [x], y)[0]
     }
 
     unsafe fn quad<L: Level, const T: usize>(
@@ -460,27 +458,7 @@ impl KFormat for Tq1 {
         x: [*const u8; 4],
         y: [*const u8; T],
     ) -> [[f32; T]; 4] {
-        by_pairs!(tq::rows_tq1; nb, x, y)
-    }
-}
-
-impl KFormat for Tq2 {
-    const TY: GgmlType = GgmlType::TQ2_0;
-    const DOT: DotFn = tq::dot_tq2;
-    unsafe fn row<L: Level, const T: usize>(
-        nb: usize,
-        x: *const u8,
-        y: [*const u8; T],
-    ) -> [f32; T] {
-        tq::rows_tq2::<1, T>(nb, [x], y)[0]
-    }
-
-    unsafe fn quad<L: Level, const T: usize>(
-        nb: usize,
-        x: [*const u8; 4],
-        y: [*const u8; T],
-    ) -> [[f32; T]; 4] {
-        by_pairs!(tq::rows_tq2; nb, x, y)
+        by_pairs!(tq::rows, F; nb, x, y)
     }
 }
 

@@ -16,21 +16,68 @@ use super::codebook::hsum_epi32;
 use super::{dot_us, half, load, prefetch};
 use crate::quant::blocks::{BlockQ8_K, BlockTQ1_0, BlockTQ2_0};
 use crate::quant::kquants::q8k_d;
+use crate::quant::types::GgmlType;
 
-/// `R` TQ2_0 rows `x` · `T` Q8_K rows `y`, `nb` super-blocks each.
+/// A ternary format: its block size and scale offset, and a block's digits.
+pub(super) trait Ternary {
+    /// The format.
+    const TY: GgmlType;
+    /// Bytes per block.
+    const SIZE: usize;
+    /// Where the block's f16 scale is.
+    const D: usize;
+    /// The 256 digits (0..=3, the values plus 1) of the block at `xb` as eight registers of
+    /// 32, in element order.
+    ///
+    /// # Safety
+    /// AVX2; `xb` points to a whole block.
+    unsafe fn digits(xb: *const u8) -> [__m256i; 8];
+}
+
+/// TQ1_0.
+pub(super) struct Tq1;
+/// TQ2_0.
+pub(super) struct Tq2;
+
+impl Ternary for Tq1 {
+    const TY: GgmlType = GgmlType::TQ1_0;
+    const SIZE: usize = BlockTQ1_0::SIZE;
+    const D: usize = BlockTQ1_0::D;
+    #[inline(always)]
+    unsafe fn digits(xb: *const u8) -> [__m256i; 8] {
+        tq1_registers(xb).map(|q| base3_digits(q))
+    }
+}
+
+impl Ternary for Tq2 {
+    const TY: GgmlType = GgmlType::TQ2_0;
+    const SIZE: usize = BlockTQ2_0::SIZE;
+    const D: usize = BlockTQ2_0::D;
+    /// Bits `2l..2l+2` of `qs[32j + m]` are element `128j + 32l + m`: register `4j + l`.
+    #[inline(always)]
+    unsafe fn digits(xb: *const u8) -> [__m256i; 8] {
+        let threes = _mm256_set1_epi8(3);
+        let q = [0, 1].map(|j| load(xb.add(BlockTQ2_0::QS + 32 * j)));
+        std::array::from_fn(|g| {
+            let shift = _mm_cvtsi32_si128(2 * (g % 4) as i32);
+            _mm256_and_si256(_mm256_srl_epi16(q[g / 4], shift), threes)
+        })
+    }
+}
+
+/// `R` rows `x` of the ternary format `F` · `T` Q8_K rows `y`, `nb` super-blocks each.
 ///
 /// # Safety
 /// AVX2, FMA and F16C; every row holds `nb` whole blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_tq2<const R: usize, const T: usize>(
+pub(super) unsafe fn rows<F: Ternary, const R: usize, const T: usize>(
     nb: usize,
     x: [*const u8; R],
     y: [*const u8; T],
 ) -> [[f32; T]; R] {
     type A = BlockQ8_K;
-    type B = BlockTQ2_0;
     let mut out = [[0f32; T]; R];
-    let (ones, threes) = (_mm256_set1_epi8(1), _mm256_set1_epi8(3));
+    let ones = _mm256_set1_epi8(1);
     for b in 0..nb {
         let ya = y.map(|p| p.add(A::SIZE * b));
         // Σ y of each token's super-block.
@@ -42,22 +89,16 @@ pub(super) unsafe fn rows_tq2<const R: usize, const T: usize>(
             hsum_epi32(s)
         });
         for r in 0..R {
-            let xb = x[r].add(B::SIZE * b);
-            prefetch(xb, B::SIZE);
+            let xb = x[r].add(F::SIZE * b);
+            prefetch(xb, F::SIZE);
             let mut acc = [_mm256_setzero_si256(); T];
-            for j in 0..2 {
-                let q = load(xb.add(B::QS + 32 * j));
-                for l in 0..4 {
-                    // Digits `2l..2l+2` of each byte: elements 128j + 32l + m.
-                    let digits =
-                        _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * l)), threes);
-                    for t in 0..T {
-                        let yq = load(ya[t].add(A::QS + 128 * j + 32 * l as usize));
-                        acc[t] = _mm256_add_epi32(acc[t], dot_us(digits, yq));
-                    }
+            for (g, digits) in F::digits(xb).into_iter().enumerate() {
+                for t in 0..T {
+                    let yq = load(ya[t].add(A::QS + 32 * g));
+                    acc[t] = _mm256_add_epi32(acc[t], dot_us(digits, yq));
                 }
             }
-            let dx = half(xb.add(B::D));
+            let dx = half(xb.add(F::D));
             for t in 0..T {
                 let dy = q8k_d(std::slice::from_raw_parts(ya[t], A::SIZE));
                 let total = hsum_epi32(acc[t]) - sum_y[t];
@@ -69,13 +110,13 @@ pub(super) unsafe fn rows_tq2<const R: usize, const T: usize>(
     out
 }
 
-/// One TQ2_0 row · one Q8_K row.
+/// One row of the ternary format `F` · one Q8_K row.
 ///
 /// # Safety
-/// As [`rows_tq2`].
+/// As [`rows`].
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dot_tq2(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    rows_tq2::<1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
+pub(super) unsafe fn dot<F: Ternary>(nb: usize, x: &[u8], y: &[u8]) -> f32 {
+    rows::<F, 1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
 }
 
 /// Bytes `x · 3` (mod 256 each).
@@ -107,7 +148,7 @@ unsafe fn mul9(x: __m256i) -> __m256i {
 /// AVX2.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn digits(q: __m256i) -> __m256i {
+unsafe fn base3_digits(q: __m256i) -> __m256i {
     let at_least = |c: u8| _mm256_cmpeq_epi8(_mm256_max_epu8(q, _mm256_set1_epi8(c as i8)), q);
     _mm256_sub_epi8(
         _mm256_setzero_si256(),
@@ -148,60 +189,4 @@ unsafe fn tq1_registers(xb: *const u8) -> [__m256i; 8] {
         _mm256_blend_epi32::<0xf0>(h9, h27),
         _mm256_inserti128_si256::<1>(h81, _mm256_castsi256_si128(qhs)),
     ]
-}
-
-/// `R` TQ1_0 rows `x` · `T` Q8_K rows `y`, `nb` super-blocks each: as [`rows_tq2`], with the
-/// digits `t` (value `t − 1`) read from the base-3 bytes by [`digits`].
-///
-/// # Safety
-/// AVX2, FMA and F16C; every row holds `nb` whole blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_tq1<const R: usize, const T: usize>(
-    nb: usize,
-    x: [*const u8; R],
-    y: [*const u8; T],
-) -> [[f32; T]; R] {
-    type A = BlockQ8_K;
-    type B = BlockTQ1_0;
-    let mut out = [[0f32; T]; R];
-    let ones = _mm256_set1_epi8(1);
-    for b in 0..nb {
-        let ya = y.map(|p| p.add(A::SIZE * b));
-        let sum_y = ya.map(|p| {
-            let mut s = _mm256_setzero_si256();
-            for k in 0..8 {
-                s = _mm256_add_epi32(s, dot_us(ones, load(p.add(A::QS + 32 * k))));
-            }
-            hsum_epi32(s)
-        });
-        for r in 0..R {
-            let xb = x[r].add(B::SIZE * b);
-            prefetch(xb, B::SIZE);
-            let mut acc = [_mm256_setzero_si256(); T];
-            for (g, q) in tq1_registers(xb).into_iter().enumerate() {
-                let t3 = digits(q);
-                for t in 0..T {
-                    let yq = load(ya[t].add(A::QS + 32 * g));
-                    acc[t] = _mm256_add_epi32(acc[t], dot_us(t3, yq));
-                }
-            }
-            let dx = half(xb.add(B::D));
-            for t in 0..T {
-                let dy = q8k_d(std::slice::from_raw_parts(ya[t], A::SIZE));
-                let total = hsum_epi32(acc[t]) - sum_y[t];
-                // The portable kernel multiplies by K = 1 here: the same bits.
-                out[r][t] += dx * dy * total as f32;
-            }
-        }
-    }
-    out
-}
-
-/// One TQ1_0 row · one Q8_K row.
-///
-/// # Safety
-/// As [`rows_tq1`].
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dot_tq1(nb: usize, x: &[u8], y: &[u8]) -> f32 {
-    rows_tq1::<1, 1>(nb, [x.as_ptr()], [y.as_ptr()])[0][0]
 }
