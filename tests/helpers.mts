@@ -51,3 +51,11 @@ export const WEATHER_TOOLS = [
     },
   },
 ];
+
+/**
+ * A response message with its tool-call ids blanked: every call gets an id of its own, so two
+ * equal answers differ there (and only there).
+ */
+export function blankCallIds<M extends { tool_calls?: Array<{ id: string }> }>(m: M): M {
+  return m.tool_calls === undefined ? m : { ...m, tool_calls: m.tool_calls.map((c) => ({ ...c, id: '' })) };
+}

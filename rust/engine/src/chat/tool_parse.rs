@@ -13,6 +13,10 @@
 //! streamed (none when it is only whitespace); text after or between calls is dropped. Anything malformed (bad JSON, an
 //! unknown tool name, a missing name) means no calls: the whole text is content.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde_json::Value;
 
 use super::tools::{Tool, ToolCall, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
@@ -26,7 +30,7 @@ pub struct ParsedResponse {
     /// With calls: the text before the first one (none when it is only whitespace). Without
     /// calls: the whole text.
     pub content: Option<String>,
-    /// The calls, with ids `call_0`, `call_1`, ... in order.
+    /// The calls in order, each with an id no other call of this process has.
     pub calls: Vec<ToolCall>,
 }
 
@@ -117,9 +121,8 @@ pub fn parse_tool_calls(text: &str, tools: &[Tool]) -> ParsedResponse {
             content: (!before.trim().is_empty()).then(|| before.to_string()),
             calls: calls
                 .into_iter()
-                .enumerate()
-                .map(|(i, (name, arguments))| ToolCall {
-                    id: format!("call_{i}"),
+                .map(|(name, arguments)| ToolCall {
+                    id: next_call_id(),
                     name,
                     arguments,
                 })
@@ -127,6 +130,22 @@ pub fn parse_tool_calls(text: &str, tools: &[Tool]) -> ParsedResponse {
         },
         None => plain(),
     }
+}
+
+/// A tool-call id unique in this process, and across runs through a prefix taken from the
+/// clock and the process id once: `call_` and 24 hex digits (OpenAI's ids are opaque strings;
+/// apps key their UIs by them, so no two calls may share one, in a response or across turns).
+fn next_call_id() -> String {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ (u64::from(std::process::id()) << 40)
+    });
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("call_{prefix:016x}{n:08x}")
 }
 
 /// Streams content while holding back text that may be a tool call, so call markup never
@@ -233,7 +252,22 @@ mod tests {
         );
         assert_eq!(r.content.as_deref(), Some("Let me check.\n"));
         assert_eq!(r.calls.len(), 1);
-        assert_eq!(r.calls[0].id, "call_0");
+        let again = parse_tool_calls(
+            "<tool_call>{\"name\":\"add\",\"arguments\":{}}</tool_call>\n<tool_call>{\"name\":\"add\",\"arguments\":{}}</tool_call>",
+            &tools(),
+        );
+        let ids: std::collections::HashSet<&str> = r
+            .calls
+            .iter()
+            .chain(&again.calls)
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(ids.len(), 3, "ids repeat: {ids:?}");
+        assert!(
+            ids.iter()
+                .all(|id| id.starts_with("call_") && id.len() == 29),
+            "{ids:?}"
+        );
         assert_eq!(r.calls[0].arguments, r#"{"city":"Paris","days":2}"#);
         let two = "<tool_call>{\"name\":\"add\",\"arguments\":{\"a\":1}}</tool_call>\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{}}";
         assert_eq!(
