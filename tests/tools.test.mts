@@ -122,7 +122,8 @@ test('tool-aware template: the prompt is the template rendering of tools, call a
 });
 
 test('tool_choice required: decoding is constrained to a call, which comes back in OpenAI shape', async () => {
-  for (const stream of [false, true]) {
+  const ids: string[] = [];
+  for (const stream of [false, true, false]) {
     const params = {
       messages: QUESTION,
       tools: TOOLS,
@@ -130,7 +131,7 @@ test('tool_choice required: decoding is constrained to a call, which comes back 
       temperature: 0,
       max_tokens: 48,
     };
-    let call: { type?: string; function?: { name?: string; arguments?: string } };
+    let call: { id?: string; type?: string; function?: { name?: string; arguments?: string } };
     if (stream) {
       const chunks = [];
       for await (const c of await ai.chat.completions.create({ ...params, stream: true })) chunks.push(c);
@@ -152,6 +153,10 @@ test('tool_choice required: decoding is constrained to a call, which comes back 
     }
     assert.equal(call.type, 'function');
     assert.equal(call.function?.name, 'get_weather');
+    // Ids are unique across responses (UIs key calls by them).
+    assert.match(call.id ?? '', /^call_[0-9a-f]{24}$/);
+    assert.ok(!ids.includes(call.id!), `repeated id ${call.id}`);
+    ids.push(call.id!);
     // The arguments follow the tool's parameters schema (city: a string, required).
     const args = JSON.parse(call.function?.arguments ?? '');
     assert.deepEqual(Object.keys(args), ['city']);
@@ -192,7 +197,7 @@ test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content
   }
   assert.deepEqual(streamed, content);
   const plain = await ai.chat.completions.create({ messages: QUESTION, ...ONE });
-  assert.equal(plain.choices[0].logprobs, undefined);
+  assert.equal(plain.choices[0].logprobs, null);
   const viaGenerate = await ai.context.generateResult(
     { messages: QUESTION },
     { temperature: 0, maxTokens: 12, nProbs: 3 },
@@ -241,7 +246,7 @@ test('a generation with tool calls maps to OpenAI messages and stream chunks', a
   };
   const chat = new ChatCompletions(() => fake as any, 'm');
   const res = await chat.create({ messages: QUESTION, tools: TOOLS });
-  assert.deepEqual(res.choices[0].message, { role: 'assistant', content: null, tool_calls: [call] });
+  assert.deepEqual(res.choices[0].message, { role: 'assistant', content: null, refusal: null, tool_calls: [call] });
   assert.equal(res.choices[0].finish_reason, 'tool_calls');
   const chunks = [];
   for await (const c of await chat.create({ messages: QUESTION, tools: TOOLS, stream: true })) chunks.push(c);

@@ -71,8 +71,13 @@ function usage(result: GenerationResult) {
 function response(result: GenerationResult, options: GenerateOptions, model: string): ChatCompletionResponse {
   const calls = result.toolCalls.length > 0;
   const message = calls
-    ? { role: 'assistant' as const, content: result.text === '' ? null : result.text, tool_calls: result.toolCalls }
-    : { role: 'assistant' as const, content: result.text };
+    ? {
+        role: 'assistant' as const,
+        content: result.text === '' ? null : result.text,
+        refusal: null,
+        tool_calls: result.toolCalls,
+      }
+    : { role: 'assistant' as const, content: result.text, refusal: null };
   return {
     id: createId(),
     object: 'chat.completion',
@@ -83,7 +88,7 @@ function response(result: GenerationResult, options: GenerateOptions, model: str
         index: 0,
         message,
         finish_reason: result.openAiFinishReason,
-        ...(options.nProbs !== undefined ? { logprobs: { content: result.logprobs ?? [] } } : {}),
+        logprobs: options.nProbs !== undefined ? { content: result.logprobs ?? [] } : null,
       },
     ],
     usage: usage(result),
@@ -91,8 +96,36 @@ function response(result: GenerationResult, options: GenerateOptions, model: str
   };
 }
 
+/** A request with its `null` options removed (see {@link openAiRequest}). */
+type Request = { [K in keyof ChatCompletionRequest]: Exclude<ChatCompletionRequest[K], null> };
+
+/**
+ * `params` as OpenAI means it: a `null` option is the default (unset), a `developer` message
+ * is a system message, and `max_completion_tokens` is `max_tokens` (both set and different is
+ * INVALID_OPTION); `n` other than 1 is INVALID_OPTION (one choice per request).
+ */
+function openAiRequest(params: ChatCompletionRequest): Request {
+  if (params === null || typeof params !== 'object') {
+    throw invalidOption('request', params, 'a chat completion request object');
+  }
+  const set = Object.fromEntries(Object.entries(params).filter(([, v]) => v !== null)) as Request;
+  if (set.n !== undefined && set.n !== 1) {
+    throw invalidOption('n', set.n, '1 (one choice per request)');
+  }
+  const { max_completion_tokens: completion, max_tokens: max } = set;
+  if (completion !== undefined && max !== undefined && completion !== max) {
+    throw invalidOption('max_completion_tokens', completion, `equal to max_tokens (${String(max)}) when both are set`);
+  }
+  const messages = Array.isArray(set.messages)
+    ? set.messages.map((m) =>
+        m !== null && typeof m === 'object' && m.role === 'developer' ? { ...m, role: 'system' as const } : m,
+      )
+    : set.messages;
+  return { ...set, messages, max_tokens: completion ?? max };
+}
+
 /** The alternatives per token `params` asks for (range checked with the other options); undefined without `logprobs: true`. */
-function topLogprobs(params: ChatCompletionRequest): number | undefined {
+function topLogprobs(params: Request): number | undefined {
   if (params.logprobs !== true) {
     if (params.top_logprobs !== undefined) {
       throw invalidOption('top_logprobs', params.top_logprobs, 'set only with logprobs: true');
@@ -115,11 +148,7 @@ export class ChatCompletions {
   ) {}
 
   /** The messages fitted into the context by the request's or the instance's overflow strategy. */
-  private async fit(
-    params: ChatCompletionRequest,
-    options: GenerateOptions,
-    context: InferenceContext,
-  ): Promise<Fitted | undefined> {
+  private async fit(params: Request, options: GenerateOptions, context: InferenceContext): Promise<Fitted | undefined> {
     const override =
       params.context_overflow === undefined ? undefined : checkStrategy(params.context_overflow, 'context_overflow');
     const config = this.overflow?.config ?? (override !== undefined ? normalizeOverflow(override) : undefined);
@@ -141,7 +170,7 @@ export class ChatCompletions {
   }
 
   /** The generation options of a request; bad values throw INVALID_OPTION naming them. */
-  private options(params: ChatCompletionRequest): GenerateOptions {
+  private options(params: Request): GenerateOptions {
     if (!Array.isArray(params.messages) || params.messages.length === 0) {
       throw invalidOption('messages', params.messages, 'a non-empty array of messages');
     }
@@ -169,14 +198,18 @@ export class ChatCompletions {
       mirostat: params.mirostat,
       mirostatTau: params.mirostat_tau,
       mirostatEta: params.mirostat_eta,
-      logitBias: params.logit_bias ?? undefined,
+      logitBias: params.logit_bias,
       ignoreEos: params.ignore_eos,
       nProbs: topLogprobs(params),
       signal: params.signal,
       responseFormat: params.response_format,
       grammar: params.grammar,
     };
-    checkOptions(options, generateOptionRules(), OPENAI_NAMES);
+    const names =
+      params.max_completion_tokens === undefined
+        ? OPENAI_NAMES
+        : { ...OPENAI_NAMES, maxTokens: 'max_completion_tokens' };
+    checkOptions(options, generateOptionRules(), names);
     // The other options are checked again where they become native values; here errors name
     // them as the request does.
     logitBiasList(options.logitBias, OPENAI_NAMES.logitBias);
@@ -185,7 +218,7 @@ export class ChatCompletions {
     return options;
   }
 
-  private prompt(params: ChatCompletionRequest, fitted: Fitted | undefined): PromptSource {
+  private prompt(params: Request, fitted: Fitted | undefined): PromptSource {
     return { messages: fitted?.messages ?? params.messages, tools: params.tools, toolChoice: params.tool_choice };
   }
 
@@ -198,9 +231,10 @@ export class ChatCompletions {
    * prompt that does not fit) reject the first `next()` of the stream.
    */
   create(params: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
-  create(params: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletionResponse>;
+  create(params: ChatCompletionRequest & { stream?: false | null }): Promise<ChatCompletionResponse>;
   create(params: ChatCompletionRequest): Promise<ChatCompletionResponse | AsyncIterable<ChatCompletionChunk>>;
-  async create(params: ChatCompletionRequest): Promise<ChatCompletionResponse | AsyncIterable<ChatCompletionChunk>> {
+  async create(request: ChatCompletionRequest): Promise<ChatCompletionResponse | AsyncIterable<ChatCompletionChunk>> {
+    const params = openAiRequest(request);
     const context = this.context();
     const options = this.options(params);
     const model = params.model ?? this.modelName;
@@ -222,10 +256,11 @@ export class ChatCompletions {
    * 'sliding_window' its own sequence shifts while generating. Requests may offer tools and use
    * every other option of {@link create}, but may not stream (INVALID_OPTION).
    */
-  async createBatch(paramsList: ChatCompletionRequest[]): Promise<ChatCompletionResponse[]> {
-    if (!Array.isArray(paramsList)) {
-      throw invalidOption('paramsList', paramsList, 'an array of chat completion requests');
+  async createBatch(requests: ChatCompletionRequest[]): Promise<ChatCompletionResponse[]> {
+    if (!Array.isArray(requests)) {
+      throw invalidOption('paramsList', requests, 'an array of chat completion requests');
     }
+    const paramsList = requests.map(openAiRequest);
     const context = this.context();
     const list = paramsList.map((params) => {
       if (params.stream === true) {
@@ -249,7 +284,7 @@ export class ChatCompletions {
 
   private async *createStream(
     context: InferenceContext,
-    params: ChatCompletionRequest,
+    params: Request,
     options: GenerateOptions,
     model: string,
   ): AsyncGenerator<ChatCompletionChunk> {
@@ -299,6 +334,10 @@ export class ChatCompletions {
         _timing: final.timing,
         ...(fitted !== undefined ? { _context: fitted.meta } : {}),
       };
+      if (params.stream_options?.include_usage === true) {
+        // OpenAI's usage chunk: no choices, the token counts.
+        yield { id, object: 'chat.completion.chunk', created, model, choices: [], usage: usage(final) };
+      }
     }
   }
 }

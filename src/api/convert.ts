@@ -149,7 +149,8 @@ export function toNativeMessages(messages: ChatMessage[]): NativeChatMessage[] {
     throw invalid('messages must be a non-empty array');
   }
   return messages.map((m) => ({
-    role: String(m.role),
+    // OpenAI's `developer` messages are instructions: the templates know them as `system`.
+    role: m.role === 'developer' ? 'system' : String(m.role),
     content: m.content === null || m.content === undefined ? undefined : messageText(m),
     toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls.map(toNativeToolCall) : [],
     toolCallId: m.tool_call_id === undefined ? undefined : String(m.tool_call_id),

@@ -221,7 +221,8 @@ export type ContentPart = TextContentPart | ImageContentPart;
 
 /** A chat message. */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
+  /** OpenAI's roles; `developer` (OpenAI's newer name for instructions) is taken as `system`. */
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
   /** The text; `null` (or absent) for an assistant message that only calls tools. */
   content?: string | ContentPart[] | null;
   /** Tools an assistant message calls. */
@@ -534,16 +535,23 @@ export interface BackendDevice {
 export interface ChatCompletionRequest {
   messages: ChatMessage[];
   model?: string;
-  temperature?: number;
-  top_p?: number;
+  // As in OpenAI's API, `null` means the default for the options that allow it.
+  temperature?: number | null;
+  top_p?: number | null;
   top_k?: number;
-  max_tokens?: number;
-  stream?: boolean;
-  stop?: string | string[];
+  max_tokens?: number | null;
+  /** OpenAI's newer name for `max_tokens` (both set must agree). */
+  max_completion_tokens?: number | null;
+  /** Choices per request: only 1 (anything else is INVALID_OPTION). */
+  n?: number | null;
+  stream?: boolean | null;
+  /** With `include_usage: true` a stream ends with a chunk of no choices and the token counts. */
+  stream_options?: { include_usage?: boolean } | null;
+  stop?: string | string[] | null;
   /** Random seed (see {@link GenerateOptions.seed}). */
-  seed?: number;
-  frequency_penalty?: number;
-  presence_penalty?: number;
+  seed?: number | null;
+  frequency_penalty?: number | null;
+  presence_penalty?: number | null;
   /** Addition: locally typical sampling mass (1 = off), like llama.cpp's `typical_p`. */
   typical_p?: number;
   /** Biases added to token logits, by token id (OpenAI's `logit_bias`; see {@link GenerateOptions.logitBias}). */
@@ -583,9 +591,9 @@ export interface ChatCompletionRequest {
   /** Which tools the model may or must call (default 'auto'). */
   tool_choice?: ChatCompletionToolChoice;
   /** Return each generated token's log-probability (OpenAI's `logprobs`). */
-  logprobs?: boolean;
+  logprobs?: boolean | null;
   /** Most likely alternatives per token, 0..20 (needs `logprobs: true`). */
-  top_logprobs?: number;
+  top_logprobs?: number | null;
   /** Addition: stops native decoding; the call (or the iteration) rejects with an AbortError. */
   signal?: AbortSignal;
   /** JSON output: `{type: 'json_object'}` or `{type: 'json_schema', json_schema: {name, schema, strict}}`. */
@@ -614,10 +622,11 @@ export interface ChatCompletionResponse {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string | null; tool_calls?: ChatCompletionToolCall[] };
+    /** `refusal` is always null (OpenAI's field; a local model has no refusal channel). */
+    message: { role: 'assistant'; content: string | null; refusal: null; tool_calls?: ChatCompletionToolCall[] };
     finish_reason: ChatFinishReason;
-    /** Present (possibly `null`) when `logprobs` was requested. */
-    logprobs?: ChatCompletionLogprobs | null;
+    /** The tokens' log-probabilities when `logprobs` was requested, else `null` (as OpenAI). */
+    logprobs: ChatCompletionLogprobs | null;
   }>;
   usage: ChatCompletionUsage;
   _timing?: InferenceMetrics;
