@@ -88,7 +88,7 @@ function response(result: GenerationResult, options: GenerateOptions, model: str
         index: 0,
         message,
         finish_reason: result.openAiFinishReason,
-        logprobs: options.nProbs !== undefined ? { content: result.logprobs ?? [] } : null,
+        logprobs: options.nProbs !== undefined ? { content: result.logprobs ?? [], refusal: null } : null,
       },
     ],
     usage: usage(result),
@@ -303,7 +303,12 @@ export class ChatCompletions {
       created,
       model,
       choices: [
-        { index: 0, delta, finish_reason: finish, ...(withLogprobs ? { logprobs: { content: logprobs ?? [] } } : {}) },
+        {
+          index: 0,
+          delta,
+          finish_reason: finish,
+          ...(withLogprobs ? { logprobs: { content: logprobs ?? [], refusal: null } } : {}),
+        },
       ],
     });
     let result: GenerationResult | null = null;

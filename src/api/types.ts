@@ -283,6 +283,8 @@ export interface ChatCompletionTokenLogprob extends ChatCompletionTopLogprob {
 /** The `logprobs` of a choice. */
 export interface ChatCompletionLogprobs {
   content: ChatCompletionTokenLogprob[] | null;
+  /** OpenAI's refusal tokens: always null here. */
+  refusal: null;
 }
 
 /** Log severities. */
