@@ -18,6 +18,13 @@ import type {
 /** A JSON value (what the AI SDK exchanges as tool inputs, outputs and metadata). */
 type JsonValue = null | string | number | boolean | { [key: string]: JsonValue | undefined } | JsonValue[];
 
+/**
+ * A JSON value the SDK hands in: possibly read-only (`ai` 7's `providerOptions` are), so that
+ * every major's values are accepted.
+ */
+type JsonInput =
+  null | string | number | boolean | { readonly [key: string]: JsonInput | undefined } | readonly JsonInput[];
+
 /** A part of a prompt message, as the AI SDK passes it (only the fields used here are typed). */
 type PromptPart =
   | { type: 'text'; text: string }
@@ -60,7 +67,7 @@ export interface AiSdkCallOptions {
   includeRawChunks?: boolean;
   abortSignal?: AbortSignal;
   headers?: Record<string, string | undefined>;
-  providerOptions?: Record<string, Record<string, JsonValue | undefined>>;
+  providerOptions?: Record<string, Readonly<Record<string, JsonInput | undefined>>>;
 }
 
 /** Why a generation ended, in the AI SDK's terms plus the engine's own reason. */
