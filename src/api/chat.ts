@@ -100,9 +100,10 @@ function response(result: GenerationResult, options: GenerateOptions, model: str
 type Request = { [K in keyof ChatCompletionRequest]: Exclude<ChatCompletionRequest[K], null> };
 
 /**
- * `params` as OpenAI means it: a `null` option is the default (unset), a `developer` message
- * is a system message, and `max_completion_tokens` is `max_tokens` (both set and different is
- * INVALID_OPTION); `n` other than 1 is INVALID_OPTION (one choice per request).
+ * `params` as OpenAI means it: a `null` option is the default (unset), `max_completion_tokens`
+ * is `max_tokens` (both set and different is INVALID_OPTION), and `n` other than 1 is
+ * INVALID_OPTION (one choice per request). `developer` messages become `system` ones where all
+ * messages become native ones (`nativeRole`).
  */
 function openAiRequest(params: ChatCompletionRequest): Request {
   if (params === null || typeof params !== 'object') {
@@ -116,12 +117,7 @@ function openAiRequest(params: ChatCompletionRequest): Request {
   if (completion !== undefined && max !== undefined && completion !== max) {
     throw invalidOption('max_completion_tokens', completion, `equal to max_tokens (${String(max)}) when both are set`);
   }
-  const messages = Array.isArray(set.messages)
-    ? set.messages.map((m) =>
-        m !== null && typeof m === 'object' && m.role === 'developer' ? { ...m, role: 'system' as const } : m,
-      )
-    : set.messages;
-  return { ...set, messages, max_tokens: completion ?? max };
+  return { ...set, max_tokens: completion ?? max };
 }
 
 /** The alternatives per token `params` asks for (range checked with the other options); undefined without `logprobs: true`. */

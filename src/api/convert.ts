@@ -143,14 +143,18 @@ function toNativeToolCall(c: ChatCompletionToolCall): NativeToolCall {
   return { id: String(c.id ?? ''), name: c.function.name, arguments: c.function.arguments };
 }
 
+/** The role the engine and its templates know a message by: OpenAI's `developer` messages are instructions, `system`. */
+export function nativeRole(role: ChatMessage['role']): string {
+  return role === 'developer' ? 'system' : String(role);
+}
+
 /** Chat messages as native records. */
 export function toNativeMessages(messages: ChatMessage[]): NativeChatMessage[] {
   if (!Array.isArray(messages) || messages.length === 0) {
     throw invalid('messages must be a non-empty array');
   }
   return messages.map((m) => ({
-    // OpenAI's `developer` messages are instructions: the templates know them as `system`.
-    role: m.role === 'developer' ? 'system' : String(m.role),
+    role: nativeRole(m.role),
     content: m.content === null || m.content === undefined ? undefined : messageText(m),
     toolCalls: Array.isArray(m.tool_calls) ? m.tool_calls.map(toNativeToolCall) : [],
     toolCallId: m.tool_call_id === undefined ? undefined : String(m.tool_call_id),

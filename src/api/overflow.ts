@@ -1,5 +1,6 @@
 // Chats that outgrow the context: local-llm-js-core 0.3.0's `contextOverflow` strategies and
 // `onOverflow` callback at the message level, on top of the engine's context shift.
+import { nativeRole } from './convert';
 import { LocalLLMError, LocalLLMErrorCode } from './errors';
 import { invalidOption } from './options';
 import type {
@@ -140,7 +141,7 @@ export async function fitMessages(
   }
   // Natively, off the JS thread, in O(n log n) renders of the chat (a binary search).
   const kept = await fit(current, strategy, available);
-  if (!kept.messages.some((m) => m.role !== 'system')) {
+  if (!kept.messages.some((m) => nativeRole(m.role) !== 'system')) {
     throw exhausted(await count(current), available, contextSize);
   }
   return { messages: kept.messages, meta: meta(kept.messages, kept.promptTokens, strategy), contextShift };
