@@ -385,8 +385,13 @@ impl HostMemory {
         }
     }
 
-    /// Read `/proc/meminfo` (once).
+    /// Read what the operating system reports: `/proc/meminfo` on Linux and Android; on Apple
+    /// platforms `hw.memsize` (total) and, on iOS, `os_proc_available_memory` (what this app
+    /// may still allocate before the system ends it, the limit local-llm-rn reports too).
     pub fn read() -> Self {
+        if cfg!(target_vendor = "apple") {
+            return HostMemory::new(apple::total_bytes(), apple::available_bytes());
+        }
         let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let field = |name: &str| {
             text.lines()
@@ -396,6 +401,52 @@ impl HostMemory {
                 .map(|kb| kb.saturating_mul(1024))
         };
         HostMemory::new(field("MemTotal"), field("MemAvailable"))
+    }
+}
+
+/// Memory queries of Apple's libSystem (stubs returning `None` elsewhere).
+mod apple {
+    /// `sysctlbyname("hw.memsize")`: the physical memory in bytes.
+    #[cfg(target_vendor = "apple")]
+    pub(super) fn total_bytes() -> Option<u64> {
+        let mut value: u64 = 0;
+        let mut len = std::mem::size_of::<u64>();
+        // SAFETY: the name is NUL-terminated; `value` is a u64 and `len` its size, so the
+        // kernel writes at most `len` bytes into it; no new value is set (null, 0).
+        let rc = unsafe {
+            libc::sysctlbyname(
+                c"hw.memsize".as_ptr(),
+                (&mut value as *mut u64).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        (rc == 0 && len == std::mem::size_of::<u64>() && value > 0).then_some(value)
+    }
+
+    /// Always `None` off Apple platforms.
+    #[cfg(not(target_vendor = "apple"))]
+    pub(super) fn total_bytes() -> Option<u64> {
+        None
+    }
+
+    /// iOS 13+: `os_proc_available_memory()`, the bytes this process may still allocate
+    /// (0 when it is not subject to a memory limit, e.g. some simulators: then unknown).
+    #[cfg(target_os = "ios")]
+    pub(super) fn available_bytes() -> Option<u64> {
+        extern "C" {
+            fn os_proc_available_memory() -> usize;
+        }
+        // SAFETY: declared as in <os/proc.h>; it takes no arguments and only reads counters.
+        let bytes = unsafe { os_proc_available_memory() };
+        (bytes > 0).then_some(bytes as u64)
+    }
+
+    /// `None` where no per-process figure exists (macOS and non-Apple platforms).
+    #[cfg(not(target_os = "ios"))]
+    pub(super) fn available_bytes() -> Option<u64> {
+        None
     }
 }
 
