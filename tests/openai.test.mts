@@ -127,3 +127,24 @@ test('stream_options.include_usage ends the stream with a usage chunk', async ()
   const without = await collect(false);
   assert.equal(without.filter((c) => c.choices.length === 0).length, 0);
 });
+
+test("content parts typed loosely (local-llm-js-core's messages) are checked when rendered", async () => {
+  const loose = (part: { type: string; text?: string }): ChatMessage[] => [{ role: 'user', content: [part] }];
+  const one = await ai.chat.completions.create({
+    messages: loose({ type: 'text', text: 'Say hi.' }),
+    max_tokens: 1,
+  });
+  assert.equal(one.choices.length, 1);
+  await assert.rejects(
+    ai.chat.completions.create({ messages: loose({ type: 'text' }), max_tokens: 1 }),
+    (e: Error) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes('needs its text'),
+  );
+  await assert.rejects(
+    ai.chat.completions.create({ messages: loose({ type: 'input_audio' }), max_tokens: 1 }),
+    (e: Error) => code(LocalLLMErrorCode.INVALID_OPTION)(e) && e.message.includes('"input_audio"'),
+  );
+  await assert.rejects(
+    ai.chat.completions.create({ messages: loose({ type: 'image_url' }), max_tokens: 1 }),
+    code(LocalLLMErrorCode.VISION_FAILED),
+  );
+});

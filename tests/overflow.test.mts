@@ -160,13 +160,27 @@ test("'truncate_oldest' on 10,002 messages answers in seconds without blocking t
   }
 });
 
-test('onOverflow may replace the messages', async () => {
+test('onOverflow may replace the messages; it sees every content as text', async () => {
+  const seen: unknown[] = [];
   const ai = await instance({
     strategy: 'error',
-    onOverflow: async (e) => [e.messages[0], e.messages[e.messages.length - 1]],
+    onOverflow: async (e) => {
+      seen.push(...e.messages.map((m) => m.content));
+      return [e.messages[0], e.messages[e.messages.length - 1]];
+    },
   });
   try {
-    const r = await ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, temperature: 0 });
+    // An assistant turn that only calls a tool has null content; onOverflow sees '' (local-llm-js-core's OverflowMessage).
+    const call = { id: 'call_1', type: 'function' as const, function: { name: 'noop', arguments: '{}' } };
+    const messages = [
+      ...longChat(8).slice(0, -1),
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'done' },
+      ...longChat(8).slice(-1),
+    ];
+    const r = await ai.chat.completions.create({ messages, max_tokens: 16, temperature: 0 });
+    assert.ok(seen.length > 0 && seen.every((c) => typeof c === 'string'), `contents seen: ${JSON.stringify(seen)}`);
+    assert.ok(seen.includes(''));
     assert.equal(r._context?.keptMessageCount, 2);
     assert.match(r.choices[0].message.content ?? '', /paris/i);
   } finally {

@@ -123,10 +123,16 @@ export function messageText(m: ChatMessage): string {
   }
   return m.content
     .map((part) => {
-      if (part.type === 'text') {
+      if (part?.type === 'text' && typeof part.text === 'string') {
         return part.text;
       }
-      throw new LocalLLMError(LocalLLMErrorCode.VISION_FAILED, 'image content is not supported by this engine');
+      if (part?.type === 'text') {
+        throw invalid('a text content part needs its text (a string)');
+      }
+      if (part?.type === 'image_url') {
+        throw new LocalLLMError(LocalLLMErrorCode.VISION_FAILED, 'image content is not supported by this engine');
+      }
+      throw invalid(`content parts of type ${JSON.stringify(part?.type)} are not supported (text parts only)`);
     })
     .join('');
 }

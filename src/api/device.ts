@@ -14,20 +14,55 @@ import {
 import type { BackendDevice, KvCacheTypes, MemoryEstimate } from './types';
 
 /**
- * The device's capabilities. Values this package cannot know are `null` (local-llm-rn fills
- * them from its own native module; this one reads memory from the OS where it can).
+ * The device's capabilities, in local-llm-rn's shape. Memory comes from the OS (Linux and
+ * Android: `/proc/meminfo`; iOS: `hw.memsize` and `os_proc_available_memory`, the app's own
+ * limit); the OS versions come from React Native's `Platform`.
  */
 export interface DeviceCapabilities {
-  /** Total physical RAM in bytes (`null`: unknown, e.g. on iOS). */
-  totalRAM: number | null;
-  /** Available RAM in bytes (`null`: unknown). */
-  availableRAM: number | null;
-  /** GPU name: `null`, this engine does not use the GPU. */
-  gpuName: string | null;
-  /** Low-power mode: `null`, not reported. */
-  isLowPowerMode: boolean | null;
+  /** Total physical RAM in bytes (0 where the OS does not report it: Windows). */
+  totalRAM: number;
+  /**
+   * RAM this app can still allocate, in bytes: on iOS its jetsam limit, elsewhere the system's
+   * available memory (0 where the OS does not report it: macOS and Windows).
+   */
+  availableRAM: number;
+  /**
+   * The device this engine computes on. It does not use the GPU: this is an accelerator's
+   * description where one is in the registry (IBM Z NNPA), else the CPU's, e.g.
+   * `"Apple A16 (aarch64)"` or `"Intel(R) Xeon(R) ... (x86_64)"`.
+   */
+  gpuName: string;
+  /** Apple GPU family: always absent, the engine does not use Metal. */
+  metalFamily?: number;
+  /** Metal version: always absent, the engine does not use Metal. */
+  metalVersion?: number;
+  /** iOS version, e.g. `"17.2"` (React Native's `Platform.Version`). iOS only. */
+  iosVersion?: string;
+  /** Vulkan version: always absent, the engine does not use Vulkan. */
+  vulkanVersion?: string;
+  /** SoC model: absent, React Native does not expose `Build.SOC_MODEL`. */
+  chipset?: string;
+  /** Android version, e.g. `"14"` (React Native's `Platform.constants.Release`). Android only. */
+  androidVersion?: string;
+  /** Low-power mode: `false`, React Native does not expose it. */
+  isLowPowerMode: boolean;
   /** Addition: the engine's compute devices. */
   backends: BackendDevice[];
+}
+
+/** The OS and its version, as the host runtime reports them (see {@link setPlatform}). */
+export interface PlatformInfo {
+  /** `ios`, `android`, or another runtime's name. */
+  os: string;
+  /** The OS version as a string. */
+  version: string;
+}
+
+let platform: PlatformInfo | null = null;
+
+/** Record the OS (src/index.tsx passes React Native's `Platform`; Node sets nothing). */
+export function setPlatform(info: PlatformInfo): void {
+  platform = info;
 }
 
 /** The engine's backend registry: the CPU, and accelerators such as IBM Z NNPA with their features. */
@@ -40,15 +75,19 @@ export function optimalThreadCount(): number {
   return getBindings().optimalThreadCount();
 }
 
-/** The device's RAM and compute devices. */
+/** The device's RAM, compute devices and OS version. */
 export function getDeviceCapabilities(): DeviceCapabilities {
   const mem = getBindings().deviceMemory();
+  const backends = getBackends();
+  const compute = backends.find((b) => b.kind !== 'cpu') ?? backends[0];
   return {
-    totalRAM: mem.totalBytes === undefined ? null : num(mem.totalBytes),
-    availableRAM: mem.availableBytes === undefined ? null : num(mem.availableBytes),
-    gpuName: null,
-    isLowPowerMode: null,
-    backends: getBackends(),
+    totalRAM: mem.totalBytes === undefined ? 0 : num(mem.totalBytes),
+    availableRAM: mem.availableBytes === undefined ? 0 : num(mem.availableBytes),
+    gpuName: compute?.description ?? 'CPU',
+    ...(platform?.os === 'ios' ? { iosVersion: platform.version } : {}),
+    ...(platform?.os === 'android' ? { androidVersion: platform.version } : {}),
+    isLowPowerMode: false,
+    backends,
   };
 }
 
@@ -135,15 +174,11 @@ export async function canRunModelFile(
 }
 
 /**
- * A quantization for the device's total RAM (8+ GB: Q8_0, 6+: Q6_K, 4+: Q4_K_M, less: Q3_K_S);
- * `null` when the RAM is unknown.
+ * A quantization for the device's total RAM (8+ GB: Q8_0, 6+: Q6_K, 4+: Q4_K_M, less or
+ * unknown: Q3_K_S), local-llm-rn's table.
  */
-export function recommendQuantization(): string | null {
-  const total = getDeviceCapabilities().totalRAM;
-  if (total === null) {
-    return null;
-  }
-  const gb = total / 1024 ** 3;
+export function recommendQuantization(): string {
+  const gb = getDeviceCapabilities().totalRAM / 1024 ** 3;
   if (gb >= 8) return 'Q8_0';
   if (gb >= 6) return 'Q6_K';
   if (gb >= 4) return 'Q4_K_M';

@@ -2,6 +2,7 @@
 export { setBindings } from './bindings';
 export type { Bindings } from './bindings';
 export { LocalLLM } from './local-llm';
+export type { PreloadOptions } from './model-source';
 export { Model, localPath } from './model';
 export { ModelPool } from './model-pool';
 export type { ModelPoolOptions, ModelPoolLoadOptions, PoolInfo } from './model-pool';
@@ -24,6 +25,7 @@ export {
   canRunModelFile,
   recommendQuantization,
   optimalThreadCount,
+  setPlatform,
 } from './device';
-export type { DeviceCapabilities, CanRunResult } from './device';
+export type { DeviceCapabilities, CanRunResult, PlatformInfo } from './device';
 export type * from './types';

@@ -6,7 +6,7 @@ import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
 import { Model, localPath } from './model';
-import { resolveModelFile } from './model-source';
+import { preloadModel, resolveModelFile, type PreloadOptions } from './model-source';
 import { ModelPool } from './model-pool';
 import { normalizeOverflow } from './overflow';
 import { invalidOption } from './options';
@@ -48,6 +48,14 @@ export class LocalLLM {
     const instance = new LocalLLM(options);
     await instance.init();
     return instance;
+  }
+
+  /**
+   * Download a model (and a vision projector) into the cache without loading it: its local path
+   * (a local path is returned as it is). local-llm-rn's `LocalLLM.preload`.
+   */
+  static preload(model: string, options?: PreloadOptions): Promise<string> {
+    return preloadModel(model, options);
   }
 
   /** Load the model (idempotent). */

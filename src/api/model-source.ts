@@ -1,6 +1,18 @@
 import { ModelManager, isRemoteModel } from './model-manager';
 import type { LocalLLMOptions } from './types';
 
+/** Options of {@link preloadModel} (local-llm-rn's `LocalLLM.preload`). */
+export interface PreloadOptions {
+  /** The download cache folder (default: the platform's, see `ModelManager`). */
+  cacheDir?: string;
+  /** A vision projector to download alongside the model (in parallel). */
+  projector?: string;
+  /** Download progress in percent (0-100), of whichever file reports. */
+  onProgress?: (percent: number) => void;
+  /** Cancels the downloads (rejects with an AbortError). */
+  signal?: AbortSignal;
+}
+
 /** Paths that are local whatever follows (local-llm-rn's `isLocalPath`). */
 function isLocalPath(path: string): boolean {
   return ['/', './', '../', 'file://', 'content://'].some((prefix) => path.startsWith(prefix));
@@ -25,4 +37,23 @@ export async function resolveModelFile(options: LocalLLMOptions): Promise<string
       options.onProgress?.(percent);
     },
   });
+}
+
+/**
+ * Download `model` (and `options.projector`) into the cache without loading anything; the local
+ * path of the model. Local paths are returned as they are.
+ */
+export async function preloadModel(model: string, options: PreloadOptions = {}): Promise<string> {
+  const fetch = (m: string) =>
+    resolveModelFile({
+      model: m,
+      cacheDir: options.cacheDir,
+      signal: options.signal,
+      onProgress: options.onProgress,
+    });
+  const [path] = await Promise.all([
+    fetch(model),
+    ...(options.projector === undefined ? [] : [fetch(options.projector)]),
+  ]);
+  return path;
 }

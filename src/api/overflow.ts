@@ -120,7 +120,7 @@ export async function fitMessages(
   let current = messages;
   if (config.onOverflow !== undefined) {
     const replacement = await config.onOverflow({
-      messages: [...messages],
+      messages: messages.map((m) => ({ ...m, content: m.content ?? '' })),
       originalMessageCount,
       promptTokens,
       availableTokens: available,

@@ -219,12 +219,29 @@ export interface ImageContentPart {
 /** A part of a message's content. */
 export type ContentPart = TextContentPart | ImageContentPart;
 
+/**
+ * A content part typed loosely, as local-llm-js-core types the parts of request and overflow
+ * messages. Checked when the prompt is rendered: a `text` part needs its `text`, an `image_url`
+ * part fails with VISION_FAILED, any other type with INVALID_OPTION.
+ */
+export interface LooseContentPart {
+  type: string;
+  text?: string;
+  image_url?: { url: string; detail?: string };
+}
+
+/** OpenAI's roles; `developer` (OpenAI's newer name for instructions) is taken as `system`. */
+export type ChatRole = 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+
 /** A chat message. */
 export interface ChatMessage {
-  /** OpenAI's roles; `developer` (OpenAI's newer name for instructions) is taken as `system`. */
-  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+  /**
+   * A {@link ChatRole}, or any other string (local-llm-rn types roles as `string`): other roles
+   * reach the model's chat template as they are.
+   */
+  role: ChatRole | (string & {});
   /** The text; `null` (or absent) for an assistant message that only calls tools. */
-  content?: string | ContentPart[] | null;
+  content?: string | Array<ContentPart | LooseContentPart> | null;
   /** Tools an assistant message calls. */
   tool_calls?: ChatCompletionToolCall[];
   /** For a `tool` message: the id of the call whose result it holds. */
@@ -659,8 +676,11 @@ export interface ChatCompletionChunk {
 /** What to do when a chat's prompt leaves too little room for the answer (local-llm-js-core). */
 export type ContextOverflowStrategy = 'error' | 'truncate_oldest' | 'sliding_window';
 
-/** A message as `onOverflow` sees and returns it (local-llm-js-core's `OverflowMessage`). */
-export type OverflowMessage = ChatMessage;
+/**
+ * A message as `onOverflow` sees it (local-llm-js-core's `OverflowMessage`): a {@link ChatMessage}
+ * whose content is always there (`''` for an assistant message that only calls tools).
+ */
+export type OverflowMessage = ChatMessage & { content: string | Array<ContentPart | LooseContentPart> };
 
 /** What `onOverflow` is told (local-llm-js-core's `ContextOverflowEvent`). */
 export interface ContextOverflowEvent {
@@ -685,7 +705,7 @@ export interface ContextOverflowConfig {
   /** Share of the context kept for the answer when a request has no `max_tokens` (default 0.25). */
   reserveRatio?: number;
   /** Called when the prompt does not fit; may return the messages to use instead. */
-  onOverflow?: (event: ContextOverflowEvent) => OverflowMessage[] | void | Promise<OverflowMessage[] | void>;
+  onOverflow?: (event: ContextOverflowEvent) => ChatMessage[] | void | Promise<ChatMessage[] | void>;
 }
 
 /** How a request's messages were fitted (local-llm-js-core's `ContextMetadata`). */
