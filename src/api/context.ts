@@ -5,6 +5,7 @@ import {
   toLogprobs,
   toMetrics,
   toNativeMessages,
+  allowedTools,
   toNativeToolChoice,
   toNativeTools,
   toResult,
@@ -35,6 +36,7 @@ import type {
   ChatCompletionTool,
   ChatCompletionToolChoice,
   ChatMessage,
+  CustomTool,
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
@@ -48,7 +50,7 @@ import type {
  */
 export type PromptSource =
   | string
-  | { messages: ChatMessage[]; tools?: ChatCompletionTool[]; toolChoice?: ChatCompletionToolChoice }
+  | { messages: ChatMessage[]; tools?: Array<ChatCompletionTool | CustomTool>; toolChoice?: ChatCompletionToolChoice }
   | { tokens: number[] | Int32Array }
   | InfillPrompt;
 
@@ -164,7 +166,7 @@ function toParams(
       seed: nativeSeed(o.seed),
     }),
   );
-  const chat = typeof prompt !== 'string' && 'messages' in prompt ? prompt : undefined;
+  const chat = typeof prompt !== 'string' && 'messages' in prompt ? allowedTools(prompt) : undefined;
   return GenerateParams.create({
     prompt: input,
     sampling,

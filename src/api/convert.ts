@@ -19,6 +19,8 @@ import type {
   ChatCompletionTokenLogprob,
   ChatCompletionTool,
   ChatCompletionToolCall,
+  CustomTool,
+  CustomToolCall,
   ChatCompletionToolChoice,
   ChatCompletionTopLogprob,
   ChatFinishReason,
@@ -142,7 +144,10 @@ function invalid(message: string): LocalLLMError {
 }
 
 /** A tool call of a request message as a native record. */
-function toNativeToolCall(c: ChatCompletionToolCall): NativeToolCall {
+function toNativeToolCall(c: ChatCompletionToolCall | CustomToolCall): NativeToolCall {
+  if (c?.type === 'custom') {
+    throw invalid('custom tool calls are not supported (function tools only)');
+  }
   if (typeof c?.function?.name !== 'string' || typeof c.function.arguments !== 'string') {
     throw invalid('a tool call needs function.name and function.arguments (JSON text)');
   }
@@ -169,7 +174,7 @@ export function toNativeMessages(messages: ChatMessage[]): NativeChatMessage[] {
 }
 
 /** OpenAI tool definitions as native records (the parameters schema as JSON text). */
-export function toNativeTools(tools: ChatCompletionTool[] | undefined): NativeTool[] {
+export function toNativeTools(tools: Array<ChatCompletionTool | CustomTool> | undefined): NativeTool[] {
   if (tools === undefined) {
     return [];
   }
@@ -188,6 +193,38 @@ export function toNativeTools(tools: ChatCompletionTool[] | undefined): NativeTo
   });
 }
 
+/**
+ * OpenAI's `allowed_tools` choice resolved: only the tools it lists (by function name) are
+ * offered, and its mode is the choice. Other choices pass through.
+ */
+export function allowedTools<
+  T extends { tools?: Array<ChatCompletionTool | CustomTool>; toolChoice?: ChatCompletionToolChoice },
+>(chat: T): T {
+  const choice = chat.toolChoice;
+  if (typeof choice !== 'object' || choice === null || choice.type !== 'allowed_tools') {
+    return chat;
+  }
+  const allowed = choice.allowed_tools;
+  if (!Array.isArray(allowed?.tools) || (allowed.mode !== 'auto' && allowed.mode !== 'required')) {
+    throw invalid("tool_choice.allowed_tools needs mode 'auto' or 'required' and a tools array");
+  }
+  const names = new Set(
+    allowed.tools.map((t) => {
+      const name = (t as { type?: unknown; function?: { name?: unknown } }).function?.name;
+      if (t?.type !== 'function' || typeof name !== 'string') {
+        throw invalid("tool_choice.allowed_tools.tools entries must be {type: 'function', function: {name}}");
+      }
+      return name;
+    }),
+  );
+  const tools = (chat.tools ?? []).filter((t) => t?.type === 'function' && names.has(t.function?.name));
+  const missing = [...names].filter((n) => !tools.some((t) => t.type === 'function' && t.function.name === n));
+  if (missing.length > 0) {
+    throw invalid(`tool_choice.allowed_tools names tools the request does not define: ${missing.join(', ')}`);
+  }
+  return { ...chat, tools, toolChoice: allowed.mode };
+}
+
 /** OpenAI's `tool_choice` as the native enum (undefined: the engine's default, 'auto'). */
 export function toNativeToolChoice(choice: ChatCompletionToolChoice | undefined): NativeToolChoice | undefined {
   const { ToolChoice } = getBindings();
@@ -204,7 +241,9 @@ export function toNativeToolChoice(choice: ChatCompletionToolChoice | undefined)
       if (choice?.type === 'function' && typeof choice.function?.name === 'string') {
         return new ToolChoice.Function({ name: choice.function.name });
       }
-      throw invalid("tool_choice must be 'none', 'auto', 'required' or {type: 'function', function: {name}}");
+      throw invalid(
+        "tool_choice must be 'none', 'auto', 'required', {type: 'function', function: {name}} or {type: 'allowed_tools', ...}",
+      );
   }
 }
 

@@ -199,8 +199,10 @@ export interface ResponseFormat {
   type: 'text' | 'json_object' | 'json_schema';
   json_schema?: {
     name?: string;
-    strict?: boolean;
-    schema: Record<string, unknown>;
+    description?: string;
+    strict?: boolean | null;
+    /** Required here (OpenAI's type allows leaving it out; then INVALID_OPTION). */
+    schema?: Record<string, unknown>;
   };
 }
 
@@ -242,8 +244,8 @@ export interface ChatMessage {
   role: ChatRole | (string & {});
   /** The text; `null` (or absent) for an assistant message that only calls tools. */
   content?: string | Array<ContentPart | LooseContentPart> | null;
-  /** Tools an assistant message calls. */
-  tool_calls?: ChatCompletionToolCall[];
+  /** Tools an assistant message calls (OpenAI's `custom` tool calls are INVALID_OPTION). */
+  tool_calls?: Array<ChatCompletionToolCall | CustomToolCall>;
   /** For a `tool` message: the id of the call whose result it holds. */
   tool_call_id?: string;
   /** The speaker's name (for a `tool` message, the tool's name). */
@@ -263,15 +265,39 @@ export interface ChatCompletionTool {
 
 /**
  * Which tools the model may or must call: `'none'` (not offered), `'auto'` (default),
- * `'required'` (output without a call fails with INFERENCE_FAILED) or one named function.
+ * `'required'` (output without a call fails with INFERENCE_FAILED), one named function, or
+ * OpenAI's `allowed_tools` (only the listed functions are offered, with mode `auto` or
+ * `required`). A named `custom` tool is INVALID_OPTION.
  */
-export type ChatCompletionToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+export type ChatCompletionToolChoice =
+  | 'auto'
+  | 'none'
+  | 'required'
+  | { type: 'function'; function: { name: string } }
+  | {
+      type: 'allowed_tools';
+      allowed_tools: { mode: 'auto' | 'required'; tools: Array<{ [key: string]: unknown }> };
+    }
+  | { type: 'custom'; custom: { name: string } };
 
 /** A call of a tool; `arguments` is JSON text. */
 export interface ChatCompletionToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: string };
+}
+
+/** OpenAI's `custom` (free-text) tool: typed so that OpenAI's requests fit; not supported. */
+export interface CustomTool {
+  type: 'custom';
+  custom: { name: string; description?: string; format?: unknown };
+}
+
+/** OpenAI's call of a `custom` (free-text) tool: typed so that OpenAI's messages fit; not supported. */
+export interface CustomToolCall {
+  id: string;
+  type: 'custom';
+  custom: { name: string; input: string };
 }
 
 /** A piece of a tool call in a stream chunk (here each call comes whole in one chunk). */
@@ -605,8 +631,8 @@ export interface ChatCompletionRequest {
   mirostat_eta?: number;
   /** Addition (llama-server's name): see {@link GenerateOptions.ignoreEos}. */
   ignore_eos?: boolean;
-  /** Functions the model may call. */
-  tools?: ChatCompletionTool[];
+  /** Functions the model may call (OpenAI's `custom` tools are INVALID_OPTION). */
+  tools?: Array<ChatCompletionTool | CustomTool>;
   /** Which tools the model may or must call (default 'auto'). */
   tool_choice?: ChatCompletionToolChoice;
   /** Return each generated token's log-probability (OpenAI's `logprobs`). */
