@@ -6,7 +6,7 @@ folly_compiler_flags = '-DFOLLY_NO_CONFIG -DFOLLY_MOBILE=1 -DFOLLY_USE_LIBCPP=1 
 
 Pod::Spec.new do |s|
   unless File.exist?(File.join(__dir__, "LocalLlmFramework.xcframework", "Info.plist"))
-    raise "react-native-local-llm: the prebuilt Rust library LocalLlmFramework.xcframework is " \
+    raise "react-native-local-llm-rs: the prebuilt Rust library LocalLlmFramework.xcframework is " \
       "missing (a git checkout has none). Make it in #{__dir__} with `npm run build:mobile -- ios` " \
       "(scripts/mobile/build-mobile.sh), then run pod install again."
   end

@@ -1,2 +1,2 @@
-// Expo config plugin entry (`plugins: ['react-native-local-llm']` in app.json); see plugin/.
+// Expo config plugin entry (`plugins: ['react-native-local-llm-rs']` in app.json); see plugin/.
 export { default } from './plugin/with-local-llm.cjs';

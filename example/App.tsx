@@ -1,8 +1,8 @@
-// Example app of react-native-local-llm: one screen per feature, chosen with a tab bar
+// Example app of react-native-local-llm-rs: one screen per feature, chosen with a tab bar
 // (plain state, no navigation library).
 import { useState } from 'react';
 import { Pressable, StatusBar, StyleSheet, Text, View } from 'react-native';
-import { LocalLLM } from 'react-native-local-llm';
+import { LocalLLM } from 'react-native-local-llm-rs';
 import { BenchmarkScreen } from './src/screens/BenchmarkScreen';
 import { ChatScreen } from './src/screens/ChatScreen';
 import { DeviceScreen } from './src/screens/DeviceScreen';

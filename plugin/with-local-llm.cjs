@@ -1,4 +1,4 @@
-// The Expo config plugin of react-native-local-llm (loaded through ../app.plugin.js). Autolinking
+// The Expo config plugin of react-native-local-llm-rs (loaded through ../app.plugin.js). Autolinking
 // already adds the native module; this plugin makes an Expo prebuild app build and run it:
 //   Android: the ABIs the app builds (`reactNativeArchitectures`) must be ones the prebuilt Rust
 //     library exists for (CMake stops otherwise), and minSdk at least 24 (what it is built for).
@@ -43,7 +43,7 @@ const OPTION_NAMES = new Set(['android', 'ios']);
 function parseOptions(options) {
   const o = options ?? {};
   const fail = (what) => {
-    throw new Error(`react-native-local-llm config plugin: ${what}`);
+    throw new Error(`react-native-local-llm-rs config plugin: ${what}`);
   };
   if (typeof o !== 'object' || Array.isArray(o)) fail('options must be an object');
   for (const key of Object.keys(o)) {
@@ -95,9 +95,9 @@ function withAndroid(config, abis) {
     );
     if (missing.length > 0) {
       WarningAggregator.addWarningAndroid(
-        'react-native-local-llm',
+        'react-native-local-llm-rs',
         `the prebuilt Rust library is missing for ${missing.join(', ')}: run \`npm run build:mobile -- ${missing.join(' ')}\` ` +
-          'in react-native-local-llm, or build fewer ABIs with the plugin option android.abis',
+          'in react-native-local-llm-rs, or build fewer ABIs with the plugin option android.abis',
       );
     }
     return c;
@@ -108,8 +108,8 @@ function withAndroid(config, abis) {
 function withIos(config, memoryEntitlements) {
   if (!existsSync(join(PACKAGE_ROOT, 'LocalLlmFramework.xcframework', 'Info.plist'))) {
     WarningAggregator.addWarningIOS(
-      'react-native-local-llm',
-      'LocalLlmFramework.xcframework is missing: run `npm run build:mobile -- ios` in react-native-local-llm before `pod install`',
+      'react-native-local-llm-rs',
+      'LocalLlmFramework.xcframework is missing: run `npm run build:mobile -- ios` in react-native-local-llm-rs before `pod install`',
     );
   }
   if (!memoryEntitlements) {
@@ -124,8 +124,8 @@ function withIos(config, memoryEntitlements) {
 }
 
 /**
- * The config plugin: `plugins: ['react-native-local-llm']` or
- * `['react-native-local-llm', { android: { abis: ['arm64-v8a'] }, ios: { memoryEntitlements: false } }]`.
+ * The config plugin: `plugins: ['react-native-local-llm-rs']` or
+ * `['react-native-local-llm-rs', { android: { abis: ['arm64-v8a'] }, ios: { memoryEntitlements: false } }]`.
  * @type {import('@expo/config-plugins').ConfigPlugin<{ android?: { abis?: string[] }, ios?: { memoryEntitlements?: boolean } } | void>}
  */
 function withLocalLlm(config, options) {

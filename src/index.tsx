@@ -1,4 +1,4 @@
-// react-native-local-llm: on-device LLM inference with the local-llm-rn API.
+// react-native-local-llm-rs: on-device LLM inference with the local-llm-rn API.
 // Importing ./native installs the Rust library's JSI bindings (turbo module) and initializes
 // the generated TypeScript; the API in ./api then calls them.
 import { Platform } from 'react-native';

@@ -26,10 +26,10 @@ function app(plugins: unknown[]): string {
   const root = mkdtempSync(join(tmpdir(), 'local-llm-expo-'));
   apps.push(root);
   mkdirSync(join(root, 'node_modules'));
-  symlinkSync(ROOT, join(root, 'node_modules', 'react-native-local-llm'), 'dir');
+  symlinkSync(ROOT, join(root, 'node_modules', 'react-native-local-llm-rs'), 'dir');
   writeFileSync(
     join(root, 'package.json'),
-    JSON.stringify({ name: 'demo', version: '1.0.0', dependencies: { 'react-native-local-llm': '*' } }),
+    JSON.stringify({ name: 'demo', version: '1.0.0', dependencies: { 'react-native-local-llm-rs': '*' } }),
   );
   const expo = {
     name: 'demo',
@@ -63,10 +63,10 @@ const prop = (r: ModResults, key: string) =>
   r.android.gradleProperties.find((p) => p.type === 'property' && p.key === key)?.value;
 
 test('the plugin resolves by package name and adds the memory entitlements; ABIs are left alone by default', async () => {
-  const root = app(['react-native-local-llm']);
+  const root = app(['react-native-local-llm-rs']);
   const { exp } = getConfig(root, { skipSDKVersionRequirement: true, isModdedConfig: true });
   const history = (exp._internal as { pluginHistory: Record<string, { version: string }> }).pluginHistory;
-  assert.equal(history['react-native-local-llm']?.version, '0.1.0');
+  assert.equal(history['react-native-local-llm-rs']?.version, '0.1.0');
   const r = await introspect(root, exp);
   for (const key of ENTITLEMENTS) {
     assert.equal(r.ios.entitlements[key], true, key);
@@ -77,7 +77,7 @@ test('the plugin resolves by package name and adds the memory entitlements; ABIs
 test('options: android.abis sets reactNativeArchitectures; ios.memoryEntitlements false adds none', async () => {
   const root = app([
     [
-      'react-native-local-llm',
+      'react-native-local-llm-rs',
       { android: { abis: ['arm64-v8a', 'x86_64', 'arm64-v8a'] }, ios: { memoryEntitlements: false } },
     ],
   ]);
@@ -100,14 +100,14 @@ test('a minSdk below 24 set by an earlier plugin is raised; a higher one is kept
         m.modResults.push({ type: 'property', key: 'android.minSdkVersion', value: given });
         return m;
       });
-    const config = withPlugins(exp, ['react-native-local-llm', setMinSdk]);
+    const config = withPlugins(exp, ['react-native-local-llm-rs', setMinSdk]);
     const r = await introspect(root, config);
     assert.equal(prop(r, 'android.minSdkVersion'), expected, `given ${given}`);
   }
 });
 
 test('listed twice, the plugin runs once', async () => {
-  const root = app(['react-native-local-llm', ['react-native-local-llm', { android: { abis: ['x86'] } }]]);
+  const root = app(['react-native-local-llm-rs', ['react-native-local-llm-rs', { android: { abis: ['x86'] } }]]);
   const r = await introspect(root);
   assert.equal(prop(r, 'reactNativeArchitectures'), undefined);
 });
@@ -122,19 +122,19 @@ test('bad options stop the config evaluation with a message naming them', () => 
     ['arm64', /options must be an object/],
   ];
   for (const [options, message] of cases) {
-    const root = app([['react-native-local-llm', options]]);
+    const root = app([['react-native-local-llm-rs', options]]);
     assert.throws(() => getConfig(root, { skipSDKVersionRequirement: true, isModdedConfig: true }), message);
   }
 });
 
 test('prebuild warns about each ABI whose prebuilt Rust library is missing', async () => {
   const abis = ['arm64-v8a', 'x86'];
-  const root = app([['react-native-local-llm', { android: { abis } }]]);
+  const root = app([['react-native-local-llm-rs', { android: { abis } }]]);
   const warnings: string[] = [];
   // WarningAggregator prints prebuild's warnings with console.warn.
   const original = console.warn;
   console.warn = (text: unknown) => {
-    if (String(text).includes('android: react-native-local-llm')) warnings.push(String(text));
+    if (String(text).includes('android: react-native-local-llm-rs')) warnings.push(String(text));
   };
   try {
     await introspect(root);

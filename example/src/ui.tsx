@@ -2,7 +2,7 @@
 // line and error text for any thrown value.
 import { useState, type ReactNode } from 'react';
 import { Pressable, StyleSheet, Text, TextInput, View } from 'react-native';
-import { LocalLLMError } from 'react-native-local-llm';
+import { LocalLLMError } from 'react-native-local-llm-rs';
 
 /** A text button; greyed out and inert when `disabled`. */
 export function Button(props: { title: string; onPress: () => void; disabled?: boolean }) {

@@ -16,8 +16,8 @@ const edits = [
     file: 'android/CMakeLists.txt',
     anchor: 'add_library(my_rust_lib STATIC IMPORTED)\n',
     text: `if(NOT EXISTS \${MY_RUST_LIB})
-  message(FATAL_ERROR "react-native-local-llm: the prebuilt Rust library \${MY_RUST_LIB} is missing "
-    "(a git checkout has none). Make it in the react-native-local-llm folder with "
+  message(FATAL_ERROR "react-native-local-llm-rs: the prebuilt Rust library \${MY_RUST_LIB} is missing "
+    "(a git checkout has none). Make it in the react-native-local-llm-rs folder with "
     "\`${command} -- \${ANDROID_ABI}\` (scripts/mobile/build-mobile.sh), or \`${command}\` for every ABI.")
 endif()
 `,
@@ -26,7 +26,7 @@ endif()
     file: 'LocalLlm.podspec',
     anchor: 'Pod::Spec.new do |s|\n',
     text: `  unless File.exist?(File.join(__dir__, "LocalLlmFramework.xcframework", "Info.plist"))
-    raise "react-native-local-llm: the prebuilt Rust library LocalLlmFramework.xcframework is " \\
+    raise "react-native-local-llm-rs: the prebuilt Rust library LocalLlmFramework.xcframework is " \\
       "missing (a git checkout has none). Make it in #{__dir__} with \`${command} -- ios\` " \\
       "(scripts/mobile/build-mobile.sh), then run pod install again."
   end

@@ -38,8 +38,8 @@ npm run --silent prepare
 
 step "npm ci (example)"
 (cd "$EX" && npm ci --no-audit --no-fund)
-[[ $(readlink -f "$EX/node_modules/react-native-local-llm") == "$ROOT" ]] ||
-    fail "example/node_modules/react-native-local-llm is not the repository (file:..)"
+[[ $(readlink -f "$EX/node_modules/react-native-local-llm-rs") == "$ROOT" ]] ||
+    fail "example/node_modules/react-native-local-llm-rs is not the repository (file:..)"
 
 step "tsc --noEmit (example)"
 (cd "$EX" && node_modules/.bin/tsc --noEmit -p tsconfig.json)
@@ -105,10 +105,10 @@ node - "$OUT/config.json" "$ROOT" <<'EOF'
 const fs = require('fs');
 const path = require('path');
 const [file, root] = process.argv.slice(2);
-const dep = JSON.parse(fs.readFileSync(file, 'utf8')).dependencies['react-native-local-llm'];
+const dep = JSON.parse(fs.readFileSync(file, 'utf8')).dependencies['react-native-local-llm-rs'];
 const errors = [];
 if (dep === undefined) {
-  console.error('react-native-local-llm is not autolinked');
+  console.error('react-native-local-llm-rs is not autolinked');
   process.exit(1);
 }
 const real = (p) => (fs.existsSync(p) ? fs.realpathSync(p) : `missing ${p}`);

@@ -4,7 +4,7 @@
 #   1. npm ci of tools/expo-app (expo, react, react-native; install scripts off) into
 #      ${LOCAL_LLM_CACHE:-~/.cache/local-llm}/expo-app, redone only when its lock file changes
 #   2. the package as an app installing it sees it: package.json, app.plugin.js and plugin/
-#      copied into the app's node_modules/react-native-local-llm (resolved through the app's
+#      copied into the app's node_modules/react-native-local-llm-rs (resolved through the app's
 #      node_modules, like an npm install)
 #   3. `expo prebuild --no-install --clean` writes android/ and ios/ for three app.json files:
 #      a. plugin with android.abis [arm64-v8a, x86_64], after it an app plugin that sets
@@ -39,7 +39,7 @@ if [[ $(cat "$APP/.lock-sha256" 2>/dev/null) != "$LOCK_SHA" ]]; then
 fi
 
 step "the package in the app's node_modules (package.json, app.plugin.js, plugin/)"
-PKG=$APP/node_modules/react-native-local-llm
+PKG=$APP/node_modules/react-native-local-llm-rs
 rm -rf "$PKG"
 mkdir -p "$PKG"
 cp -r "$ROOT/package.json" "$ROOT/app.plugin.js" "$ROOT/plugin" "$PKG/"
@@ -82,7 +82,7 @@ entitlement() { # KEY: the value element after <key>KEY</key> in the app's entit
 MEMORY=(com.apple.developer.kernel.increased-memory-limit com.apple.developer.kernel.extended-virtual-addressing)
 
 step "prebuild a: android.abis [arm64-v8a, x86_64] + an app plugin setting minSdk 21 (android, ios)"
-prebuild a all '[["react-native-local-llm", { "android": { "abis": ["arm64-v8a", "x86_64"] } }], "./min-sdk-21.js"]' || {
+prebuild a all '[["react-native-local-llm-rs", { "android": { "abis": ["arm64-v8a", "x86_64"] } }], "./min-sdk-21.js"]' || {
     cat "$OUT/a.log"
     fail "expo prebuild failed"
 }
@@ -106,7 +106,7 @@ echo "android/gradle.properties: reactNativeArchitectures=$(prop reactNativeArch
     "android.minSdkVersion=$(prop android.minSdkVersion) (21 raised); ios entitlements: ${MEMORY[*]}"
 
 step "prebuild b: ios.memoryEntitlements false (android, ios)"
-prebuild b all '[["react-native-local-llm", { "ios": { "memoryEntitlements": false } }]]' || {
+prebuild b all '[["react-native-local-llm-rs", { "ios": { "memoryEntitlements": false } }]]' || {
     cat "$OUT/b.log"
     fail "expo prebuild failed"
 }
@@ -120,7 +120,7 @@ TEMPLATE_ABIS=$(prop reactNativeArchitectures)
 echo "no entitlements; reactNativeArchitectures left at the template's $TEMPLATE_ABIS"
 
 step "prebuild c: an unknown ABI fails"
-if prebuild c android '[["react-native-local-llm", { "android": { "abis": ["mips"] } }]]'; then
+if prebuild c android '[["react-native-local-llm-rs", { "android": { "abis": ["mips"] } }]]'; then
     fail "expo prebuild accepted android.abis ['mips']"
 fi
 grep -q "android.abis: 'mips' is not one of" "$OUT/c.log" || fail "the failure does not name the ABI: $(cat "$OUT/c.log")"

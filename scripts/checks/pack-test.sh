@@ -174,7 +174,7 @@ import {
   type ChatCompletionResponse,
   type ChatMessage,
   type EmbeddingResponse,
-} from 'react-native-local-llm';
+} from 'react-native-local-llm-rs';
 
 export async function demo(path: string): Promise<string> {
   const ai: LocalLLM = await LocalLLM.create({ model: path, contextSize: 2048, embeddings: true });
@@ -223,7 +223,7 @@ step "entry points and codegenConfig of the installed package"
 (cd "$WORK/consumer" && node --input-type=module - <<'EOF'
 import fs from 'node:fs';
 import path from 'node:path';
-const dir = path.resolve('node_modules/react-native-local-llm');
+const dir = path.resolve('node_modules/react-native-local-llm-rs');
 const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
 const errors = [];
 const exists = (what, rel) => {
@@ -236,7 +236,7 @@ else for (const [cond, target] of Object.entries(dot)) exists(`exports["."].${co
 exists('exports["./package.json"]', pkg.exports?.['./package.json']);
 // Node's own resolution of the package name, default and `source` conditions.
 const want = { default: pkg.exports['.'].default, source: pkg.exports['.'].source };
-const resolved = import.meta.resolve('react-native-local-llm');
+const resolved = import.meta.resolve('react-native-local-llm-rs');
 if (resolved !== new URL(want.default, `file://${dir}/`).href) errors.push(`import resolves to ${resolved}`);
 const cg = pkg.codegenConfig ?? {};
 if (!/^[A-Za-z][A-Za-z0-9]*$/.test(cg.name ?? '')) errors.push(`codegenConfig.name ${cg.name}`);
@@ -260,7 +260,7 @@ console.log(`main/module/types/react-native/source/exports resolve; import -> ${
 EOF
 ) || fail "entry points or codegenConfig"
 (cd "$WORK/consumer" && node --conditions=source --input-type=module \
-    -e "if (!import.meta.resolve('react-native-local-llm').endsWith('/src/index.tsx')) process.exit(1)") ||
+    -e "if (!import.meta.resolve('react-native-local-llm-rs').endsWith('/src/index.tsx')) process.exit(1)") ||
     fail "the source condition does not resolve to src/index.tsx"
 
 step "pack test passed"

@@ -15,7 +15,7 @@ export function setBindings(bindings: Bindings): void {
 /** The bindings set with {@link setBindings}. */
 export function getBindings(): Bindings {
   if (current === null) {
-    throw new Error('react-native-local-llm: the native module is not installed');
+    throw new Error('react-native-local-llm-rs: the native module is not installed');
   }
   return current;
 }

@@ -1,7 +1,7 @@
 // Prompt processing (pp) and generation (tg) speed through the context's benchmark API.
 import { useState } from 'react';
 import { ScrollView, Text } from 'react-native';
-import type { BenchmarkResult, LocalLLM } from 'react-native-local-llm';
+import type { BenchmarkResult, LocalLLM } from 'react-native-local-llm-rs';
 import { Button, ErrorText, Field, Row, parseCount, styles, useTask } from '../ui';
 
 /** The benchmark screen on a loaded instance. */

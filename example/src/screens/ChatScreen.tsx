@@ -1,7 +1,7 @@
 // Streaming chat with a stop button (AbortSignal) and generation speed.
 import { useEffect, useRef, useState } from 'react';
 import { ScrollView, Text, View } from 'react-native';
-import type { ChatMessage, InferenceMetrics, LocalLLM } from 'react-native-local-llm';
+import type { ChatMessage, InferenceMetrics, LocalLLM } from 'react-native-local-llm-rs';
 import { Button, ErrorText, Field, Row, errorText, isAbort, styles } from '../ui';
 
 /** The chat screen on a loaded instance. */

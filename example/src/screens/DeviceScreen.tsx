@@ -7,7 +7,7 @@ import {
   getBackends,
   getDeviceCapabilities,
   optimalThreadCount,
-} from 'react-native-local-llm';
+} from 'react-native-local-llm-rs';
 import { Button, ErrorText, Row, errorText, styles } from '../ui';
 
 interface DeviceReport {

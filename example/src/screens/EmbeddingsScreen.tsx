@@ -1,7 +1,7 @@
 // Embeddings demo: the cosine similarity of two texts.
 import { useState } from 'react';
 import { ScrollView, Text } from 'react-native';
-import type { LocalLLM } from 'react-native-local-llm';
+import type { LocalLLM } from 'react-native-local-llm-rs';
 import { cosine } from '../cosine';
 import { Button, ErrorText, Field, Row, styles, useTask } from '../ui';
 

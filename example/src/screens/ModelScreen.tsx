@@ -1,7 +1,7 @@
 // Load a GGUF model from a local path; show what was loaded.
 import { useState } from 'react';
 import { Platform, ScrollView, Text } from 'react-native';
-import { LocalLLM } from 'react-native-local-llm';
+import { LocalLLM } from 'react-native-local-llm-rs';
 import { Button, ErrorText, Field, Row, errorText, styles } from '../ui';
 
 const MB = 1024 * 1024;

@@ -23,7 +23,7 @@ use std::process::Command;
 use support::{number_after, run, script_path, skip, test_size};
 
 /// Largest relative difference of the two perplexities (unless twice the ratio's standard
-/// error is larger). Measured: see the README's perplexity section; llama.cpp's own AVX-512 and
+/// error is larger). Measured: see docs/testing.md, perplexity; llama.cpp's own AVX-512 and
 /// AVX2 builds differ by up to 0.1% here on a Zen 4 CPU, while on an AVX2-only Zen 2 CPU its
 /// native build gives Gemma 3 1.29% more than ours (standard error of the ratio 0.85%, mean
 /// KLD 0.0076): 252 scored positions cannot pin a perplexity down to 1%.

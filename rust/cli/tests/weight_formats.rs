@@ -39,7 +39,7 @@ const FORMATS: [&str; 12] = [
 ];
 /// The bound on our mean KLD (nats) where twice llama.cpp's floor is below it, for a format whose
 /// kernels llama.cpp's two builds happen to share everywhere. Measured floors at this size are
-/// 0.0035 to 0.0098 (0.0041 for the Q4_1 original, README's perplexity section), so this stays
+/// 0.0035 to 0.0098 (0.0041 for the Q4_1 original, docs/testing.md, perplexity), so this stays
 /// under every measured 2× floor and binds only if a floor comes out near zero.
 const MIN_KLD_BOUND: f64 = 0.002;
 

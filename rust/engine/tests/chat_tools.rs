@@ -265,7 +265,7 @@ fn smollm2() -> Option<(ChatTemplate, Tokenizer)> {
     Some((ChatTemplate::new(source, "", "").expect("parse"), tok))
 }
 
-/// The fallback, written out as the README documents it, rendered by jinja2.
+/// The fallback, written out as docs/react-native.md documents it, rendered by jinja2.
 #[test]
 fn fallback_matches_documented_text() {
     let Some((template, _)) = smollm2() else {

@@ -1,7 +1,7 @@
 //! `local-llm-ffi`: the engine's API for React Native, exported with UniFFI and turned into
 //! TypeScript + JSI C++ by uniffi-bindgen-react-native.
 //!
-//! Threading rules (see the README): every heavy call is `async` and runs on a worker thread of
+//! Threading rules (see docs/engine.md): every heavy call is `async` and runs on a worker thread of
 //! a private tokio runtime; Rust never calls into JavaScript from a worker (streaming and logs are
 //! pull-style: JavaScript awaits `next()`); a context's engine state is behind a mutex that only
 //! workers take, so concurrent generations on one context run one after the other, except on a

@@ -170,7 +170,7 @@ impl ChatTemplate {
     /// Face templates expect. For another template, when tools are offered or messages hold
     /// calls, the conversation is rewritten first: a
     /// system preamble lists the tools and asks for `<tool_call>` blocks, calls become
-    /// `<tool_call>` text and tool results become user messages (see the README's "Tools"
+    /// `<tool_call>` text and tool results become user messages (see docs/react-native.md, "Tools"
     /// section). `choice` words the fallback preamble ("required", named); pass the tools it
     /// offers (see [`offered_tools`]).
     pub fn render_with_tools(

@@ -229,7 +229,7 @@ fn fallback_call_text(call: &ToolCall) -> String {
     format!("{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}")
 }
 
-/// The system-prompt preamble of the fallback (see the README's "Tools" section).
+/// The system-prompt preamble of the fallback (see docs/react-native.md, "Tools").
 fn fallback_preamble(tools: &[Tool], choice: &ToolChoice) -> crate::Result<String> {
     let mut text = String::from(
         "You can call the following tools. To call a tool, reply with\n\

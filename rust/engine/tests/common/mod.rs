@@ -4,7 +4,7 @@
 //! what to run when something the tests need is missing (models: `scripts/setup/fetch-models.sh`,
 //! oracles: `scripts/setup/setup-test-deps.sh`).
 //!
-//! Oracles (see README.md): llama.cpp through `tools/oracle/oracle.mjs` (node-llama-cpp),
+//! Oracles (see docs/testing.md): llama.cpp through `tools/oracle/oracle.mjs` (node-llama-cpp),
 //! and Python with the PyPI `gguf`, `numpy` and `jinja2` packages.
 
 // Each test binary uses only some of these helpers.
