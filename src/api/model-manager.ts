@@ -83,9 +83,9 @@ export function resolveModelUrl(model: string): string {
  * Downloads models into a cache folder and keeps its index (local-llm-rn's `ModelManager`).
  * Downloads run in Rust: resumed after an interruption, verified before they get their final
  * name, shared between concurrent calls for one URL. The default folder is
- * `$XDG_CACHE_HOME/local-llm/models` (or `~/.cache/local-llm/models`) on Node and desktops and
- * `Library/Caches/local-llm/models` in an iOS app's container; Android apps must pass one (e.g.
- * their files or cache directory from `expo-file-system` or `react-native-fs`).
+ * `$XDG_CACHE_HOME/local-llm/models` (or `~/.cache/local-llm/models`) on Node and desktops,
+ * `local-llm/models` in an Android app's files directory, and `Library/Application
+ * Support/local-llm/models` in an iOS app's container, excluded from backups.
  */
 export class ModelManager {
   /** The cache folder (undefined: the platform default). */

@@ -106,7 +106,7 @@ export async function adoptDownloadedModel(
 }
 
 /**
- * The default cache folder of this platform, if it has one (phones: pass `cacheDir`).
+ * The default cache folder of this platform (see `ModelCache::default_dir`), if it has one.
  */
 export function defaultModelCacheDir(): string | undefined {
   const __rb: Uint8Array = uniffiCaller.rustCall(
@@ -6588,7 +6588,7 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 59901) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 6950) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_default_model_cache_dir');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name() !== 12887) {

@@ -1,20 +1,18 @@
 // Download a model from a URL with progress, pause and resume; list and remove cached models;
 // hand one to the chat. A view over ModelDownloads (../model-downloads.ts), which holds the logic.
 import { useState, useSyncExternalStore } from 'react';
-import { Platform, ScrollView, Text, View } from 'react-native';
-import { ModelManager } from 'react-native-local-llm';
+import { ScrollView, Text, View } from 'react-native';
+import { ModelManager } from 'react-native-local-llm-rs';
 import { ModelDownloads, formatProgress, type CachedModel } from '../model-downloads';
 import { Button, ErrorText, Field, Row, errorText, styles, useTask } from '../ui';
 
 /**
- * The models' cache folder: Android apps must name one (here the app's files directory);
- * iOS uses the package's default, Library/Caches/local-llm/models in the app container.
+ * The app's one download controller (it outlives the screen, so a download continues). Its cache
+ * is the package's default folder (Android: local-llm/models in the app's files directory; iOS:
+ * Library/Application Support/local-llm/models, excluded from backups).
  */
-const CACHE_DIR = Platform.OS === 'android' ? '/data/data/com.localllmexample/files/models' : undefined;
-
-/** The app's one download controller (it outlives the screen, so a download continues). */
 export function createModelDownloads(): ModelDownloads {
-  const downloads = new ModelDownloads(new ModelManager(CACHE_DIR));
+  const downloads = new ModelDownloads(new ModelManager());
   void downloads.refresh();
   return downloads;
 }

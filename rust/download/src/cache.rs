@@ -104,6 +104,12 @@ pub fn normalize_sha256(hex: &str) -> Result<String, DownloadError> {
     }
 }
 
+/// An environment variable that is set and not empty.
+#[cfg(not(target_os = "android"))]
+fn non_empty_var(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
 /// A cache folder.
 #[derive(Debug, Clone)]
 pub struct ModelCache {
@@ -116,36 +122,47 @@ impl ModelCache {
         ModelCache { dir: dir.into() }
     }
 
-    /// The default folder of this platform: `$XDG_CACHE_HOME/local-llm/models`, else
-    /// `~/.cache/local-llm/models` (`%LOCALAPPDATA%\local-llm\models` on Windows); on iOS
-    /// `Library/Caches/local-llm/models` in the app's container (the system may purge it when
-    /// storage runs low: the index then finds the file missing and downloads it again). Android
-    /// has none: apps pass a folder.
+    /// The default folder of this platform: on Android `local-llm/models` in the app's files
+    /// directory; on iOS `Library/Application Support/local-llm/models` in the app's container,
+    /// created and excluded from backups (the system never purges it, unlike `Library/Caches`);
+    /// elsewhere `$XDG_CACHE_HOME/local-llm/models`, else `~/.cache/local-llm/models`
+    /// (`%LOCALAPPDATA%\local-llm\models` on Windows).
     pub fn default_dir() -> Result<PathBuf, DownloadError> {
-        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        if cfg!(target_os = "android") {
-            return Err(DownloadError::InvalidInput(
-                "Android has no default model cache folder: pass cacheDir (e.g. the app's files directory)"
-                    .into(),
-            ));
+        #[cfg(target_os = "android")]
+        {
+            return crate::app_dir::this_android_files_dir()
+                .map(|files| files.join("local-llm").join("models"))
+                .ok_or_else(|| {
+                    DownloadError::InvalidInput(
+                        "this process is not an Android app with a files directory: pass cacheDir"
+                            .into(),
+                    )
+                });
         }
-        if cfg!(target_os = "ios") {
-            let home = env("HOME").ok_or_else(|| {
+        #[cfg(target_os = "ios")]
+        {
+            let home = non_empty_var("HOME").ok_or_else(|| {
                 DownloadError::InvalidInput("HOME is not set: pass cacheDir".into())
             })?;
-            return Ok(PathBuf::from(home).join("Library/Caches/local-llm/models"));
+            let dir = PathBuf::from(home).join("Library/Application Support/local-llm/models");
+            crate::app_dir::create_excluded_from_backup(&dir)
+                .map_err(|e| DownloadError::io(&dir, e))?;
+            return Ok(dir);
         }
-        let base = env("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .or_else(|| env("LOCALAPPDATA").map(PathBuf::from))
-            .ok_or_else(|| {
-                DownloadError::InvalidInput(
-                    "no default model cache folder (no XDG_CACHE_HOME or HOME): pass cacheDir"
-                        .into(),
-                )
-            })?;
-        Ok(base.join("local-llm").join("models"))
+        #[cfg(not(any(target_os = "android", target_os = "ios")))]
+        {
+            let base = non_empty_var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| non_empty_var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .or_else(|| non_empty_var("LOCALAPPDATA").map(PathBuf::from))
+                .ok_or_else(|| {
+                    DownloadError::InvalidInput(
+                        "no default model cache folder (no XDG_CACHE_HOME or HOME): pass cacheDir"
+                            .into(),
+                    )
+                })?;
+            Ok(base.join("local-llm").join("models"))
+        }
     }
 
     /// The cache folder.

@@ -17,6 +17,8 @@
 //! than 1 KiB/s for a minute fails) and, when asked, the whole download. A cancel closes the
 //! connection at once, even while a read waits for a stalled server.
 
+#[cfg(any(target_os = "android", target_os = "ios", test))]
+mod app_dir;
 mod cache;
 mod error;
 mod flight;

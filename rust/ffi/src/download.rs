@@ -221,7 +221,7 @@ pub fn is_remote_model(model: String) -> bool {
     local_llm_download::is_remote_model(&model)
 }
 
-/// The default cache folder of this platform, if it has one (phones: pass `cacheDir`).
+/// The default cache folder of this platform (see `ModelCache::default_dir`), if it has one.
 #[uniffi::export]
 pub fn default_model_cache_dir() -> Option<String> {
     ModelCache::default_dir()
