@@ -277,7 +277,7 @@ test('Model.load, embeddings and prompt evaluation honour their AbortSignal; per
     const stop = new AbortController();
     setTimeout(() => stop.abort(), prompt / 3);
     await assert.rejects(
-      ctx.generate(LONG_TEXT, { maxTokens: 1, signal: stop.signal }),
+      ctx.generateResult(LONG_TEXT, { maxTokens: 1, signal: stop.signal }),
       (e: any) => e.name === 'AbortError',
     );
     const perf = ctx.getPerf();
@@ -292,7 +292,7 @@ test('Model.load, embeddings and prompt evaluation honour their AbortSignal; per
 });
 
 test('seed -1 and 2^32-1 are random; seeds are the CLI seeds (14.7)', async () => {
-  const opts = { maxTokens: 12, temperature: 1.5, topK: 0, topP: 1, minP: 0 };
+  const opts = { maxTokens: 12, temperature: 1.5, topK: 0, topP: 1, minP: 0, repeatPenalty: 1 };
   const prompt = 'Once upon a time';
   const a = await ai.context.generate(prompt, { ...opts, seed: -1 });
   const b = await ai.context.generate(prompt, { ...opts, seed: -1 });

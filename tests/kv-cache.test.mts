@@ -42,8 +42,9 @@ test('kvCacheTypeK / kvCacheTypeV reach the engine as the CLI flags do', async (
   const q4 = model.createContext({ contextSize: 256, threads: 2, kvCacheTypeK: 'q4_0', kvCacheTypeV: 'q4_0' });
   const f16 = model.createContext({ contextSize: 256, threads: 2 });
   try {
-    const a = await q4.generate(PROMPT, { temperature: 0, maxTokens: 24 });
-    const b = await f16.generate(PROMPT, { temperature: 0, maxTokens: 24 });
+    // Greedy without the API's default repeat penalty (the CLI has none).
+    const a = await q4.generate(PROMPT, { temperature: 0, repeatPenalty: 1, maxTokens: 24 });
+    const b = await f16.generate(PROMPT, { temperature: 0, repeatPenalty: 1, maxTokens: 24 });
     assert.equal(a, cli(['-ctk', 'q4_0', '-ctv', 'q4_0']));
     assert.equal(b, cli([]));
     // On this prompt the q4_0 cache changes the greedy text (so the option is not ignored;

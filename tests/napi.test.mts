@@ -126,7 +126,8 @@ test('InferenceContext.generate / stream (raw text) agree; seeded sampling is re
 test('typical_p: chat.completions.create and generate options sample exactly like the CLI --typical', async () => {
   const prompt = 'Write a short poem about the sea.';
   const messages: ChatMessage[] = [{ role: 'user', content: prompt }];
-  const opts = { temperature: 1, seed: 42, max_tokens: 24, top_k: 0, top_p: 1 };
+  // llama.cpp's (the CLI's) min-p and repeat penalty; the API's defaults are local-llm-rn's.
+  const opts = { temperature: 1, seed: 42, max_tokens: 24, top_k: 0, top_p: 1, min_p: 0.05, repeat_penalty: 1 };
   const cliRun = (extra: string[]) =>
     cli([
       'run',
@@ -157,7 +158,7 @@ test('typical_p: chat.completions.create and generate options sample exactly lik
   assert.notEqual(typical, plain);
   const viaGenerate = await ai.context.generateResult(
     { messages },
-    { temperature: 1, seed: 42, maxTokens: 24, topK: 0, topP: 1, typicalP: 0.2 },
+    { temperature: 1, seed: 42, maxTokens: 24, topK: 0, topP: 1, minP: 0.05, repeatPenalty: 1, typicalP: 0.2 },
   );
   assert.equal(viaGenerate.text, typical);
   await assert.rejects(ai.chat.completions.create({ messages, typical_p: 2 }), code(LocalLLMErrorCode.INVALID_OPTION));

@@ -73,9 +73,9 @@ test('the chat outgrows the context', () => {
   assert.ok(promptTokens(longChat(8)) > CONTEXT, `${promptTokens(longChat(8))} tokens`);
 });
 
-test("'error' and no strategy reject a chat that does not fit with CONTEXT_EXHAUSTED", async () => {
-  for (const strategy of ['error', undefined] as const) {
-    const ai = await instance(strategy);
+test("'error' rejects a chat that does not fit with CONTEXT_EXHAUSTED", async () => {
+  {
+    const ai = await instance('error');
     try {
       await assert.rejects(
         ai.chat.completions.create({ messages: longChat(8), max_tokens: 16, temperature: 0 }),
@@ -94,6 +94,23 @@ test("'error' and no strategy reject a chat that does not fit with CONTEXT_EXHAU
     } finally {
       ai.dispose();
     }
+  }
+});
+
+test("no strategy slides the window (local-llm-rn's default) and the answer may fill the room left", async () => {
+  const ai = await instance(undefined);
+  try {
+    const r = await ai.chat.completions.create({ messages: longChat(8), temperature: 0 });
+    assert.equal(r._context?.strategyUsed, 'sliding_window');
+    assert.ok(r._context.keptMessageCount < longChat(8).length);
+    // Without max_tokens: the room the prompt leaves less 64 tokens, at most 3/4 of the context.
+    const room = Math.min(CONTEXT - r._context.promptTokens - 64, Math.floor(CONTEXT * 0.75));
+    assert.ok(r.usage.completion_tokens <= room, `${r.usage.completion_tokens} tokens, room ${room}`);
+    if (r.choices[0].finish_reason === 'length') {
+      assert.equal(r.usage.completion_tokens, room);
+    }
+  } finally {
+    ai.dispose();
   }
 });
 
@@ -209,11 +226,23 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
     // Generation level: an answer longer than the context goes on (the engine shifts the context)
     // instead of stopping at 'length' when the context is full.
     const count: ChatMessage[] = [{ role: 'user', content: COUNT }];
-    const long = await ai.chat.completions.create({ messages: count, max_tokens: 300, temperature: 0 });
+    // (No repeat penalty: counting repeats digits, and the penalty would end the count early.)
+    const long = await ai.chat.completions.create({
+      messages: count,
+      max_tokens: 300,
+      temperature: 0,
+      repeat_penalty: 1,
+    });
     assert.equal(long.usage.completion_tokens, 300);
     assert.ok(long.usage.total_tokens > CONTEXT, `${long.usage.total_tokens} tokens`);
     assert.match(long.choices[0].message.content ?? '', /\b75, 76, 77\b/);
-    const stream = await ai.chat.completions.create({ messages: count, max_tokens: 300, temperature: 0, stream: true });
+    const stream = await ai.chat.completions.create({
+      messages: count,
+      max_tokens: 300,
+      temperature: 0,
+      repeat_penalty: 1,
+      stream: true,
+    });
     let text = '';
     let last;
     for await (const chunk of stream) {
@@ -226,17 +255,16 @@ test("'sliding_window' keeps the newest messages and the answer goes on past the
   } finally {
     ai.dispose();
   }
-  // Without the strategy the same answer stops when the context is full.
-  const plain = await instance();
+  // Without the shift (a raw generation of the same chat) the same answer stops when the context is full.
+  const plain = await instance('error');
   try {
-    const r = await plain.chat.completions.create({
-      messages: [{ role: 'user', content: COUNT }],
-      max_tokens: 300,
-      temperature: 0,
-    });
+    const r = await plain.context.generateResult(
+      { messages: [{ role: 'user', content: COUNT }] },
+      { maxTokens: 300, temperature: 0, repeatPenalty: 1 },
+    );
     // The last sampled token is returned but never enters the cache.
-    assert.ok(r.usage.total_tokens <= CONTEXT + 1, `${r.usage.total_tokens} tokens`);
-    assert.equal(r.choices[0].finish_reason, 'length');
+    assert.ok(r.timing.promptTokens + r.timing.generatedTokens <= CONTEXT + 1, JSON.stringify(r.timing));
+    assert.equal(r.finishReason, 'context_full');
   } finally {
     plain.dispose();
   }

@@ -23,7 +23,8 @@ after(() => {
 });
 
 const PROMPT = 'The capital of France is';
-const GREEDY: GenerateOptions = { temperature: 0, maxTokens: 12 };
+// Pure greedy decoding: the API's default repeat penalty (1.1, local-llm-rn's) switched off.
+const GREEDY: GenerateOptions = { temperature: 0, maxTokens: 12, repeatPenalty: 1 };
 
 function invalid(name: string) {
   return (e: unknown) => {
@@ -80,11 +81,12 @@ test('DRY turns greedy decoding away from a repeating list', async () => {
   assert.notEqual(dry, plain);
   // The same through the OpenAI-style names, on an answer that copies the prompt.
   const messages = [{ role: 'user' as const, content: `Repeat exactly: ${prompt}` }];
-  const a = await ai.chat.completions.create({ messages, temperature: 0, max_tokens: 10 });
+  const a = await ai.chat.completions.create({ messages, temperature: 0, max_tokens: 10, repeat_penalty: 1 });
   const b = await ai.chat.completions.create({
     messages,
     temperature: 0,
     max_tokens: 10,
+    repeat_penalty: 1,
     dry_multiplier: 3,
     dry_sequence_breakers: [],
     repeat_last_n: -1,
@@ -94,7 +96,7 @@ test('DRY turns greedy decoding away from a repeating list', async () => {
 
 test('Mirostat with a tiny target and top-n-σ with a tiny n decode greedily at temperature 1', async () => {
   const greedy = await ai.context.generate(PROMPT, { ...GREEDY, maxTokens: 16 });
-  const hot: GenerateOptions = { temperature: 1, topK: 0, topP: 1, minP: 0, maxTokens: 16 };
+  const hot: GenerateOptions = { temperature: 1, topK: 0, topP: 1, minP: 0, repeatPenalty: 1, maxTokens: 16 };
   for (const seed of [1, 2, 3]) {
     const miro = await ai.context.generate(PROMPT, { ...hot, seed, mirostat: 2, mirostatTau: 0.01 });
     assert.equal(miro, greedy, `mirostat 2, seed ${seed}`);

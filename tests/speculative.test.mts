@@ -34,6 +34,9 @@ const REWRITE: ChatCompletionRequest & { stream?: false } = {
   ],
   max_tokens: 80,
   temperature: 0,
+  // The draft model proposes its greedy tokens without the target's penalties: with the default
+  // repeat penalty (1.1) fewer would be accepted; this file measures drafting, not penalties.
+  repeat_penalty: 1,
 };
 
 let plain: LocalLLM;

@@ -178,7 +178,15 @@ test('tool_choice required: decoding is constrained to a call, which comes back 
 });
 
 test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content, stream agrees', async () => {
-  const params = { messages: QUESTION, temperature: 0, max_tokens: 12, logprobs: true, top_logprobs: 3 };
+  // Pure greedy (no repeat penalty): then the chosen token is the most likely one.
+  const params = {
+    messages: QUESTION,
+    temperature: 0,
+    repeat_penalty: 1,
+    max_tokens: 12,
+    logprobs: true,
+    top_logprobs: 3,
+  };
   const res = await ai.chat.completions.create(params);
   const content = res.choices[0].logprobs?.content ?? [];
   assert.equal(content.length, res.usage.completion_tokens);
@@ -200,7 +208,7 @@ test('logprobs: OpenAI shape, greedy top-1 is the token, bytes spell the content
   assert.equal(plain.choices[0].logprobs, null);
   const viaGenerate = await ai.context.generateResult(
     { messages: QUESTION },
-    { temperature: 0, maxTokens: 12, nProbs: 3 },
+    { temperature: 0, repeatPenalty: 1, maxTokens: 12, nProbs: 3 },
   );
   assert.deepEqual(viaGenerate.logprobs, content);
   await assert.rejects(

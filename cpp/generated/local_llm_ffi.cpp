@@ -390,6 +390,8 @@ extern "C" {
         RustBuffer options, 
         RustBuffer cancel
     );
+    RustBuffer uniffi_local_llm_ffi_fn_func_app_defaults(RustCallStatus *uniffi_out_err
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_func_quantize_model(
         RustBuffer input, 
         RustBuffer output, 
@@ -644,6 +646,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_func_inspect_model(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_load_model(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_func_app_defaults(
     );
     uint16_t uniffi_local_llm_ffi_checksum_func_quantize_model(
     );
@@ -2733,6 +2737,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_func_load_model(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_func_app_defaults"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_app_defaults"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_func_app_defaults(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_func_quantize_model"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_func_quantize_model"),
@@ -3307,6 +3319,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         0,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_checksum_func_load_model(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_func_app_defaults"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_func_app_defaults"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_func_app_defaults(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_checksum_func_quantize_model"] = jsi::Function::createFromHostFunction(
@@ -4438,6 +4458,15 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_load_model(jsi::R
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_app_defaults(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        RustCallStatus status = uniffi::local_llm_ffi::Bridging<RustCallStatus>::rustSuccess(rt);
+        auto value = uniffi_local_llm_ffi_fn_func_app_defaults(&status
+        );
+        uniffi::local_llm_ffi::Bridging<RustCallStatus>::copyIntoJs(rt, callInvoker, status, args[count - 1]);
+
+        
+        return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_func_quantize_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_fn_func_quantize_model(uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3])
         );
@@ -4982,6 +5011,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_inspect_mod
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_load_model(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_func_load_model(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_func_app_defaults(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_func_app_defaults(
         );
 
         

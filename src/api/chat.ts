@@ -1,4 +1,5 @@
 import type { InferenceContext, PromptSource } from './context';
+import { chatMaxTokens } from './defaults';
 import {
   breakerList,
   checkOptions,
@@ -162,6 +163,8 @@ export class ChatCompletions {
     if (fitted.contextShift) {
       options.contextShift = true;
     }
+    // Without max_tokens the answer may fill the room the prompt leaves (appDefaults).
+    options.maxTokens ??= chatMaxTokens(context.contextSize, fitted.meta.promptTokens);
     return fitted;
   }
 

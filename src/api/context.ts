@@ -10,7 +10,16 @@ import {
   toNativeTools,
   toResult,
 } from './convert';
-import { LocalLLMError, LocalLLMErrorCode, abortError, disposedError, wrapAsync, wrapSync } from './errors';
+import { appDefaults } from './defaults';
+import {
+  LocalLLMError,
+  LocalLLMErrorCode,
+  abortError,
+  disposedError,
+  isAbortError,
+  wrapAsync,
+  wrapSync,
+} from './errors';
 import {
   benchmarkOptionRules,
   checkOptions,
@@ -126,8 +135,9 @@ function toInfill(p: InfillPrompt): PromptInput {
 }
 
 /**
- * Native generation parameters; options left unset take the engine's defaults (from the
- * generated records). Bad options throw INVALID_OPTION, named by `names` (default: as in
+ * Native generation parameters; options left unset take this API's defaults ({@link appDefaults}:
+ * sampling and the length of a raw generation) or else the engine's (from the generated
+ * records). Bad options throw INVALID_OPTION, named by `names` (default: as in
  * {@link GenerateOptions}).
  */
 function toParams(
@@ -139,17 +149,18 @@ function toParams(
   const input = toPrompt(prompt);
   const stop = stopList(o.stop, names.stop);
   const { GenerateParams, SamplingParams } = getBindings();
+  const d = appDefaults();
   const sampling = SamplingParams.create(
     defined({
-      temperature: o.temperature,
-      topK: o.topK,
+      temperature: o.temperature ?? d.temperature,
+      topK: o.topK ?? d.topK,
       typicalP: o.typicalP,
-      topP: o.topP,
-      minP: o.minP,
-      repeatPenalty: o.repeatPenalty,
+      topP: o.topP ?? d.topP,
+      minP: o.minP ?? d.minP,
+      repeatPenalty: o.repeatPenalty ?? d.repeatPenalty,
       frequencyPenalty: o.frequencyPenalty,
       presencePenalty: o.presencePenalty,
-      penaltyLastN: o.penaltyLastN,
+      penaltyLastN: o.penaltyLastN ?? d.penaltyLastN,
       dryMultiplier: o.dryMultiplier,
       dryBase: o.dryBase,
       dryAllowedLength: o.dryAllowedLength,
@@ -172,7 +183,7 @@ function toParams(
     sampling,
     tools: toNativeTools(chat?.tools),
     ...defined({
-      maxTokens: o.maxTokens,
+      maxTokens: o.maxTokens ?? d.generateMaxTokens,
       stop,
       toolChoice: toNativeToolChoice(chat?.toolChoice),
       logprobs: o.nProbs,
@@ -276,9 +287,13 @@ export class InferenceContext {
     return this.ensureHandle().contextSize();
   }
 
-  /** Generate the answer to `prompt` (raw text) and return its text. */
+  /**
+   * Generate the answer to `prompt` (raw text) and return its text. As in local-llm-rn, an abort
+   * of `signal` during the generation resolves with the text so far; a signal already aborted
+   * rejects with an AbortError.
+   */
   async generate(prompt: string, options: GenerateOptions = {}): Promise<string> {
-    return (await this.generateResult(prompt, options)).text;
+    return (await this.run(prompt, options)).result.text;
   }
 
   /**
@@ -300,6 +315,21 @@ export class InferenceContext {
    * decoding; the promise then rejects with an AbortError once the worker has stopped.
    */
   async generateResult(prompt: PromptSource, options: GenerateOptions = {}): Promise<GenerationResult> {
+    const { result, aborted } = await this.run(prompt, options);
+    if (aborted) {
+      throw abortError(options.signal);
+    }
+    return result;
+  }
+
+  /**
+   * One generation; `aborted` when `options.signal` stopped it (the result then holds what was
+   * generated before). Rejects when the signal was aborted before the generation began.
+   */
+  private async run(
+    prompt: PromptSource,
+    options: GenerateOptions,
+  ): Promise<{ result: GenerationResult; aborted: boolean }> {
     const handle = this.ensureHandle();
     const { signal } = options;
     if (signal?.aborted) {
@@ -320,10 +350,7 @@ export class InferenceContext {
       );
       const result = toResult(native, options.nProbs !== undefined);
       this.lastResult = result;
-      if (signal?.aborted || result.finishReason === 'cancelled') {
-        throw abortError(signal);
-      }
-      return result;
+      return { result, aborted: signal?.aborted === true || result.finishReason === 'cancelled' };
     } finally {
       signal?.removeEventListener('abort', onAbort);
       destroy(token);
@@ -390,9 +417,23 @@ export class InferenceContext {
     }
   }
 
-  /** Stream the answer to `prompt` (raw text) piece by piece. */
-  stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<string> {
-    return this.streamPieces(prompt, options);
+  /**
+   * Stream the answer to `prompt` (raw text) piece by piece. As in local-llm-rn, an abort of
+   * `signal` during the generation ends the stream; a signal already aborted rejects with an
+   * AbortError.
+   */
+  async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<string> {
+    const { signal } = options;
+    if (signal?.aborted) {
+      throw abortError(signal);
+    }
+    try {
+      yield* this.streamPieces(prompt, options);
+    } catch (e) {
+      if (!(signal?.aborted && isAbortError(e))) {
+        throw e;
+      }
+    }
   }
 
   /**

@@ -2,6 +2,7 @@ import { LocalLLMProvider } from './ai-provider';
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
 import type { InferenceContext } from './context';
+import { appDefaults } from './defaults';
 import { EmbeddingContext, Embeddings } from './embeddings';
 import { LocalLLMError, LocalLLMErrorCode, abortError } from './errors';
 import { setLogCallback } from './logging';
@@ -14,6 +15,7 @@ import type {
   BenchmarkOptions,
   BenchmarkResult,
   ChatMessage,
+  ContextOverflowStrategy,
   LocalLLMOptions,
   LogCallback,
   LogLevel,
@@ -271,7 +273,7 @@ export class LocalLLM {
   private completions(model: Model, name: string): ChatCompletions {
     const o = this.options;
     const overflow = {
-      config: o.contextOverflow === undefined ? undefined : normalizeOverflow(o.contextOverflow),
+      config: normalizeOverflow(o.contextOverflow ?? (appDefaults().contextOverflow as ContextOverflowStrategy)),
       fit: (messages: ChatMessage[], trim: 'truncate_oldest' | 'sliding_window' | undefined, available: number) =>
         model.fitChat(messages, trim, available),
     };

@@ -1,4 +1,5 @@
 import type { LlmModelLike as LlmModel } from '../generated/local_llm_ffi';
+import { appDefaults } from './defaults';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import { InferenceContext } from './context';
 import { EmbeddingContext } from './embeddings';
@@ -136,12 +137,13 @@ export class Model {
     checkOptions(options, contextOptionRules());
     checkTextOptions(options, CONTEXT_TEXT_OPTIONS);
     const bindings = getBindings();
-    // Unset options take the engine's defaults (the generated record's).
+    // Unset options take this API's defaults (appDefaults), else the engine's (the generated record's).
+    const d = appDefaults();
     const native = bindings.ContextOptions.create(
       defined({
-        nCtx: options.contextSize,
+        nCtx: options.contextSize ?? d.contextSize,
         nBatch: options.batchSize,
-        threads: options.threads,
+        threads: options.threads ?? d.threads,
         maxSequences: options.maxSequences,
         cacheTypeK: options.kvCacheTypeK,
         cacheTypeV: options.kvCacheTypeV,
@@ -155,7 +157,7 @@ export class Model {
         ? handle.createSpeculativeContext(
             native,
             bindings.SpeculativeOptions.create(
-              defined({ draftNMax: options.draftNMax, lookupNgramMax: options.promptLookup }),
+              defined({ draftNMax: options.draftNMax ?? d.draftNMax, lookupNgramMax: options.promptLookup }),
             ),
             draft,
           )

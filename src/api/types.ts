@@ -42,11 +42,15 @@ export interface KvCacheTypes {
 
 /** Options of {@link Model.createContext}. */
 export interface ContextOptions {
-  /** Context size in tokens (default: the model's training context, at most 4096). */
+  /** Context size in tokens (default 512, local-llm-rn's; 0: the model's training context, at most 4096). */
   contextSize?: number;
   /** Prompt tokens per forward pass (default 512). */
   batchSize?: number;
-  /** Worker threads (default: all cores, see `optimalThreadCount()`; more than the cores are capped to them). */
+  /**
+   * Worker threads (default: the performance cores, local-llm-rn's: on big.LITTLE phones the
+   * cores faster than the slowest cluster, on Apple silicon its P cores; 0: all cores, see
+   * `optimalThreadCount()`; more than the cores are capped to them).
+   */
   threads?: number;
   /**
    * Sequences the context generates at once (default 1, at most 64): `generateBatch` and
@@ -61,7 +65,7 @@ export interface ContextOptions {
   /** Flash attention (default `auto`); see {@link FlashAttentionMode} for what it does here. */
   flashAttention?: FlashAttentionMode;
   /**
-   * Speculative decoding (local-llm-js-core): most tokens drafted per step (default 8, at most
+   * Speculative decoding (local-llm-js-core): most tokens drafted per step (default 16, at most
    * 64; 0 turns speculation off). Drafts come from `draftModel` (see {@link Model.createContext})
    * and/or `promptLookup`; the output is what plain decoding gives, and `_timing` reports the
    * drafted and accepted tokens.
@@ -87,19 +91,22 @@ export interface BatchResult {
 
 /** Sampling and stopping options of a generation. */
 export interface GenerateOptions {
-  /** Most tokens to generate (default 256). */
+  /**
+   * Most tokens to generate (local-llm-rn's defaults: 512 for `generate` and `stream`; a chat
+   * completion may fill the room its prompt leaves less 64 tokens, at most 3/4 of the context).
+   */
   maxTokens?: number;
-  /** Temperature (default 0.8; 0 = greedy). */
+  /** Temperature (default 0.7, local-llm-rn's; 0 = greedy). */
   temperature?: number;
-  /** Top-p (default 0.95). */
+  /** Top-p (default 0.9, local-llm-rn's). */
   topP?: number;
   /** Top-k (default 40; 0 = off). */
   topK?: number;
   /** Addition: locally typical sampling mass (default 1 = off), like llama.cpp's `--typical`. */
   typicalP?: number;
-  /** Min-p (default 0.05; addition). */
+  /** Min-p (default 0 = off, local-llm-rn's; addition). */
   minP?: number;
-  /** Repetition penalty (default 1 = off). */
+  /** Repetition penalty (default 1.1, local-llm-rn's; 1 = off). */
   repeatPenalty?: number;
   /** Frequency penalty (default 0). */
   frequencyPenalty?: number;
@@ -367,8 +374,9 @@ export interface LocalLLMOptions extends ModelOptions, ContextOptions {
   warmup?: boolean;
   /**
    * What a chat does when its messages leave too little room for the answer (local-llm-js-core):
-   * 'error', 'truncate_oldest', 'sliding_window' or a {@link ContextOverflowConfig}. Unset: no
-   * message-level handling (a prompt longer than the context rejects with CONTEXT_EXHAUSTED).
+   * 'error', 'truncate_oldest', 'sliding_window' or a {@link ContextOverflowConfig} (default
+   * 'sliding_window', local-llm-rn's: the oldest messages after the system ones make room, and
+   * the context shifts while the answer grows).
    */
   contextOverflow?: ContextOverflowStrategy | ContextOverflowConfig;
   /** Create an embedding context too, for `ai.embeddings.create` (default false). */
@@ -728,7 +736,10 @@ export interface ContextOverflowEvent {
 export interface ContextOverflowConfig {
   /** Default 'sliding_window' (as local-llm-js-core). */
   strategy?: ContextOverflowStrategy;
-  /** Share of the context kept for the answer when a request has no `max_tokens` (default 0.25). */
+  /**
+   * Share of the context kept for the answer when a request has no `max_tokens` (default 0.25):
+   * a prompt that leaves less is fitted first. (local-llm-rn accepts it and ignores it.)
+   */
   reserveRatio?: number;
   /** Called when the prompt does not fit; may return the messages to use instead. */
   onOverflow?: (event: ContextOverflowEvent) => ChatMessage[] | void | Promise<ChatMessage[] | void>;

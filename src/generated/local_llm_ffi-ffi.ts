@@ -132,6 +132,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_fn_clone_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): bigint;
   ubrn_uniffi_local_llm_ffi_fn_free_tokenstream(ptr: bigint, uniffi_out_err: UniffiRustCallStatus): void;
   ubrn_uniffi_local_llm_ffi_fn_func_adopt_downloaded_model(model: Uint8Array, params: Uint8Array): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_func_app_defaults(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_default_model_cache_dir(uniffi_out_err: UniffiRustCallStatus): Uint8Array;
   ubrn_uniffi_local_llm_ffi_fn_func_device_kind_name(
     kind: Uint8Array,
@@ -317,6 +318,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_fn_method_tokenstream_next(uniffiSelf: bigint): bigint;
   ubrn_ffi_local_llm_ffi_uniffi_contract_version(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_func_app_defaults(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_device_kind_name(): number;
   ubrn_uniffi_local_llm_ffi_checksum_func_device_memory(): number;

@@ -106,6 +106,23 @@ export async function adoptDownloadedModel(
 }
 
 /**
+ * The TypeScript API's defaults on this device.
+ */
+export function appDefaults(): AppDefaults {
+  const __rb: Uint8Array = uniffiCaller.rustCall(
+    /*caller:*/ (callStatus) => {
+      return nativeModule().ubrn_uniffi_local_llm_ffi_fn_func_app_defaults(callStatus);
+    },
+    /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+  );
+  try {
+    return FfiConverterTypeAppDefaults.lift(__rb);
+  } finally {
+    nativeModule().rustbuffer_free(__rb);
+  }
+}
+
+/**
  * The default cache folder of this platform (see `ModelCache::default_dir`), if it has one.
  */
 export function defaultModelCacheDir(): string | undefined {
@@ -699,6 +716,180 @@ export function startDownload(model: string, params: DownloadParams): DownloadTa
   );
 }
 
+// Hermes (React Native ≥ 0.74) ships TextEncoder and encodeInto, but not
+// TextDecoder. For single-string decode (bytesToString), we polyfill via the
+// C++ string_from_buffer helper using a duck-typed object matching the
+// standard TextDecoder.decode signature. Once Hermes ships a real
+// TextDecoder, the `typeof` check will pick it up automatically.
+//
+// For array-of-strings decode (readStringFromBuffer), we keep a dedicated C++
+// helper: the polyfill path (new Uint8Array view + decode) measured ~40%
+// slower on getStringArray benchmarks than a direct (buf, offset, length)
+// call, due to the per-read view allocation and extra property lookups in
+// string_from_buffer.
+const stringConverter = (() => {
+  const encoder = new TextEncoder();
+  const decoder: { decode(input: UniffiByteArray): string } =
+    typeof TextDecoder !== 'undefined'
+      ? new TextDecoder()
+      : {
+          decode: (bytes: UniffiByteArray) =>
+            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(bytes, undefined as any) as string,
+        };
+  return {
+    // Single-string lower() uses the C++ helper — TextEncoder.encode
+    // measured ~43% slower on takeString benchmarks.
+    stringToBytes: (s: string) =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
+    bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
+    // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
+    // Matters for N-element arrays.
+    stringByteLength: (s: string) =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
+    // Encode directly into the RustBuffer backing store via
+    // TextEncoder.encodeInto — zero intermediate allocation. Replaces
+    // the old C++ write_string_into_buffer helper.
+    writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
+      const view = new Uint8Array(buf.arrayBuffer, offset, buf.arrayBuffer.byteLength - offset);
+      return encoder.encodeInto(s, view).written;
+    },
+    // Dedicated C++ helper — avoids per-read Uint8Array allocation and
+    // the double property-lookup in string_from_buffer.
+    readStringFromBuffer: (buf: any, offset: number, length: number): string =>
+      nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
+  };
+})();
+const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
+
+/**
+ * The defaults of the TypeScript API (see the module documentation for their origin).
+ */
+export type AppDefaults = {
+  /**
+   * Softmax temperature.
+   */
+  temperature: number;
+  /**
+   * Nucleus sampling mass.
+   */
+  topP: number;
+  /**
+   * Most likely tokens kept.
+   */
+  topK: number;
+  /**
+   * Min-p (0: off).
+   */
+  minP: number;
+  /**
+   * Repetition penalty.
+   */
+  repeatPenalty: number;
+  /**
+   * Tokens the penalties look back over.
+   */
+  penaltyLastN: number;
+  /**
+   * Context size in tokens.
+   */
+  contextSize: number;
+  /**
+   * Worker threads ([`performance_cores`]).
+   */
+  threads: number;
+  /**
+   * Most tokens drafted per speculative step.
+   */
+  draftNMax: number;
+  /**
+   * Most tokens of a raw generation (`generate`, `stream`).
+   */
+  generateMaxTokens: number;
+  /**
+   * A chat answer may take at most this share of the context...
+   */
+  chatMaxShare: number;
+  /**
+   * ...and the room the prompt leaves less this many tokens (at least 1 token).
+   */
+  chatMarginTokens: number;
+  /**
+   * What a chat that does not fit does (`contextOverflow`).
+   */
+  contextOverflow: string;
+};
+
+/**
+ * Generated factory for {@link AppDefaults} record objects.
+ */
+export const AppDefaults = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<AppDefaults, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<AppDefaults>,
+  });
+})();
+
+const FfiConverterTypeAppDefaults = (() => {
+  type TypeName = AppDefaults;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        temperature: FfiConverterFloat32.readFromCursor(c),
+        topP: FfiConverterFloat32.readFromCursor(c),
+        topK: FfiConverterUInt32.readFromCursor(c),
+        minP: FfiConverterFloat32.readFromCursor(c),
+        repeatPenalty: FfiConverterFloat32.readFromCursor(c),
+        penaltyLastN: FfiConverterInt32.readFromCursor(c),
+        contextSize: FfiConverterUInt32.readFromCursor(c),
+        threads: FfiConverterUInt32.readFromCursor(c),
+        draftNMax: FfiConverterUInt32.readFromCursor(c),
+        generateMaxTokens: FfiConverterUInt32.readFromCursor(c),
+        chatMaxShare: FfiConverterFloat64.readFromCursor(c),
+        chatMarginTokens: FfiConverterUInt32.readFromCursor(c),
+        contextOverflow: FfiConverterString.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterFloat32.writeIntoCursor(value.temperature, c);
+      FfiConverterFloat32.writeIntoCursor(value.topP, c);
+      FfiConverterUInt32.writeIntoCursor(value.topK, c);
+      FfiConverterFloat32.writeIntoCursor(value.minP, c);
+      FfiConverterFloat32.writeIntoCursor(value.repeatPenalty, c);
+      FfiConverterInt32.writeIntoCursor(value.penaltyLastN, c);
+      FfiConverterUInt32.writeIntoCursor(value.contextSize, c);
+      FfiConverterUInt32.writeIntoCursor(value.threads, c);
+      FfiConverterUInt32.writeIntoCursor(value.draftNMax, c);
+      FfiConverterUInt32.writeIntoCursor(value.generateMaxTokens, c);
+      FfiConverterFloat64.writeIntoCursor(value.chatMaxShare, c);
+      FfiConverterUInt32.writeIntoCursor(value.chatMarginTokens, c);
+      FfiConverterString.writeIntoCursor(value.contextOverflow, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterFloat32.allocationSize(value.temperature) +
+        FfiConverterFloat32.allocationSize(value.topP) +
+        FfiConverterUInt32.allocationSize(value.topK) +
+        FfiConverterFloat32.allocationSize(value.minP) +
+        FfiConverterFloat32.allocationSize(value.repeatPenalty) +
+        FfiConverterInt32.allocationSize(value.penaltyLastN) +
+        FfiConverterUInt32.allocationSize(value.contextSize) +
+        FfiConverterUInt32.allocationSize(value.threads) +
+        FfiConverterUInt32.allocationSize(value.draftNMax) +
+        FfiConverterUInt32.allocationSize(value.generateMaxTokens) +
+        FfiConverterFloat64.allocationSize(value.chatMaxShare) +
+        FfiConverterUInt32.allocationSize(value.chatMarginTokens) +
+        FfiConverterString.allocationSize(value.contextOverflow)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
+
 /**
  * Benchmark settings (local-llm-rn's `BenchmarkOptions`).
  */
@@ -931,51 +1122,6 @@ const FfiConverterTypeBenchmarkResult = (() => {
   }
   return new FFIConverter();
 })();
-
-// Hermes (React Native ≥ 0.74) ships TextEncoder and encodeInto, but not
-// TextDecoder. For single-string decode (bytesToString), we polyfill via the
-// C++ string_from_buffer helper using a duck-typed object matching the
-// standard TextDecoder.decode signature. Once Hermes ships a real
-// TextDecoder, the `typeof` check will pick it up automatically.
-//
-// For array-of-strings decode (readStringFromBuffer), we keep a dedicated C++
-// helper: the polyfill path (new Uint8Array view + decode) measured ~40%
-// slower on getStringArray benchmarks than a direct (buf, offset, length)
-// call, due to the per-read view allocation and extra property lookups in
-// string_from_buffer.
-const stringConverter = (() => {
-  const encoder = new TextEncoder();
-  const decoder: { decode(input: UniffiByteArray): string } =
-    typeof TextDecoder !== 'undefined'
-      ? new TextDecoder()
-      : {
-          decode: (bytes: UniffiByteArray) =>
-            nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_from_buffer(bytes, undefined as any) as string,
-        };
-  return {
-    // Single-string lower() uses the C++ helper — TextEncoder.encode
-    // measured ~43% slower on takeString benchmarks.
-    stringToBytes: (s: string) =>
-      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_buffer(s, undefined as any),
-    bytesToString: (ab: UniffiByteArray) => decoder.decode(ab),
-    // Direct C++ call — bypasses uniffiCaller.rustCall() overhead.
-    // Matters for N-element arrays.
-    stringByteLength: (s: string) =>
-      nativeModule().ubrn_uniffi_internal_fn_func_ffi__string_to_byte_length(s, undefined as any) as number,
-    // Encode directly into the RustBuffer backing store via
-    // TextEncoder.encodeInto — zero intermediate allocation. Replaces
-    // the old C++ write_string_into_buffer helper.
-    writeStringIntoBuffer: (s: string, buf: any, offset: number): number => {
-      const view = new Uint8Array(buf.arrayBuffer, offset, buf.arrayBuffer.byteLength - offset);
-      return encoder.encodeInto(s, view).written;
-    },
-    // Dedicated C++ helper — avoids per-read Uint8Array allocation and
-    // the double property-lookup in string_from_buffer.
-    readStringFromBuffer: (buf: any, offset: number, length: number): string =>
-      nativeModule().ubrn_uniffi_internal_fn_func_ffi__read_string_from_buffer(buf, offset, length) as string,
-  };
-})();
-const FfiConverterString = uniffiCreateFfiConverterString(stringConverter);
 
 export type CacheEntry = {
   url: string;
@@ -6588,6 +6734,9 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model() !== 16821) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_adopt_downloaded_model');
   }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_app_defaults() !== 47679) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_app_defaults');
+  }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_func_default_model_cache_dir() !== 6950) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_func_default_model_cache_dir');
   }
@@ -6770,6 +6919,7 @@ function uniffiEnsureInitialized() {
 export default Object.freeze({
   initialize: uniffiEnsureInitialized,
   converters: {
+    FfiConverterTypeAppDefaults,
     FfiConverterTypeBenchmarkParams,
     FfiConverterTypeBenchmarkResult,
     FfiConverterTypeCacheEntry,

@@ -13,6 +13,7 @@ mod download;
 mod error;
 mod logging;
 mod model;
+mod profile;
 mod quantize;
 mod records;
 mod scheduled;
@@ -35,6 +36,7 @@ pub use model::{
     estimate_model_memory, inspect_model, load_model, LlmModel, ModelFileInfo, ModelInfo,
     TensorTypeCount,
 };
+pub use profile::{app_defaults, AppDefaults};
 pub use quantize::{quantize_model, QuantizeParams};
 pub use records::{
     finish_reason_name, finish_reason_openai_name, ChatMessage, GenerateParams, GenerationResult,
