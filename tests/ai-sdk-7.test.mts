@@ -3,7 +3,7 @@
 // v7's generateText, streamText and tools on the real engine (LOCAL_LLM_MODEL = SmolLM2).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateText, stepCountIs, streamText, tool } from 'ai7';
+import { embedMany, generateText, stepCountIs, streamText, tool } from 'ai7';
 import { z } from 'zod';
 import * as native from './generated/napi/local_llm_ffi.ts';
 import { setBindings, LocalLLM } from '../src/api/index.ts';
@@ -60,4 +60,19 @@ test('ai 7: a forced tool call runs the tool and its id is unique', async () => 
   assert.equal(calls.length, 1);
   assert.equal(res.toolCalls.length, 1);
   assert.match(res.toolCalls[0].toolCallId, /^call_[0-9a-f]{24}$/);
+});
+
+test('ai 7: embedMany through ai.embeddingModel() gives the embeddings API vectors', async () => {
+  const emb = await LocalLLM.create({ model: defaultModel(), contextSize: 512, threads: 2, embeddings: true });
+  try {
+    const texts = ['The cat sat on the mat.', 'Stock prices fell sharply today.'];
+    const direct = await emb.embeddings.create({ input: texts });
+    const many = await embedMany({ model: emb.embeddingModel(), values: texts });
+    assert.deepEqual(
+      many.embeddings,
+      direct.data.map((d) => d.embedding),
+    );
+  } finally {
+    emb.dispose();
+  }
 });

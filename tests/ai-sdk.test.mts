@@ -3,8 +3,8 @@
 // generateObject with a zod schema, tool calls with a tool round trip, aborts and errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import type { LanguageModelV3 } from '@ai-sdk/provider';
-import { generateObject, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
+import type { EmbeddingModelV3, LanguageModelV3 } from '@ai-sdk/provider';
+import { embed, embedMany, generateObject, generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
 import * as native from './generated/napi/local_llm_ffi.ts';
 import { setBindings, LocalLLM, LocalLLMError, LocalLLMErrorCode } from '../src/api/index.ts';
@@ -250,4 +250,34 @@ test('errors: files are VISION_FAILED, bad options INVALID_OPTION, a disposed mo
       await streamed.text;
     })(),
   );
+});
+
+test('embed and embedMany through ai.embeddingModel() give the embeddings API vectors', async () => {
+  const emb = await LocalLLM.create({ model: MODEL, contextSize: 512, threads: 2, embeddings: true });
+  try {
+    const model: EmbeddingModelV3 = emb.embeddingModel();
+    assert.equal(model.modelId, 'SmolLM2-135M-Instruct.Q4_1');
+    const texts = ['The cat sat on the mat.', 'A kitten rested on a rug.', 'Stock prices fell sharply today.'];
+    const direct = await emb.embeddings.create({ input: texts });
+    const one = await embed({ model, value: texts[0] });
+    assert.deepEqual(one.embedding, direct.data[0].embedding);
+    assert.ok(one.embedding.length > 0);
+    const many = await embedMany({ model, values: texts });
+    assert.deepEqual(
+      many.embeddings,
+      direct.data.map((d) => d.embedding),
+    );
+    assert.equal(many.usage.tokens, direct.usage.prompt_tokens);
+    // An aborted call rejects; an instance without embeddings is EMBEDDING_FAILED.
+    await assert.rejects(
+      embed({ model, value: texts[0], abortSignal: AbortSignal.abort(), maxRetries: 0 }),
+      (e: Error) => e.name === 'AbortError',
+    );
+    await assert.rejects(
+      embed({ model: ai.embeddingModel(), value: 'x', maxRetries: 0 }),
+      (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.EMBEDDING_FAILED,
+    );
+  } finally {
+    emb.dispose();
+  }
 });

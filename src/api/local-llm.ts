@@ -1,3 +1,4 @@
+import { LocalLLMEmbeddingModel } from './ai-embedding';
 import { LocalLLMProvider } from './ai-provider';
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
@@ -226,6 +227,14 @@ export class LocalLLM {
    */
   languageModel(id?: string): LocalLLMProvider {
     return new LocalLLMProvider(this.model, this.context, id ?? this._modelName);
+  }
+
+  /**
+   * Addition: a Vercel AI SDK embedding model for `embed` / `embedMany` (needs `embeddings: true`
+   * in {@link LocalLLM.create}'s options; `id`: its `modelId`, default the model file's name).
+   */
+  embeddingModel(id?: string): LocalLLMEmbeddingModel {
+    return new LocalLLMEmbeddingModel(() => this.embeddings, id ?? this._modelName);
   }
 
   /** The process-wide model pool that {@link switchModel} takes models from. */
