@@ -33,7 +33,8 @@ export default defineConfig([
     languageOptions: { parser: espree, ecmaVersion: 'latest', sourceType: 'module' },
   },
   {
-    files: ['**/*.cjs'],
+    // .cjs, and the Jest mock (CommonJS: jest/package.json).
+    files: ['**/*.cjs', 'jest/**/*.js'],
     languageOptions: { parser: espree, ecmaVersion: 'latest', sourceType: 'commonjs' },
   },
   {

@@ -13,3 +13,4 @@ setPlatform({
 });
 
 export * from './api';
+export * from './hooks';

@@ -8,6 +8,7 @@
 #      -Wl,--no-undefined against React Native's JSI and our static library
 #   6. generate the N-API flavour of the bindings (tests/generated/napi); tsc --noEmit
 #   7. JS integration tests (tests/*.test.mts) through ubrn's Node flavour with the real model
+#   8. UI tests (npm run test:ui: Jest, tests-ui/) of the hooks, the Jest mock and the example's screens
 # Usage: scripts/checks/js-test.sh [all|cpp|napi]   (default all). Needs the default model
 # (scripts/setup/fetch-models.sh smollm2), node 20 + npm, g++.
 set -euo pipefail
@@ -77,5 +78,8 @@ if [[ $MODE == all || $MODE == napi ]]; then
     fi
     LOCAL_LLM_MODEL=$MODEL LOCAL_LLM_CLI=$LIB_DIR/local-llm \
         node --expose-gc --import tsx --test --test-concurrency=1 tests/*.test.mts
+
+    step "UI tests (Jest + @testing-library/react-native: hooks, Jest mock, example screens; real model)"
+    LOCAL_LLM_MODEL=$MODEL npm run --silent test:ui
 fi
 step "done ($MODE)"
