@@ -6,7 +6,8 @@
 #   3. Metro production bundles for android and ios (react-native bundle --dev false); their
 #      source maps must show the package's TypeScript source (src/, the `source` export
 #      condition), no lib/ file, and one React Native: the app's; and one android bundle of
-#      the built lib/module (what apps installing the package from npm bundle)
+#      the built lib/module (what apps installing the package from npm bundle); each compiled
+#      to Hermes bytecode by the app's hermes-compiler (hermesc -O), as release builds do
 #   4. autolinking: `react-native config` finds the package's podspec, android/ and package class
 #   5. React Native codegen over the package's spec (codegenConfig in package.json), the same
 #      commands the Android gradle plugin (schema + generate-specs-cli with javaPackageName)
@@ -72,6 +73,20 @@ if (errors.length > 0) {
 }
 console.log(`${sources.length} modules; the package from ${root}/src; React Native from example/node_modules`);
 EOF
+    # What a release build does next (react-native's react-native-xcode.sh and the gradle
+    # plugin's createBundleReleaseJsAndAssets): compile the bundle to Hermes bytecode with the
+    # hermesc of the app's hermes-compiler package; a syntax Hermes lacks fails here.
+    step "Hermes bytecode: $platform (hermes-compiler)"
+    HERMESC=$EX/node_modules/hermes-compiler/hermesc/linux64-bin/hermesc
+    [[ -x $HERMESC ]] || fail "$HERMESC is missing (hermes-compiler is a dependency of react-native)"
+    "$HERMESC" -emit-binary -max-diagnostic-width=80 -O -out "$OUT/$platform.hbc" "$OUT/$platform.js" \
+        >"$OUT/hermesc-$platform.log" 2>&1 || {
+        cat "$OUT/hermesc-$platform.log"
+        fail "hermesc could not compile the $platform bundle"
+    }
+    [[ $(head -c 4 "$OUT/$platform.hbc" | od -An -tx1 | tr -d ' \n') == c61fbc03 ]] ||
+        fail "$platform.hbc is not Hermes bytecode"
+    echo "$platform.hbc: $(du -k "$OUT/$platform.hbc" | cut -f1) KiB"
 done
 
 step "Metro production bundle: android, from the built lib/module (as apps installing from npm)"
