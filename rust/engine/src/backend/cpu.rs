@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 
-use super::{split_range, DeviceInfo, DeviceKind, MatmulShape, SharedMut, Threads};
+use super::{split_range, DeviceInfo, DeviceKind, HostMemory, MatmulShape, SharedMut, Threads};
 use crate::quant::{self, GgmlType, Kernels, TileOut, TileShape, MAX_ROWS_TOKENS, MAX_TILE_TOKENS};
 use crate::{Error, Result};
 
@@ -355,99 +355,6 @@ fn cpu_model_name() -> String {
                 .map(|v| v.trim().to_string())
         })
         .unwrap_or_else(|| "CPU".to_string())
-}
-
-/// The host's memory as the operating system reports it; a field is `None` where it cannot be
-/// read (only Linux and Android expose `/proc/meminfo`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HostMemory {
-    /// Total physical memory in bytes.
-    pub total_bytes: Option<u64>,
-    /// Memory available to new allocations without swapping, in bytes.
-    pub available_bytes: Option<u64>,
-    /// The most a model or context may plan to take: [`USABLE_PERCENT`] of the available
-    /// memory, the rest left as headroom (for the OS, other apps, compute buffers). Context
-    /// creation refuses a KV cache larger than this, and `canRunModel` judges by it too.
-    pub usable_bytes: Option<u64>,
-}
-
-/// The share of available memory one plan may take (local-llm-rn's `canRunModel` rule).
-pub const USABLE_PERCENT: u64 = 80;
-
-impl HostMemory {
-    /// Memory with `total` and `available` bytes (and the usable share of `available`).
-    pub fn new(total: Option<u64>, available: Option<u64>) -> Self {
-        HostMemory {
-            total_bytes: total,
-            available_bytes: available,
-            usable_bytes: available
-                .map(|a| (u128::from(a) * u128::from(USABLE_PERCENT) / 100) as u64),
-        }
-    }
-
-    /// Read what the operating system reports: `/proc/meminfo` on Linux and Android; on Apple
-    /// platforms `hw.memsize` (total) and, on iOS, `os_proc_available_memory` (what this app
-    /// may still allocate before the system ends it, the limit local-llm-rn reports too).
-    pub fn read() -> Self {
-        if cfg!(target_vendor = "apple") {
-            return HostMemory::new(apple::total_bytes(), apple::available_bytes());
-        }
-        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|rest| rest.trim().strip_suffix("kB"))
-                .and_then(|kb| kb.trim().parse::<u64>().ok())
-                .map(|kb| kb.saturating_mul(1024))
-        };
-        HostMemory::new(field("MemTotal"), field("MemAvailable"))
-    }
-}
-
-/// Memory queries of Apple's libSystem (stubs returning `None` elsewhere).
-mod apple {
-    /// `sysctlbyname("hw.memsize")`: the physical memory in bytes.
-    #[cfg(target_vendor = "apple")]
-    pub(super) fn total_bytes() -> Option<u64> {
-        let mut value: u64 = 0;
-        let mut len = std::mem::size_of::<u64>();
-        // SAFETY: the name is NUL-terminated; `value` is a u64 and `len` its size, so the
-        // kernel writes at most `len` bytes into it; no new value is set (null, 0).
-        let rc = unsafe {
-            libc::sysctlbyname(
-                c"hw.memsize".as_ptr(),
-                (&mut value as *mut u64).cast(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        (rc == 0 && len == std::mem::size_of::<u64>() && value > 0).then_some(value)
-    }
-
-    /// Always `None` off Apple platforms.
-    #[cfg(not(target_vendor = "apple"))]
-    pub(super) fn total_bytes() -> Option<u64> {
-        None
-    }
-
-    /// iOS 13+: `os_proc_available_memory()`, the bytes this process may still allocate
-    /// (0 when it is not subject to a memory limit, e.g. some simulators: then unknown).
-    #[cfg(target_os = "ios")]
-    pub(super) fn available_bytes() -> Option<u64> {
-        extern "C" {
-            fn os_proc_available_memory() -> usize;
-        }
-        // SAFETY: declared as in <os/proc.h>; it takes no arguments and only reads counters.
-        let bytes = unsafe { os_proc_available_memory() };
-        (bytes > 0).then_some(bytes as u64)
-    }
-
-    /// `None` where no per-process figure exists (macOS and non-Apple platforms).
-    #[cfg(not(target_os = "ios"))]
-    pub(super) fn available_bytes() -> Option<u64> {
-        None
-    }
 }
 
 #[cfg(test)]

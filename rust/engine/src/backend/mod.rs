@@ -8,6 +8,7 @@
 
 mod buffer;
 mod cpu;
+mod host;
 #[cfg(any(feature = "nnpa-emulator", target_arch = "s390x"))]
 pub mod nnpa;
 mod registry;
@@ -15,7 +16,7 @@ mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
-pub use cpu::{HostMemory, USABLE_PERCENT};
+pub use host::{performance_cores, HostMemory, USABLE_PERCENT};
 pub use registry::Registry;
 pub(crate) use threads::split_range;
 pub use threads::{max_threads, SharedMut, Threads};
