@@ -1,6 +1,7 @@
 // The state machine that useChat and useCompletion share: one request at a time, its status,
 // error and timings, stop() through an AbortController, and an abort when the component unmounts.
 import { useCallback, useEffect, useRef, useState } from 'react';
+import { isAbortError } from '../api/errors';
 import type { LocalLLM } from '../api/local-llm';
 import type { InferenceMetrics } from '../api/types';
 
@@ -10,6 +11,20 @@ import type { InferenceMetrics } from '../api/types';
  * when it failed.
  */
 export type GenerationStatus = 'ready' | 'submitted' | 'streaming' | 'error';
+
+/** What both hooks report about their current request, and how to stop it. */
+export interface GenerationState {
+  /** Stop the streaming answer: its text so far stays, `error` stays null. */
+  stop: () => void;
+  /** Where the current request is. */
+  status: GenerationStatus;
+  /** `status` is 'submitted' or 'streaming' (the Vercel AI SDK's `isLoading`). */
+  isStreaming: boolean;
+  /** The last request's error (a `LocalLLMError` with a `code` for the engine's errors), else null. */
+  error: Error | null;
+  /** The last answer's timings (`_timing` of its last chunk; for a stopped answer the context's last generation). */
+  timing: InferenceMetrics | null;
+}
 
 /** What a request's work gets from {@link useGeneration}. */
 export interface GenerationRun {
@@ -28,11 +43,6 @@ export type GenerationOutcome =
   | { kind: 'error'; error: Error }
   /** Replaced by a newer request, or the component unmounted: nothing was recorded. */
   | { kind: 'superseded' };
-
-/** Whether `e` is the error of an aborted call (an `AbortError`). */
-export function isAbortError(e: unknown): boolean {
-  return typeof e === 'object' && e !== null && (e as { name?: unknown }).name === 'AbortError';
-}
 
 /** The timings of the context's last generation (a stopped stream's), `null` if unavailable. */
 export function lastTiming(ai: LocalLLM): InferenceMetrics | null {

@@ -3,4 +3,4 @@ export { useChat } from './use-chat';
 export type { ChatRequestOptions, UseChatOptions, UseChatResult } from './use-chat';
 export { useCompletion } from './use-completion';
 export type { UseCompletionOptions, UseCompletionResult } from './use-completion';
-export type { GenerationStatus } from './generation';
+export type { GenerationState, GenerationStatus } from './generation';

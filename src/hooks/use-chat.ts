@@ -3,7 +3,7 @@ import { useCallback, useRef, useState } from 'react';
 import { LocalLLMError, LocalLLMErrorCode } from '../api/errors';
 import type { LocalLLM } from '../api/local-llm';
 import type { ChatCompletionRequest, ChatMessage, InferenceMetrics } from '../api/types';
-import { type GenerationStatus, lastTiming, useGeneration } from './generation';
+import { type GenerationState, lastTiming, useGeneration } from './generation';
 
 /**
  * The options of a chat request that a hook passes on to `ai.chat.completions.create`
@@ -25,7 +25,7 @@ export interface UseChatOptions {
 }
 
 /** What {@link useChat} returns. */
-export interface UseChatResult {
+export interface UseChatResult extends GenerationState {
   /** The conversation: the initial messages, then user and assistant turns; the last assistant message grows while it streams. */
   messages: ChatMessage[];
   /** Replace the conversation (e.g. to edit it); stop a running reply first. */
@@ -40,18 +40,8 @@ export interface UseChatResult {
    * is stopped first. Resolves when the reply ended; never rejects (errors go to {@link error}).
    */
   send: (text?: string) => Promise<void>;
-  /** Stop the streaming reply: the text so far stays as the assistant message, `error` stays null. */
-  stop: () => void;
   /** Stop, and go back to the initial messages with no error, timings or input. */
   reset: () => void;
-  /** Where the current request is. */
-  status: GenerationStatus;
-  /** `status` is 'submitted' or 'streaming' (the Vercel AI SDK's `isLoading`). */
-  isStreaming: boolean;
-  /** The last request's error (a `LocalLLMError` with a `code` for the engine's errors), else null. */
-  error: Error | null;
-  /** The last reply's timings (`_timing` of its last chunk; for a stopped reply the context's last generation). */
-  timing: InferenceMetrics | null;
 }
 
 /**

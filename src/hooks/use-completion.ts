@@ -3,7 +3,7 @@ import { useCallback, useRef, useState } from 'react';
 import { LocalLLMError, LocalLLMErrorCode } from '../api/errors';
 import type { LocalLLM } from '../api/local-llm';
 import type { ChatMessage, GenerateOptions, GenerationResult, InferenceMetrics } from '../api/types';
-import { type GenerationStatus, lastTiming, useGeneration } from './generation';
+import { type GenerationState, lastTiming, useGeneration } from './generation';
 import type { ChatRequestOptions } from './use-chat';
 
 /** Options of {@link useCompletion}. */
@@ -25,7 +25,7 @@ export interface UseCompletionOptions {
 }
 
 /** What {@link useCompletion} returns. */
-export interface UseCompletionResult {
+export interface UseCompletionResult extends GenerationState {
   /** The answer; it grows while it streams, and a stopped answer keeps its text. */
   completion: string;
   /** A text field's value for the prompt (optional: `complete(prompt)` takes any text). */
@@ -38,18 +38,8 @@ export interface UseCompletionResult {
    * request failed (see {@link error}) or was replaced by a newer one; never rejects.
    */
   complete: (prompt?: string) => Promise<string | null>;
-  /** Stop the streaming answer: its text so far stays, `error` stays null. */
-  stop: () => void;
   /** Stop, and clear the answer, the error, the timings and the input. */
   reset: () => void;
-  /** Where the current request is. */
-  status: GenerationStatus;
-  /** `status` is 'submitted' or 'streaming' (the Vercel AI SDK's `isLoading`). */
-  isStreaming: boolean;
-  /** The last request's error (a `LocalLLMError` with a `code` for the engine's errors), else null. */
-  error: Error | null;
-  /** The last answer's timings. */
-  timing: InferenceMetrics | null;
 }
 
 /**
