@@ -168,6 +168,8 @@ import type * as C from 'local-llm-js-core';
 import type * as O from 'react-native-local-llm-rs';
 import { LocalLLM as TL, LocalLLMErrorCode as TE } from 'local-llm-rn';
 import { LocalLLM as OL, LocalLLMErrorCode as OE } from 'react-native-local-llm-rs';
+import * as TN from 'local-llm-rn';
+import * as ON from 'react-native-local-llm-rs';
 declare const t: TL;
 declare const o: OL;
 declare function take<X>(x: X): void;
@@ -199,6 +201,22 @@ take<O.DownloadAdapter>(give<T.DownloadAdapter>());
 take<Params<typeof o.chat.completions.create>[0]>(give<C.ChatCompletionRequest & { stream?: false }>());
 take<Params<typeof o.chat.completions.create>[0]>(give<C.ChatCompletionRequest & { stream: true }>());
 take<Params<typeof o.embeddings.create>[0]>(give<C.EmbeddingRequest>());
+// Every value local-llm-rn exports (classes, functions, enums) is exported here too.
+take<keyof typeof ON>(give<keyof typeof TN>());
+// Every member local-llm-rn's option and request types name exists here too (assignability
+// alone lets an optional member be missing).
+take<keyof O.LocalLLMOptions>(give<keyof T.LocalLLMOptions>());
+take<keyof O.GenerateOptions>(give<keyof T.GenerateOptions>());
+take<keyof O.ContextOverflowConfig>(give<keyof T.ContextOverflowConfig>());
+take<keyof O.ModelOptions>(give<keyof T.ModelOptions>());
+take<keyof O.ContextOptions>(give<keyof T.ContextOptions>());
+take<keyof O.EmbeddingContextOptions>(give<keyof T.EmbeddingContextOptions>());
+take<keyof O.QuantizeOptions>(give<keyof T.QuantizeOptions>());
+take<keyof O.BenchmarkOptions>(give<keyof T.BenchmarkOptions>());
+take<keyof O.DownloadOptions>(give<keyof T.DownloadOptions>());
+take<keyof Params<typeof o.chat.completions.create>[0]>(give<keyof C.ChatCompletionRequest>());
+take<keyof O.ChatMessage>(give<keyof C.ChatCompletionRequestMessage>());
+take<keyof NonNullable<Params<typeof OL.preload>[1]>>(give<keyof NonNullable<Params<typeof TL.preload>[1]>>());
 // What it reads back.
 take<T.BatchResult>(give<O.BatchResult>());
 take<T.InferenceMetrics>(give<O.InferenceMetrics>());

@@ -93,3 +93,55 @@ test('generate and stream end with the text so far when their signal aborts (loc
   const early = ai.context.stream(prompt, { signal: AbortSignal.abort() });
   await assert.rejects(early.next(), (e: Error) => e.name === 'AbortError');
 });
+
+test('onPromptProgress reports each prompt batch, and false stops the generation (local-llm-rn)', async () => {
+  const ctx = ai.model.createContext({ contextSize: 1024, batchSize: 16, threads: 2 });
+  try {
+    const prompt = 'The history of the printing press begins in the fifteenth century, when '.repeat(6);
+    const total = ai.model.tokenize(prompt).length;
+    const seen: Array<[number, number]> = [];
+    const text = await ctx.generate(prompt, {
+      temperature: 0,
+      maxTokens: 4,
+      onPromptProgress: (processed, all) => {
+        seen.push([processed, all]);
+        return true;
+      },
+    });
+    assert.ok(text.length > 0);
+    // One report per batch of 16, rising to the whole prompt.
+    assert.equal(seen.length, Math.ceil(total / 16), JSON.stringify(seen));
+    assert.deepEqual(seen.at(-1), [total, total]);
+    assert.ok(seen.every(([p, t], i) => t === total && (i === 0 || p > seen[i - 1][0])));
+    // The same prompt again: its tokens come from the cache, only the last is evaluated.
+    const again: number[] = [];
+    await ctx.generate(prompt, { temperature: 0, maxTokens: 1, onPromptProgress: (_p, t) => void again.push(t) });
+    assert.ok(again.length <= 1 && (again[0] ?? 0) < total, JSON.stringify(again));
+    // false after the first batch: generate ends with no text, having evaluated one batch.
+    await ctx.clear();
+    let calls = 0;
+    const stopped = await ctx.generate(prompt, { maxTokens: 8, onPromptProgress: () => ++calls < 1 });
+    assert.equal(stopped, '');
+    assert.equal(calls, 1);
+    assert.equal(ctx.getPerf()?.promptTokens, 16);
+    assert.equal(ctx.getPerf()?.generatedTokens, 0);
+    // generateResult rejects as for an abort; a stream ends; bad values are INVALID_OPTION.
+    await ctx.clear();
+    await assert.rejects(
+      ctx.generateResult(prompt, { maxTokens: 8, onPromptProgress: () => false }),
+      (e: Error) => e.name === 'AbortError',
+    );
+    await ctx.clear();
+    const pieces: string[] = [];
+    for await (const piece of ctx.stream(prompt, { maxTokens: 8, onPromptProgress: () => false })) {
+      pieces.push(piece);
+    }
+    assert.deepEqual(pieces, []);
+    await assert.rejects(
+      ctx.generate(prompt, { onPromptProgress: 5 as never }),
+      (e: Error) => (e as { code?: string }).code === 'INVALID_OPTION',
+    );
+  } finally {
+    ctx.dispose();
+  }
+});

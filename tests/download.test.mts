@@ -19,6 +19,7 @@ import {
   LocalLLMError,
   LocalLLMErrorCode,
   ModelManager,
+  createNativeDownloader,
   type DownloadAdapter,
 } from '../src/api/index.ts';
 
@@ -294,4 +295,24 @@ test('a poisoned index entry pointing outside the cache is never returned', asyn
   const path = await mm.downloadModel(url, { expectedSha256: sha256(data) });
   assert.equal(path, mm.modelPath(url));
   assert.equal(sha256(readFileSync(outside)), sha256(data), 'the outside file is untouched');
+});
+
+test("createNativeDownloader (local-llm-rn's adapter) downloads natively into the manager's cache", async () => {
+  const data = gguf(200_000);
+  routes.set('/native.gguf', { data });
+  const dir = cacheDir();
+  const mm = new ModelManager(dir, createNativeDownloader());
+  const seen: number[] = [];
+  const path = await mm.downloadModel(`${base}/native.gguf`, {
+    expectedSha256: sha256(data),
+    onProgress: (_d, _t, percent) => void seen.push(percent),
+  });
+  assert.equal(path, mm.modelPath(`${base}/native.gguf`));
+  assert.equal(sha256(readFileSync(path)), sha256(data));
+  assert.equal(seen.at(-1), 100);
+  // Any other destination is refused.
+  await assert.rejects(
+    createNativeDownloader().download(`${base}/native.gguf`, join(dir, 'elsewhere.gguf')),
+    (e: unknown) => e instanceof LocalLLMError && e.code === LocalLLMErrorCode.INVALID_PATH,
+  );
 });

@@ -135,6 +135,39 @@ function toInfill(p: InfillPrompt): PromptInput {
 }
 
 /**
+ * `options` whose `signal` also fires when `onPromptProgress` returns false (local-llm-rn's way
+ * to stop a prompt's evaluation), so every path handles that stop as an abort. Options without
+ * `onPromptProgress` come back as they are; a value that is not a function is INVALID_OPTION.
+ */
+function withProgressStop(options: GenerateOptions): GenerateOptions {
+  const { onPromptProgress: report, signal } = options;
+  if (report === undefined) {
+    return options;
+  }
+  if (typeof report !== 'function') {
+    throw invalidOption('onPromptProgress', report, 'a function');
+  }
+  const stop = new AbortController();
+  const forward = () => stop.abort(signal?.reason);
+  if (signal?.aborted) {
+    forward();
+  } else {
+    signal?.addEventListener('abort', forward, { once: true });
+  }
+  return {
+    ...options,
+    signal: stop.signal,
+    onPromptProgress: (processed, total) => {
+      const go = report(processed, total);
+      if (go === false) {
+        stop.abort();
+      }
+      return go;
+    },
+  };
+}
+
+/**
  * Native generation parameters; options left unset take this API's defaults ({@link appDefaults}:
  * sampling and the length of a raw generation) or else the engine's (from the generated
  * records). Bad options throw INVALID_OPTION, named by `names` (default: as in
@@ -184,6 +217,8 @@ function toParams(
     tools: toNativeTools(chat?.tools),
     ...defined({
       maxTokens: o.maxTokens ?? d.generateMaxTokens,
+      // Streams hand over each prompt batch and wait for the reader, for onPromptProgress.
+      promptProgress: o.onPromptProgress !== undefined ? true : undefined,
       stop,
       toolChoice: toNativeToolChoice(chat?.toolChoice),
       logprobs: o.nProbs,
@@ -330,6 +365,9 @@ export class InferenceContext {
     prompt: PromptSource,
     options: GenerateOptions,
   ): Promise<{ result: GenerationResult; aborted: boolean }> {
+    if (options.onPromptProgress !== undefined) {
+      return this.runStreamed(prompt, withProgressStop(options));
+    }
     const handle = this.ensureHandle();
     const { signal } = options;
     if (signal?.aborted) {
@@ -355,6 +393,31 @@ export class InferenceContext {
       signal?.removeEventListener('abort', onAbort);
       destroy(token);
     }
+  }
+
+  /** {@link run} through a stream, whose chunks carry the prompt progress. */
+  private async runStreamed(
+    prompt: PromptSource,
+    options: GenerateOptions,
+  ): Promise<{ result: GenerationResult; aborted: boolean }> {
+    let result = null as GenerationResult | null;
+    try {
+      const parts = this.streamParts(prompt, options, (r) => {
+        result = r;
+      });
+      // The text is in the result; the parts only drive the stream.
+      for (let next = await parts.next(); next.done !== true; next = await parts.next()) {
+        // each part: one more piece
+      }
+    } catch (e) {
+      if (!(options.signal?.aborted && isAbortError(e))) {
+        throw e;
+      }
+    }
+    if (result === null) {
+      throw abortError(options.signal); // aborted before the generation began
+    }
+    return { result, aborted: options.signal?.aborted === true || result.finishReason === 'cancelled' };
   }
 
   /**
@@ -423,12 +486,13 @@ export class InferenceContext {
    * AbortError.
    */
   async *stream(prompt: string, options: GenerateOptions = {}): AsyncGenerator<string> {
-    const { signal } = options;
+    const o = withProgressStop(options);
+    const { signal } = o;
     if (signal?.aborted) {
       throw abortError(signal);
     }
     try {
-      yield* this.streamPieces(prompt, options);
+      yield* this.streamPieces(prompt, o);
     } catch (e) {
       if (!(signal?.aborted && isAbortError(e))) {
         throw e;
@@ -461,10 +525,11 @@ export class InferenceContext {
    */
   async *streamParts(
     prompt: PromptSource,
-    options: GenerateOptions = {},
+    given: GenerateOptions = {},
     onResult?: (result: GenerationResult) => void,
   ): AsyncGenerator<StreamPart> {
     const handle = this.ensureHandle();
+    const options = withProgressStop(given);
     const { signal } = options;
     if (signal?.aborted) {
       throw abortError(signal);
@@ -487,6 +552,10 @@ export class InferenceContext {
           // A stream aborted before it got a sequence ends with an error, not a result.
           throw signal?.aborted ? abortError(signal) : e;
         });
+        if (chunk.promptProgress !== undefined) {
+          // May abort `signal` (returning false), which cancels the stream.
+          options.onPromptProgress?.(chunk.promptProgress.evaluated, chunk.promptProgress.total);
+        }
         if (signal?.aborted) {
           break;
         }

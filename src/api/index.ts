@@ -18,6 +18,7 @@ export type { LocalLLMProviderConfig } from './ai-provider';
 export { EmbeddingContext, Embeddings } from './embeddings';
 export { LocalLLMError, LocalLLMErrorCode } from './errors';
 export { ModelManager, isRemoteModel, resolveModelUrl } from './model-manager';
+export { createNativeDownloader } from './native-downloader';
 export type { CacheEntry, DownloadAdapter, DownloadOptions, DownloadProgressCallback } from './model-manager';
 export { setLogCallback, setLogLevel } from './logging';
 export {

@@ -107,6 +107,7 @@ export function generateOptionRules(): Record<
     | 'logitBias'
     | 'drySequenceBreakers'
     | 'ignoreEos'
+    | 'onPromptProgress'
   >,
   Rule
 > {

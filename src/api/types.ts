@@ -174,8 +174,19 @@ export interface GenerateOptions {
    * many most likely alternatives (0..20) in {@link GenerationResult.logprobs}.
    */
   nProbs?: number;
-  /** Stops native decoding between tokens; the call rejects with an `AbortError`. */
+  /**
+   * Stops native decoding between tokens (and the prompt's evaluation between batches):
+   * `generate` and `stream` then end with the text so far, `generateResult` and chat
+   * completions reject with an `AbortError`.
+   */
   signal?: AbortSignal;
+  /**
+   * local-llm-rn's prompt progress: called after each batch of the prompt's evaluation with the
+   * prompt tokens evaluated so far and the total to evaluate (tokens reused from the cache do
+   * not count); return `false` to stop the generation as an abort of `signal` would. Reported to
+   * `generate`, `generateResult`, `stream`, `streamPieces` and `streamParts` (not to batches).
+   */
+  onPromptProgress?: (processed: number, total: number) => boolean | void;
   /**
    * Addition (llama.cpp's `--context-shift` / `--keep`): when the context fills up, keep the first
    * `nKeep` prompt tokens (default and -1: the whole prompt), drop half of the rest and go on
@@ -354,6 +365,12 @@ export interface LocalLLMOptions extends ModelOptions, ContextOptions {
    * shorthand `user/repo[/branch]/file.gguf` to download into the cache first (ModelManager).
    */
   model: string;
+  /**
+   * local-llm-rn's vision projector (an mmproj GGUF). Accepted and not used yet: this engine has
+   * no vision encoder (image parts fail with VISION_FAILED), so the file is neither downloaded
+   * nor loaded. `LocalLLM.preload` does download it.
+   */
+  projector?: string;
   /** Cache folder of downloaded models (see ModelManager for the default). */
   cacheDir?: string;
   /** Addition: expected size of a downloaded model (else DOWNLOAD_INTEGRITY_MISMATCH). */

@@ -794,7 +794,7 @@ export type AppDefaults = {
    */
   contextSize: number;
   /**
-   * Worker threads ([`performance_cores`]).
+   * Worker threads: the performance cores.
    */
   threads: number;
   /**
@@ -2793,6 +2793,12 @@ export type GenerateParams = {
    * Continue past a full context by shifting it (none: stop with `ContextFull`).
    */
   contextShift?: ContextShift;
+  /**
+   * Streams only: hand the reader the prompt's progress after each batch and evaluate the
+   * next batch only once it asks again (or cancels), so that a progress callback can stop
+   * the prompt exactly there. The context's other sequences wait meanwhile.
+   */
+  promptProgress: boolean;
 };
 
 /**
@@ -2810,6 +2816,7 @@ export const GenerateParams = (() => {
     grammarRoot: undefined,
     jsonSchema: undefined,
     contextShift: undefined,
+    promptProgress: false,
   });
   const create = (() => {
     return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -2838,6 +2845,7 @@ const FfiConverterTypeGenerateParams = (() => {
         grammarRoot: FfiConverterOptionalString.readFromCursor(c),
         jsonSchema: FfiConverterOptionalString.readFromCursor(c),
         contextShift: FfiConverterOptionalTypeContextShift.readFromCursor(c),
+        promptProgress: FfiConverterBool.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -2853,6 +2861,7 @@ const FfiConverterTypeGenerateParams = (() => {
       FfiConverterOptionalString.writeIntoCursor(value.grammarRoot, c);
       FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
       FfiConverterOptionalTypeContextShift.writeIntoCursor(value.contextShift, c);
+      FfiConverterBool.writeIntoCursor(value.promptProgress, c);
     }
     allocationSize(value: TypeName): number {
       return (
@@ -2867,7 +2876,8 @@ const FfiConverterTypeGenerateParams = (() => {
         FfiConverterOptionalString.allocationSize(value.grammar) +
         FfiConverterOptionalString.allocationSize(value.grammarRoot) +
         FfiConverterOptionalString.allocationSize(value.jsonSchema) +
-        FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift)
+        FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift) +
+        FfiConverterBool.allocationSize(value.promptProgress)
       );
     }
   }
@@ -3907,6 +3917,56 @@ const FfiConverterTypeModelInfo = (() => {
 })();
 
 /**
+ * How far the prompt's evaluation is: `evaluated` of the `total` prompt tokens that were not
+ * reused from the cache (reported after each batch).
+ */
+export type PromptProgress = {
+  /**
+   * Prompt tokens evaluated so far.
+   */
+  evaluated: number;
+  /**
+   * Prompt tokens to evaluate.
+   */
+  total: number;
+};
+
+/**
+ * Generated factory for {@link PromptProgress} record objects.
+ */
+export const PromptProgress = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<PromptProgress, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<PromptProgress>,
+  });
+})();
+
+const FfiConverterTypePromptProgress = (() => {
+  type TypeName = PromptProgress;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        evaluated: FfiConverterUInt32.readFromCursor(c),
+        total: FfiConverterUInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterUInt32.writeIntoCursor(value.evaluated, c);
+      FfiConverterUInt32.writeIntoCursor(value.total, c);
+    }
+    allocationSize(value: TypeName): number {
+      return FfiConverterUInt32.allocationSize(value.evaluated) + FfiConverterUInt32.allocationSize(value.total);
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
  * Options of [`quantize_model`] (local-llm-js-core's `QuantizeOptions`).
  */
 export type QuantizeParams = {
@@ -4119,6 +4179,10 @@ export type StreamChunk = {
    * The whole generation (text, tokens, finish reason, timings), on the last chunk.
    */
   result?: GenerationResult;
+  /**
+   * The latest prompt progress since the previous chunk (a chunk may carry only this).
+   */
+  promptProgress?: PromptProgress;
 };
 
 /**
@@ -4145,6 +4209,7 @@ const FfiConverterTypeStreamChunk = (() => {
         logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c),
         done: FfiConverterBool.readFromCursor(c),
         result: FfiConverterOptionalTypeGenerationResult.readFromCursor(c),
+        promptProgress: FfiConverterOptionalTypePromptProgress.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -4152,13 +4217,15 @@ const FfiConverterTypeStreamChunk = (() => {
       FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
       FfiConverterBool.writeIntoCursor(value.done, c);
       FfiConverterOptionalTypeGenerationResult.writeIntoCursor(value.result, c);
+      FfiConverterOptionalTypePromptProgress.writeIntoCursor(value.promptProgress, c);
     }
     allocationSize(value: TypeName): number {
       return (
         FfiConverterSequenceString.allocationSize(value.pieces) +
         FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
         FfiConverterBool.allocationSize(value.done) +
-        FfiConverterOptionalTypeGenerationResult.allocationSize(value.result)
+        FfiConverterOptionalTypeGenerationResult.allocationSize(value.result) +
+        FfiConverterOptionalTypePromptProgress.allocationSize(value.promptProgress)
       );
     }
   }
@@ -5322,7 +5389,8 @@ export interface TokenStreamLike {
    */
   finish(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<GenerationResult>;
   /**
-   * Wait for the next text pieces. After the last chunk (`done`), returns it again.
+   * Wait for the next text pieces (or prompt progress). After the last chunk (`done`),
+   * returns it again.
    */
   next(asyncOpts_?: { signal: AbortSignal }) /*throws*/ : Promise<StreamChunk>;
 }
@@ -5406,7 +5474,8 @@ export class TokenStream extends UniffiAbstractObject implements TokenStreamLike
   }
 
   /**
-   * Wait for the next text pieces. After the last chunk (`done`), returns it again.
+   * Wait for the next text pieces (or prompt progress). After the last chunk (`done`),
+   * returns it again.
    */
   async next(asyncOpts_?: { signal: AbortSignal }): Promise<StreamChunk> /*throws*/ {
     const __stack = uniffiIsDebug ? new Error().stack : undefined;
@@ -6680,6 +6749,9 @@ const FfiConverterOptionalBoolean = new FfiConverterOptional(FfiConverterBool);
 // FfiConverter for GenerationResult | undefined
 const FfiConverterOptionalTypeGenerationResult = new FfiConverterOptional(FfiConverterTypeGenerationResult);
 
+// FfiConverter for PromptProgress | undefined
+const FfiConverterOptionalTypePromptProgress = new FfiConverterOptional(FfiConverterTypePromptProgress);
+
 // FfiConverter for CancelTokenLike | undefined
 const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverterTypeCancelToken);
 
@@ -6911,7 +6983,7 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_finish() !== 12175) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_tokenstream_finish');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next() !== 21278) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_tokenstream_next() !== 46600) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_tokenstream_next');
   }
 }
@@ -6953,6 +7025,7 @@ export default Object.freeze({
     FfiConverterTypeModelInfo,
     FfiConverterTypePerf,
     FfiConverterTypePromptInput,
+    FfiConverterTypePromptProgress,
     FfiConverterTypeQuantizeParams,
     FfiConverterTypeSamplingParams,
     FfiConverterTypeSessionLoadResult,

@@ -43,7 +43,7 @@ pub use records::{
     Perf, PromptInput,
 };
 pub use session_file::SessionLoadResult;
-pub use stream::{StreamChunk, TokenStream};
+pub use stream::{PromptProgress, StreamChunk, TokenStream};
 
 uniffi::setup_scaffolding!();
 

@@ -311,6 +311,11 @@ pub struct GenerateParams {
     /// Continue past a full context by shifting it (none: stop with `ContextFull`).
     #[uniffi(default = None)]
     pub context_shift: Option<ContextShift>,
+    /// Streams only: hand the reader the prompt's progress after each batch and evaluate the
+    /// next batch only once it asks again (or cancels), so that a progress callback can stop
+    /// the prompt exactly there. The context's other sequences wait meanwhile.
+    #[uniffi(default = false)]
+    pub prompt_progress: bool,
 }
 
 impl GenerateParams {

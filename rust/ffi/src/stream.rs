@@ -17,9 +17,20 @@ use crate::shared::Shared;
 
 /// What a generation hands its stream.
 enum Event {
+    Progress(PromptProgress),
     Text(String),
     Logprob(TokenLogprob),
     Done(Result<GenerationResult, LlmError>),
+}
+
+/// How far the prompt's evaluation is: `evaluated` of the `total` prompt tokens that were not
+/// reused from the cache (reported after each batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]
+pub struct PromptProgress {
+    /// Prompt tokens evaluated so far.
+    pub evaluated: u32,
+    /// Prompt tokens to evaluate.
+    pub total: u32,
 }
 
 /// The next part of a stream.
@@ -34,6 +45,8 @@ pub struct StreamChunk {
     pub done: bool,
     /// The whole generation (text, tokens, finish reason, timings), on the last chunk.
     pub result: Option<GenerationResult>,
+    /// The latest prompt progress since the previous chunk (a chunk may carry only this).
+    pub prompt_progress: Option<PromptProgress>,
 }
 
 /// A streamed generation started by `LlmContext::stream`.
@@ -42,7 +55,9 @@ pub struct TokenStream {
     events: tokio::sync::Mutex<mpsc::UnboundedReceiver<Event>>,
     /// Lets the worker decode the next token; dropped on cancel so the worker runs free.
     demand: Mutex<Option<std_mpsc::Sender<()>>>,
-    started: AtomicBool,
+    /// Whether the last chunk handed out text or prompt progress, so that the next `next` asks
+    /// the worker for the next piece or batch.
+    ask_next: AtomicBool,
     cancel: Arc<AtomicBool>,
     outcome: Mutex<Option<Result<GenerationResult, LlmError>>>,
     /// The stream's context, whose scheduler's loop is woken when the reader wants more or
@@ -65,6 +80,7 @@ impl TokenStream {
             events: tx,
             demand: demand_rx,
             wanted: true,
+            progress: params.prompt_progress,
         };
         submit(&shared, request, &cancel, Box::new(sink), Stage::Stream)?;
         Ok(Self::new(rx, demand_tx, cancel, shared))
@@ -81,7 +97,7 @@ impl TokenStream {
         Arc::new(TokenStream {
             events: tokio::sync::Mutex::new(events),
             demand: Mutex::new(Some(demand)),
-            started: AtomicBool::new(false),
+            ask_next: AtomicBool::new(false),
             cancel,
             outcome: Mutex::new(None),
             shared,
@@ -105,6 +121,7 @@ impl TokenStream {
                 logprobs: Vec::new(),
                 done: true,
                 result: Some(result.clone()),
+                prompt_progress: None,
             }),
             Err(e) => Err(e.clone()),
         })
@@ -113,12 +130,13 @@ impl TokenStream {
 
 #[uniffi::export]
 impl TokenStream {
-    /// Wait for the next text pieces. After the last chunk (`done`), returns it again.
+    /// Wait for the next text pieces (or prompt progress). After the last chunk (`done`),
+    /// returns it again.
     pub async fn next(&self) -> Result<StreamChunk, LlmError> {
         if let Some(chunk) = self.finished_chunk() {
             return chunk;
         }
-        if self.started.swap(true, Ordering::Relaxed) {
+        if self.ask_next.swap(false, Ordering::Relaxed) {
             if let Some(demand) = self
                 .demand
                 .lock()
@@ -132,9 +150,11 @@ impl TokenStream {
         let mut events = self.events.lock().await;
         let mut pieces = Vec::new();
         let mut logprobs = Vec::new();
+        let mut progress = None;
         let mut event = events.recv().await;
         loop {
             match event {
+                Some(Event::Progress(p)) => progress = Some(p),
                 Some(Event::Text(piece)) => pieces.push(piece),
                 Some(Event::Logprob(lp)) => {
                     logprobs.push(lp);
@@ -154,12 +174,15 @@ impl TokenStream {
             match events.try_recv() {
                 Ok(e) => event = Some(e),
                 Err(mpsc::error::TryRecvError::Empty) => {
+                    self.ask_next
+                        .store(!pieces.is_empty() || progress.is_some(), Ordering::Relaxed);
                     return Ok(StreamChunk {
                         pieces,
                         logprobs,
                         done: false,
                         result: None,
-                    })
+                        prompt_progress: progress,
+                    });
                 }
                 Err(mpsc::error::TryRecvError::Disconnected) => event = None,
             }
@@ -168,6 +191,7 @@ impl TokenStream {
             Some(Ok(mut chunk)) => {
                 chunk.pieces = pieces;
                 chunk.logprobs = logprobs;
+                chunk.prompt_progress = progress;
                 Ok(chunk)
             }
             Some(Err(e)) => Err(e),
@@ -210,6 +234,8 @@ struct StreamSink {
     demand: std_mpsc::Receiver<()>,
     /// Whether the reader asked for the next piece.
     wanted: bool,
+    /// Hand over prompt progress, one batch per demand (`GenerateParams::prompt_progress`).
+    progress: bool,
 }
 
 impl JobSink for StreamSink {
@@ -229,6 +255,18 @@ impl JobSink for StreamSink {
             GenerateEvent::Text(piece) => {
                 let _ = self.events.send(Event::Text(piece.to_string()));
                 self.wanted = false;
+            }
+            GenerateEvent::PromptProgress { evaluated, total } if self.progress => {
+                let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+                let sent = self.events.send(Event::Progress(PromptProgress {
+                    evaluated: count(evaluated),
+                    total: count(total),
+                }));
+                // The next batch waits for the reader's next `next` (or its cancel, which
+                // closes the channel; the prompt's evaluation then stops before that batch).
+                if sent.is_ok() {
+                    let _ = self.demand.recv();
+                }
             }
             GenerateEvent::PromptProgress { .. } => {}
         }
