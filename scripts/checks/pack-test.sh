@@ -201,8 +201,8 @@ export async function demo(path: string): Promise<string> {
   }
   // The package's types must be precise: each line below is an error, and tsc fails on an
   // unused @ts-expect-error (as it would if the types were `any`).
-  // @ts-expect-error a role that does not exist
-  await ai.chat.completions.create({ messages: [{ role: 'robot', content: 'x' }] });
+  // @ts-expect-error max_tokens is a number
+  await ai.chat.completions.create({ messages, max_tokens: 'many' });
   // @ts-expect-error a streamed completion has no `choices[0].message`
   (await ai.chat.completions.create({ messages, stream: true })).choices;
   // @ts-expect-error `model` is required
