@@ -30,6 +30,12 @@ module.exports = {
     // An app's import of the package: the API and the hooks without the turbo module.
     '^react-native-local-llm-rs$': '<rootDir>/tests-ui/package-entry.ts',
     '^react-native-local-llm-rs/jest/mock$': '<rootDir>/jest/mock.js',
+    // One React and one React Native for the package and the example's screens, also when
+    // example/node_modules holds its own copies (after scripts/checks/example-test.sh).
+    '^react$': '<rootDir>/node_modules/react',
+    '^react/(.*)$': '<rootDir>/node_modules/react/$1',
+    '^react-native$': '<rootDir>/node_modules/react-native',
+    '^react-native/(.*)$': '<rootDir>/node_modules/react-native/$1',
   },
   // The engine tests share one process and one model (2 cores: one test file at a time).
   maxWorkers: 1,
