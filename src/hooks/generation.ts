@@ -139,5 +139,12 @@ export function useGeneration() {
     setStatus('ready');
   }, []);
 
-  return { status, error, timing, stop, run, clear, isStreaming: status === 'submitted' || status === 'streaming' };
+  const state: GenerationState = {
+    stop,
+    status,
+    isStreaming: status === 'submitted' || status === 'streaming',
+    error,
+    timing,
+  };
+  return { state, run, clear };
 }

@@ -57,7 +57,7 @@ export function useChat(ai: LocalLLM | null, options: UseChatOptions = {}): UseC
   const [messages, setMessagesState] = useState<ChatMessage[]>(initial);
   const [input, setInput] = useState('');
   const generation = useGeneration();
-  const { run, stop, clear } = generation;
+  const { run, clear } = generation;
   // The latest values for callbacks of a stable identity.
   const latest = useRef({ ai, options, input });
   latest.current = { ai, options, input };
@@ -131,11 +131,7 @@ export function useChat(ai: LocalLLM | null, options: UseChatOptions = {}): UseC
     input,
     setInput,
     send,
-    stop,
     reset,
-    status: generation.status,
-    isStreaming: generation.isStreaming,
-    error: generation.error,
-    timing: generation.timing,
+    ...generation.state,
   };
 }

@@ -54,7 +54,7 @@ export function useCompletion(ai: LocalLLM | null, options: UseCompletionOptions
   const [completion, setCompletion] = useState('');
   const [input, setInput] = useState('');
   const generation = useGeneration();
-  const { run, stop, clear } = generation;
+  const { run, clear } = generation;
   const latest = useRef({ ai, options, input });
   latest.current = { ai, options, input };
 
@@ -123,11 +123,7 @@ export function useCompletion(ai: LocalLLM | null, options: UseCompletionOptions
     input,
     setInput,
     complete,
-    stop,
     reset,
-    status: generation.status,
-    isStreaming: generation.isStreaming,
-    error: generation.error,
-    timing: generation.timing,
+    ...generation.state,
   };
 }
