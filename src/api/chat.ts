@@ -164,7 +164,7 @@ export class ChatCompletions {
       options.contextShift = true;
     }
     // Without max_tokens the answer may fill the room the prompt leaves (appDefaults).
-    options.maxTokens ??= chatMaxTokens(context.contextSize, fitted.meta.promptTokens);
+    options.maxTokens ??= chatMaxTokens(fitted.meta.contextSize, fitted.meta.promptTokens);
     return fitted;
   }
 

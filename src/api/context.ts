@@ -141,7 +141,7 @@ function toInfill(p: InfillPrompt): PromptInput {
  */
 function withProgressStop(options: GenerateOptions): GenerateOptions {
   const { onPromptProgress: report, signal } = options;
-  if (report === undefined) {
+  if (report === undefined || progressStopping.has(options)) {
     return options;
   }
   if (typeof report !== 'function') {
@@ -154,7 +154,7 @@ function withProgressStop(options: GenerateOptions): GenerateOptions {
   } else {
     signal?.addEventListener('abort', forward, { once: true });
   }
-  return {
+  const wrapped: GenerateOptions = {
     ...options,
     signal: stop.signal,
     onPromptProgress: (processed, total) => {
@@ -165,7 +165,12 @@ function withProgressStop(options: GenerateOptions): GenerateOptions {
       return go;
     },
   };
+  progressStopping.add(wrapped);
+  return wrapped;
 }
+
+/** Options made by {@link withProgressStop}: passed on (`stream` to `streamParts`), not wrapped again. */
+const progressStopping = new WeakSet<GenerateOptions>();
 
 /**
  * Native generation parameters; options left unset take this API's defaults ({@link appDefaults}:

@@ -178,7 +178,8 @@ export async function canRunModelFile(
  * unknown: Q3_K_S), local-llm-rn's table.
  */
 export function recommendQuantization(): string {
-  const gb = getDeviceCapabilities().totalRAM / 1024 ** 3;
+  const total = getBindings().deviceMemory().totalBytes;
+  const gb = (total === undefined ? 0 : num(total)) / 1024 ** 3;
   if (gb >= 8) return 'Q8_0';
   if (gb >= 6) return 'Q6_K';
   if (gb >= 4) return 'Q4_K_M';

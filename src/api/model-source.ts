@@ -44,7 +44,7 @@ export async function resolveModelFile(options: LocalLLMOptions): Promise<string
  * path of the model. Local paths are returned as they are.
  */
 export async function preloadModel(model: string, options: PreloadOptions = {}): Promise<string> {
-  const fetch = (m: string) =>
+  const download = (m: string) =>
     resolveModelFile({
       model: m,
       cacheDir: options.cacheDir,
@@ -52,8 +52,8 @@ export async function preloadModel(model: string, options: PreloadOptions = {}):
       onProgress: options.onProgress,
     });
   const [path] = await Promise.all([
-    fetch(model),
-    ...(options.projector === undefined ? [] : [fetch(options.projector)]),
+    download(model),
+    ...(options.projector === undefined ? [] : [download(options.projector)]),
   ]);
   return path;
 }
