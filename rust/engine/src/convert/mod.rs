@@ -132,7 +132,7 @@ pub fn quantize_file(
         .get_str("general.architecture")
         .ok_or_else(|| Error::InvalidModel("general.architecture is missing".into()))?
         .to_string();
-    if !crate::model::ARCHITECTURES.contains(&arch.as_str()) {
+    if !crate::model::SUPPORTED_ARCHITECTURES.contains(&arch.as_str()) {
         return Err(Error::UnsupportedArchitecture(arch));
     }
     let key = |k: &str| file.get_u64(&format!("{arch}.{k}"));

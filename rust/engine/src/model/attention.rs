@@ -54,6 +54,8 @@ pub(crate) struct AttentionShape {
     pub head_dim_v: usize,
     /// Multiplier of the query-key dot products.
     pub scale: f32,
+    /// Soft-cap of the dot products before that multiplier: `cap · tanh(dot / cap)`.
+    pub softcap: Option<f32>,
     /// Sliding window in positions (`None`: full causal attention).
     pub window: Option<usize>,
     /// How the cache stores keys and values.
@@ -466,6 +468,9 @@ impl Job<'_> {
                     let row = &mut scores[i * nk..(i + 1) * nk];
                     let (before, rest) = row.split_at_mut(ranges[i].start);
                     let (probs, after) = rest.split_at_mut(ranges[i].len());
+                    if let Some(cap) = s.softcap {
+                        probs.iter_mut().for_each(|d| *d = cap * (*d / cap).tanh());
+                    }
                     probs.iter_mut().for_each(|d| *d *= s.scale);
                     ops::softmax(probs);
                     K::round(probs);

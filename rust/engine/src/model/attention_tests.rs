@@ -110,6 +110,7 @@ fn simd_builds_equal_portable_build() {
             head_dim: head_dims[rng.below(head_dims.len())],
             head_dim_v: value_dims[rng.below(value_dims.len())],
             scale: 0.05 + (rng.next() + 2.0) / 8.0,
+            softcap: None,
             window: [None, Some(1), Some(5), Some(16)][rng.below(4)],
             types: KvTypes::default(),
         };
@@ -159,6 +160,7 @@ fn portable_build_equals_naive_attention() {
         head_dim: 20,
         head_dim_v: 12,
         scale: 0.3,
+        softcap: None,
         window: Some(6),
         types: KvTypes::default(),
     };

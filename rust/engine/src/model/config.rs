@@ -81,6 +81,28 @@ impl<'a> Meta<'a> {
         }
     }
 
+    /// An optional count, `default` when absent: like [`Meta::dim_or`] but 0 is allowed.
+    pub(crate) fn count_or(&self, suffix: &str, default: usize) -> Result<usize> {
+        match self.gguf.get(&self.key(suffix)) {
+            None => Ok(default),
+            Some(_) if self.gguf.get_u64(&self.key(suffix)) == Some(0) => Ok(0),
+            Some(_) => self.dim(suffix),
+        }
+    }
+
+    /// An optional bool, `default` when absent or not a bool.
+    pub(crate) fn bool_or(&self, suffix: &str, default: bool) -> bool {
+        self.gguf.get_bool(&self.key(suffix)).unwrap_or(default)
+    }
+
+    /// An array of bools (e.g. one per layer), if the key holds one.
+    pub(crate) fn bools(&self, suffix: &str) -> Option<Vec<bool>> {
+        let array = self.gguf.get_array(&self.key(suffix))?;
+        (0..array.len())
+            .map(|i| array.get(i).and_then(|v| v.as_bool()))
+            .collect()
+    }
+
     /// An optional float, `default` when absent; must be finite.
     pub(crate) fn f32_or(&self, suffix: &str, default: f32) -> Result<f32> {
         let key = self.key(suffix);
@@ -165,10 +187,12 @@ impl ModelConfig {
         }
         let scaling_type = m.str("rope.scaling.type").unwrap_or("none");
         let factor = m.f32_or("rope.scaling.factor", 0.0)?;
+        // As llama.cpp: the factor scales positions for every type but "none" (YaRN and
+        // LongRoPE add their own parts, see `build.rs`).
         let rope_freq_scale = match scaling_type {
             "none" => 1.0,
-            "linear" if factor > 0.0 => 1.0 / factor,
-            "linear" => 1.0,
+            "linear" | "yarn" | "longrope" if factor > 0.0 => 1.0 / factor,
+            "linear" | "yarn" | "longrope" => 1.0,
             other => {
                 return Err(Error::InvalidModel(format!(
                     "RoPE scaling type '{other}' is not supported"

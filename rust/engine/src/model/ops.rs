@@ -246,20 +246,94 @@ pub struct Rope {
     pub base: f32,
     /// Linear position scale (1 / scaling factor).
     pub freq_scale: f32,
-    /// Optional per-pair frequency divisors (`rope_freqs.weight`, Llama 3).
+    /// Optional per-pair frequency divisors (`rope_freqs.weight`, Llama 3; LongRoPE's long or
+    /// short factors, Phi-3).
     pub freq_factors: Option<Vec<f32>>,
+    /// Multiplier of the rotated values (ggml's `attn_factor`, YaRN's magnitude scale
+    /// included; 1 for plain RoPE).
+    pub mscale: f32,
+    /// YaRN's blend of interpolated and extrapolated frequencies, if the model uses it.
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN (ggml's `rope_yarn`): pair `i`'s angle blends the interpolated angle (`freq_scale ·
+/// θ`) with the extrapolated one (`θ`) by `ext_factor · ramp(i)`, where the ramp falls from 1
+/// at pair `low` to 0 at pair `high`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Yarn {
+    /// Weight of the extrapolated angle at the ramp's top (1 for YaRN).
+    pub ext_factor: f32,
+    /// The correction range in pairs (ggml's `corr_dims`).
+    pub low: f32,
+    /// See `low`.
+    pub high: f32,
+}
+
+impl Yarn {
+    /// The correction range for `n_dims` rotated dimensions trained on `n_ctx_orig`
+    /// positions (ggml's `ggml_rope_yarn_corr_dims`).
+    pub fn new(
+        n_dims: usize,
+        n_ctx_orig: usize,
+        base: f32,
+        beta_fast: f32,
+        beta_slow: f32,
+    ) -> Self {
+        let corr = |n_rot: f32| {
+            n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        Yarn {
+            ext_factor: 1.0,
+            low: corr(beta_fast).floor().max(0.0),
+            high: corr(beta_slow).ceil().min(n_dims as f32 - 1.0),
+        }
+    }
+
+    fn mix(&self, pair: usize) -> f32 {
+        let y = (pair as f32 - self.low) / (self.high - self.low).max(0.001);
+        (1.0 - y.clamp(0.0, 1.0)) * self.ext_factor
+    }
 }
 
 impl Rope {
+    /// Plain RoPE: no frequency factors, no magnitude scale, no YaRN.
+    pub fn plain(style: RopeStyle, n_dims: usize, base: f32, freq_scale: f32) -> Self {
+        Rope {
+            style,
+            n_dims,
+            base,
+            freq_scale,
+            freq_factors: None,
+            mscale: 1.0,
+            yarn: None,
+        }
+    }
+
     /// The (cos, sin) table for position `pos`, `n_dims / 2` entries.
     pub fn angles(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
+        self.table(pos, self.mscale, out);
+    }
+
+    /// The table of a pure rotation by `pos` positions (no magnitude scale): what moves an
+    /// already rotated key by `pos` positions.
+    pub fn rotation(&self, pos: usize, out: &mut Vec<(f32, f32)>) {
+        self.table(pos, 1.0, out);
+    }
+
+    fn table(&self, pos: usize, mscale: f32, out: &mut Vec<(f32, f32)>) {
         out.clear();
         let theta_scale = self.base.powf(-2.0 / self.n_dims as f32);
         let mut theta = pos as f32;
         for i in 0..self.n_dims / 2 {
             let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
-            let angle = self.freq_scale * (theta / ff);
-            out.push((angle.cos(), angle.sin()));
+            let extrapolated = theta / ff;
+            let mut angle = self.freq_scale * extrapolated;
+            if let Some(y) = &self.yarn {
+                let mix = y.mix(i);
+                angle = angle * (1.0 - mix) + extrapolated * mix;
+            }
+            out.push((angle.cos() * mscale, angle.sin() * mscale));
             theta *= theta_scale;
         }
     }
@@ -363,13 +437,7 @@ mod tests {
     #[test]
     fn rope_preserves_norm_and_position_zero_is_identity() {
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
-            let rope = Rope {
-                style,
-                n_dims: 8,
-                base: 10000.0,
-                freq_scale: 1.0,
-                freq_factors: None,
-            };
+            let rope = Rope::plain(style, 8, 10000.0, 1.0);
             let orig: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
             let mut table = Vec::new();
             rope.angles(0, &mut table);

@@ -31,13 +31,20 @@ impl Model {
         let ty = cache.types().k;
         let hadamard_n = cache.types().key_rotation(c.head_dim);
         let moved = n_keep..len - n_discard;
+        let n_ctx = cache.capacity();
         let mut table = Vec::new();
         let mut row = vec![0f32; cache.widths().0];
         for (il, layer) in self.net.layers.iter().enumerate().take(n_layer) {
-            layer.rope.angles(n_discard, &mut table);
+            let (keys, values) = cache.layer_mut(il);
+            values.copy_within((n_keep + n_discard) * vw..len * vw, n_keep * vw);
+            let Some(rope) = self.net.rope_of(layer, n_ctx) else {
+                // No positions in this layer's keys: they move as they are.
+                keys.copy_within((n_keep + n_discard) * kw..len * kw, n_keep * kw);
+                continue;
+            };
+            rope.rotation(n_discard, &mut table);
             // R(-d): the same cosines, negated sines.
             table.iter_mut().for_each(|(_, s)| *s = -*s);
-            let (keys, values) = cache.layer_mut(il);
             for p in moved.clone() {
                 let (src, dst) = ((p + n_discard) * kw, p * kw);
                 load(ty, &keys[src..src + kw], &mut row);
@@ -45,14 +52,13 @@ impl Model {
                     hadamard(&mut row, n);
                 }
                 for head in row.chunks_exact_mut(c.head_dim) {
-                    layer.rope.apply(head, &table);
+                    rope.apply(head, &table);
                 }
                 if let Some(n) = hadamard_n {
                     hadamard(&mut row, n);
                 }
                 store(ty, &row, &mut keys[dst..dst + kw]);
             }
-            values.copy_within((n_keep + n_discard) * vw..len * vw, n_keep * vw);
         }
         cache.set_len(len - n_discard);
         Ok(())
@@ -79,37 +85,36 @@ impl KvCache {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::ops::{Rope, RopeStyle};
+    use crate::model::ops::{Rope, RopeStyle, Yarn};
 
     /// Rotating a vector at position `p` and then by `-d` equals rotating it at `p - d`, for
-    /// both pairing styles, Gemma 3's global base and Llama 3 frequency factors.
+    /// both pairing styles, Gemma 3's global base, Llama 3 frequency factors, and YaRN with a
+    /// magnitude scale (which the shift's pure rotation must not apply a second time).
     #[test]
     fn rotation_by_minus_d_equals_rotation_at_the_new_position() {
+        let plain = |style, base, freq_scale| Rope::plain(style, 8, base, freq_scale);
         let ropes = [
-            (RopeStyle::Normal, 10_000.0, 1.0, None),
-            (RopeStyle::Neox, 1_000_000.0, 1.0, None),
-            (
-                RopeStyle::Neox,
-                10_000.0,
-                0.25,
-                Some(vec![1.0, 2.0, 8.0, 32.0]),
-            ),
+            plain(RopeStyle::Normal, 10_000.0, 1.0),
+            plain(RopeStyle::Neox, 1_000_000.0, 1.0),
+            Rope {
+                freq_factors: Some(vec![1.0, 2.0, 8.0, 32.0]),
+                ..plain(RopeStyle::Neox, 10_000.0, 0.25)
+            },
+            Rope {
+                mscale: 1.2,
+                yarn: Some(Yarn::new(8, 64, 10_000.0, 32.0, 1.0)),
+                ..plain(RopeStyle::Normal, 10_000.0, 0.25)
+            },
         ];
-        for (style, base, freq_scale, freq_factors) in ropes {
-            let rope = Rope {
-                style,
-                n_dims: 8,
-                base,
-                freq_scale,
-                freq_factors,
-            };
+        for rope in ropes {
+            let (style, base) = (rope.style, rope.base);
             let x: Vec<f32> = (0..8).map(|i| (i as f32 * 0.7).sin()).collect();
             let (p, d) = (3000usize, 1234usize);
             let mut t = Vec::new();
             let mut shifted = x.clone();
             rope.angles(p, &mut t);
             rope.apply(&mut shifted, &t);
-            rope.angles(d, &mut t);
+            rope.rotation(d, &mut t);
             t.iter_mut().for_each(|(_, s)| *s = -*s);
             rope.apply(&mut shifted, &t);
             let mut direct = x.clone();

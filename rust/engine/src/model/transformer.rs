@@ -1,6 +1,7 @@
-//! The decoder-only transformer shared by every architecture. Each architecture file
-//! (`llama.rs`, `gemma3.rs`) reads its metadata and tensors into a [`Transformer`] and sets the
-//! features it uses (biases, QK-norm, post-norms, sliding windows, activation, scaling).
+//! The decoder-only transformer shared by every architecture. `archs.rs` describes each
+//! architecture's features and `build.rs` reads a file's metadata and tensors into a
+//! [`Transformer`] with those features set (biases, QK-norms, pre- and post-norms, sliding
+//! windows, layers without RoPE, activation, scales and soft-caps).
 
 use std::cell::Cell;
 
@@ -35,7 +36,8 @@ pub enum Output {
 
 /// One transformer block's weights and settings.
 pub(crate) struct Layer {
-    pub(crate) attn_norm: Vec<f32>,
+    /// RMS norm of the attention input (`None`: the block's input as it is, OLMo 2).
+    pub(crate) attn_norm: Option<Vec<f32>>,
     pub(crate) wq: Weight,
     pub(crate) wk: Weight,
     pub(crate) wv: Weight,
@@ -43,15 +45,25 @@ pub(crate) struct Layer {
     pub(crate) bq: Option<Vec<f32>>,
     pub(crate) bk: Option<Vec<f32>>,
     pub(crate) bv: Option<Vec<f32>>,
+    pub(crate) bo: Option<Vec<f32>>,
+    /// RMS norms of each query and key head (or of the whole query and key rows, when the
+    /// vector is that long: OLMo 2).
     pub(crate) q_norm: Option<Vec<f32>>,
     pub(crate) k_norm: Option<Vec<f32>>,
     pub(crate) post_attn_norm: Option<Vec<f32>>,
-    pub(crate) ffn_norm: Vec<f32>,
+    /// RMS norm of the feed-forward input (`None`: as it is).
+    pub(crate) ffn_norm: Option<Vec<f32>>,
     pub(crate) w_gate: Weight,
     pub(crate) w_up: Weight,
     pub(crate) w_down: Weight,
+    pub(crate) b_gate: Option<Vec<f32>>,
+    pub(crate) b_up: Option<Vec<f32>>,
+    pub(crate) b_down: Option<Vec<f32>>,
     pub(crate) post_ffn_norm: Option<Vec<f32>>,
-    pub(crate) rope: Rope,
+    /// The layer's rotary embedding (`None`: no positions in this layer, SmolLM3).
+    pub(crate) rope: Option<Rope>,
+    /// LongRoPE's rotation for contexts longer than [`Transformer::long_from`] (Phi-3).
+    pub(crate) rope_long: Option<Rope>,
     /// Sliding attention window in positions (`None`: full causal attention).
     pub(crate) window: Option<usize>,
 }
@@ -60,14 +72,35 @@ pub(crate) struct Layer {
 pub(crate) struct Transformer {
     pub(crate) config: ModelConfig,
     pub(crate) embedding: Embedding,
-    /// Multiply embeddings by this (gemma: √n_embd).
+    /// Multiply embeddings by this (gemma: √n_embd; granite: its embedding multiplier).
     pub(crate) embed_scale: Option<f32>,
-    /// Scale queries by this before attention (gemma); otherwise scores are scaled by 1/√head_dim.
+    /// Scale rotated queries by this (gemma, phi3).
     pub(crate) query_scale: Option<f32>,
+    /// Multiplier of the query-key dot products (1/√head_dim unless the model says otherwise;
+    /// 1 when `query_scale` did the scaling).
+    pub(crate) kq_scale: f32,
+    /// Soft-cap of the attention scores: `cap · tanh(score / cap)` (Gemma 2).
+    pub(crate) attn_softcap: Option<f32>,
+    /// Llama 4's attention temperature (Mistral 3): queries at position `p` are multiplied by
+    /// `ln(⌊p / floor⌋ + 1) · scale + 1`, as `(scale, floor)`.
+    pub(crate) attn_temperature: Option<(f32, f32)>,
+    /// Contexts longer than this use each layer's `rope_long`.
+    pub(crate) long_from: usize,
+    /// Apply the QK-norms after RoPE instead of before (Hunyuan).
+    pub(crate) qk_norm_after_rope: bool,
+    /// Multiply each block's attention and feed-forward outputs by this before adding them to
+    /// the residual stream (granite).
+    pub(crate) residual_scale: Option<f32>,
     pub(crate) activation: FfnActivation,
     pub(crate) layers: Vec<Layer>,
     pub(crate) output_norm: Vec<f32>,
     pub(crate) output: Weight,
+    /// Added to the logits (`output.bias`, phi3).
+    pub(crate) output_bias: Option<Vec<f32>>,
+    /// Multiply the logits by this (granite: 1 / its logit scale).
+    pub(crate) logit_scale: Option<f32>,
+    /// Soft-cap of the logits: `cap · tanh(logit / cap)` (Gemma 2).
+    pub(crate) final_softcap: Option<f32>,
 }
 
 /// The forward pass's working buffers, kept per thread between calls so that decoding does
@@ -156,22 +189,31 @@ fn norm_rows_par(x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
     threads.for_each_rows(x, weight.len(), |_, rows| norm_rows(rows, weight, eps));
 }
 
-/// `h = rms_norm(x) * weight`, row by row (`x` is only read).
-fn norm_into(h: &mut [f32], x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
-    let d = weight.len();
+/// `h = rms_norm(x) * weight` on rows of `d` values (`h = x` without a norm; `x` is only
+/// read).
+fn norm_into(
+    h: &mut [f32],
+    x: &mut [f32],
+    d: usize,
+    weight: Option<&[f32]>,
+    eps: f32,
+    threads: &Threads,
+) {
     threads.for_each_rows2(h, d, x, d, |_, h, x| {
         h.copy_from_slice(x);
-        norm_rows(h, weight, eps);
+        if let Some(w) = weight {
+            norm_rows(h, w, eps);
+        }
     });
 }
 
 /// The residual step on rows of `d` values: `x += rms_norm(proj) * norm` (`x += proj`
-/// without a norm).
+/// without a norm), with `proj` first multiplied by `scale` if there is one.
 fn add_residual(
     x: &mut [f32],
     proj: &mut [f32],
     d: usize,
-    norm: Option<&[f32]>,
+    (norm, scale): (Option<&[f32]>, Option<f32>),
     eps: f32,
     threads: &Threads,
 ) {
@@ -179,13 +221,23 @@ fn add_residual(
         if let Some(w) = norm {
             norm_rows(proj, w, eps);
         }
-        for (a, b) in x.iter_mut().zip(proj.iter()) {
-            *a += b;
+        match scale {
+            Some(s) => x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b * s),
+            None => x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b),
         }
     });
 }
 
 impl Transformer {
+    /// The rotation `layer` uses in a context of `n_ctx` positions (LongRoPE's long one
+    /// beyond `long_from`).
+    pub(crate) fn rope_of<'a>(&self, layer: &'a Layer, n_ctx: usize) -> Option<&'a Rope> {
+        match &layer.rope_long {
+            Some(long) if n_ctx > self.long_from => Some(long),
+            _ => layer.rope.as_ref(),
+        }
+    }
+
     /// Run each sequence's tokens at the positions following its cache's contents, append
     /// their keys and values to its cache, and return what `output` asks for, sequence after
     /// sequence ([`Output::LastLogits`]: the last token of each sequence). The tokens of all
@@ -237,20 +289,26 @@ impl Transformer {
         let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
         let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
         // Each layer's RoPE table block (layers with the same rotation share one).
+        let n_ctx = seqs.first().map_or(0, |s| s.cache.capacity());
         let mut ropes: Vec<&Rope> = Vec::new();
         let mut rope_of = Vec::with_capacity(self.layers.len());
         for layer in &self.layers {
-            let i = match ropes.iter().position(|r| **r == layer.rope) {
+            let Some(layer_rope) = self.rope_of(layer, n_ctx) else {
+                rope_of.push((0, 0));
+                continue;
+            };
+            let i = match ropes.iter().position(|r| *r == layer_rope) {
                 Some(i) => i,
                 None => {
-                    ropes.push(&layer.rope);
+                    ropes.push(layer_rope);
                     ropes.len() - 1
                 }
             };
             let start: usize = ropes[..i].iter().map(|r| n * (r.n_dims / 2)).sum();
-            rope_of.push((start, layer.rope.n_dims / 2));
+            rope_of.push((start, layer_rope.n_dims / 2));
         }
         buffers.rope_tables(&ropes, seqs, n)?;
+        let pos0: Vec<usize> = seqs.iter().map(|s| s.cache.len()).collect();
         // Each sequence's first row in the batch.
         let first_token: Vec<usize> = seqs
             .iter()
@@ -291,7 +349,7 @@ impl Transformer {
         }
         for (il, layer) in self.layers.iter().enumerate() {
             let block = |index| Target::Block { layer: il, index };
-            norm_into(h, x, &layer.attn_norm, c.rms_eps, threads);
+            norm_into(h, x, d, layer.attn_norm.as_deref(), c.rms_eps, threads);
             let qkv = [&layer.wq, &layer.wk, &layer.wv];
             let outs: &mut [&mut [f32]] = &mut [q, k, v];
             Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
@@ -299,22 +357,21 @@ impl Transformer {
             add_bias(q, &layer.bq);
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
-            if let Some(w) = &layer.q_norm {
-                norm_rows_par(q, w, c.rms_eps, threads);
-            }
-            if let Some(w) = &layer.k_norm {
-                norm_rows_par(k, w, c.rms_eps, threads);
+            if !self.qk_norm_after_rope {
+                if let Some(w) = &layer.q_norm {
+                    norm_rows_par(q, w, c.rms_eps, threads);
+                }
+                if let Some(w) = &layer.k_norm {
+                    norm_rows_par(k, w, c.rms_eps, threads);
+                }
             }
             let shape = AttentionShape {
                 n_head: c.n_head,
                 n_head_kv: c.n_head_kv,
                 head_dim: c.head_dim,
                 head_dim_v: c.head_dim_v,
-                scale: if self.query_scale.is_some() {
-                    1.0
-                } else {
-                    1.0 / (c.head_dim as f32).sqrt()
-                },
+                scale: self.kq_scale,
+                softcap: self.attn_softcap,
                 window: layer.window,
                 // The sequences of a batch are one context's: their caches share types.
                 types: seqs
@@ -324,13 +381,28 @@ impl Transformer {
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];
             let rotate = |i: usize, t: usize, q: &mut [f32], k: &mut [f32]| {
-                let row = first_token[i] + t;
-                let table = &tables[row * half..(row + 1) * half];
-                for head in q.chunks_exact_mut(c.head_dim) {
-                    layer.rope.apply(head, table);
+                if let Some(layer_rope) = self.rope_of(layer, n_ctx) {
+                    let row = first_token[i] + t;
+                    let table = &tables[row * half..(row + 1) * half];
+                    for head in q.chunks_exact_mut(c.head_dim) {
+                        layer_rope.apply(head, table);
+                    }
+                    layer_rope.apply(k, table);
                 }
-                layer.rope.apply(k, table);
+                if self.qk_norm_after_rope {
+                    if let Some(w) = &layer.q_norm {
+                        norm_rows(q, w, c.rms_eps);
+                    }
+                    if let Some(w) = &layer.k_norm {
+                        norm_rows(k, w, c.rms_eps);
+                    }
+                }
                 if let Some(s) = self.query_scale {
+                    q.iter_mut().for_each(|v| *v *= s);
+                }
+                if let Some((scale, floor)) = self.attn_temperature {
+                    let p = (pos0[i] + t) as f32;
+                    let s = ((p / floor).floor() + 1.0).ln() * scale + 1.0;
                     q.iter_mut().for_each(|v| *v *= s);
                 }
             };
@@ -364,21 +436,25 @@ impl Transformer {
             attention(&shape, &mut parts, &rotate, threads)?;
             layer.wo.matmul(attn, n, proj, threads)?;
             adapt(attn, &mut [(block(3), proj)])?;
+            add_bias(proj, &layer.bo);
             let norm = layer.post_attn_norm.as_deref();
-            add_residual(x, proj, d, norm, c.rms_eps, threads);
+            add_residual(x, proj, d, (norm, self.residual_scale), c.rms_eps, threads);
 
-            norm_into(h, x, &layer.ffn_norm, c.rms_eps, threads);
+            norm_into(h, x, d, layer.ffn_norm.as_deref(), c.rms_eps, threads);
             let outs: &mut [&mut [f32]] = &mut [gate, up];
             Weight::matmul_shared_input(&[&layer.w_gate, &layer.w_up], h, n, outs, threads)?;
             adapt(h, &mut [(block(4), gate), (block(5), up)])?;
+            add_bias(gate, &layer.b_gate);
+            add_bias(up, &layer.b_up);
             threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
                 FfnActivation::Silu => ops::silu_mul(g, u),
                 FfnActivation::GeluTanh => ops::gelu_mul(g, u),
             });
             layer.w_down.matmul(gate, n, proj, threads)?;
             adapt(gate, &mut [(block(6), proj)])?;
+            add_bias(proj, &layer.b_down);
             let norm = layer.post_ffn_norm.as_deref();
-            add_residual(x, proj, d, norm, c.rms_eps, threads);
+            add_residual(x, proj, d, (norm, self.residual_scale), c.rms_eps, threads);
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();
@@ -416,6 +492,17 @@ impl Transformer {
         self.output.matmul(&rows, n_out, out, threads)?;
         if !lora.is_empty() {
             lora::apply(lora, &rows, n_out, &mut [(Target::Output, out)], threads)?;
+        }
+        add_bias(out, &self.output_bias);
+        if self.logit_scale.is_some() || self.final_softcap.is_some() {
+            threads.for_each_rows(out, c.n_vocab, |_, rows| {
+                if let Some(s) = self.logit_scale {
+                    rows.iter_mut().for_each(|v| *v *= s);
+                }
+                if let Some(cap) = self.final_softcap {
+                    rows.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
+                }
+            });
         }
         Ok(())
     }

@@ -3,8 +3,6 @@
 use std::sync::Arc;
 
 use super::embedding::Embedding;
-use super::ops::Rope;
-use super::transformer::Layer;
 use super::ModelConfig;
 use crate::backend::{MatmulShape, Registry, TensorBytes, Weight};
 use crate::gguf::{GgufFile, TensorInfo};
@@ -26,34 +24,6 @@ impl<'a> Loader<'a> {
         self.gguf
             .tensor(name)
             .ok_or_else(|| Error::InvalidModel(format!("missing tensor '{name}'")))
-    }
-
-    /// Block `i`'s tensors every architecture has (norms before attention and FFN, the four
-    /// attention and three FFN matrices), with `rope` and no optional parts: callers fill in
-    /// biases, QK-norms, post-norms and windows with struct update syntax.
-    pub(crate) fn common_layer(&self, i: usize, config: &ModelConfig, rope: Rope) -> Result<Layer> {
-        let p = |s: &str| format!("blk.{i}.{s}");
-        let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
-        Ok(Layer {
-            attn_norm: self.vector(&p("attn_norm.weight"), d)?,
-            wq: self.matrix(&p("attn_q.weight"), d, config.n_head * hd)?,
-            wk: self.matrix(&p("attn_k.weight"), d, config.n_head_kv * hd)?,
-            wv: self.matrix(&p("attn_v.weight"), d, config.n_head_kv * hdv)?,
-            wo: self.matrix(&p("attn_output.weight"), config.n_head * hdv, d)?,
-            bq: None,
-            bk: None,
-            bv: None,
-            q_norm: None,
-            k_norm: None,
-            post_attn_norm: None,
-            ffn_norm: self.vector(&p("ffn_norm.weight"), d)?,
-            w_gate: self.matrix(&p("ffn_gate.weight"), d, config.n_ff)?,
-            w_up: self.matrix(&p("ffn_up.weight"), d, config.n_ff)?,
-            w_down: self.matrix(&p("ffn_down.weight"), config.n_ff, d)?,
-            post_ffn_norm: None,
-            rope,
-            window: None,
-        })
     }
 
     /// `output.weight`, or the token embedding when the file ties them.
@@ -94,18 +64,59 @@ impl<'a> Loader<'a> {
     pub(crate) fn matrix(&self, name: &str, cols: usize, rows: usize) -> Result<Weight> {
         let info = self.info(name)?;
         Self::check_dims(info, &[cols, rows])?;
-        if matches!(info.ty, GgmlType::Q8_1 | GgmlType::Q8_K) {
-            return Err(Error::InvalidModel(format!(
-                "tensor '{name}' has type {}, which is not a weight format",
-                info.ty
-            )));
-        }
+        self.check_weight_type(info)?;
         let shape = MatmulShape {
             ty: info.ty,
             rows,
             cols,
         };
         Ok(self.registry.place(shape, self.bytes(info)))
+    }
+
+    /// A matrix of `cols` inputs stored as consecutive blocks of rows (`parts[0]` rows, then
+    /// `parts[1]`, ...), as one weight per block: fused projections (Phi-3's `attn_qkv` and
+    /// gate-and-up `ffn_up`). Each block is a byte range of the file, nothing is copied.
+    pub(crate) fn matrix_split(
+        &self,
+        name: &str,
+        cols: usize,
+        parts: &[usize],
+    ) -> Result<Vec<Weight>> {
+        let info = self.info(name)?;
+        let rows: usize = parts.iter().sum();
+        Self::check_dims(info, &[cols, rows])?;
+        self.check_weight_type(info)?;
+        let row_bytes = info.ty.row_bytes(cols as u64).ok_or_else(|| {
+            Error::InvalidModel(format!(
+                "tensor '{name}' rows are not whole {} blocks",
+                info.ty
+            ))
+        })? as usize;
+        let mut start = 0;
+        let mut out = Vec::with_capacity(parts.len());
+        for &n in parts {
+            let range = start * row_bytes..(start + n) * row_bytes;
+            let bytes =
+                TensorBytes::borrowed(self.gguf.clone(), move |g| &g.tensor_data(info)[range]);
+            let shape = MatmulShape {
+                ty: info.ty,
+                rows: n,
+                cols,
+            };
+            out.push(self.registry.place(shape, bytes));
+            start += n;
+        }
+        Ok(out)
+    }
+
+    fn check_weight_type(&self, info: &TensorInfo) -> Result<()> {
+        if matches!(info.ty, GgmlType::Q8_1 | GgmlType::Q8_K) {
+            return Err(Error::InvalidModel(format!(
+                "tensor '{}' has type {}, which is not a weight format",
+                info.name, info.ty
+            )));
+        }
+        Ok(())
     }
 
     /// A 1-D tensor of `len` values, dequantized to f32.

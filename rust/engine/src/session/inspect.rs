@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::loaded::{weights_bytes, MemoryEstimate};
 use crate::gguf::GgufFile;
-use crate::model::{KvTypes, ModelConfig, ARCHITECTURES};
+use crate::model::{KvTypes, ModelConfig, SUPPORTED_ARCHITECTURES};
 use crate::Result;
 
 /// The tensors of one type in a file.
@@ -101,7 +101,7 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
     let config = ModelConfig::from_gguf(gguf).ok();
     let metadata = metadata_strings(gguf);
     ModelFileInfo {
-        supported: ARCHITECTURES.contains(&architecture.as_str()) && config.is_some(),
+        supported: SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) && config.is_some(),
         name: gguf.get_str("general.name").map(str::to_string),
         file_size: gguf.file_size(),
         gguf_version: gguf.version(),

@@ -1,0 +1,275 @@
+//! Every supported architecture as a description over the shared transformer block
+//! (`transformer.rs`): which optional parts its files carry and which metadata it reads.
+//! `build.rs` turns a description and a GGUF file into a model; nothing here runs tensors.
+//!
+//! The names are llama.cpp's `general.architecture` values, and each description follows
+//! that architecture's graph in llama.cpp's `src/models/<name>.cpp` (commit 0c1e570).
+
+use super::ops::RopeStyle;
+use super::transformer::FfnActivation;
+
+/// Whether the attention's query, key and value projections have biases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Biases {
+    /// Used when the file has them.
+    Optional,
+    /// Always (Qwen 2).
+    Required,
+}
+
+/// RMS norms of queries and keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QkNorm {
+    None,
+    /// One norm per head, before RoPE (Qwen 3, Gemma 3, EXAONE 4).
+    Heads,
+    /// One norm per head, after RoPE (Hunyuan).
+    HeadsAfterRope,
+    /// One norm over all heads of a token together (OLMo 2).
+    Rows,
+}
+
+/// Which layers attend within a sliding window instead of the whole context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlidingWhen {
+    /// Whenever the file gives a window (`attention.sliding_window`), else with `window`.
+    Always { window: usize },
+    /// Only when the file gives a window larger than 0.
+    IfWindowKey,
+    /// Only for models of this many layers (EXAONE 4's 32B), with a window of `window`.
+    IfLayers { n_layer: usize, window: usize },
+}
+
+/// Sliding-window attention: layer `i` is local when `i % pattern < pattern - 1` (the file's
+/// `attention.sliding_window_pattern` overrides `pattern`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Sliding {
+    pub(crate) when: SlidingWhen,
+    pub(crate) pattern: usize,
+    /// RoPE base of local layers when the file has no `rope.freq_base_swa` (`None`: the
+    /// global base).
+    pub(crate) local_base: Option<f32>,
+    /// Local layers use the global RoPE frequency scale (otherwise 1).
+    pub(crate) local_scaled: bool,
+    /// Only local layers use RoPE (EXAONE 4).
+    pub(crate) rope_local_only: bool,
+}
+
+/// Multipliers and soft-caps an architecture reads from its metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Scalars {
+    /// Granite's embedding, residual, attention and logit multipliers.
+    pub(crate) granite: bool,
+    /// Gemma 2's attention and final logit soft-caps (Gemma 3: the final one if present).
+    pub(crate) attn_softcap: bool,
+    pub(crate) final_softcap: bool,
+    /// Hunyuan's NTK `rope.scaling.alpha`, which raises the RoPE base.
+    pub(crate) rope_alpha: bool,
+    /// Mistral 3's YaRN keys and Llama 4 attention temperature.
+    pub(crate) mistral3: bool,
+}
+
+/// One architecture.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Arch {
+    pub(crate) name: &'static str,
+    pub(crate) rope: RopeStyle,
+    pub(crate) biases: Biases,
+    pub(crate) qk_norm: QkNorm,
+    /// RMS norms before attention and feed-forward (OLMo 2 and EXAONE 4 have none).
+    pub(crate) pre_norms: bool,
+    /// RMS norms of the attention and feed-forward outputs (`post_attention_norm`,
+    /// `post_ffw_norm`).
+    pub(crate) post_norms: bool,
+    pub(crate) activation: FfnActivation,
+    /// Gemma's scaling: embeddings × √n_embd, queries × 1/√head_dim after RoPE.
+    pub(crate) gemma_scales: bool,
+    /// Queries × 1/√head_dim after RoPE, scores unscaled (Phi-3).
+    pub(crate) query_scaled: bool,
+    pub(crate) sliding: Option<Sliding>,
+    /// Every this-many-th layer has no RoPE (SmolLM3).
+    pub(crate) no_rope_every: Option<usize>,
+    /// With this many layers (the 27B models), Gemma's query scale is 1/√(n_embd/n_head).
+    pub(crate) wide_query_scale_at: Option<usize>,
+    pub(crate) scalars: Scalars,
+}
+
+const LLAMA: Arch = Arch {
+    name: "llama",
+    rope: RopeStyle::Normal,
+    biases: Biases::Optional,
+    qk_norm: QkNorm::None,
+    pre_norms: true,
+    post_norms: false,
+    activation: FfnActivation::Silu,
+    gemma_scales: false,
+    query_scaled: false,
+    sliding: None,
+    no_rope_every: None,
+    wide_query_scale_at: None,
+    scalars: Scalars {
+        granite: false,
+        attn_softcap: false,
+        final_softcap: false,
+        rope_alpha: false,
+        mistral3: false,
+    },
+};
+
+const GEMMA: Arch = Arch {
+    name: "gemma",
+    rope: RopeStyle::Neox,
+    activation: FfnActivation::GeluTanh,
+    gemma_scales: true,
+    ..LLAMA
+};
+
+/// The supported architectures.
+pub(crate) const ARCHS: &[Arch] = &[
+    LLAMA,
+    Arch {
+        name: "qwen2",
+        rope: RopeStyle::Neox,
+        biases: Biases::Required,
+        ..LLAMA
+    },
+    Arch {
+        name: "qwen3",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Heads,
+        ..LLAMA
+    },
+    GEMMA,
+    Arch {
+        name: "gemma2",
+        post_norms: true,
+        wide_query_scale_at: Some(46),
+        sliding: Some(Sliding {
+            when: SlidingWhen::Always { window: 4096 },
+            pattern: 2,
+            local_base: None,
+            local_scaled: true,
+            rope_local_only: false,
+        }),
+        scalars: Scalars {
+            attn_softcap: true,
+            final_softcap: true,
+            ..LLAMA.scalars
+        },
+        ..GEMMA
+    },
+    Arch {
+        name: "gemma3",
+        qk_norm: QkNorm::Heads,
+        post_norms: true,
+        wide_query_scale_at: Some(62),
+        sliding: Some(Sliding {
+            when: SlidingWhen::IfWindowKey,
+            pattern: 6,
+            local_base: Some(10_000.0),
+            local_scaled: false,
+            rope_local_only: false,
+        }),
+        scalars: Scalars {
+            final_softcap: true,
+            ..LLAMA.scalars
+        },
+        ..GEMMA
+    },
+    Arch {
+        name: "phi3",
+        rope: RopeStyle::Neox,
+        query_scaled: true,
+        ..LLAMA
+    },
+    Arch {
+        name: "smollm3",
+        no_rope_every: Some(4),
+        ..LLAMA
+    },
+    Arch {
+        name: "granite",
+        scalars: Scalars {
+            granite: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
+    Arch {
+        name: "olmo2",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Rows,
+        pre_norms: false,
+        post_norms: true,
+        sliding: Some(Sliding {
+            when: SlidingWhen::IfWindowKey,
+            pattern: 4,
+            local_base: None,
+            local_scaled: false,
+            rope_local_only: false,
+        }),
+        ..LLAMA
+    },
+    Arch {
+        name: "exaone4",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Heads,
+        pre_norms: false,
+        post_norms: true,
+        sliding: Some(Sliding {
+            when: SlidingWhen::IfLayers {
+                n_layer: 64,
+                window: 4096,
+            },
+            pattern: 4,
+            local_base: None,
+            local_scaled: true,
+            rope_local_only: true,
+        }),
+        ..LLAMA
+    },
+    Arch {
+        name: "ernie4_5",
+        ..LLAMA
+    },
+    Arch {
+        name: "mistral3",
+        scalars: Scalars {
+            mistral3: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
+    Arch {
+        name: "hunyuan-dense",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::HeadsAfterRope,
+        scalars: Scalars {
+            rope_alpha: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
+];
+
+/// The description of architecture `name`, if supported.
+pub(crate) fn find(name: &str) -> Option<&'static Arch> {
+    ARCHS.iter().find(|a| a.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_listed() {
+        for (i, a) in ARCHS.iter().enumerate() {
+            assert!(ARCHS[..i].iter().all(|b| b.name != a.name), "{}", a.name);
+            assert_eq!(find(a.name), Some(a));
+        }
+        assert_eq!(
+            super::super::SUPPORTED_ARCHITECTURES,
+            ARCHS.iter().map(|a| a.name).collect::<Vec<_>>()
+        );
+    }
+}

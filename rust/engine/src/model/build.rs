@@ -1,0 +1,365 @@
+//! Builds a [`Transformer`] from a GGUF file and its architecture's description
+//! ([`Arch`], `archs.rs`): the metadata it reads, the tensors every block has, and the
+//! optional parts the description or the file switches on.
+
+use std::sync::Arc;
+
+use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
+use super::config::Meta;
+use super::ops::{Rope, Yarn};
+use super::transformer::{Layer, Transformer};
+use super::weights::Loader;
+use super::ModelConfig;
+use crate::backend::Registry;
+use crate::gguf::GgufFile;
+use crate::{Error, Result};
+
+/// Build a model of architecture `arch` from `gguf`.
+pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Result<Transformer> {
+    let config = ModelConfig::read(gguf, arch.name)?;
+    let meta = Meta::new(gguf, arch.name);
+    let ld = Loader::new(gguf, registry);
+    let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
+    let widths = (
+        config.n_head * hd,
+        config.n_head_kv * hd,
+        config.n_head_kv * hdv,
+    );
+    let ropes = Ropes::read(&config, &meta, &ld, arch)?;
+    let local = local_layers(&config, &meta, arch)?;
+    let window = local.as_ref().map(|(_, w)| *w);
+    let embedding = ld.embedding("token_embd.weight", d, config.n_vocab)?;
+    let mut layers = Vec::with_capacity(config.n_layer);
+    for i in 0..config.n_layer {
+        let is_local = local.as_ref().is_some_and(|(l, _)| l[i]);
+        let has_rope = match (arch.no_rope_every, arch.sliding) {
+            (Some(step), _) if (i + 1) % step == 0 => false,
+            (_, Some(s)) if s.rope_local_only && local.is_some() => is_local,
+            _ => ropes.enabled,
+        };
+        let (rope, rope_long) = match (has_rope, is_local) {
+            (false, _) => (None, None),
+            (true, true) => (Some(ropes.local.clone()), None),
+            (true, false) => (Some(ropes.global.clone()), ropes.long.clone()),
+        };
+        layers.push(Layer {
+            rope,
+            rope_long,
+            window: if is_local { window } else { None },
+            ..layer(&ld, i, &config, arch, widths)?
+        });
+    }
+    let output = ld.output_head(&config, &embedding)?;
+    let granite = arch.scalars.granite;
+    let positive = |key: &str| -> Result<Option<f32>> {
+        Ok(Some(meta.f32_or(key, 0.0)?).filter(|v| *v != 0.0))
+    };
+    let logit_scale = if granite {
+        let s = meta.f32_or("logit_scale", f32::NAN)?;
+        if s.is_nan() || s == 0.0 {
+            return Err(Error::InvalidModel(format!(
+                "missing or zero metadata '{}.logit_scale'",
+                arch.name
+            )));
+        }
+        Some(1.0 / s)
+    } else {
+        None
+    };
+    let (query_scale, kq_scale) = if arch.gemma_scales {
+        let wide = arch.wide_query_scale_at == Some(config.n_layer);
+        let per = if wide { d / config.n_head } else { hd };
+        (Some(1.0 / (per as f32).sqrt()), 1.0)
+    } else if arch.query_scaled {
+        (Some(1.0 / (hd as f32).sqrt()), 1.0)
+    } else {
+        let given = if granite {
+            positive("attention.scale")?
+        } else {
+            None
+        };
+        (None, given.unwrap_or(1.0 / (hd as f32).sqrt()))
+    };
+    let embed_scale = if arch.gemma_scales {
+        Some((d as f32).sqrt())
+    } else if granite {
+        positive("embedding_scale")?
+    } else {
+        None
+    };
+    let softcap = |on: bool, key: &str, default: f32| -> Result<Option<f32>> {
+        Ok(if on {
+            Some(meta.f32_or(key, default)?).filter(|v| *v != 0.0)
+        } else {
+            None
+        })
+    };
+    // Gemma 2 caps with llama.cpp's defaults; Gemma 3 only when its file says so.
+    let gemma2 = arch.scalars.attn_softcap;
+    let final_default = if gemma2 { 30.0 } else { 0.0 };
+    Ok(Transformer {
+        output_norm: ld.vector("output_norm.weight", d)?,
+        output_bias: ld.opt_vector("output.bias", config.n_vocab)?,
+        output,
+        embedding,
+        embed_scale,
+        query_scale,
+        kq_scale,
+        attn_softcap: softcap(gemma2, "attn_logit_softcapping", 50.0)?,
+        final_softcap: softcap(
+            arch.scalars.final_softcap,
+            "final_logit_softcapping",
+            final_default,
+        )?,
+        qk_norm_after_rope: arch.qk_norm == QkNorm::HeadsAfterRope,
+        residual_scale: if granite {
+            positive("residual_scale")?
+        } else {
+            None
+        },
+        logit_scale,
+        attn_temperature: ropes.temperature,
+        long_from: ropes.long_from,
+        activation: arch.activation,
+        layers,
+        config,
+    })
+}
+
+/// Block `i`'s tensors, without its RoPE and window (the caller sets those).
+fn layer(
+    ld: &Loader<'_>,
+    i: usize,
+    c: &ModelConfig,
+    arch: &Arch,
+    (qw, kw, vw): (usize, usize, usize),
+) -> Result<Layer> {
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let d = c.n_embd;
+    // Query, key and value: three matrices, or one fused `attn_qkv` (Phi-3).
+    let (wq, wk, wv, fused_bias) = if ld.has(&p("attn_qkv.weight")) {
+        let mut w = ld.matrix_split(&p("attn_qkv.weight"), d, &[qw, kw, vw])?;
+        let (wv, wk, wq) = (w.remove(2), w.remove(1), w.remove(0));
+        let bias = ld.opt_vector(&p("attn_qkv.bias"), qw + kw + vw)?;
+        (wq, wk, wv, bias)
+    } else {
+        (
+            ld.matrix(&p("attn_q.weight"), d, qw)?,
+            ld.matrix(&p("attn_k.weight"), d, kw)?,
+            ld.matrix(&p("attn_v.weight"), d, vw)?,
+            None,
+        )
+    };
+    let bias = |s: &str, len| match arch.biases {
+        Biases::Required => ld.vector(&p(s), len).map(Some),
+        Biases::Optional => ld.opt_vector(&p(s), len),
+    };
+    let (bq, bk, bv) = match fused_bias {
+        Some(b) => (
+            Some(b[..qw].to_vec()),
+            Some(b[qw..qw + kw].to_vec()),
+            Some(b[qw + kw..].to_vec()),
+        ),
+        None => (
+            bias("attn_q.bias", qw)?,
+            bias("attn_k.bias", kw)?,
+            bias("attn_v.bias", vw)?,
+        ),
+    };
+    let (q_len, k_len) = match arch.qk_norm {
+        QkNorm::None => (0, 0),
+        QkNorm::Heads | QkNorm::HeadsAfterRope => (c.head_dim, c.head_dim),
+        QkNorm::Rows => (qw, kw),
+    };
+    let qk_norm = |s: &str, len| {
+        if len == 0 {
+            Ok(None)
+        } else {
+            ld.vector(&p(s), len).map(Some)
+        }
+    };
+    let norm = |on: bool, s: &str| {
+        if on {
+            ld.vector(&p(s), d).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3).
+    let (w_gate, w_up) = if ld.has(&p("ffn_gate.weight")) {
+        (
+            ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?,
+            ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
+        )
+    } else {
+        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
+        let up = w.remove(1);
+        (w.remove(0), up)
+    };
+    Ok(Layer {
+        attn_norm: norm(arch.pre_norms, "attn_norm.weight")?,
+        wq,
+        wk,
+        wv,
+        wo: ld.matrix(&p("attn_output.weight"), qw / c.head_dim * c.head_dim_v, d)?,
+        bq,
+        bk,
+        bv,
+        // llama.cpp loads ERNIE 4.5's output bias but its graph does not add it.
+        bo: if arch.name == "ernie4_5" {
+            None
+        } else {
+            ld.opt_vector(&p("attn_output.bias"), d)?
+        },
+        q_norm: qk_norm("attn_q_norm.weight", q_len)?,
+        k_norm: qk_norm("attn_k_norm.weight", k_len)?,
+        post_attn_norm: norm(arch.post_norms, "post_attention_norm.weight")?,
+        ffn_norm: norm(arch.pre_norms, "ffn_norm.weight")?,
+        w_gate,
+        w_up,
+        w_down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
+        b_gate: ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
+        b_up: ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
+        b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
+        post_ffn_norm: norm(arch.post_norms, "post_ffw_norm.weight")?,
+        rope: None,
+        rope_long: None,
+        window: None,
+    })
+}
+
+/// Which layers are local (sliding-window) and their window, if the model has any.
+fn local_layers(
+    c: &ModelConfig,
+    meta: &Meta<'_>,
+    arch: &Arch,
+) -> Result<Option<(Vec<bool>, usize)>> {
+    let Some(s) = arch.sliding else {
+        return Ok(None);
+    };
+    let window = match s.when {
+        SlidingWhen::Always { window } => meta.dim_or("attention.sliding_window", window)?,
+        SlidingWhen::IfWindowKey => match meta.count_or("attention.sliding_window", 0)? {
+            0 => return Ok(None),
+            w => w,
+        },
+        SlidingWhen::IfLayers { n_layer, window } if c.n_layer == n_layer => {
+            meta.dim_or("attention.sliding_window", window)?
+        }
+        SlidingWhen::IfLayers { .. } => return Ok(None),
+    };
+    let local = match meta.bools("attention.sliding_window_pattern") {
+        Some(flags) => {
+            if flags.len() < c.n_layer {
+                return Err(Error::InvalidModel(format!(
+                    "'{}.attention.sliding_window_pattern' has {} entries for {} layers",
+                    arch.name,
+                    flags.len(),
+                    c.n_layer
+                )));
+            }
+            flags[..c.n_layer].to_vec()
+        }
+        None => {
+            let pattern = meta.dim_or("attention.sliding_window_pattern", s.pattern)?;
+            (0..c.n_layer).map(|i| i % pattern < pattern - 1).collect()
+        }
+    };
+    Ok(Some((local, window)))
+}
+
+/// The rotations a model's layers use.
+struct Ropes {
+    /// Whether the model uses RoPE at all (Granite: `rope.scaling.finetuned` false turns it off).
+    enabled: bool,
+    global: Rope,
+    /// Local (sliding-window) layers' rotation.
+    local: Rope,
+    /// LongRoPE's rotation for contexts longer than `long_from` (Phi-3).
+    long: Option<Rope>,
+    long_from: usize,
+    /// Llama 4's attention temperature (Mistral 3): (scale, floor).
+    temperature: Option<(f32, f32)>,
+}
+
+impl Ropes {
+    fn read(c: &ModelConfig, meta: &Meta<'_>, ld: &Loader<'_>, arch: &Arch) -> Result<Self> {
+        let n_dims = c.rope_dims;
+        let mut base = c.rope_base;
+        if arch.scalars.rope_alpha {
+            let alpha = meta.f32_or("rope.scaling.alpha", 0.0)?;
+            if alpha > 0.0 {
+                let dim = c.head_dim as f32;
+                base *= alpha.powf(dim / (dim - 2.0));
+            }
+        }
+        let n_ctx_orig = meta.dim_or("rope.scaling.original_context_length", c.n_ctx_train)?;
+        let mut global = Rope::plain(arch.rope, n_dims, base, c.rope_freq_scale);
+        let mut long = None;
+        global.freq_factors = ld.opt_vector("rope_freqs.weight", n_dims / 2)?;
+        if global.freq_factors.is_none() {
+            global.freq_factors = ld.opt_vector("rope_factors_short.weight", n_dims / 2)?;
+            long = ld.opt_vector("rope_factors_long.weight", n_dims / 2)?;
+        }
+        let local_base = arch.sliding.and_then(|s| s.local_base).unwrap_or(base);
+        let local_scaled = arch.sliding.is_some_and(|s| s.local_scaled);
+        let mut local = Rope {
+            base: meta.f32_or("rope.freq_base_swa", local_base)?,
+            freq_scale: if local_scaled { c.rope_freq_scale } else { 1.0 },
+            ..global.clone()
+        };
+        let attn_factor = meta.f32_or("rope.scaling.attn_factor", 1.0)?;
+        global.mscale = attn_factor;
+        local.mscale = attn_factor;
+        if meta.str("rope.scaling.type") == Some("yarn") {
+            let m3 = arch.scalars.mistral3;
+            let key = |k: &str, default| {
+                if m3 {
+                    meta.f32_or(k, default)
+                } else {
+                    Ok(default)
+                }
+            };
+            let fast = key("rope.scaling.yarn_beta_fast", 32.0)?;
+            let slow = key("rope.scaling.yarn_beta_slow", 1.0)?;
+            let log_mul = key("rope.scaling.yarn_log_multiplier", 0.0)?;
+            // llama.cpp's attention factor (its context parameters), then the one ggml's
+            // rope_yarn applies itself for each rotation's frequency scale.
+            let factor = 1.0 / c.rope_freq_scale;
+            let get_mscale = |m: f32| {
+                if factor <= 1.0 {
+                    1.0
+                } else {
+                    0.1 * m * factor.ln() + 1.0
+                }
+            };
+            let context = if log_mul != 0.0 {
+                get_mscale(1.0) / get_mscale(log_mul) / (1.0 + 0.1 * factor.ln())
+            } else {
+                1.0
+            };
+            for rope in [&mut global, &mut local] {
+                rope.mscale *= context * (1.0 + 0.1 * (1.0 / rope.freq_scale).ln());
+                rope.yarn = Some(Yarn::new(n_dims, n_ctx_orig, rope.base, fast, slow));
+            }
+        }
+        let temperature = if arch.scalars.mistral3 {
+            let scale = meta.f32_or("attention.temperature_scale", 0.0)?;
+            (scale != 0.0).then_some((scale, n_ctx_orig as f32))
+        } else {
+            None
+        };
+        let enabled = !arch.scalars.granite || meta.bool_or("rope.scaling.finetuned", true);
+        Ok(Ropes {
+            enabled,
+            long: long.map(|f| Rope {
+                freq_factors: Some(f),
+                ..global.clone()
+            }),
+            long_from: n_ctx_orig,
+            global,
+            local,
+            temperature,
+        })
+    }
+}
