@@ -27,6 +27,9 @@ pub(crate) enum QkNorm {
     HeadsAfterRope,
     /// One norm over all heads of a token together (OLMo 2).
     Rows,
+    /// When the file has them: one norm per head with each head's own weights, before RoPE
+    /// (StableLM 2).
+    OptionalHeadWeights,
 }
 
 /// Which layers attend within a sliding window instead of the whole context.
@@ -81,7 +84,11 @@ pub(crate) struct Arch {
     /// RMS norms of the attention and feed-forward outputs (`post_attention_norm`,
     /// `post_ffw_norm`).
     pub(crate) post_norms: bool,
+    /// LayerNorm with biases instead of RMS norm (StableLM, StarCoder 2).
+    pub(crate) layer_norm: bool,
     pub(crate) activation: FfnActivation,
+    /// Whether the feed-forward is gated (false: `ffn_up`, the activation, `ffn_down`).
+    pub(crate) gated_ffn: bool,
     /// Gemma's scaling: embeddings × √n_embd, queries × 1/√head_dim after RoPE.
     pub(crate) gemma_scales: bool,
     /// Queries × 1/√head_dim after RoPE, scores unscaled (Phi-3).
@@ -101,7 +108,9 @@ const LLAMA: Arch = Arch {
     qk_norm: QkNorm::None,
     pre_norms: true,
     post_norms: false,
+    layer_norm: false,
     activation: FfnActivation::Silu,
+    gated_ffn: true,
     gemma_scales: false,
     query_scaled: false,
     sliding: None,
@@ -238,6 +247,21 @@ pub(crate) const ARCHS: &[Arch] = &[
             mistral3: true,
             ..LLAMA.scalars
         },
+        ..LLAMA
+    },
+    Arch {
+        name: "stablelm",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::OptionalHeadWeights,
+        layer_norm: true,
+        ..LLAMA
+    },
+    Arch {
+        name: "starcoder2",
+        rope: RopeStyle::Neox,
+        layer_norm: true,
+        activation: FfnActivation::GeluTanh,
+        gated_ffn: false,
         ..LLAMA
     },
     Arch {

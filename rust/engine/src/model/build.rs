@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
 use super::config::Meta;
+use super::norm::Norm;
 use super::ops::{Rope, Yarn};
 use super::transformer::{Layer, Transformer};
 use super::weights::Loader;
@@ -16,8 +17,11 @@ use crate::{Error, Result};
 
 /// Build a model of architecture `arch` from `gguf`.
 pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Result<Transformer> {
-    let config = ModelConfig::read(gguf, arch.name)?;
+    let mut config = ModelConfig::read(gguf, arch.name)?;
     let meta = Meta::new(gguf, arch.name);
+    if arch.layer_norm {
+        config.rms_eps = meta.f32_or("attention.layer_norm_epsilon", 1e-5)?;
+    }
     let ld = Loader::new(gguf, registry);
     let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
     let widths = (
@@ -98,7 +102,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     let gemma2 = arch.scalars.attn_softcap;
     let final_default = if gemma2 { 30.0 } else { 0.0 };
     Ok(Transformer {
-        output_norm: ld.vector("output_norm.weight", d)?,
+        output_norm: norm(&ld, "output_norm", d, &config, arch)?,
         output_bias: ld.opt_vector("output.bias", config.n_vocab)?,
         output,
         embedding,
@@ -166,38 +170,48 @@ fn layer(
             bias("attn_v.bias", vw)?,
         ),
     };
-    let (q_len, k_len) = match arch.qk_norm {
-        QkNorm::None => (0, 0),
-        QkNorm::Heads | QkNorm::HeadsAfterRope => (c.head_dim, c.head_dim),
-        QkNorm::Rows => (qw, kw),
-    };
-    let qk_norm = |s: &str, len| {
-        if len == 0 {
-            Ok(None)
-        } else {
-            ld.vector(&p(s), len).map(Some)
+    let hd = c.head_dim;
+    let qk_norm = |s: &str, n_heads: usize| -> Result<Option<Norm>> {
+        let rms = |len| ld.vector(&p(s), len).map(|w| Some(Norm::rms(w, c.rms_eps)));
+        match arch.qk_norm {
+            QkNorm::None => Ok(None),
+            QkNorm::Heads | QkNorm::HeadsAfterRope => rms(hd),
+            QkNorm::Rows => rms(n_heads * hd),
+            QkNorm::OptionalHeadWeights if !ld.has(&p(s)) => Ok(None),
+            QkNorm::OptionalHeadWeights => Ok(Some(Norm {
+                weight: ld.values(&p(s), &[hd, n_heads])?,
+                bias: None,
+                group: hd,
+                eps: c.rms_eps,
+                layer: arch.layer_norm,
+            })),
         }
     };
-    let norm = |on: bool, s: &str| {
+    let block_norm = |on: bool, s: &str| {
         if on {
-            ld.vector(&p(s), d).map(Some)
+            norm(ld, &p(s), d, c, arch).map(Some)
         } else {
             Ok(None)
         }
     };
-    // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3).
-    let (w_gate, w_up) = if ld.has(&p("ffn_gate.weight")) {
+    // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3); or up
+    // alone (not gated).
+    let (w_gate, w_up) = if !arch.gated_ffn {
+        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
+    } else if ld.has(&p("ffn_gate.weight")) {
         (
-            ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?,
+            Some(ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?),
             ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
         )
     } else {
         let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
         let up = w.remove(1);
-        (w.remove(0), up)
+        (Some(w.remove(0)), up)
     };
+    // StableLM 2 without an FFN norm is a parallel block.
+    let parallel = arch.name == "stablelm" && !ld.has(&p("ffn_norm.weight"));
     Ok(Layer {
-        attn_norm: norm(arch.pre_norms, "attn_norm.weight")?,
+        attn_norm: block_norm(arch.pre_norms, "attn_norm")?,
         wq,
         wk,
         wv,
@@ -211,20 +225,33 @@ fn layer(
         } else {
             ld.opt_vector(&p("attn_output.bias"), d)?
         },
-        q_norm: qk_norm("attn_q_norm.weight", q_len)?,
-        k_norm: qk_norm("attn_k_norm.weight", k_len)?,
-        post_attn_norm: norm(arch.post_norms, "post_attention_norm.weight")?,
-        ffn_norm: norm(arch.pre_norms, "ffn_norm.weight")?,
+        q_norm: qk_norm("attn_q_norm.weight", c.n_head)?,
+        k_norm: qk_norm("attn_k_norm.weight", c.n_head_kv)?,
+        post_attn_norm: block_norm(arch.post_norms, "post_attention_norm")?,
+        ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
         w_gate,
         w_up,
         w_down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
         b_gate: ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
         b_up: ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
         b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
-        post_ffn_norm: norm(arch.post_norms, "post_ffw_norm.weight")?,
+        post_ffn_norm: block_norm(arch.post_norms, "post_ffw_norm")?,
         rope: None,
         rope_long: None,
         window: None,
+    })
+}
+
+/// The norm `{name}.weight` over rows of `width` (with `{name}.bias` for LayerNorm models).
+fn norm(ld: &Loader<'_>, name: &str, width: usize, c: &ModelConfig, arch: &Arch) -> Result<Norm> {
+    let weight = ld.vector(&format!("{name}.weight"), width)?;
+    if !arch.layer_norm {
+        return Ok(Norm::rms(weight, c.rms_eps));
+    }
+    Ok(Norm {
+        bias: ld.opt_vector(&format!("{name}.bias"), width)?,
+        layer: true,
+        ..Norm::rms(weight, c.rms_eps)
     })
 }
 

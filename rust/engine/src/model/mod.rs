@@ -10,6 +10,7 @@ mod embedding;
 mod kv_cache;
 mod lora;
 mod lora_kernels;
+mod norm;
 pub mod ops;
 mod shift;
 mod transformer;
@@ -45,6 +46,8 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "exaone4",
     "ernie4_5",
     "mistral3",
+    "stablelm",
+    "starcoder2",
     "hunyuan-dense",
 ];
 
@@ -149,7 +152,11 @@ impl Model {
         self.net
             .layers
             .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .flat_map(|l| {
+                [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_up, &l.w_down]
+                    .into_iter()
+                    .chain(l.w_gate.as_ref())
+            })
             .chain(std::iter::once(&self.net.output))
     }
 

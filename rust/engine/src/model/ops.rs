@@ -33,6 +33,33 @@ pub fn rms_norm(x: &mut [f32], weight: &[f32], eps: f32) {
     )
 }
 
+/// LayerNorm in place (ggml_norm, then the weight): `x = (x - mean) / √(variance + eps) *
+/// weight`, the sums in f64.
+pub fn layer_norm(x: &mut [f32], weight: &[f32], eps: f32) {
+    let n = x.len() as f64;
+    let mean = (x.iter().map(|&v| f64::from(v)).sum::<f64>() / n) as f32;
+    x.iter_mut().for_each(|v| *v -= mean);
+    let variance = (x.iter().map(|&v| f64::from(v * v)).sum::<f64>() / n) as f32;
+    let scale = 1.0 / (variance + eps).sqrt();
+    for (v, w) in x.iter_mut().zip(weight) {
+        *v = (*v * scale) * w;
+    }
+}
+
+/// GELU (tanh approximation, through the same f16 table as [`gelu_mul`]) in place: the
+/// activation of non-gated feed-forwards (StarCoder 2).
+pub fn gelu(x: &mut [f32]) {
+    let table = gelu_table();
+    for v in x.iter_mut() {
+        let a = *v;
+        if a <= -10.0 {
+            *v = 0.0;
+        } else if a < 10.0 {
+            *v = f16::from_bits(table[usize::from(f16::from_f32(a).to_bits())]).to_f32();
+        }
+    }
+}
+
 /// `e^x` in f32 to within 2 ulp (below `-87.3`, where `e^x` is subnormal or less, 0), written
 /// so that the compiler vectorizes loops over it: no branches, no calls, and only adds and
 /// multiplies rounded one at a time, so every build and architecture computes the same bits

@@ -9,6 +9,7 @@ use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::embedding::Embedding;
 use super::lora::{self, ActiveLora, Target};
+use super::norm::Norm;
 use super::ops::{self, Rope};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
@@ -36,8 +37,8 @@ pub enum Output {
 
 /// One transformer block's weights and settings.
 pub(crate) struct Layer {
-    /// RMS norm of the attention input (`None`: the block's input as it is, OLMo 2).
-    pub(crate) attn_norm: Option<Vec<f32>>,
+    /// Norm of the attention input (`None`: the block's input as it is, OLMo 2).
+    pub(crate) attn_norm: Option<Norm>,
     pub(crate) wq: Weight,
     pub(crate) wk: Weight,
     pub(crate) wv: Weight,
@@ -46,20 +47,21 @@ pub(crate) struct Layer {
     pub(crate) bk: Option<Vec<f32>>,
     pub(crate) bv: Option<Vec<f32>>,
     pub(crate) bo: Option<Vec<f32>>,
-    /// RMS norms of each query and key head (or of the whole query and key rows, when the
-    /// vector is that long: OLMo 2).
-    pub(crate) q_norm: Option<Vec<f32>>,
-    pub(crate) k_norm: Option<Vec<f32>>,
-    pub(crate) post_attn_norm: Option<Vec<f32>>,
-    /// RMS norm of the feed-forward input (`None`: as it is).
-    pub(crate) ffn_norm: Option<Vec<f32>>,
-    pub(crate) w_gate: Weight,
+    /// Norms of each query and key head (or of the whole query and key rows, OLMo 2).
+    pub(crate) q_norm: Option<Norm>,
+    pub(crate) k_norm: Option<Norm>,
+    pub(crate) post_attn_norm: Option<Norm>,
+    /// Norm of the feed-forward input (`None`: as it is; StableLM then feeds the attention's
+    /// normalised input, a parallel block).
+    pub(crate) ffn_norm: Option<Norm>,
+    /// The gate of a gated feed-forward (`None`: not gated, StarCoder 2).
+    pub(crate) w_gate: Option<Weight>,
     pub(crate) w_up: Weight,
     pub(crate) w_down: Weight,
     pub(crate) b_gate: Option<Vec<f32>>,
     pub(crate) b_up: Option<Vec<f32>>,
     pub(crate) b_down: Option<Vec<f32>>,
-    pub(crate) post_ffn_norm: Option<Vec<f32>>,
+    pub(crate) post_ffn_norm: Option<Norm>,
     /// The layer's rotary embedding (`None`: no positions in this layer, SmolLM3).
     pub(crate) rope: Option<Rope>,
     /// LongRoPE's rotation for contexts longer than [`Transformer::long_from`] (Phi-3).
@@ -93,7 +95,7 @@ pub(crate) struct Transformer {
     pub(crate) residual_scale: Option<f32>,
     pub(crate) activation: FfnActivation,
     pub(crate) layers: Vec<Layer>,
-    pub(crate) output_norm: Vec<f32>,
+    pub(crate) output_norm: Norm,
     pub(crate) output: Weight,
     /// Added to the logits (`output.bias`, phi3).
     pub(crate) output_bias: Option<Vec<f32>>,
@@ -178,48 +180,28 @@ fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
     }
 }
 
-fn norm_rows(x: &mut [f32], weight: &[f32], eps: f32) {
-    for row in x.chunks_exact_mut(weight.len()) {
-        ops::rms_norm(row, weight, eps);
-    }
-}
-
-/// [`norm_rows`] with the rows shared out among the threads.
-fn norm_rows_par(x: &mut [f32], weight: &[f32], eps: f32, threads: &Threads) {
-    threads.for_each_rows(x, weight.len(), |_, rows| norm_rows(rows, weight, eps));
-}
-
-/// `h = rms_norm(x) * weight` on rows of `d` values (`h = x` without a norm; `x` is only
-/// read).
-fn norm_into(
-    h: &mut [f32],
-    x: &mut [f32],
-    d: usize,
-    weight: Option<&[f32]>,
-    eps: f32,
-    threads: &Threads,
-) {
+/// `h = norm(x)` on rows of `d` values (`h = x` without a norm; `x` is only read).
+fn norm_into(h: &mut [f32], x: &mut [f32], d: usize, norm: Option<&Norm>, threads: &Threads) {
     threads.for_each_rows2(h, d, x, d, |_, h, x| {
         h.copy_from_slice(x);
-        if let Some(w) = weight {
-            norm_rows(h, w, eps);
+        if let Some(n) = norm {
+            n.rows(h);
         }
     });
 }
 
-/// The residual step on rows of `d` values: `x += rms_norm(proj) * norm` (`x += proj`
-/// without a norm), with `proj` first multiplied by `scale` if there is one.
+/// The residual step on rows of `d` values: `x += norm(proj)` (`x += proj` without a norm),
+/// with `proj` first multiplied by `scale` if there is one.
 fn add_residual(
     x: &mut [f32],
     proj: &mut [f32],
     d: usize,
-    (norm, scale): (Option<&[f32]>, Option<f32>),
-    eps: f32,
+    (norm, scale): (Option<&Norm>, Option<f32>),
     threads: &Threads,
 ) {
     threads.for_each_rows2(x, d, proj, d, |_, x, proj| {
-        if let Some(w) = norm {
-            norm_rows(proj, w, eps);
+        if let Some(n) = norm {
+            n.rows(proj);
         }
         match scale {
             Some(s) => x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b * s),
@@ -349,7 +331,7 @@ impl Transformer {
         }
         for (il, layer) in self.layers.iter().enumerate() {
             let block = |index| Target::Block { layer: il, index };
-            norm_into(h, x, d, layer.attn_norm.as_deref(), c.rms_eps, threads);
+            norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
             let qkv = [&layer.wq, &layer.wk, &layer.wv];
             let outs: &mut [&mut [f32]] = &mut [q, k, v];
             Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
@@ -358,11 +340,11 @@ impl Transformer {
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
             if !self.qk_norm_after_rope {
-                if let Some(w) = &layer.q_norm {
-                    norm_rows_par(q, w, c.rms_eps, threads);
+                if let Some(n) = &layer.q_norm {
+                    n.rows_par(q, threads);
                 }
-                if let Some(w) = &layer.k_norm {
-                    norm_rows_par(k, w, c.rms_eps, threads);
+                if let Some(n) = &layer.k_norm {
+                    n.rows_par(k, threads);
                 }
             }
             let shape = AttentionShape {
@@ -390,11 +372,11 @@ impl Transformer {
                     layer_rope.apply(k, table);
                 }
                 if self.qk_norm_after_rope {
-                    if let Some(w) = &layer.q_norm {
-                        norm_rows(q, w, c.rms_eps);
+                    if let Some(n) = &layer.q_norm {
+                        n.rows(q);
                     }
-                    if let Some(w) = &layer.k_norm {
-                        norm_rows(k, w, c.rms_eps);
+                    if let Some(n) = &layer.k_norm {
+                        n.rows(k);
                     }
                 }
                 if let Some(s) = self.query_scale {
@@ -437,24 +419,38 @@ impl Transformer {
             layer.wo.matmul(attn, n, proj, threads)?;
             adapt(attn, &mut [(block(3), proj)])?;
             add_bias(proj, &layer.bo);
-            let norm = layer.post_attn_norm.as_deref();
-            add_residual(x, proj, d, (norm, self.residual_scale), c.rms_eps, threads);
-
-            norm_into(h, x, d, layer.ffn_norm.as_deref(), c.rms_eps, threads);
-            let outs: &mut [&mut [f32]] = &mut [gate, up];
-            Weight::matmul_shared_input(&[&layer.w_gate, &layer.w_up], h, n, outs, threads)?;
-            adapt(h, &mut [(block(4), gate), (block(5), up)])?;
-            add_bias(gate, &layer.b_gate);
-            add_bias(up, &layer.b_up);
-            threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
-                FfnActivation::Silu => ops::silu_mul(g, u),
-                FfnActivation::GeluTanh => ops::gelu_mul(g, u),
-            });
+            let norm = layer.post_attn_norm.as_ref();
+            add_residual(x, proj, d, (norm, self.residual_scale), threads);
+            // Without an FFN norm after an attention norm (StableLM's parallel block), the
+            // feed-forward reads the attention's normalised input, still in `h`.
+            if layer.ffn_norm.is_some() || layer.attn_norm.is_none() {
+                norm_into(h, x, d, layer.ffn_norm.as_ref(), threads);
+            }
+            if let Some(w_gate) = &layer.w_gate {
+                let outs: &mut [&mut [f32]] = &mut [gate, up];
+                Weight::matmul_shared_input(&[w_gate, &layer.w_up], h, n, outs, threads)?;
+                adapt(h, &mut [(block(4), gate), (block(5), up)])?;
+                add_bias(gate, &layer.b_gate);
+                add_bias(up, &layer.b_up);
+                threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
+                    FfnActivation::Silu => ops::silu_mul(g, u),
+                    FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+                });
+            } else {
+                // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
+                layer.w_up.matmul(h, n, gate, threads)?;
+                adapt(h, &mut [(block(5), gate)])?;
+                add_bias(gate, &layer.b_up);
+                threads.for_each_rows(gate, c.n_ff, |_, g| match self.activation {
+                    FfnActivation::Silu => g.iter_mut().for_each(|v| *v /= 1.0 + ops::exp(-*v)),
+                    FfnActivation::GeluTanh => ops::gelu(g),
+                });
+            }
             layer.w_down.matmul(gate, n, proj, threads)?;
             adapt(gate, &mut [(block(6), proj)])?;
             add_bias(proj, &layer.b_down);
-            let norm = layer.post_ffn_norm.as_deref();
-            add_residual(x, proj, d, (norm, self.residual_scale), c.rms_eps, threads);
+            let norm = layer.post_ffn_norm.as_ref();
+            add_residual(x, proj, d, (norm, self.residual_scale), threads);
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();
@@ -480,7 +476,7 @@ impl Transformer {
                 all
             }
         };
-        norm_rows(&mut rows, &self.output_norm, c.rms_eps);
+        self.output_norm.rows(&mut rows);
         if output == Output::Hidden {
             *out = rows;
             return Ok(());

@@ -128,6 +128,16 @@ impl<'a> Loader<'a> {
         Ok(out)
     }
 
+    /// A tensor of GGUF dims `dims` (a norm with one weight row per head), dequantized to f32
+    /// in file order.
+    pub(crate) fn values(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>> {
+        let info = self.info(name)?;
+        Self::check_dims(info, dims)?;
+        let mut out = vec![0.0; dims.iter().product()];
+        quant::dequantize(info.ty, self.gguf.tensor_data(info), &mut out)?;
+        Ok(out)
+    }
+
     /// A 1-D tensor if present.
     pub(crate) fn opt_vector(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
         if self.has(name) {
