@@ -4,8 +4,8 @@
     python3 tools/synth/make_model.py KIND OUT.gguf [--seed N]
     python3 tools/synth/make_model.py --list
 
-Kinds (all: 2 layers, d_model 64, 4 heads, 2 KV heads, ctx 256, a vocab of a few
-hundred tokens learned from a small corpus, a ChatML chat template):
+Kinds (all: 2 layers, d_model 64, 4 heads of 16, 2 KV heads, FFN 128, ctx 256, a vocab
+of a few hundred tokens learned from a small corpus, a ChatML chat template):
 
   llama-spm      llama arch, SentencePiece "llama" vocab with byte fallback;
                  F16/Q8_0/F32/Q4_0/Q4_1 weights.
@@ -18,6 +18,44 @@ hundred tokens learned from a small corpus, a ChatML chat template):
                  tied logits don't just echo the input token), BPE pre "qwen2"; Q8_0/F16/Q5_0 weights.
   mistral-f32    llama arch with linear rope scaling (factor 2, freq base 1e6),
                  SentencePiece vocab, every tensor F32 (an exact reference).
+
+More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, pre
+"llama-bpe" unless noted; the same shape unless noted):
+
+  phi3           Phi-4-mini's layout: fused attn_qkv (rows q, k, v), fused ffn_up
+                 (2*ffn rows: gate, then up; no ffn_gate), 2 heads of 32, 1 KV head,
+                 partial rotary (24 of 32 dims, NEOX), LongRoPE: rope_factors_long/short
+                 (12 values each) with original_context_length 64 < context 256 (so a
+                 128-token context uses the long factors) and rope.scaling.attn_factor
+                 sqrt(1 + ln 4 / ln 64), as convert_hf_to_gguf.py writes them; untied;
+                 Q8_0/Q5_0/BF16/Q4_0/F16 weights.
+  gemma2         4 layers, heads of 32 (explicit key/value_length), input scaled by
+                 sqrt(d_model), GeGLU, post_attention_norm/post_ffw_norm, attention and
+                 final logit softcapping 50/30, sliding window 32 on even layers; tied;
+                 F16/Q8_0/Q5_0/Q4_0/BF16 weights.
+  gemma          first-generation Gemma: heads of 32 (explicit), scaled input, GeGLU;
+                 tied; F16/Q8_0/Q5_0/Q5_1/BF16 weights.
+  smollm3        llama-like, 4 layers (llama.cpp skips RoPE in layer 3); tied;
+                 Q8_0/Q4_0/F16/Q5_0/Q4_1 weights.
+  granite        llama-like with logit_scale 8, residual_scale 0.22, embedding_scale 12,
+                 attention.scale 0.125; untied; F16/Q8_0/Q5_0/BF16/Q4_0 weights.
+  olmo2          no attn_norm/ffn_norm; post_attention_norm/post_ffw_norm; Q/K RMS norms
+                 over whole rows (n_head*head_dim, n_kv*head_dim values); NEOX rope;
+                 untied; Q8_0/F16/Q4_0/Q5_0 weights.
+  exaone4        like olmo2 but per-head Q/K norms; tied; Q8_0/BF16/F16/Q5_0 weights.
+  ernie4_5       plain llama block (normal rope); tied; Q8_0/Q4_0/F16/Q5_1 weights.
+  mistral3       plain llama block, no YaRN; untied; F16/Q4_0/Q8_0/Q5_0 weights.
+  gemma3         4 layers, heads of 32, per-head Q/K norms, post norms, sliding window
+                 32 with the file's sliding_window_pattern 2 and rope.freq_base_swa; tied.
+  stablelm       StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, 4 of 16
+                 dims rotated (NEOX); untied.
+  stablelm-parallel  StableLM 2 12B's layout: parallel block (no ffn_norm), per-head Q/K
+                 LayerNorms with each head's weights ([n_head, head_dim] tensors).
+  starcoder2     LayerNorm with biases, biases on every projection, plain GELU
+                 feed-forward (ffn_up, ffn_down); tied.
+  hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
+                 rope.scaling.alpha 1000 (llama.cpp raises the base to
+                 1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
 
 Phone-scale kinds for speed measurements (F16 matrices, to be quantized by
 llama.cpp's llama-quantize; the vocabulary is padded with unused tokens to the
@@ -37,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -88,6 +127,38 @@ class Spec:
     n_vocab: int = 0
     # Add Qwen2.5-Coder's fill-in-the-middle tokens (found by their text, as llama.cpp does).
     fim: bool = False
+    # Rotary dimensions per head (0: all of head_dim).
+    n_rot: int = 0
+    # One attn_qkv matrix (rows q, k, v) instead of attn_q/attn_k/attn_v.
+    fused_qkv: bool = False
+    # ffn_up with 2*ffn rows (gate half, then up half) and no ffn_gate (phi3).
+    fused_up: bool = False
+    # attn_norm/ffn_norm before the branches (olmo2/exaone4 have none).
+    pre_norms: bool = True
+    # post_attention_norm/post_ffw_norm on the branch outputs, their weights ~post_norm_gain.
+    post_norms: bool = False
+    post_norm_gain: float = 1.0
+    # Q/K norms over the whole q/k row (olmo2) instead of per head.
+    qk_norm_row: bool = False
+    # Std of the untied output head's logits.
+    out_gain: float = 4.0
+    # LongRoPE (phi3): rope_factors_long/short tensors, used when the context exceeds orig_ctx.
+    longrope: bool = False
+    orig_ctx: int = 0
+    # general.name (default "synthetic-KIND").
+    name: str = ""
+    # Extra "{arch}.KEY" metadata: floats as float32, ints as uint32.
+    extra_kv: tuple[tuple[str, float | int], ...] = ()
+    # LayerNorm with biases (attention.layer_norm_epsilon) instead of RMS norm.
+    layer_norm: bool = False
+    # Biases on attn_output, ffn_up and ffn_down too (StarCoder 2).
+    all_biases: bool = False
+    # A gated feed-forward (ffn_gate); False: ffn_up, activation, ffn_down.
+    gated: bool = True
+    # Q/K norms with each head's own weights (StableLM 2 12B: [n_head, head_dim] tensors).
+    qk_norm_head_weights: bool = False
+    # No ffn_norm: StableLM's parallel block.
+    parallel: bool = False
 
 
 # Every matrix F16 (phone-scale kinds: llama-quantize picks the real types).
@@ -185,6 +256,216 @@ KINDS: dict[str, Spec] = {
 }
 
 
+# Architectures beyond llama/qwen (llama.cpp's `general.architecture` names), all with
+# byte-level BPE vocabularies; resid_gain/post_norm_gain/out_gain keep the top token clear.
+KINDS.update({
+    "phi3": Spec(
+        arch="phi3",
+        # Phi-4-mini's layout (BPE vocab, partial rotary 3/4, LongRoPE). A name with "phi3" or
+        # "phi-3" would make llama.cpp look up Phi-3's SentencePiece tokens <s>, </s>, <unk>.
+        name="synthetic-phi4-mini",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_head=2,
+        n_kv=1,
+        head_dim=32,
+        n_rot=24,
+        fused_qkv=True,
+        fused_up=True,
+        longrope=True,
+        orig_ctx=64,
+        # What convert_hf_to_gguf.py's Phi3MiniModel writes for LongRoPE (no rope.scaling.type):
+        # attn_factor sqrt(1 + ln(ctx/orig) / ln(orig)), and sliding_window 0 (no SWA).
+        extra_kv=(("rope.scaling.attn_factor", math.sqrt(1.0 + math.log(256 / 64) / math.log(64))),
+                  ("attention.sliding_window", 0)),
+        types=dict(token_embd=Q.Q8_0, attn_qkv=Q.Q5_0, attn_output=Q.BF16, ffn_up=Q.Q8_0,
+                   ffn_down=Q.Q4_0, output=Q.F16),
+    ),
+    "gemma2": Spec(
+        arch="gemma2",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=4,
+        head_dim=32,
+        explicit_head_dim=True,
+        eps=1e-6,
+        tied=True,
+        resid_gain=1.0,
+        post_norms=True,
+        # The input embedding is scaled by sqrt(d_model) = 8: larger post-norm weights so
+        # the tied logits don't just echo the input token.
+        post_norm_gain=16.0,
+        extra_kv=(("attn_logit_softcapping", 50.0), ("final_logit_softcapping", 30.0),
+                  ("attention.sliding_window", 32)),
+        # 4 tied layers amplify rounding: with this mix llama.cpp's AVX2 and AVX-512 builds
+        # agree on every top-1 token at seed 0 (other mixes and seeds differ in 1-6 of 252).
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
+    ),
+    "gemma": Spec(
+        arch="gemma",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        head_dim=32,
+        explicit_head_dim=True,
+        eps=1e-6,
+        tied=True,
+        resid_gain=32.0,  # the embedding is scaled by sqrt(d_model) = 8
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q5_0, attn_v=Q.F16,
+                   attn_output=Q.Q8_0, ffn_gate=Q.Q5_1, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
+    ),
+    "smollm3": Spec(
+        arch="smollm3",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=4,  # llama.cpp skips RoPE in every 4th layer (layer 3)
+        rope_base=5000000.0,
+        eps=1e-6,
+        tied=True,
+        resid_gain=6.0,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.Q4_0, attn_k=Q.Q8_0, attn_v=Q.F16,
+                   attn_output=Q.Q5_0, ffn_gate=Q.Q8_0, ffn_up=Q.Q4_1, ffn_down=Q.F16),
+    ),
+    "granite": Spec(
+        arch="granite",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        resid_gain=24.0,  # branches x0.22 against a x12 embedding
+        out_gain=32.0,  # logits are divided by logit_scale 8
+        extra_kv=(("logit_scale", 8.0), ("residual_scale", 0.22), ("embedding_scale", 12.0),
+                  ("attention.scale", 0.125)),
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.F16, attn_v=Q.Q5_0,
+                   attn_output=Q.Q8_0, ffn_gate=Q.BF16, ffn_up=Q.Q8_0, ffn_down=Q.Q4_0,
+                   output=Q.Q8_0),
+    ),
+    "olmo2": Spec(
+        arch="olmo2",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        eps=1e-6,
+        rope_base=500000.0,
+        pre_norms=False,
+        post_norms=True,
+        qk_norm=True,
+        qk_norm_row=True,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.Q4_0,
+                   attn_output=Q.Q8_0, ffn_gate=Q.Q5_0, ffn_up=Q.F16, ffn_down=Q.Q8_0,
+                   output=Q.F16),
+    ),
+    "exaone4": Spec(
+        arch="exaone4",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        rope_base=1000000.0,
+        pre_norms=False,
+        post_norms=True,
+        post_norm_gain=6.0,  # tied: the branches outweigh the input embedding
+        qk_norm=True,
+        tied=True,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.BF16, attn_k=Q.Q8_0, attn_v=Q.Q8_0,
+                   attn_output=Q.F16, ffn_gate=Q.Q8_0, ffn_up=Q.Q5_0, ffn_down=Q.F16),
+    ),
+    "ernie4_5": Spec(
+        arch="ernie4_5",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        rope_base=500000.0,
+        tied=True,
+        resid_gain=6.0,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.Q8_0, attn_k=Q.Q4_0, attn_v=Q.F16,
+                   attn_output=Q.Q8_0, ffn_gate=Q.F16, ffn_up=Q.Q5_1, ffn_down=Q.Q8_0),
+    ),
+    "mistral3": Spec(
+        arch="mistral3",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        rope_base=1000000.0,
+        types=dict(token_embd=Q.F16, attn_q=Q.Q4_0, attn_k=Q.Q4_0, attn_v=Q.Q8_0,
+                   attn_output=Q.Q5_0, ffn_gate=Q.Q4_0, ffn_up=Q.Q4_0, ffn_down=Q.Q8_0,
+                   output=Q.Q8_0),
+    ),
+    "gemma3": Spec(
+        arch="gemma3",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=4,
+        head_dim=32,
+        explicit_head_dim=True,
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        resid_gain=1.0,
+        post_norms=True,
+        post_norm_gain=16.0,
+        # Window 32 on layers 0 and 2 (pattern 2 from the file, not Gemma 3's default 6),
+        # local RoPE base 10000 from the file.
+        extra_kv=(("attention.sliding_window", 32), ("attention.sliding_window_pattern", 2),
+                  ("rope.freq_base_swa", 10000.0)),
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
+    ),
+    "stablelm": Spec(
+        arch="stablelm",
+        # StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, a quarter of each
+        # head rotated (NEOX), untied.
+        tokenizer="bpe",
+        pre="llama-bpe",
+        head_dim=16,
+        n_rot=4,
+        layer_norm=True,
+        qkv_bias=True,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.Q8_0, ffn_gate=Q.Q4_0, ffn_up=Q.F16, ffn_down=Q.Q8_0,
+                   output=Q.Q8_0),
+    ),
+    "stablelm-parallel": Spec(
+        arch="stablelm",
+        # StableLM 2 12B's layout: a parallel block (no ffn_norm) and per-head Q/K
+        # LayerNorms with each head's own weights.
+        tokenizer="bpe",
+        pre="llama-bpe",
+        head_dim=16,
+        n_rot=4,
+        layer_norm=True,
+        qk_norm=True,
+        qk_norm_head_weights=True,
+        parallel=True,
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.F16, attn_v=Q.Q8_0,
+                   attn_output=Q.Q5_0, ffn_gate=Q.Q8_0, ffn_up=Q.Q4_1, ffn_down=Q.F16,
+                   output=Q.F16),
+    ),
+    "starcoder2": Spec(
+        arch="starcoder2",
+        # LayerNorm with biases, biases on every projection, a plain GELU feed-forward.
+        tokenizer="bpe",
+        pre="llama-bpe",
+        rope_base=100000.0,
+        layer_norm=True,
+        qkv_bias=True,
+        all_biases=True,
+        gated=False,
+        tied=True,
+        resid_gain=6.0,
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.Q8_0, attn_k=Q.F16, attn_v=Q.Q8_0,
+                   attn_output=Q.F16, ffn_up=Q.Q5_0, ffn_down=Q.Q8_0),
+    ),
+    "hunyuan-dense": Spec(
+        arch="hunyuan-dense",
+        tokenizer="bpe",
+        pre="qwen2",
+        head_dim=32,
+        explicit_head_dim=True,
+        qk_norm=True,  # per head, after RoPE in llama.cpp
+        add_bos=False,
+        # llama.cpp raises the base to 10000 * alpha^(head_dim / (head_dim - 2)).
+        extra_kv=(("rope.scaling.alpha", 1000.0),),
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.BF16,
+                   attn_output=Q.Q8_0, ffn_gate=Q.Q5_0, ffn_up=Q.Q8_0, ffn_down=Q.F16,
+                   output=Q.Q8_0),
+    ),
+})
+
 # qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
 KINDS["qwen2-fim"] = dataclasses.replace(KINDS["qwen2"], fim=True)
 
@@ -224,58 +505,112 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
     def norm(n: int) -> np.ndarray:
         return (1.0 + 0.2 * rng.uniform(-1.0, 1.0, n)).astype(np.float32)
 
+    def post_norm() -> np.ndarray:
+        return (spec.post_norm_gain * norm(d)).astype(np.float32)
+
+    def bias(n: int) -> np.ndarray:
+        return (0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    def with_bias(name: str, n: int):
+        # A pre-norm, with its LayerNorm bias.
+        yield name + ".weight", norm(n), Q.F32
+        if spec.layer_norm:
+            yield name + ".bias", bias(n), Q.F32
+
     def ty(name: str) -> Q:
         return spec.types.get(name, Q.F32)
 
     yield "token_embd.weight", rng.standard_normal((n_vocab, d)).astype(np.float32), ty("token_embd")
     for i in range(spec.n_layer):
         p = f"blk.{i}."
-        yield p + "attn_norm.weight", norm(d), Q.F32
-        yield p + "attn_q.weight", mat(q_dim, d, 1.5), ty("attn_q")
-        yield p + "attn_k.weight", mat(kv_dim, d, 1.5), ty("attn_k")
-        yield p + "attn_v.weight", mat(kv_dim, d, 1.0), ty("attn_v")
+        if spec.pre_norms:
+            yield from with_bias(p + "attn_norm", d)
+        if spec.fused_qkv:
+            qkv = [mat(q_dim, d, 1.5), mat(kv_dim, d, 1.5), mat(kv_dim, d, 1.0)]
+            yield p + "attn_qkv.weight", np.concatenate(qkv), ty("attn_qkv")
+        else:
+            yield p + "attn_q.weight", mat(q_dim, d, 1.5), ty("attn_q")
+            yield p + "attn_k.weight", mat(kv_dim, d, 1.5), ty("attn_k")
+            yield p + "attn_v.weight", mat(kv_dim, d, 1.0), ty("attn_v")
         if spec.qkv_bias:
             yield p + "attn_q.bias", (0.1 * rng.standard_normal(q_dim)).astype(np.float32), Q.F32
             yield p + "attn_k.bias", (0.1 * rng.standard_normal(kv_dim)).astype(np.float32), Q.F32
             yield p + "attn_v.bias", (0.1 * rng.standard_normal(kv_dim)).astype(np.float32), Q.F32
-        if spec.qk_norm:
-            yield p + "attn_q_norm.weight", norm(hd), Q.F32
-            yield p + "attn_k_norm.weight", norm(hd), Q.F32
+        if spec.qk_norm_head_weights:
+            yield p + "attn_q_norm.weight", norm(q_dim).reshape(spec.n_head, hd), Q.F32
+            yield p + "attn_k_norm.weight", norm(kv_dim).reshape(spec.n_kv, hd), Q.F32
+        elif spec.qk_norm:
+            yield p + "attn_q_norm.weight", norm(q_dim if spec.qk_norm_row else hd), Q.F32
+            yield p + "attn_k_norm.weight", norm(kv_dim if spec.qk_norm_row else hd), Q.F32
         yield p + "attn_output.weight", mat(d, q_dim, spec.resid_gain), ty("attn_output")
-        yield p + "ffn_norm.weight", norm(d), Q.F32
-        yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
-        yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
+        if spec.all_biases:
+            yield p + "attn_output.bias", bias(d), Q.F32
+        if spec.post_norms:
+            yield p + "post_attention_norm.weight", post_norm(), Q.F32
+        if spec.pre_norms and not spec.parallel:
+            yield from with_bias(p + "ffn_norm", d)
+        if spec.fused_up:
+            yield p + "ffn_up.weight", mat(2 * ff, d, 1.0), ty("ffn_up")
+        else:
+            if spec.gated:
+                yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
+            yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
+            if spec.all_biases:
+                yield p + "ffn_up.bias", bias(ff), Q.F32
         yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
-    yield "output_norm.weight", norm(d), Q.F32
+        if spec.all_biases:
+            yield p + "ffn_down.bias", bias(d), Q.F32
+        if spec.post_norms:
+            yield p + "post_ffw_norm.weight", post_norm(), Q.F32
+    yield from with_bias("output_norm", d)
     if not spec.tied:
         # Logits with std ~4: clear winners, so greedy decoding is robust to rounding.
-        yield "output.weight", mat(n_vocab, d, 4.0), ty("output")
+        yield "output.weight", mat(n_vocab, d, spec.out_gain), ty("output")
+    if spec.longrope:
+        # Per-frequency divisors of the rotary angles (n_rot/2 each), shared by all layers.
+        half = (spec.n_rot or hd) // 2
+        yield "rope_factors_long.weight", np.linspace(1.0, 8.0, half, dtype=np.float32), Q.F32
+        yield "rope_factors_short.weight", np.linspace(1.0, 1.5, half, dtype=np.float32), Q.F32
 
 
 def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) -> None:
-    """Writes the synthetic model ``kind`` to ``path`` (with ``chat_template``)."""
-    spec = KINDS[kind]
+    """Writes the synthetic model ``kind`` to ``path`` (with ``chat_template``); ``KIND+f32``
+    is ``KIND`` with every tensor F32 (an exact reference: no kernel's rounding involved)."""
+    base = kind.removesuffix("+f32")
+    spec = KINDS[base]
+    if base != kind:
+        spec = dataclasses.replace(spec, types={})
     voc = build_vocab(spec)
-    rng = np.random.default_rng([seed, sum(kind.encode())])
+    rng = np.random.default_rng([seed, sum(base.encode())])
     arch = spec.arch
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
-    w.add_name(f"synthetic-{kind}")
+    w.add_name(spec.name or f"synthetic-{kind}")
     w.add_context_length(spec.ctx)
     w.add_embedding_length(spec.d_model)
     w.add_block_count(spec.n_layer)
     w.add_feed_forward_length(spec.ffn)
     w.add_head_count(spec.n_head)
     w.add_head_count_kv(spec.n_kv)
-    w.add_layer_norm_rms_eps(spec.eps)
+    if spec.layer_norm:
+        w.add_layer_norm_eps(spec.eps)
+    else:
+        w.add_layer_norm_rms_eps(spec.eps)
     w.add_rope_freq_base(spec.rope_base)
-    w.add_rope_dimension_count(spec.head_dim)
+    w.add_rope_dimension_count(spec.n_rot or spec.head_dim)
     if spec.explicit_head_dim:
         w.add_key_length(spec.head_dim)
         w.add_value_length(spec.head_dim)
     if spec.rope_scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(spec.rope_scaling)
+    if spec.orig_ctx:
+        w.add_rope_scaling_orig_ctx_len(spec.orig_ctx)
+    for key, value in spec.extra_kv:
+        if isinstance(value, float):
+            w.add_float32(f"{arch}.{key}", value)
+        else:
+            w.add_uint32(f"{arch}.{key}", value)
     w.add_vocab_size(len(voc.tokens))
 
     w.add_tokenizer_model(voc.model)
@@ -310,7 +645,8 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", nargs="?", choices=sorted(KINDS))
+    parser.add_argument("kind", nargs="?",
+                        help="a kind below, or KIND+f32: the same model with every tensor F32")
     parser.add_argument("out", nargs="?", help="output .gguf path")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--list", action="store_true", help="print the kinds and exit")
@@ -322,6 +658,8 @@ def main() -> None:
         return
     if args.kind is None or args.out is None:
         parser.error("KIND and OUT are required")
+    if args.kind.removesuffix("+f32") not in KINDS:
+        parser.error(f"unknown kind {args.kind!r} (see --list)")
     template = CHATML
     if args.chat_template:
         with open(args.chat_template, encoding="utf-8") as f:

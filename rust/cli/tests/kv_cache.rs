@@ -17,7 +17,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{number_after, run, script_path, skip, test_size};
+use support::{number_after, run, run_llama, script_path, skip, test_size};
 
 /// How much more a cache type may cost us than llama.cpp (mean KLD from llama.cpp's f16).
 const RATIO: f64 = 1.25;
@@ -57,10 +57,11 @@ fn compare(model_name: &str) {
     };
     // Scores the logits file `base`.
     let score = |theirs: bool, cache: &str, base: &Path| {
-        run(command(theirs, cache)
-            .arg("--kl-divergence")
+        let mut cmd = command(theirs, cache);
+        cmd.arg("--kl-divergence")
             .arg("--kl-divergence-base")
-            .arg(base))
+            .arg(base);
+        run_llama(&mut cmd, "Same top p:")
     };
     // Writes a logits file of the evaluation text.
     let base = |theirs: bool, cache: &str| {

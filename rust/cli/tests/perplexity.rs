@@ -20,7 +20,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{number_after, run, script_path, skip, test_size};
+use support::{number_after, run, run_llama, script_path, skip, test_size};
 
 /// Largest relative difference of the two perplexities (unless twice the ratio's standard
 /// error is larger). Measured: see docs/testing.md, perplexity; llama.cpp's own AVX-512 and
@@ -55,11 +55,11 @@ fn compare(model_name: &str) {
 
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
-    let theirs = run(cmd
-        .arg("-f")
+    cmd.arg("-f")
         .arg(&text)
         .arg("--kl-divergence-base")
-        .arg(&theirs_base));
+        .arg(&theirs_base);
+    let theirs = run_llama(&mut cmd, "Final estimate: PPL =");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
     common_args(cmd.arg("perplexity"));
     let ours = run(cmd
@@ -83,10 +83,10 @@ fn compare(model_name: &str) {
     // llama-perplexity scores our logits against its own base, and we score its logits.
     let mut cmd = Command::new(&llama);
     common_args(&mut cmd);
-    let theirs_kld = run(cmd
-        .arg("--kl-divergence")
+    cmd.arg("--kl-divergence")
         .arg("--kl-divergence-base")
-        .arg(&ours_base));
+        .arg(&ours_base);
+    let theirs_kld = run_llama(&mut cmd, "Same top p:");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
     common_args(cmd.arg("perplexity"));
     let ours_kld = run(cmd

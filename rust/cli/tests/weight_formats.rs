@@ -25,12 +25,14 @@
 
 #[path = "../../engine/tests/common/mod.rs"]
 mod common;
+mod llama_side;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{number_after, run, script_path, script_paths, skip, test_size, CHUNKS, N_CTX};
+use llama_side::llama_cpp_side;
+use support::{number_after, run, script_path, script_paths, skip, test_size};
 
 /// The formats, as llama.cpp names their tensor types.
 const FORMATS: [&str; 12] = [
@@ -84,41 +86,6 @@ impl Row {
     }
 }
 
-/// llama.cpp's side for `model`: the native build's logits file (`--kl-divergence-base`) and
-/// report, and the AVX2 build's report scoring the same model against that file (the floor).
-/// They depend only on the pinned builds, the model and the text, so they are cached beside the
-/// model (remade when the model is newer): the test then runs only `local-llm`.
-fn llama_cpp_side(model: &Path, [native, avx2, text]: [&Path; 3]) -> (PathBuf, String, String) {
-    let stem = format!("{}.c{N_CTX}x{CHUNKS}", model.display());
-    let [base, native_report, floor_report] = ["logits.bin", "native.txt", "avx2-kld.txt"]
-        .map(|ext| PathBuf::from(format!("{stem}.{ext}")));
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    // Written last, so its being newer than the model means the other two are there too.
-    if modified(&floor_report) < modified(model) {
-        let tmp = |p: &Path| PathBuf::from(format!("{}.{}.tmp", p.display(), std::process::id()));
-        let mut cmd = Command::new(native);
-        test_size(&mut cmd, model);
-        let report = run(cmd
-            .arg("-f")
-            .arg(text)
-            .arg("--kl-divergence-base")
-            .arg(tmp(&base)));
-        std::fs::write(tmp(&native_report), report).expect("write the report");
-        let mut cmd = Command::new(avx2);
-        test_size(&mut cmd, model);
-        let report = run(cmd
-            .arg("--kl-divergence")
-            .arg("--kl-divergence-base")
-            .arg(tmp(&base)));
-        std::fs::write(tmp(&floor_report), report).expect("write the report");
-        for file in [&base, &native_report, &floor_report] {
-            std::fs::rename(tmp(file), file).expect("rename into the cache");
-        }
-    }
-    let read = |p: &Path| std::fs::read_to_string(p).expect("read the cached report");
-    (base.clone(), read(&native_report), read(&floor_report))
-}
-
 fn measure(format: &'static str, model: &Path, llama: [&Path; 3]) -> Row {
     let info = info(model);
     assert_eq!(info["supported"], true, "{format}: {info}");
@@ -132,7 +99,7 @@ fn measure(format: &'static str, model: &Path, llama: [&Path; 3]) -> Row {
         tensors > 0 && tensors == logged,
         "{format}: info counts {tensors} tensors of the type, llama-quantize's log {logged}"
     );
-    let (base, native, floor) = llama_cpp_side(model, llama);
+    let (base, native, floor) = llama_cpp_side(model, llama, &[]);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
     test_size(cmd.arg("perplexity"), model);
     let ours = run(cmd

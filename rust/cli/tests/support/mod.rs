@@ -1,6 +1,6 @@
 //! Helpers shared by the CLI tests that run llama.cpp's tools (built from the pinned PyPI sdist
 //! `llama-cpp-python==0.3.36` by `scripts/setup/build-llama.sh`) beside `local-llm`:
-//! `perplexity.rs` and `weight_formats.rs`. Use with `mod common;` (the engine's test helpers,
+//! `perplexity.rs`, `weight_formats.rs` and `architectures.rs`. Use with `mod common;` (the engine's test helpers,
 //! by `#[path]`) and `mod support;`.
 
 use std::path::{Path, PathBuf};
@@ -58,6 +58,25 @@ pub fn run(cmd: &mut Command) -> String {
     );
     assert!(out.status.success(), "{cmd:?} failed:\n{text}");
     text
+}
+
+/// Runs a llama.cpp tool until its report holds `marker` (at most ten times). Its log goes
+/// through a worker thread that the process never joins (`common_log_main()` is leaked), so a
+/// fast run (a tiny model) can exit with status 0 before the last lines are written: on this
+/// 2-core machine under load, half of the runs of a synthetic model lost them.
+pub fn run_llama(cmd: &mut Command, marker: &str) -> String {
+    let mut report = run(cmd);
+    for _ in 0..9 {
+        if report.contains(marker) {
+            return report;
+        }
+        report = run(cmd);
+    }
+    assert!(
+        report.contains(marker),
+        "{cmd:?}: no {marker:?} in ten runs, the last:\n{report}"
+    );
+    report
 }
 
 /// The number after `label` in `text`.

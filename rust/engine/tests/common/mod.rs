@@ -165,14 +165,35 @@ pub const SYNTH_KINDS: &[&str] = &[
     "mistral-f32",
 ];
 
-/// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`]), seed 0.
+/// The synthetic models of the architectures beyond the llama family, one per architecture
+/// (`rust/cli/tests/architectures.rs` runs them against llama.cpp).
+pub const ARCH_KINDS: &[&str] = &[
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "phi3",
+    "smollm3",
+    "granite",
+    "olmo2",
+    "exaone4",
+    "ernie4_5",
+    "mistral3",
+    "stablelm",
+    "stablelm-parallel",
+    "starcoder2",
+    "hunyuan-dense",
+];
+
+/// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`] or [`ARCH_KINDS`], or
+/// one of those with `+f32`: the same model with every tensor F32), seed 0.
 ///
 /// Models are written by `tools/synth/make_model.py` on first use into
 /// `.cache/synth/<hash of the generator's sources>/` in the repo, so a change to the
 /// generator makes new files; within one test process each kind is made at most once.
 pub fn synth_model(kind: &str) -> PathBuf {
+    let base = kind.strip_suffix("+f32").unwrap_or(kind);
     assert!(
-        SYNTH_KINDS.contains(&kind),
+        SYNTH_KINDS.contains(&base) || ARCH_KINDS.contains(&base),
         "unknown synthetic model kind {kind:?}"
     );
     static MADE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
