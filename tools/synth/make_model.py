@@ -44,7 +44,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
                  untied; Q8_0/F16/Q4_0/Q5_0 weights.
   exaone4        like olmo2 but per-head Q/K norms; tied; Q8_0/BF16/F16/Q5_0 weights.
   ernie4_5       plain llama block (normal rope); tied; Q8_0/Q4_0/F16/Q5_1 weights.
-  mistral3       plain llama block, no YaRN; untied; F16/Q4_0/Q8_0/Q5_0 weights.
+  mistral3       llama block with YaRN (factor 4 from 64 positions, beta 32/1, log
+                 multiplier 1) and attention temperature 0.1; untied.
   gemma3         4 layers, heads of 32, per-head Q/K norms, post norms, sliding window
                  32 with the file's sliding_window_pattern 2 and rope.freq_base_swa; tied.
   stablelm       StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, 4 of 16
@@ -117,6 +118,7 @@ class Spec:
     eps: float = 1e-5
     rope_base: float = 10000.0
     rope_scaling: float | None = None
+    rope_scaling_type: str = "linear"
     qkv_bias: bool = False
     qk_norm: bool = False
     tied: bool = False
@@ -380,6 +382,14 @@ KINDS.update({
         tokenizer="bpe",
         pre="llama-bpe",
         rope_base=1000000.0,
+        # Ministral 3's YaRN (factor 16 from 16k there; 4 from 64 here) and Llama 4 attention
+        # temperature (queries scaled up past each multiple of the original context).
+        rope_scaling=4.0,
+        rope_scaling_type="yarn",
+        orig_ctx=64,
+        extra_kv=(("rope.scaling.yarn_beta_fast", 32.0), ("rope.scaling.yarn_beta_slow", 1.0),
+                  ("rope.scaling.yarn_log_multiplier", 1.0),
+                  ("attention.temperature_scale", 0.1)),
         types=dict(token_embd=Q.F16, attn_q=Q.Q4_0, attn_k=Q.Q4_0, attn_v=Q.Q8_0,
                    attn_output=Q.Q5_0, ffn_gate=Q.Q4_0, ffn_up=Q.Q4_0, ffn_down=Q.Q8_0,
                    output=Q.Q8_0),
@@ -602,7 +612,7 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
         w.add_key_length(spec.head_dim)
         w.add_value_length(spec.head_dim)
     if spec.rope_scaling is not None:
-        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_type(gguf.RopeScalingType(spec.rope_scaling_type))
         w.add_rope_scaling_factor(spec.rope_scaling)
     if spec.orig_ctx:
         w.add_rope_scaling_orig_ctx_len(spec.orig_ctx)
