@@ -20,6 +20,7 @@ mod env;
 mod guard;
 mod json;
 mod pyrepr;
+pub mod reasoning;
 mod segments;
 mod tool_parse;
 mod tools;
@@ -27,6 +28,7 @@ mod tools;
 use compile::{compile, unfold_constants};
 use minijinja::{context, machinery, AutoEscape, Environment, Value};
 
+pub use reasoning::{ReasoningOptions, ReasoningSplitter};
 pub use tool_parse::{parse_tool_calls, ParsedResponse, ToolCallStream};
 pub use tools::{
     offered_tools, tool_call_grammar, tool_call_schema, validate_tools, Tool, ToolCall, ToolChoice,
@@ -34,6 +36,12 @@ pub use tools::{
 };
 
 use crate::tokenizer::Tokenizer;
+
+/// Extra variables a template sees beside the conversation (`chat_template_kwargs`, e.g.
+/// Qwen 3's `enable_thinking`). They cannot replace `messages`, `tools`,
+/// `add_generation_prompt`, `bos_token` or `eos_token`. Their strings are template text
+/// (special-token text in them is parsed): they come from the app, not from a user.
+pub type TemplateVars = serde_json::Map<String, serde_json::Value>;
 
 /// The message roles a conversation may use. A role is written into the prompt by the template
 /// (as template text, where special-token text is parsed), so any other string is rejected.
@@ -180,11 +188,24 @@ impl ChatTemplate {
         choice: &ToolChoice,
         add_generation_prompt: bool,
     ) -> crate::Result<String> {
+        let vars = TemplateVars::new();
+        self.render_with_vars(messages, tools, choice, add_generation_prompt, &vars)
+    }
+
+    /// [`ChatTemplate::render_with_tools`] with extra template variables.
+    pub fn render_with_vars(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+        vars: &TemplateVars,
+    ) -> crate::Result<String> {
         if self.uses_fallback(messages, tools) {
             let rewritten = tools::fallback_messages(messages, tools, choice)?;
-            return self.render_native(&rewritten, &[], add_generation_prompt);
+            return self.render_native(&rewritten, &[], add_generation_prompt, vars);
         }
-        self.render_native(messages, tools, add_generation_prompt)
+        self.render_native(messages, tools, add_generation_prompt, vars)
     }
 
     /// Render `messages` with `tools` passed to the template as they are.
@@ -193,6 +214,7 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         tools: &[Tool],
         add_generation_prompt: bool,
+        vars: &TemplateVars,
     ) -> crate::Result<String> {
         if let Some(m) = messages.iter().find(|m| !ROLES.contains(&m.role.as_str())) {
             return Err(crate::Error::InvalidOption(format!(
@@ -216,13 +238,15 @@ impl ChatTemplate {
                 t.parameters.as_ref().map_or(0, String::len)
                     + t.description.as_ref().map_or(0, String::len)
             }))
-            .sum::<usize>();
+            .sum::<usize>()
+            + serde_json::to_string(vars).map_or(0, |s| s.len());
         let values: Vec<_> = messages.iter().map(tools::message_value).collect();
         self.render_capped(
             Value::from_serialize(values),
             tools_value,
             add_generation_prompt,
             input_bytes,
+            Value::from_serialize(vars),
         )
     }
 
@@ -248,11 +272,24 @@ impl ChatTemplate {
         choice: &ToolChoice,
         add_generation_prompt: bool,
     ) -> crate::Result<Vec<PromptSegment>> {
+        let vars = TemplateVars::new();
+        self.segments_with_vars(messages, tools, choice, add_generation_prompt, &vars)
+    }
+
+    /// [`ChatTemplate::segments_with_tools`] with extra template variables.
+    pub fn segments_with_vars(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+        vars: &TemplateVars,
+    ) -> crate::Result<Vec<PromptSegment>> {
         if self.uses_fallback(messages, tools) {
             let rewritten = tools::fallback_messages(messages, tools, choice)?;
-            return segments::render_segments(self, &rewritten, &[], add_generation_prompt);
+            return segments::render_segments(self, &rewritten, &[], add_generation_prompt, vars);
         }
-        segments::render_segments(self, messages, tools, add_generation_prompt)
+        segments::render_segments(self, messages, tools, add_generation_prompt, vars)
     }
 
     /// Token ids of the conversation for `tokenizer`: template text is tokenized with special
@@ -285,6 +322,27 @@ impl ChatTemplate {
         choice: &ToolChoice,
         add_generation_prompt: bool,
     ) -> crate::Result<Vec<u32>> {
+        let vars = TemplateVars::new();
+        self.tokens_with_vars(
+            tokenizer,
+            messages,
+            tools,
+            choice,
+            add_generation_prompt,
+            &vars,
+        )
+    }
+
+    /// [`ChatTemplate::tokens_with_tools`] with extra template variables.
+    pub fn tokens_with_vars(
+        &self,
+        tokenizer: &Tokenizer,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        add_generation_prompt: bool,
+        vars: &TemplateVars,
+    ) -> crate::Result<Vec<u32>> {
         if !self.uses_fallback(messages, tools) {
             for s in tools::template_strings(messages, tools) {
                 if tokenizer.encode(&s, false, true)? != tokenizer.encode(&s, false, false)? {
@@ -295,7 +353,7 @@ impl ChatTemplate {
             }
         }
         let mut tokens = Vec::new();
-        for seg in self.segments_with_tools(messages, tools, choice, add_generation_prompt)? {
+        for seg in self.segments_with_vars(messages, tools, choice, add_generation_prompt, vars)? {
             tokens.extend(tokenizer.encode(&seg.text, false, seg.from_template)?);
         }
         if let Some(bos) = tokenizer.bos() {
@@ -312,6 +370,7 @@ impl ChatTemplate {
         tools: Value,
         add_generation_prompt: bool,
         input_bytes: usize,
+        vars: Value,
     ) -> crate::Result<String> {
         let ctx = context! {
             messages => messages,
@@ -319,6 +378,7 @@ impl ChatTemplate {
             bos_token => &self.bos_token,
             eos_token => &self.eos_token,
             tools => tools,
+            ..vars
         };
         let limits = guard::limits_for(input_bytes);
         let cap = env::output_cap(input_bytes);

@@ -22,7 +22,7 @@
 //!    mangles them) or the sentinel rendering fails, an error is returned: content and template
 //!    text cannot be told apart, and guessing could turn content into control tokens.
 
-use super::{ChatMessage, ChatTemplate, PromptSegment, Tool, ToolChoice};
+use super::{ChatMessage, ChatTemplate, PromptSegment, TemplateVars, Tool, ToolChoice};
 use std::hash::{BuildHasher, Hasher};
 
 /// Bound on alignment steps for the transforming-template path.
@@ -235,9 +235,10 @@ pub(super) fn render_segments(
     messages: &[ChatMessage],
     tools: &[Tool],
     add_generation_prompt: bool,
+    vars: &TemplateVars,
 ) -> crate::Result<Vec<PromptSegment>> {
     let render = |msgs: &[ChatMessage]| {
-        template.render_with_tools(msgs, tools, &ToolChoice::Auto, add_generation_prompt)
+        template.render_with_vars(msgs, tools, &ToolChoice::Auto, add_generation_prompt, vars)
     };
     let reference = render(messages)?;
     let marker = fresh_marker(template, messages)?;

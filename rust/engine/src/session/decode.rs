@@ -1,14 +1,19 @@
 //! One generation's token-by-token state: sampling (optionally grammar-constrained), stop
-//! strings, text decoding, log-probabilities and tool calls. Every running sequence has one
+//! strings, text decoding, log-probabilities, reasoning blocks (split from the answer, with a
+//! token budget) and tool calls. Every running sequence has one
 //! (see `step.rs`), so a request decodes the same tokens alone or in a batch.
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::request::{FinishReason, GenerateEvent, GenerateRequest, Generation, Timings};
 use super::LoadedModel;
-use crate::chat::{offered_tools, parse_tool_calls, tool_call_grammar, ToolCallStream, ToolChoice};
+use crate::chat::{
+    offered_tools, parse_tool_calls, tool_call_grammar, ReasoningOptions, ReasoningSplitter,
+    ToolCallStream, ToolChoice,
+};
 use crate::grammar::{Constraint, GrammarRequest, Step};
 use crate::sampling::{token_logprob, Sampler, StopMatcher, TokenLogprob};
 use crate::tokenizer::StreamDecoder;
@@ -36,6 +41,15 @@ pub(super) struct Decoding {
     logprobs: Vec<TokenLogprob>,
     /// Holds back text that may be a tool call (requests that parse tool calls only).
     tool_filter: Option<ToolCallStream>,
+    /// The reasoning block's state, for requests with reasoning options on a model whose
+    /// template writes blocks.
+    reasoning: Option<(ReasoningSplitter, ReasoningOptions)>,
+    /// The reasoning text (when split from the answer).
+    reasoning_text: String,
+    /// Tokens generated inside the block.
+    reasoning_tokens: usize,
+    /// Tokens to emit before sampling again (the budget's close tag).
+    forced: VecDeque<u32>,
     start: Instant,
 }
 
@@ -57,10 +71,12 @@ impl Decoding {
     /// The state for `request` (its grammar, or the grammar of its tool calls, compiled)
     /// before its first token.
     /// `cancel` also interrupts masking the vocabulary for a grammar.
+    /// `opened`: the prompt ends inside a reasoning block (the template forced thinking).
     pub(super) fn new(
         model: &Arc<LoadedModel>,
         request: &GenerateRequest,
         cancel: Option<Arc<AtomicBool>>,
+        opened: bool,
     ) -> Result<Self> {
         let sampler = Sampler::for_vocabulary(request.sampling.clone(), model.tokenizer())?;
         let constraint = match &effective_grammar(model, request)? {
@@ -83,6 +99,14 @@ impl Decoding {
             tokens: Vec::new(),
             logprobs: Vec::new(),
             tool_filter: request.parses_tools().then(ToolCallStream::new),
+            reasoning: request
+                .reasoning
+                .clone()
+                .filter(|_| model.thinks())
+                .map(|o| (model.reasoning_splitter(opened), o)),
+            reasoning_text: String::new(),
+            reasoning_tokens: 0,
+            forced: VecDeque::new(),
             start: Instant::now(),
         })
     }
@@ -97,8 +121,41 @@ impl Decoding {
         self.start = Instant::now();
     }
 
-    /// Add `piece` to the text and pass on what of it is certainly not a tool call.
+    /// Route `piece` through the reasoning split (when the request splits) and pass on the
+    /// answer's part with [`Decoding::emit_answer`].
     fn emit(&mut self, piece: String, on_event: &mut dyn FnMut(GenerateEvent)) {
+        let Some((splitter, options)) = &mut self.reasoning else {
+            return self.emit_answer(piece, on_event);
+        };
+        let split = splitter.push(&piece);
+        if !options.split {
+            return self.emit_answer(piece, on_event);
+        }
+        self.emit_reasoning(split.reasoning, on_event);
+        self.emit_answer(split.answer, on_event);
+    }
+
+    /// The rest of the reasoning split at the end of the output.
+    fn finish_reasoning(&mut self, on_event: &mut dyn FnMut(GenerateEvent)) {
+        let Some((splitter, options)) = &mut self.reasoning else {
+            return;
+        };
+        let split = splitter.finish();
+        if options.split {
+            self.emit_reasoning(split.reasoning, on_event);
+            self.emit_answer(split.answer, on_event);
+        }
+    }
+
+    fn emit_reasoning(&mut self, piece: String, on_event: &mut dyn FnMut(GenerateEvent)) {
+        if !piece.is_empty() {
+            self.reasoning_text.push_str(&piece);
+            on_event(GenerateEvent::Reasoning(&piece));
+        }
+    }
+
+    /// Add `piece` to the answer and pass on what of it is certainly not a tool call.
+    fn emit_answer(&mut self, piece: String, on_event: &mut dyn FnMut(GenerateEvent)) {
         if piece.is_empty() {
             return;
         }
@@ -129,7 +186,9 @@ impl Decoding {
             return Next::Done(FinishReason::Cancelled);
         }
         let tokenizer = self.model.tokenizer();
+        let forced = self.forced.pop_front();
         let token = match &mut self.constraint {
+            _ if forced.is_some() => forced.unwrap_or_default(),
             None => self.sampler.sample(logits, history),
             Some(c) => {
                 let is_eog = |t| request.stop_at_eog && tokenizer.is_eog(t);
@@ -141,7 +200,7 @@ impl Decoding {
                 }
             }
         };
-        if request.stop_at_eog && tokenizer.is_eog(token) {
+        if forced.is_none() && request.stop_at_eog && tokenizer.is_eog(token) {
             return Next::Done(FinishReason::EndOfGeneration);
         }
         let dead = self.constraint.as_mut().is_some_and(|c| !c.accept(token));
@@ -155,6 +214,7 @@ impl Decoding {
         let (safe, stopped) = self.stops.push(&piece);
         let max_tokens = request.max_tokens;
         self.emit(safe, on_event);
+        self.spend_reasoning_budget();
         if stopped {
             return Next::Done(FinishReason::StopString);
         }
@@ -165,6 +225,25 @@ impl Decoding {
             return Next::Done(FinishReason::MaxTokens);
         }
         Next::Token(token)
+    }
+
+    /// Count a token generated inside the reasoning block; when the budget is spent, queue
+    /// the budget message and the close tag as the next tokens.
+    fn spend_reasoning_budget(&mut self) {
+        let Some((splitter, options)) = &self.reasoning else {
+            return;
+        };
+        if !splitter.in_reasoning() || !self.forced.is_empty() {
+            return;
+        }
+        self.reasoning_tokens += 1;
+        if options.budget.is_some_and(|b| self.reasoning_tokens >= b) {
+            let text = format!("{}{}\n\n", options.budget_message, splitter.close_tag());
+            // Template text: the close tag is a special token where the vocabulary has one.
+            if let Ok(tokens) = self.model.tokenize(&text, false, true) {
+                self.forced.extend(tokens);
+            }
+        }
     }
 
     /// End the generation for `finish_reason`: pass on held-back text (unless a stop string
@@ -188,10 +267,12 @@ impl Decoding {
                 self.emit(held, on_event);
             }
         }
+        self.finish_reasoning(on_event);
         timings.generated_tokens = self.tokens.len();
         timings.generation_ms = self.start.elapsed().as_secs_f64() * 1e3;
         let mut generation = Generation {
             text: std::mem::take(&mut self.text),
+            reasoning: std::mem::take(&mut self.reasoning_text),
             tool_calls: Vec::new(),
             tokens: self.tokens,
             logprobs: self.logprobs,

@@ -6,7 +6,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::backend::Registry;
-use crate::chat::{offered_tools, validate_tools, ChatMessage, ChatTemplate, Tool, ToolChoice};
+use crate::chat::reasoning::{self, ReasoningSplitter};
+use crate::chat::{
+    offered_tools, validate_tools, ChatMessage, ChatTemplate, TemplateVars, Tool, ToolChoice,
+};
 use crate::gguf::GgufFile;
 use crate::grammar::TokenTable;
 use crate::model::{KvTypes, Model, ModelConfig};
@@ -194,6 +197,24 @@ impl LoadedModel {
     }
 
     /// The chat template in use (the file's, or a built-in one for its architecture).
+    /// Whether the chat template writes reasoning blocks (`<think>` … `</think>`).
+    pub fn thinks(&self) -> bool {
+        reasoning::template_thinks(self.template.source())
+    }
+
+    /// Whether `prompt` ends inside a reasoning block (a template that forces thinking).
+    pub fn prompt_opens_reasoning(&self, prompt: &[u32]) -> bool {
+        self.thinks()
+            && reasoning::prompt_opens(
+                &self.detokenize(&prompt[prompt.len().saturating_sub(8)..], true),
+            )
+    }
+
+    /// A splitter for this model's reasoning blocks (`opened`: the prompt opened one).
+    pub(crate) fn reasoning_splitter(&self, opened: bool) -> ReasoningSplitter {
+        ReasoningSplitter::new(reasoning::THINK_OPEN, reasoning::THINK_CLOSE, opened)
+    }
+
     pub fn chat_template(&self) -> &ChatTemplate {
         &self.template
     }
@@ -254,9 +275,21 @@ impl LoadedModel {
         tools: &[Tool],
         choice: &ToolChoice,
     ) -> Result<Vec<u32>> {
+        self.chat_tokens_with_vars(messages, tools, choice, &TemplateVars::new())
+    }
+
+    /// [`LoadedModel::chat_tokens_with_tools`] with extra template variables (see
+    /// [`TemplateVars`]).
+    pub fn chat_tokens_with_vars(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+        choice: &ToolChoice,
+        vars: &TemplateVars,
+    ) -> Result<Vec<u32>> {
         validate_tools(tools, choice)?;
         let offered = offered_tools(tools, choice);
         self.template
-            .tokens_with_tools(&self.tokenizer, messages, offered, choice, true)
+            .tokens_with_vars(&self.tokenizer, messages, offered, choice, true, vars)
     }
 }

@@ -373,9 +373,17 @@ impl Context {
     /// Tokens for a request's prompt, offering its tools.
     fn request_tokens(&self, request: &GenerateRequest) -> Result<Vec<u32>> {
         match &request.prompt {
-            Prompt::Chat(messages) if !request.tools.is_empty() => self
-                .model
-                .chat_tokens_with_tools(messages, &request.tools, &request.tool_choice),
+            Prompt::Chat(messages) => {
+                // Without tools the choice means nothing (and is not checked).
+                let choice = if request.tools.is_empty() {
+                    &crate::chat::ToolChoice::Auto
+                } else {
+                    &request.tool_choice
+                };
+                let vars = &request.template_vars;
+                self.model
+                    .chat_tokens_with_vars(messages, &request.tools, choice, vars)
+            }
             Prompt::Infill(infill) => infill.tokens(
                 self.model.tokenizer(),
                 self.n_batch,

@@ -2,7 +2,9 @@
 //! limits, stop strings, tools, log-probabilities, grammar), the events reported while it runs,
 //! why it ended, its timings and its result.
 
-use crate::chat::{validate_tools, ChatMessage, Tool, ToolCall, ToolChoice};
+use crate::chat::{
+    validate_tools, ChatMessage, ReasoningOptions, TemplateVars, Tool, ToolCall, ToolChoice,
+};
 use crate::grammar::GrammarRequest;
 use crate::sampling::{SamplingParams, TokenLogprob, MAX_TOP_LOGPROBS};
 use crate::{Error, Result};
@@ -49,6 +51,11 @@ pub struct GenerateRequest {
     /// Continue past a full context by shifting it (none: stop with
     /// [`FinishReason::ContextFull`]).
     pub context_shift: Option<ContextShift>,
+    /// Reasoning blocks: split them from the answer and/or cap them (none: the output as it
+    /// is). Applies to models whose chat template writes `<think>` blocks.
+    pub reasoning: Option<ReasoningOptions>,
+    /// Extra variables for the chat template (`chat_template_kwargs`, e.g. `enable_thinking`).
+    pub template_vars: TemplateVars,
 }
 
 impl GenerateRequest {
@@ -69,6 +76,8 @@ impl GenerateRequest {
             logprobs: None,
             grammar: None,
             context_shift: None,
+            reasoning: None,
+            template_vars: TemplateVars::new(),
         }
     }
 
@@ -104,6 +113,8 @@ pub enum GenerateEvent<'a> {
         /// Tokens to evaluate.
         total: usize,
     },
+    /// A new piece of the reasoning block, when the request splits it from the answer.
+    Reasoning(&'a str),
     /// A new piece of text (see [`Context::generate`](super::Context::generate)).
     Text(&'a str),
     /// A generated token's log-probabilities (only when the request asks for them), reported
@@ -217,8 +228,11 @@ fn per_second(n: usize, ms: f64) -> f64 {
 #[derive(Clone, Debug)]
 pub struct Generation {
     /// Generated text (stop string excluded). When the output calls tools: the content before
-    /// the first call (see [`crate::chat::parse_tool_calls`]).
+    /// the first call (see [`crate::chat::parse_tool_calls`]). Without the reasoning block when
+    /// the request splits it off.
     pub text: String,
+    /// The reasoning block's text, when the request splits it from the answer (else empty).
+    pub reasoning: String,
     /// Tools the output calls (finish reason [`FinishReason::ToolCalls`]).
     pub tool_calls: Vec<ToolCall>,
     /// Generated token ids.

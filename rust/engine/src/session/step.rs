@@ -117,7 +117,8 @@ impl Context {
         request.validate()?;
         let prompt = self.request_tokens(request)?;
         check_prompt(&prompt, self.n_ctx())?;
-        let mut decoding = Decoding::new(&self.model, request, cancel.clone())?;
+        let opened = self.model.prompt_opens_reasoning(&prompt);
+        let mut decoding = Decoding::new(&self.model, request, cancel.clone(), opened)?;
         let Some((id, common)) = self
             .seqs
             .iter()
