@@ -7,6 +7,7 @@ import {
   generateOptionRules,
   invalidOption,
   logitBiasList,
+  reasoningParams,
   stopList,
 } from './options';
 import {
@@ -58,6 +59,9 @@ const OPENAI_NAMES: Partial<Record<keyof GenerateOptions, string>> = {
   mirostatEta: 'mirostat_eta',
   logitBias: 'logit_bias',
   ignoreEos: 'ignore_eos',
+  reasoningFormat: 'reasoning_format',
+  chatTemplateKwargs: 'chat_template_kwargs',
+  thinkingBudgetTokens: 'thinking_budget_tokens',
 };
 
 function usage(result: GenerationResult) {
@@ -71,14 +75,16 @@ function usage(result: GenerationResult) {
 /** The chat completion of a finished generation. */
 function response(result: GenerationResult, options: GenerateOptions, model: string): ChatCompletionResponse {
   const calls = result.toolCalls.length > 0;
+  const reasoning = result.reasoning !== undefined ? { reasoning_content: result.reasoning } : {};
   const message = calls
     ? {
         role: 'assistant' as const,
         content: result.text === '' ? null : result.text,
         refusal: null,
+        ...reasoning,
         tool_calls: result.toolCalls,
       }
-    : { role: 'assistant' as const, content: result.text, refusal: null };
+    : { role: 'assistant' as const, content: result.text, refusal: null, ...reasoning };
   return {
     id: createId(),
     object: 'chat.completion',
@@ -203,6 +209,10 @@ export class ChatCompletions {
       signal: params.signal,
       responseFormat: params.response_format,
       grammar: params.grammar,
+      // llama-server's default: a <think> block comes back as reasoning_content.
+      reasoningFormat: params.reasoning_format ?? 'auto',
+      chatTemplateKwargs: params.chat_template_kwargs,
+      thinkingBudgetTokens: params.thinking_budget_tokens,
     };
     const names =
       params.max_completion_tokens === undefined
@@ -214,6 +224,7 @@ export class ChatCompletions {
     logitBiasList(options.logitBias, OPENAI_NAMES.logitBias);
     breakerList(options.drySequenceBreakers, OPENAI_NAMES.drySequenceBreakers);
     flag(options.ignoreEos, 'ignore_eos');
+    reasoningParams(options, OPENAI_NAMES);
     return options;
   }
 
@@ -320,7 +331,13 @@ export class ChatCompletions {
       yield chunk({ role: 'assistant' }, null);
       while (next.done !== true) {
         const part = next.value;
-        yield chunk(part.text === '' ? {} : { content: part.text }, null, part.logprobs);
+        const delta =
+          part.reasoning !== undefined
+            ? { reasoning_content: part.reasoning }
+            : part.text === ''
+              ? {}
+              : { content: part.text };
+        yield chunk(delta, null, part.logprobs);
         next = await parts.next();
       }
     } finally {

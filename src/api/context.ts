@@ -26,6 +26,7 @@ import {
   generateOptionRules,
   invalidOption,
   nativeSeed,
+  reasoningParams,
   REAL_RULE,
   breakerList,
   checkNumber,
@@ -83,10 +84,14 @@ export interface InfillPrompt {
   spm?: boolean;
 }
 
-/** A part of a streamed generation: new text and the log-probabilities of new tokens. */
+/**
+ * A part of a streamed generation: new text and the log-probabilities of new tokens; or, when
+ * `reasoningFormat` returns reasoning apart, a piece of the reasoning block (`text` is then '').
+ */
 export interface StreamPart {
   text: string;
   logprobs: ChatCompletionTokenLogprob[];
+  reasoning?: string;
 }
 
 function toPrompt(prompt: PromptSource): PromptInput {
@@ -232,6 +237,7 @@ function toParams(
       jsonSchema: jsonSchema(o.responseFormat),
       contextShift: nativeContextShift(o.contextShift),
     }),
+    ...reasoningParams(o, names),
   });
 }
 
@@ -565,7 +571,10 @@ export class InferenceContext {
           break;
         }
         const logprobs = toLogprobs(chunk.logprobs);
-        const parts = chunk.pieces.map((text) => ({ text, logprobs: [] as typeof logprobs }));
+        const parts: StreamPart[] = [
+          ...chunk.reasoningPieces.map((reasoning) => ({ text: '', reasoning, logprobs: [] as typeof logprobs })),
+          ...chunk.pieces.map((text) => ({ text, logprobs: [] as typeof logprobs })),
+        ];
         if (parts.length > 0) {
           parts[0].logprobs = logprobs;
         } else if (logprobs.length > 0) {

@@ -97,6 +97,7 @@ function toToolCall(c: NativeToolCall): ChatCompletionToolCall {
 export function toResult(r: NativeGenerationResult, withLogprobs = false): GenerationResult {
   return {
     text: r.text,
+    ...(r.reasoning !== '' ? { reasoning: r.reasoning } : {}),
     toolCalls: r.toolCalls.map(toToolCall),
     ...(withLogprobs ? { logprobs: toLogprobs(r.logprobs) } : {}),
     tokens: Array.from(r.tokens),

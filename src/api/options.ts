@@ -108,6 +108,10 @@ export function generateOptionRules(): Record<
     | 'drySequenceBreakers'
     | 'ignoreEos'
     | 'onPromptProgress'
+    | 'reasoningFormat'
+    | 'thinkingBudgetMessage'
+    | 'enableThinking'
+    | 'chatTemplateKwargs'
   >,
   Rule
 > {
@@ -134,6 +138,7 @@ export function generateOptionRules(): Record<
     mirostatTau: real,
     mirostatEta: real,
     nProbs: upTo(0, engineLimits().maxTopLogprobs),
+    thinkingBudgetTokens: count(0),
   };
 }
 
@@ -306,4 +311,30 @@ export function stopList(stop: unknown, name = 'stop'): string[] | undefined {
 /** The native seed of a checked `seed`: `undefined` (random) for none, -1 and 2^32-1. */
 export function nativeSeed(seed: number | undefined): bigint | undefined {
   return seed === undefined || seed === -1 || seed === U32_MAX ? undefined : BigInt(seed);
+}
+
+const REASONING_FORMATS = ['none', 'auto', 'deepseek'];
+
+/** The native reasoning options of `o` (GenerateParams fields); bad values throw INVALID_OPTION named by `names`. */
+export function reasoningParams(o: GenerateOptions, names: Partial<Record<keyof GenerateOptions, string>>) {
+  const format = o.reasoningFormat;
+  if (format !== undefined && !REASONING_FORMATS.includes(format)) {
+    throw invalidOption(names.reasoningFormat ?? 'reasoningFormat', format, "'none', 'auto' or 'deepseek'");
+  }
+  const message = o.thinkingBudgetMessage;
+  if (message !== undefined && typeof message !== 'string') {
+    throw invalidOption(names.thinkingBudgetMessage ?? 'thinkingBudgetMessage', message, 'a string');
+  }
+  const kwargs = o.chatTemplateKwargs;
+  if (kwargs !== undefined && (kwargs === null || typeof kwargs !== 'object' || Array.isArray(kwargs))) {
+    throw invalidOption(names.chatTemplateKwargs ?? 'chatTemplateKwargs', kwargs, 'an object');
+  }
+  const thinking = flag(o.enableThinking, names.enableThinking ?? 'enableThinking');
+  const vars = thinking === undefined ? kwargs : { ...kwargs, enable_thinking: thinking };
+  return {
+    ...(format !== undefined ? { reasoningFormat: format } : {}),
+    ...(o.thinkingBudgetTokens !== undefined ? { reasoningBudget: o.thinkingBudgetTokens } : {}),
+    ...(message !== undefined ? { reasoningBudgetMessage: message } : {}),
+    ...(vars !== undefined ? { chatTemplateKwargs: JSON.stringify(vars) } : {}),
+  };
 }

@@ -199,7 +199,32 @@ export interface GenerateOptions {
   grammarRoot?: string;
   /** JSON output: any JSON object (`json_object`) or JSON matching a schema (`json_schema`). */
   responseFormat?: ResponseFormat;
+  /**
+   * Addition (llama.rn's `reasoning_format`, llama.cpp's `--reasoning-format`): for models whose
+   * chat template writes `<think>` … `</think>` blocks (Qwen 3, SmolLM3, DeepSeek-R1 distills),
+   * `'auto'` / `'deepseek'` return the block apart ({@link GenerationResult.reasoning}, stream
+   * parts with `reasoning`) and the answer alone as the text; `'none'` keeps it in the text.
+   * Default `'none'` here, `'auto'` in `chat.completions.create` (as llama-server).
+   */
+  reasoningFormat?: ReasoningFormat;
+  /**
+   * Addition (llama.rn's `thinking_budget_tokens`): most tokens inside a reasoning block; then
+   * {@link thinkingBudgetMessage} and the close tag are generated and the answer follows.
+   */
+  thinkingBudgetTokens?: number;
+  /** Addition (llama.rn's `thinking_budget_message`): text before the forced close tag. */
+  thinkingBudgetMessage?: string;
+  /**
+   * Addition (llama.rn's `enable_thinking`): `false` asks the chat template not to think
+   * (Qwen 3 writes an empty block into the prompt); sets `chatTemplateKwargs.enable_thinking`.
+   */
+  enableThinking?: boolean;
+  /** Addition (llama-server's `chat_template_kwargs`): extra variables for the chat template. */
+  chatTemplateKwargs?: Record<string, unknown>;
 }
+
+/** How reasoning blocks are returned (see {@link GenerateOptions.reasoningFormat}). */
+export type ReasoningFormat = 'none' | 'auto' | 'deepseek';
 
 /**
  * Logit biases: `[tokenId, bias]` pairs (llama.rn) or an object from token id to bias (OpenAI's
@@ -504,8 +529,10 @@ export type NativeFinishReason =
 
 /** A whole generation (addition; local-llm-rn's `generate` returns only the text). */
 export interface GenerationResult {
-  /** The text; with tool calls, the text before the first call. */
+  /** The text; with tool calls, the text before the first call; without the reasoning block when it is returned apart. */
   text: string;
+  /** Addition: the reasoning block, when `reasoningFormat` returns it apart and the model wrote one. */
+  reasoning?: string;
   /** Tools the output calls (chat prompts with tools). */
   toolCalls: ChatCompletionToolCall[];
   /** Each generated token's log-probabilities, when `nProbs` was given. */
@@ -672,6 +699,16 @@ export interface ChatCompletionRequest {
   grammar?: string;
   /** This request's overflow strategy (local-llm-js-core), overriding `contextOverflow`. */
   context_overflow?: ContextOverflowStrategy;
+  /**
+   * Addition (llama-server): `'auto'` (default) / `'deepseek'` return a `<think>` block as
+   * `message.reasoning_content` (`delta.reasoning_content` when streaming); `'none'` keeps it in
+   * `content`.
+   */
+  reasoning_format?: ReasoningFormat;
+  /** Addition (llama-server): extra chat template variables, e.g. `{ enable_thinking: false }`. */
+  chat_template_kwargs?: Record<string, unknown>;
+  /** Addition (llama.rn): most tokens of reasoning before its close tag is forced. */
+  thinking_budget_tokens?: number;
 }
 
 /** Token counts of a completion. */
@@ -693,7 +730,14 @@ export interface ChatCompletionResponse {
   choices: Array<{
     index: number;
     /** `refusal` is always null (OpenAI's field; a local model has no refusal channel). */
-    message: { role: 'assistant'; content: string | null; refusal: null; tool_calls?: ChatCompletionToolCall[] };
+    message: {
+      role: 'assistant';
+      content: string | null;
+      refusal: null;
+      tool_calls?: ChatCompletionToolCall[];
+      /** Addition (llama-server, DeepSeek's API): the reasoning block (see `reasoning_format`). */
+      reasoning_content?: string;
+    };
     finish_reason: ChatFinishReason;
     /** The tokens' log-probabilities when `logprobs` was requested, else `null` (as OpenAI). */
     logprobs: ChatCompletionLogprobs | null;
@@ -712,7 +756,13 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string; tool_calls?: ChatCompletionToolCallDelta[] };
+    delta: {
+      role?: 'assistant';
+      content?: string;
+      tool_calls?: ChatCompletionToolCallDelta[];
+      /** Addition (llama-server): a piece of the reasoning block. */
+      reasoning_content?: string;
+    };
     finish_reason: ChatFinishReason | null;
     /** The log-probabilities of this chunk's tokens, when `logprobs` was requested. */
     logprobs?: ChatCompletionLogprobs | null;

@@ -2799,6 +2799,26 @@ export type GenerateParams = {
    * the prompt exactly there. The context's other sequences wait meanwhile.
    */
   promptProgress: boolean;
+  /**
+   * Reasoning blocks (`<think>` … `</think>`, for models whose template writes them):
+   * "none" keeps them in the text (the default), "auto" and "deepseek" return them apart
+   * (llama.cpp's `--reasoning-format`).
+   */
+  reasoningFormat?: string;
+  /**
+   * Most tokens inside a reasoning block before its close tag is forced (llama.rn's
+   * `thinking_budget_tokens`); none: no limit.
+   */
+  reasoningBudget?: number;
+  /**
+   * Text inserted before the forced close tag (llama.rn's `thinking_budget_message`).
+   */
+  reasoningBudgetMessage?: string;
+  /**
+   * Extra chat template variables, a JSON object (`chat_template_kwargs`, e.g.
+   * `{"enable_thinking": false}`).
+   */
+  chatTemplateKwargs?: string;
 };
 
 /**
@@ -2817,6 +2837,10 @@ export const GenerateParams = (() => {
     jsonSchema: undefined,
     contextShift: undefined,
     promptProgress: false,
+    reasoningFormat: undefined,
+    reasoningBudget: undefined,
+    reasoningBudgetMessage: undefined,
+    chatTemplateKwargs: undefined,
   });
   const create = (() => {
     return uniffiCreateRecord<GenerateParams, ReturnType<typeof defaults>>(defaults);
@@ -2846,6 +2870,10 @@ const FfiConverterTypeGenerateParams = (() => {
         jsonSchema: FfiConverterOptionalString.readFromCursor(c),
         contextShift: FfiConverterOptionalTypeContextShift.readFromCursor(c),
         promptProgress: FfiConverterBool.readFromCursor(c),
+        reasoningFormat: FfiConverterOptionalString.readFromCursor(c),
+        reasoningBudget: FfiConverterOptionalUInt32.readFromCursor(c),
+        reasoningBudgetMessage: FfiConverterOptionalString.readFromCursor(c),
+        chatTemplateKwargs: FfiConverterOptionalString.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -2862,6 +2890,10 @@ const FfiConverterTypeGenerateParams = (() => {
       FfiConverterOptionalString.writeIntoCursor(value.jsonSchema, c);
       FfiConverterOptionalTypeContextShift.writeIntoCursor(value.contextShift, c);
       FfiConverterBool.writeIntoCursor(value.promptProgress, c);
+      FfiConverterOptionalString.writeIntoCursor(value.reasoningFormat, c);
+      FfiConverterOptionalUInt32.writeIntoCursor(value.reasoningBudget, c);
+      FfiConverterOptionalString.writeIntoCursor(value.reasoningBudgetMessage, c);
+      FfiConverterOptionalString.writeIntoCursor(value.chatTemplateKwargs, c);
     }
     allocationSize(value: TypeName): number {
       return (
@@ -2877,7 +2909,11 @@ const FfiConverterTypeGenerateParams = (() => {
         FfiConverterOptionalString.allocationSize(value.grammarRoot) +
         FfiConverterOptionalString.allocationSize(value.jsonSchema) +
         FfiConverterOptionalTypeContextShift.allocationSize(value.contextShift) +
-        FfiConverterBool.allocationSize(value.promptProgress)
+        FfiConverterBool.allocationSize(value.promptProgress) +
+        FfiConverterOptionalString.allocationSize(value.reasoningFormat) +
+        FfiConverterOptionalUInt32.allocationSize(value.reasoningBudget) +
+        FfiConverterOptionalString.allocationSize(value.reasoningBudgetMessage) +
+        FfiConverterOptionalString.allocationSize(value.chatTemplateKwargs)
       );
     }
   }
@@ -3105,9 +3141,14 @@ const FfiConverterTypeFinishReason = (() => {
  */
 export type GenerationResult = {
   /**
-   * Generated text (stop string excluded); with tool calls, the content before them.
+   * Generated text (stop string excluded); with tool calls, the content before them;
+   * without the reasoning block when the request splits it off.
    */
   text: string;
+  /**
+   * The reasoning block, when the request splits it off (else empty).
+   */
+  reasoning: string;
   /**
    * Tools the output calls.
    */
@@ -3159,6 +3200,7 @@ const FfiConverterTypeGenerationResult = (() => {
     readFromCursor(c: Cursor): TypeName {
       return {
         text: FfiConverterString.readFromCursor(c),
+        reasoning: FfiConverterString.readFromCursor(c),
         toolCalls: FfiConverterSequenceTypeToolCall.readFromCursor(c),
         tokens: FfiConverterSequenceUInt32.readFromCursor(c),
         logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c),
@@ -3170,6 +3212,7 @@ const FfiConverterTypeGenerationResult = (() => {
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
       FfiConverterString.writeIntoCursor(value.text, c);
+      FfiConverterString.writeIntoCursor(value.reasoning, c);
       FfiConverterSequenceTypeToolCall.writeIntoCursor(value.toolCalls, c);
       FfiConverterSequenceUInt32.writeIntoCursor(value.tokens, c);
       FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
@@ -3181,6 +3224,7 @@ const FfiConverterTypeGenerationResult = (() => {
     allocationSize(value: TypeName): number {
       return (
         FfiConverterString.allocationSize(value.text) +
+        FfiConverterString.allocationSize(value.reasoning) +
         FfiConverterSequenceTypeToolCall.allocationSize(value.toolCalls) +
         FfiConverterSequenceUInt32.allocationSize(value.tokens) +
         FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
@@ -4167,6 +4211,11 @@ export type StreamChunk = {
    */
   pieces: Array<string>;
   /**
+   * New pieces of the reasoning block, when the request splits it from the answer (they
+   * come before any of the answer's pieces).
+   */
+  reasoningPieces: Array<string>;
+  /**
    * Log-probabilities of the tokens generated since the previous chunk (when asked for;
    * a token's entry may come a chunk before its text, which can be held back).
    */
@@ -4206,6 +4255,7 @@ const FfiConverterTypeStreamChunk = (() => {
     readFromCursor(c: Cursor): TypeName {
       return {
         pieces: FfiConverterSequenceString.readFromCursor(c),
+        reasoningPieces: FfiConverterSequenceString.readFromCursor(c),
         logprobs: FfiConverterSequenceTypeTokenLogprob.readFromCursor(c),
         done: FfiConverterBool.readFromCursor(c),
         result: FfiConverterOptionalTypeGenerationResult.readFromCursor(c),
@@ -4214,6 +4264,7 @@ const FfiConverterTypeStreamChunk = (() => {
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
       FfiConverterSequenceString.writeIntoCursor(value.pieces, c);
+      FfiConverterSequenceString.writeIntoCursor(value.reasoningPieces, c);
       FfiConverterSequenceTypeTokenLogprob.writeIntoCursor(value.logprobs, c);
       FfiConverterBool.writeIntoCursor(value.done, c);
       FfiConverterOptionalTypeGenerationResult.writeIntoCursor(value.result, c);
@@ -4222,6 +4273,7 @@ const FfiConverterTypeStreamChunk = (() => {
     allocationSize(value: TypeName): number {
       return (
         FfiConverterSequenceString.allocationSize(value.pieces) +
+        FfiConverterSequenceString.allocationSize(value.reasoningPieces) +
         FfiConverterSequenceTypeTokenLogprob.allocationSize(value.logprobs) +
         FfiConverterBool.allocationSize(value.done) +
         FfiConverterOptionalTypeGenerationResult.allocationSize(value.result) +

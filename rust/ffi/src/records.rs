@@ -4,7 +4,7 @@
 //! the engine's option tables, so their defaults reach the generated TypeScript unchanged.
 
 use local_llm_engine::backend::{DeviceInfo, DeviceKind, HostMemory};
-use local_llm_engine::chat::{Tool, ToolCall, ToolChoice};
+use local_llm_engine::chat::{template_vars, ReasoningOptions, Tool, ToolCall, ToolChoice};
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{LogitBias, SamplingParams, TokenLogprob, TopLogprob};
 use local_llm_engine::session::{
@@ -316,6 +316,22 @@ pub struct GenerateParams {
     /// the prompt exactly there. The context's other sequences wait meanwhile.
     #[uniffi(default = false)]
     pub prompt_progress: bool,
+    /// Reasoning blocks (`<think>` … `</think>`, for models whose template writes them):
+    /// "none" keeps them in the text (the default), "auto" and "deepseek" return them apart
+    /// (llama.cpp's `--reasoning-format`).
+    #[uniffi(default = None)]
+    pub reasoning_format: Option<String>,
+    /// Most tokens inside a reasoning block before its close tag is forced (llama.rn's
+    /// `thinking_budget_tokens`); none: no limit.
+    #[uniffi(default = None)]
+    pub reasoning_budget: Option<u32>,
+    /// Text inserted before the forced close tag (llama.rn's `thinking_budget_message`).
+    #[uniffi(default = None)]
+    pub reasoning_budget_message: Option<String>,
+    /// Extra chat template variables, a JSON object (`chat_template_kwargs`, e.g.
+    /// `{"enable_thinking": false}`).
+    #[uniffi(default = None)]
+    pub chat_template_kwargs: Option<String>,
 }
 
 impl GenerateParams {
@@ -356,6 +372,25 @@ impl GenerateParams {
         request.tool_choice = self.tool_choice.clone().unwrap_or_default();
         request.logprobs = self.logprobs.map(|n| n as usize);
         request.context_shift = self.context_shift;
+        let split = match self.reasoning_format.as_deref() {
+            None | Some("none") => false,
+            Some("auto" | "deepseek") => true,
+            Some(other) => {
+                return Err(EngineError::InvalidOption(format!(
+                    "reasoning_format {other:?}: expected \"none\", \"auto\" or \"deepseek\""
+                )))
+            }
+        };
+        if split || self.reasoning_budget.is_some() {
+            request.reasoning = Some(ReasoningOptions {
+                split,
+                budget: self.reasoning_budget.map(|n| n as usize),
+                budget_message: self.reasoning_budget_message.clone().unwrap_or_default(),
+            });
+        }
+        if let Some(json) = &self.chat_template_kwargs {
+            request.template_vars = template_vars(json)?;
+        }
         request.grammar = match (&self.grammar, &self.json_schema) {
             (Some(gbnf), _) => Some(GrammarRequest {
                 root: self.grammar_root.clone().unwrap_or_else(|| "root".into()),
@@ -416,8 +451,11 @@ impl From<Timings> for Perf {
 /// The result of a generation (also of a cancelled one: the text generated until then).
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct GenerationResult {
-    /// Generated text (stop string excluded); with tool calls, the content before them.
+    /// Generated text (stop string excluded); with tool calls, the content before them;
+    /// without the reasoning block when the request splits it off.
     pub text: String,
+    /// The reasoning block, when the request splits it off (else empty).
+    pub reasoning: String,
     /// Tools the output calls.
     pub tool_calls: Vec<ToolCall>,
     /// Generated token ids.
@@ -439,6 +477,7 @@ impl From<Generation> for GenerationResult {
         GenerationResult {
             completion_tokens: to_u32(g.tokens.len()),
             text: g.text,
+            reasoning: g.reasoning,
             tool_calls: g.tool_calls,
             tokens: g.tokens,
             logprobs: g.logprobs,

@@ -19,6 +19,7 @@ use crate::shared::Shared;
 enum Event {
     Progress(PromptProgress),
     Text(String),
+    Reasoning(String),
     Logprob(TokenLogprob),
     Done(Result<GenerationResult, LlmError>),
 }
@@ -38,6 +39,9 @@ pub struct PromptProgress {
 pub struct StreamChunk {
     /// New text pieces, in order (may be empty on the last chunk).
     pub pieces: Vec<String>,
+    /// New pieces of the reasoning block, when the request splits it from the answer (they
+    /// come before any of the answer's pieces).
+    pub reasoning_pieces: Vec<String>,
     /// Log-probabilities of the tokens generated since the previous chunk (when asked for;
     /// a token's entry may come a chunk before its text, which can be held back).
     pub logprobs: Vec<TokenLogprob>,
@@ -118,6 +122,7 @@ impl TokenStream {
         self.lock_outcome().as_ref().map(|outcome| match outcome {
             Ok(result) => Ok(StreamChunk {
                 pieces: Vec::new(),
+                reasoning_pieces: Vec::new(),
                 logprobs: Vec::new(),
                 done: true,
                 result: Some(result.clone()),
@@ -149,6 +154,7 @@ impl TokenStream {
         }
         let mut events = self.events.lock().await;
         let mut pieces = Vec::new();
+        let mut reasoning_pieces = Vec::new();
         let mut logprobs = Vec::new();
         let mut progress = None;
         let mut event = events.recv().await;
@@ -156,6 +162,7 @@ impl TokenStream {
             match event {
                 Some(Event::Progress(p)) => progress = Some(p),
                 Some(Event::Text(piece)) => pieces.push(piece),
+                Some(Event::Reasoning(piece)) => reasoning_pieces.push(piece),
                 Some(Event::Logprob(lp)) => {
                     logprobs.push(lp);
                     // Its text follows; wait for it rather than return a chunk without text.
@@ -174,10 +181,12 @@ impl TokenStream {
             match events.try_recv() {
                 Ok(e) => event = Some(e),
                 Err(mpsc::error::TryRecvError::Empty) => {
+                    let handed = !pieces.is_empty() || !reasoning_pieces.is_empty();
                     self.ask_next
-                        .store(!pieces.is_empty() || progress.is_some(), Ordering::Relaxed);
+                        .store(handed || progress.is_some(), Ordering::Relaxed);
                     return Ok(StreamChunk {
                         pieces,
+                        reasoning_pieces,
                         logprobs,
                         done: false,
                         result: None,
@@ -190,6 +199,7 @@ impl TokenStream {
         match self.finished_chunk() {
             Some(Ok(mut chunk)) => {
                 chunk.pieces = pieces;
+                chunk.reasoning_pieces = reasoning_pieces;
                 chunk.logprobs = logprobs;
                 chunk.prompt_progress = progress;
                 Ok(chunk)
@@ -254,6 +264,10 @@ impl JobSink for StreamSink {
             }
             GenerateEvent::Text(piece) => {
                 let _ = self.events.send(Event::Text(piece.to_string()));
+                self.wanted = false;
+            }
+            GenerateEvent::Reasoning(piece) => {
+                let _ = self.events.send(Event::Reasoning(piece.to_string()));
                 self.wanted = false;
             }
             GenerateEvent::PromptProgress { evaluated, total } if self.progress => {

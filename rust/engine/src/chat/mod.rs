@@ -43,6 +43,18 @@ use crate::tokenizer::Tokenizer;
 /// (special-token text in them is parsed): they come from the app, not from a user.
 pub type TemplateVars = serde_json::Map<String, serde_json::Value>;
 
+/// Template variables from JSON text (an object; anything else is an
+/// [`crate::Error::InvalidOption`]).
+pub fn template_vars(json: &str) -> crate::Result<TemplateVars> {
+    match serde_json::from_str(json) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        _ => Err(crate::Error::InvalidOption(format!(
+            "chat_template_kwargs must be a JSON object, got {:?}",
+            json.chars().take(80).collect::<String>()
+        ))),
+    }
+}
+
 /// The message roles a conversation may use. A role is written into the prompt by the template
 /// (as template text, where special-token text is parsed), so any other string is rejected.
 pub const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
