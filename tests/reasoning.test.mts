@@ -5,6 +5,7 @@
 // synthetic qwen3 (tools/synth/make_model.py) with a Qwen 3-style template; a grammar makes its
 // random weights write a block. The engine side is in rust/engine/tests/reasoning.rs.
 import { test, before, after } from 'node:test';
+import { generateText, streamText } from 'ai';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -115,6 +116,33 @@ test('a thinking budget closes a block the prompt opened', async () => {
   );
   assert.ok(result.reasoning?.endsWith(' Done.'), String(result.reasoning));
   assert.ok(result.text.length > 0 && !result.text.includes('</think>'), result.text);
+});
+
+test('the AI SDK gets the block as reasoning (generateText, streamText)', async () => {
+  const model = ai.languageModel();
+  const providerOptions = { 'local-llm': { grammar: GRAMMAR } };
+  const call = { model, prompt: 'What is 2+2?', temperature: 0, maxOutputTokens: 48, providerOptions };
+  const inline = await ai.context.generateResult({ messages }, { grammar: GRAMMAR, temperature: 0, maxTokens: 48 });
+  const match = /^<think>\n([a-z][a-z ]+)\n<\/think>\n\n([a-z][a-z ]*)$/.exec(inline.text);
+  assert.ok(match !== null, inline.text);
+  const res = await generateText(call);
+  assert.equal(res.reasoningText, match[1].trim());
+  assert.equal(res.text, match[2]);
+  const stream = streamText(call);
+  let reasoning = '';
+  for await (const part of stream.fullStream) {
+    if (part.type === 'reasoning-delta') {
+      reasoning += part.text;
+    }
+  }
+  assert.equal(reasoning, match[1].trim());
+  assert.equal(await stream.text, match[2]);
+  // Inline on request.
+  const kept = await generateText({
+    ...call,
+    providerOptions: { 'local-llm': { grammar: GRAMMAR, reasoningFormat: 'none' } },
+  });
+  assert.equal(kept.text, inline.text);
 });
 
 test('bad reasoning options are INVALID_OPTION errors naming them', async () => {

@@ -87,7 +87,8 @@ export type AiSdkWarning = { type: 'unsupported'; feature: string; details?: str
 
 /** What the AI SDK gets from a generation: text and tool calls. */
 export type AiSdkContent =
-  { type: 'text'; text: string } | { type: 'tool-call'; toolCallId: string; toolName: string; input: string };
+  | { type: 'text' | 'reasoning'; text: string }
+  | { type: 'tool-call'; toolCallId: string; toolName: string; input: string };
 
 /** Provider metadata: the engine's timings under `local-llm`. */
 type ProviderMetadata = Record<string, Record<string, JsonValue>>;
@@ -106,8 +107,8 @@ export interface AiSdkGenerateResult {
 export type AiSdkStreamPart =
   | { type: 'stream-start'; warnings: AiSdkWarning[] }
   | { type: 'response-metadata'; id: string; timestamp: Date; modelId: string }
-  | { type: 'text-start' | 'text-end'; id: string }
-  | { type: 'text-delta'; id: string; delta: string }
+  | { type: 'text-start' | 'text-end' | 'reasoning-start' | 'reasoning-end'; id: string }
+  | { type: 'text-delta' | 'reasoning-delta'; id: string; delta: string }
   | { type: 'tool-input-start'; id: string; toolName: string }
   | { type: 'tool-input-delta'; id: string; delta: string }
   | { type: 'tool-input-end'; id: string }
@@ -257,6 +258,8 @@ function toRequest(options: AiSdkCallOptions): {
         : choice.type;
   const format = options.responseFormat;
   const generate: GenerateOptions = {
+    // A <think> block comes back as a reasoning part, as the SDK's other providers do.
+    reasoningFormat: 'auto',
     maxTokens: options.maxOutputTokens,
     temperature: options.temperature,
     topP: options.topP,
@@ -276,8 +279,28 @@ function toRequest(options: AiSdkCallOptions): {
             }
           : { type: 'json_object' },
   };
+  // This provider's own options (`providerOptions['local-llm']`), checked where they become
+  // native values (INVALID_OPTION naming them).
+  const own = options.providerOptions?.['local-llm'] ?? {};
+  for (const key of PROVIDER_OPTIONS) {
+    if (own[key] !== undefined) {
+      (generate as Record<string, unknown>)[key] = own[key];
+    }
+  }
   return { tools: tools.length > 0 ? tools : undefined, toolChoice, generate, warnings };
 }
+
+/** The generate options `providerOptions['local-llm']` may set. */
+const PROVIDER_OPTIONS = [
+  'grammar',
+  'reasoningFormat',
+  'enableThinking',
+  'thinkingBudgetTokens',
+  'thinkingBudgetMessage',
+  'chatTemplateKwargs',
+  'minP',
+  'repeatPenalty',
+] as const satisfies ReadonlyArray<keyof GenerateOptions>;
 
 function responseId(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
@@ -326,6 +349,9 @@ export class LocalLLMProvider {
     const messages = toChatMessages(options.prompt);
     const result = await context.generateResult({ messages, tools, toolChoice }, generate);
     const content: AiSdkContent[] = [];
+    if (result.reasoning !== undefined) {
+      content.push({ type: 'reasoning', text: result.reasoning });
+    }
     if (result.text !== '') {
       content.push({ type: 'text', text: result.text });
     }
@@ -362,13 +388,24 @@ export class LocalLLMProvider {
     });
     const modelId = this.modelId;
     const textId = 'text-0';
+    const reasoningId = 'reasoning-0';
     let started = false;
+    let reasoning = false;
+    // The reasoning block ends before the answer's first piece (or at the end).
+    const endReasoning = (): AiSdkStreamPart[] => {
+      const out: AiSdkStreamPart[] = reasoning ? [{ type: 'reasoning-end', id: reasoningId }] : [];
+      reasoning = false;
+      return out;
+    };
     const pending: AiSdkStreamPart[] = [
       { type: 'stream-start', warnings },
       { type: 'response-metadata', id: responseId(), timestamp: new Date(), modelId },
     ];
     const finish = (final: GenerationResult): AiSdkStreamPart[] => {
-      const out: AiSdkStreamPart[] = started ? [{ type: 'text-end', id: textId }] : [];
+      const out: AiSdkStreamPart[] = [
+        ...endReasoning(),
+        ...(started ? [{ type: 'text-end' as const, id: textId }] : []),
+      ];
       for (const call of final.toolCalls) {
         const id = call.id;
         out.push(
@@ -402,10 +439,20 @@ export class LocalLLMProvider {
               controller.close();
               return;
             }
+            const piece = next.value.reasoning;
+            if (piece !== undefined && piece !== '') {
+              if (!reasoning && !started) {
+                reasoning = true;
+                pending.push({ type: 'reasoning-start', id: reasoningId });
+              }
+              if (reasoning) {
+                pending.push({ type: 'reasoning-delta', id: reasoningId, delta: piece });
+              }
+            }
             if (next.value.text !== '') {
               if (!started) {
                 started = true;
-                pending.push({ type: 'text-start', id: textId });
+                pending.push(...endReasoning(), { type: 'text-start', id: textId });
               }
               pending.push({ type: 'text-delta', id: textId, delta: next.value.text });
             }
