@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use local_llm_engine::backend::Registry;
-use local_llm_engine::chat::ChatMessage;
+use local_llm_engine::chat::{ChatMessage, ReasoningOptions, TemplateVars};
 use local_llm_engine::gguf::GgufFile;
 use local_llm_engine::grammar::GrammarRequest;
 use local_llm_engine::sampling::{LogitBias, SamplingParams};
 use local_llm_engine::session::{
-    describe, Context, ContextOptions, ContextShift, GenerateRequest, Generation, Infill,
-    LoadOptions, LoadedModel, ModelFileInfo, Prompt,
+    describe, Context, ContextOptions, ContextShift, GenerateEvent, GenerateRequest, Generation,
+    Infill, LoadOptions, LoadedModel, ModelFileInfo, Prompt,
 };
 use local_llm_engine::tokenizer::Tokenizer;
 use local_llm_engine::{Error, Result};
@@ -140,8 +140,38 @@ fn request(args: &RunArgs, prompt: Prompt) -> Result<GenerateRequest> {
         logprobs: (args.n_probs > 0).then_some(args.n_probs),
         grammar: grammar(args)?,
         context_shift: context_shift(args)?,
+        reasoning: reasoning(args)?,
+        template_vars: template_vars(args)?,
         ..GenerateRequest::new(prompt)
     })
+}
+
+/// `--reasoning-format` with `--reasoning-budget` (none: the output as it is).
+fn reasoning(args: &RunArgs) -> Result<Option<ReasoningOptions>> {
+    let split = args.reasoning_format != "none";
+    let budget = match args.reasoning_budget {
+        -1 | 0 => None,
+        n => Some(usize::try_from(n).map_err(|_| {
+            Error::InvalidOption(format!("--reasoning-budget {n}: expected -1, 0 or a count"))
+        })?),
+    };
+    Ok((split || budget.is_some()).then(|| ReasoningOptions {
+        split,
+        budget,
+        budget_message: String::new(),
+    }))
+}
+
+/// `--chat-template-kwargs`, with `enable_thinking` false for `--reasoning-budget 0`.
+fn template_vars(args: &RunArgs) -> Result<TemplateVars> {
+    let mut vars = match &args.chat_template_kwargs {
+        Some(json) => local_llm_engine::chat::template_vars(json)?,
+        None => TemplateVars::new(),
+    };
+    if args.reasoning_budget == 0 {
+        vars.insert("enable_thinking".into(), false.into());
+    }
+    Ok(vars)
 }
 
 /// The breakers of `--dry-sequence-breaker` (as llama.cpp: none given keeps the defaults,
@@ -258,8 +288,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let restored = ctx.load_state(path)?;
         eprintln!("prompt cache: restored {} tokens", restored.len());
     }
-    let gen = ctx.generate(&request, &mut stream_to_stdout, None)?;
+    // The answer to stdout, a reasoning block split from it to stderr.
+    let mut on_event = |event: GenerateEvent| match event {
+        GenerateEvent::Text(t) => stream_to_stdout(t),
+        GenerateEvent::Reasoning(r) => eprint!("{r}"),
+        _ => {}
+    };
+    let gen = ctx.generate_events(&request, &mut on_event, None)?;
     println!();
+    if !gen.reasoning.is_empty() {
+        eprintln!();
+    }
     if let Some(path) = &args.prompt_cache {
         ctx.save_state(path)?;
     }

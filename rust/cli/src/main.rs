@@ -235,6 +235,18 @@ struct RunArgs {
     /// Prompt tokens a context shift keeps (besides a BOS token; -1: the whole prompt).
     #[arg(long = "keep", default_value_t = 0, allow_negative_numbers = true)]
     keep: i64,
+    /// Reasoning blocks (`<think>` … `</think>`, models whose chat template writes them):
+    /// `none` prints them with the answer; `auto` and `deepseek` print them on stderr and the
+    /// answer alone on stdout (llama.cpp's flag; its other formats are not supported).
+    #[arg(long, default_value = "none", value_parser = ["none", "auto", "deepseek"])]
+    reasoning_format: String,
+    /// Reasoning budget: -1 no limit; 0 no thinking (the template's `enable_thinking` set to
+    /// false); N at most N tokens inside the block, then its close tag is forced.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    reasoning_budget: i64,
+    /// Extra chat template variables, a JSON object (e.g. '{"enable_thinking": false}').
+    #[arg(long)]
+    chat_template_kwargs: Option<String>,
     /// Restore the context state from FILE when it exists (the matching start of the prompt
     /// is not evaluated again) and save it there after generating.
     #[arg(long = "prompt-cache")]

@@ -574,3 +574,85 @@ fn run_infills_as_llama_cpp_does() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("fill-in-the-middle"));
     }
 }
+
+/// `--reasoning-format deepseek`: a `<think>` block (written under a grammar by a synthetic
+/// qwen3 with Qwen 3's real template from llama.cpp's `models/templates`) goes to stderr and the
+/// answer alone to stdout; `none` prints both on stdout; bad `--chat-template-kwargs` and
+/// `--reasoning-budget` are clean errors.
+#[test]
+fn reasoning_format_splits_the_think_block_to_stderr() {
+    let dir = std::env::temp_dir().join(format!("local-llm-cli-think-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let template = dir.join("qwen3.jinja");
+    let source = tokenizer_support::llama_cpp_file("models/templates/Qwen-Qwen3-0.6B.jinja");
+    std::fs::write(&template, source).unwrap();
+    let model = dir.join("qwen3.gguf");
+    let script = common::repo_root().join("tools/synth/make_model.py");
+    common::run_python(
+        &script,
+        &[
+            "qwen3".as_ref(),
+            model.as_os_str(),
+            "--chat-template".as_ref(),
+            template.as_os_str(),
+        ],
+    );
+    let grammar = r#"root ::= "<think>\n" [a-z] [a-z ]{3,29} "\n</think>\n\n" [a-z] [a-z ]{0,19}"#;
+    let run = |format: &str| {
+        let out = local_llm(&[
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "--chat",
+            "-p",
+            "What is 2+2?",
+            "-n",
+            "48",
+            "--temp",
+            "0",
+            "--grammar",
+            grammar,
+            "--reasoning-format",
+            format,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (whole, _) = run("none");
+    let whole = whole.trim_end_matches('\n');
+    let (thought, answer) = whole
+        .strip_prefix("<think>\n")
+        .and_then(|rest| rest.split_once("\n</think>\n\n"))
+        .unwrap_or_else(|| panic!("no block in {whole:?}"));
+    let (stdout, stderr) = run("deepseek");
+    assert_eq!(stdout.trim_end_matches('\n'), answer);
+    assert!(stderr.contains(thought.trim()), "{stderr}");
+    for bad in [
+        ["--chat-template-kwargs", "[1]"],
+        ["--reasoning-budget", "-2"],
+    ] {
+        let out = local_llm(&[
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            "hi",
+            bad[0],
+            bad[1],
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&bad[0][2..].replace('-', "_")) || err.contains(bad[0]),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
