@@ -52,6 +52,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
                  dims rotated (NEOX); untied.
   stablelm-parallel  StableLM 2 12B's layout: parallel block (no ffn_norm), per-head Q/K
                  LayerNorms with each head's weights ([n_head, head_dim] tensors).
+  qwen3moe       per-head Q/K norms, 8 experts of 32 (2 used per token); untied.
+  granitemoe     Granite's multipliers, 4 experts of 32 (2 used) and a shared expert of 64.
   starcoder2     LayerNorm with biases, biases on every projection, plain GELU
                  feed-forward (ffn_up, ffn_down); tied.
   hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
@@ -161,6 +163,12 @@ class Spec:
     qk_norm_head_weights: bool = False
     # No ffn_norm: StableLM's parallel block.
     parallel: bool = False
+    # Mixture of experts (qwen3moe, granitemoe): experts, used per token, expert FFN size,
+    # and a shared expert's FFN size (0: none).
+    n_expert: int = 0
+    n_expert_used: int = 0
+    expert_ff: int = 0
+    shared_ff: int = 0
 
 
 # Every matrix F16 (phone-scale kinds: llama-quantize picks the real types).
@@ -415,6 +423,48 @@ KINDS.update({
         types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
                    attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
     ),
+    "qwen3moe": Spec(
+        arch="qwen3moe",
+        # Qwen3-30B-A3B's block: per-head Q/K norms and 8 experts, 2 used per token.
+        tokenizer="bpe",
+        pre="qwen2",
+        head_dim=32,
+        explicit_head_dim=True,
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        resid_gain=3.0,
+        add_bos=False,
+        n_expert=8,
+        n_expert_used=2,
+        expert_ff=32,
+        extra_kv=(("expert_count", 8), ("expert_used_count", 2),
+                  ("expert_feed_forward_length", 32)),
+        types=dict(token_embd=Q.Q8_0, attn_q=Q.F16, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.F16, ffn_gate_inp=Q.F32, ffn_gate_exps=Q.Q8_0,
+                   ffn_up_exps=Q.Q4_0, ffn_down_exps=Q.F16, output=Q.Q8_0),
+    ),
+    "granitemoe": Spec(
+        arch="granitemoe",
+        # Granite 3 MoE's block with Granite's multipliers, 4 experts (2 used) and a shared
+        # expert.
+        tokenizer="bpe",
+        pre="llama-bpe",
+        resid_gain=24.0,
+        out_gain=32.0,
+        ffn=32,  # Granite's experts are feed_forward_length wide
+        n_expert=4,
+        n_expert_used=2,
+        expert_ff=32,
+        shared_ff=64,
+        extra_kv=(("logit_scale", 8.0), ("residual_scale", 0.22), ("embedding_scale", 12.0),
+                  ("attention.scale", 0.125), ("expert_count", 4), ("expert_used_count", 2),
+                  ("expert_shared_feed_forward_length", 64)),
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.F16, attn_v=Q.Q5_0,
+                   attn_output=Q.Q8_0, ffn_gate_inp=Q.F16, ffn_gate_exps=Q.Q8_0,
+                   ffn_up_exps=Q.Q5_0, ffn_down_exps=Q.Q8_0, ffn_gate_shexp=Q.Q8_0,
+                   ffn_up_shexp=Q.F16, ffn_down_shexp=Q.Q8_0, output=Q.Q8_0),
+    ),
     "stablelm": Spec(
         arch="stablelm",
         # StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, a quarter of each
@@ -559,6 +609,21 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
             yield p + "post_attention_norm.weight", post_norm(), Q.F32
         if spec.pre_norms and not spec.parallel:
             yield from with_bias(p + "ffn_norm", d)
+        if spec.n_expert:
+            e, eff = spec.n_expert, spec.expert_ff
+            yield p + "ffn_gate_inp.weight", mat(e, d, 3.0), ty("ffn_gate_inp")
+
+            def experts(rows: int, cols: int, gain: float) -> np.ndarray:
+                return np.stack([mat(rows, cols, gain) for _ in range(e)])
+            yield p + "ffn_gate_exps.weight", experts(eff, d, 1.0), ty("ffn_gate_exps")
+            yield p + "ffn_up_exps.weight", experts(eff, d, 1.0), ty("ffn_up_exps")
+            yield p + "ffn_down_exps.weight", experts(d, eff, spec.resid_gain), ty("ffn_down_exps")
+            if spec.shared_ff:
+                sff = spec.shared_ff
+                yield p + "ffn_gate_shexp.weight", mat(sff, d, 1.0), ty("ffn_gate_shexp")
+                yield p + "ffn_up_shexp.weight", mat(sff, d, 1.0), ty("ffn_up_shexp")
+                yield p + "ffn_down_shexp.weight", mat(d, sff, spec.resid_gain), ty("ffn_down_shexp")
+            continue
         if spec.fused_up:
             yield p + "ffn_up.weight", mat(2 * ff, d, 1.0), ty("ffn_up")
         else:

@@ -39,7 +39,7 @@ use support::{number_after, run, script_path, skip, test_size};
 
 /// Each architecture and the synthetic model kinds that test it (in `SUPPORTED_ARCHITECTURES`'
 /// order).
-const TESTED: [(&str, &str); 17] = [
+const TESTED: [(&str, &str); 19] = [
     ("llama", "llama-bpe"),
     ("qwen2", "qwen2"),
     ("qwen3", "qwen3"),
@@ -47,8 +47,10 @@ const TESTED: [(&str, &str); 17] = [
     ("gemma2", "gemma2"),
     ("gemma3", "gemma3"),
     ("phi3", "phi3"),
+    ("qwen3moe", "qwen3moe"),
     ("smollm3", "smollm3"),
     ("granite", "granite"),
+    ("granitemoe", "granitemoe"),
     ("olmo2", "olmo2"),
     ("exaone4", "exaone4"),
     ("ernie4_5", "ernie4_5"),

@@ -70,6 +70,8 @@ pub(crate) struct Scalars {
     pub(crate) rope_alpha: bool,
     /// Mistral 3's YaRN keys and Llama 4 attention temperature.
     pub(crate) mistral3: bool,
+    /// Layers with a router (`ffn_gate_inp`) are mixtures of experts.
+    pub(crate) moe: bool,
 }
 
 /// One architecture.
@@ -122,6 +124,7 @@ const LLAMA: Arch = Arch {
         final_softcap: false,
         rope_alpha: false,
         mistral3: false,
+        moe: false,
     },
 };
 
@@ -192,6 +195,16 @@ pub(crate) const ARCHS: &[Arch] = &[
         ..LLAMA
     },
     Arch {
+        name: "qwen3moe",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Heads,
+        scalars: Scalars {
+            moe: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
+    Arch {
         name: "smollm3",
         no_rope_every: Some(4),
         ..LLAMA
@@ -200,6 +213,15 @@ pub(crate) const ARCHS: &[Arch] = &[
         name: "granite",
         scalars: Scalars {
             granite: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
+    Arch {
+        name: "granitemoe",
+        scalars: Scalars {
+            granite: true,
+            moe: true,
             ..LLAMA.scalars
         },
         ..LLAMA

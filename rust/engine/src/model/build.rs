@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
 use super::config::Meta;
+use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
-use super::transformer::{Layer, Transformer};
+use super::transformer::{Dense, Ffn, Layer, Transformer};
 use super::weights::Loader;
 use super::ModelConfig;
 use crate::backend::Registry;
@@ -50,7 +51,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
             rope,
             rope_long,
             window: if is_local { window } else { None },
-            ..layer(&ld, i, &config, arch, widths)?
+            ..layer(&ld, i, (&config, &meta), arch, widths)?
         });
     }
     let output = ld.output_head(&config, &embedding)?;
@@ -134,7 +135,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
 fn layer(
     ld: &Loader<'_>,
     i: usize,
-    c: &ModelConfig,
+    (c, meta): (&ModelConfig, &Meta<'_>),
     arch: &Arch,
     (qw, kw, vw): (usize, usize, usize),
 ) -> Result<Layer> {
@@ -194,20 +195,6 @@ fn layer(
             Ok(None)
         }
     };
-    // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3); or up
-    // alone (not gated).
-    let (w_gate, w_up) = if !arch.gated_ffn {
-        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
-    } else if ld.has(&p("ffn_gate.weight")) {
-        (
-            Some(ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?),
-            ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
-        )
-    } else {
-        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
-        let up = w.remove(1);
-        (Some(w.remove(0)), up)
-    };
     // StableLM 2 without an FFN norm is a parallel block.
     let parallel = arch.name == "stablelm" && !ld.has(&p("ffn_norm.weight"));
     Ok(Layer {
@@ -229,16 +216,101 @@ fn layer(
         k_norm: qk_norm("attn_k_norm.weight", c.n_head_kv)?,
         post_attn_norm: block_norm(arch.post_norms, "post_attention_norm")?,
         ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
-        w_gate,
-        w_up,
-        w_down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
-        b_gate: ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
-        b_up: ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
-        b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
+        ffn: if ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
+            Ffn::Moe(moe(ld, i, (c, meta), arch)?)
+        } else {
+            Ffn::Dense(dense(ld, i, c, arch)?)
+        },
         post_ffn_norm: block_norm(arch.post_norms, "post_ffw_norm")?,
         rope: None,
         rope_long: None,
         window: None,
+    })
+}
+
+/// Block `i`'s dense feed-forward.
+fn dense(ld: &Loader<'_>, i: usize, c: &ModelConfig, arch: &Arch) -> Result<Dense> {
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let d = c.n_embd;
+    // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3); or up
+    // alone (not gated).
+    let (gate, up) = if !arch.gated_ffn {
+        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
+    } else if ld.has(&p("ffn_gate.weight")) {
+        (
+            Some(ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?),
+            ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
+        )
+    } else {
+        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
+        let up = w.remove(1);
+        (Some(w.remove(0)), up)
+    };
+    Ok(Dense {
+        gate,
+        up,
+        down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
+        b_gate: ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
+        b_up: ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
+        b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
+    })
+}
+
+/// Block `i`'s mixture of experts (`{arch}.expert_count` experts, `expert_used_count` per
+/// token, each of `expert_feed_forward_length`, by default Granite's `feed_forward_length`
+/// and Qwen's that divided by the experts used; Granite's shared expert of
+/// `expert_shared_feed_forward_length`).
+fn moe(
+    ld: &Loader<'_>,
+    i: usize,
+    (c, meta): (&ModelConfig, &Meta<'_>),
+    arch: &Arch,
+) -> Result<Moe> {
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let d = c.n_embd;
+    let n_expert = meta.dim("expert_count")?;
+    let n_used = meta.dim("expert_used_count")?;
+    if n_used > n_expert {
+        return Err(Error::InvalidModel(format!(
+            "{n_used} experts used per token of {n_expert}"
+        )));
+    }
+    let default_ff = if arch.scalars.granite {
+        c.n_ff
+    } else {
+        c.n_ff / n_used
+    };
+    let n_ff = meta.dim_or("expert_feed_forward_length", default_ff)?;
+    let mut gate = ld.experts(&p("ffn_gate_exps.weight"), d, n_ff, n_expert)?;
+    let mut up = ld.experts(&p("ffn_up_exps.weight"), d, n_ff, n_expert)?;
+    let mut down = ld.experts(&p("ffn_down_exps.weight"), n_ff, d, n_expert)?;
+    let experts = (0..n_expert)
+        .map(|_| Expert {
+            gate: gate.remove(0),
+            up: up.remove(0),
+            down: down.remove(0),
+        })
+        .collect();
+    let shared = match meta.count_or("expert_shared_feed_forward_length", 0)? {
+        0 => None,
+        n => Some((
+            Expert {
+                gate: ld.matrix(&p("ffn_gate_shexp.weight"), d, n)?,
+                up: ld.matrix(&p("ffn_up_shexp.weight"), d, n)?,
+                down: ld.matrix(&p("ffn_down_shexp.weight"), n, d)?,
+            },
+            n,
+        )),
+    };
+    let scale = meta.f32_or("expert_weights_scale", 0.0)?;
+    Ok(Moe {
+        router: ld.matrix(&p("ffn_gate_inp.weight"), d, n_expert)?,
+        experts,
+        n_used,
+        n_ff,
+        norm_weights: true,
+        scale: (scale != 0.0 && scale != 1.0).then_some(scale),
+        shared,
     })
 }
 

@@ -316,6 +316,11 @@ impl LoraAdapter {
     }
 }
 
+/// Whether any of `lora` adapts `target`.
+pub(crate) fn adapts(lora: &[ActiveLora], target: Target) -> bool {
+    lora.iter().any(|a| a.adapter.pair(target).is_some())
+}
+
 /// An adapter applied with a scale.
 #[derive(Clone, Debug)]
 pub struct ActiveLora {

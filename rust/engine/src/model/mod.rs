@@ -10,6 +10,7 @@ mod embedding;
 mod kv_cache;
 mod lora;
 mod lora_kernels;
+mod moe;
 mod norm;
 pub mod ops;
 mod shift;
@@ -40,8 +41,10 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "gemma2",
     "gemma3",
     "phi3",
+    "qwen3moe",
     "smollm3",
     "granite",
+    "granitemoe",
     "olmo2",
     "exaone4",
     "ernie4_5",
@@ -153,17 +156,30 @@ impl Model {
             .layers
             .iter()
             .flat_map(|l| {
-                [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_up, &l.w_down]
-                    .into_iter()
-                    .chain(l.w_gate.as_ref())
+                let ffn: Box<dyn Iterator<Item = &crate::backend::Weight>> = match &l.ffn {
+                    transformer::Ffn::Dense(f) => {
+                        Box::new([&f.up, &f.down].into_iter().chain(f.gate.as_ref()))
+                    }
+                    transformer::Ffn::Moe(m) => Box::new(m.weights()),
+                };
+                [&l.wq, &l.wk, &l.wv, &l.wo].into_iter().chain(ffn)
             })
             .chain(std::iter::once(&self.net.output))
     }
 
-    /// Bytes of weights a decoding step reads: every matrix once (the embedding lookup of one
-    /// row is negligible). Divided into the memory read bandwidth, this bounds tokens/s.
+    /// Bytes of weights a decoding step reads: every matrix once, of a mixture of experts the
+    /// router, the shared expert and `n_used` experts' worth (the embedding lookup of one row
+    /// is negligible). Divided into the memory read bandwidth, this bounds tokens/s.
     pub fn weight_bytes_per_token(&self) -> u64 {
-        self.matmul_weights().map(|w| w.bytes().len() as u64).sum()
+        let all: u64 = self.matmul_weights().map(|w| w.bytes().len() as u64).sum();
+        let moe = self.net.layers.iter().filter_map(|l| match &l.ffn {
+            transformer::Ffn::Moe(m) => Some(m),
+            transformer::Ffn::Dense(_) => None,
+        });
+        let unused: u64 = moe
+            .map(|m| m.weights().map(|w| w.bytes().len() as u64).sum::<u64>() - m.bytes_per_token())
+            .sum();
+        all - unused
     }
 
     /// How many weight matrices each device holds.

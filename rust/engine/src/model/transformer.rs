@@ -9,6 +9,7 @@ use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::embedding::Embedding;
 use super::lora::{self, ActiveLora, Target};
+use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::{self, Rope};
 use super::ModelConfig;
@@ -54,13 +55,7 @@ pub(crate) struct Layer {
     /// Norm of the feed-forward input (`None`: as it is; StableLM then feeds the attention's
     /// normalised input, a parallel block).
     pub(crate) ffn_norm: Option<Norm>,
-    /// The gate of a gated feed-forward (`None`: not gated, StarCoder 2).
-    pub(crate) w_gate: Option<Weight>,
-    pub(crate) w_up: Weight,
-    pub(crate) w_down: Weight,
-    pub(crate) b_gate: Option<Vec<f32>>,
-    pub(crate) b_up: Option<Vec<f32>>,
-    pub(crate) b_down: Option<Vec<f32>>,
+    pub(crate) ffn: Ffn,
     pub(crate) post_ffn_norm: Option<Norm>,
     /// The layer's rotary embedding (`None`: no positions in this layer, SmolLM3).
     pub(crate) rope: Option<Rope>,
@@ -68,6 +63,24 @@ pub(crate) struct Layer {
     pub(crate) rope_long: Option<Rope>,
     /// Sliding attention window in positions (`None`: full causal attention).
     pub(crate) window: Option<usize>,
+}
+
+/// A block's feed-forward.
+pub(crate) enum Ffn {
+    Dense(Dense),
+    /// A mixture of experts (Qwen 3 MoE, Granite MoE).
+    Moe(Moe),
+}
+
+/// A dense feed-forward: gated (SwiGLU, GeGLU) when it has a gate.
+pub(crate) struct Dense {
+    /// `None`: not gated (StarCoder 2).
+    pub(crate) gate: Option<Weight>,
+    pub(crate) up: Weight,
+    pub(crate) down: Weight,
+    pub(crate) b_gate: Option<Vec<f32>>,
+    pub(crate) b_up: Option<Vec<f32>>,
+    pub(crate) b_down: Option<Vec<f32>>,
 }
 
 /// A complete decoder-only model.
@@ -426,29 +439,44 @@ impl Transformer {
             if layer.ffn_norm.is_some() || layer.attn_norm.is_none() {
                 norm_into(h, x, d, layer.ffn_norm.as_ref(), threads);
             }
-            if let Some(w_gate) = &layer.w_gate {
+            let dense = match &layer.ffn {
+                Ffn::Dense(dense) => dense,
+                Ffn::Moe(moe) => {
+                    if (4..7).any(|i| lora::adapts(lora, block(i))) {
+                        return Err(Error::InvalidOption(
+                            "LoRA adapters of a mixture-of-experts feed-forward are not supported"
+                                .into(),
+                        ));
+                    }
+                    moe.forward(h, n, d, proj, threads)?;
+                    let norm = layer.post_ffn_norm.as_ref();
+                    add_residual(x, proj, d, (norm, self.residual_scale), threads);
+                    continue;
+                }
+            };
+            if let Some(w_gate) = &dense.gate {
                 let outs: &mut [&mut [f32]] = &mut [gate, up];
-                Weight::matmul_shared_input(&[w_gate, &layer.w_up], h, n, outs, threads)?;
+                Weight::matmul_shared_input(&[w_gate, &dense.up], h, n, outs, threads)?;
                 adapt(h, &mut [(block(4), gate), (block(5), up)])?;
-                add_bias(gate, &layer.b_gate);
-                add_bias(up, &layer.b_up);
+                add_bias(gate, &dense.b_gate);
+                add_bias(up, &dense.b_up);
                 threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
                     FfnActivation::Silu => ops::silu_mul(g, u),
                     FfnActivation::GeluTanh => ops::gelu_mul(g, u),
                 });
             } else {
                 // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
-                layer.w_up.matmul(h, n, gate, threads)?;
+                dense.up.matmul(h, n, gate, threads)?;
                 adapt(h, &mut [(block(5), gate)])?;
-                add_bias(gate, &layer.b_up);
+                add_bias(gate, &dense.b_up);
                 threads.for_each_rows(gate, c.n_ff, |_, g| match self.activation {
                     FfnActivation::Silu => g.iter_mut().for_each(|v| *v /= 1.0 + ops::exp(-*v)),
                     FfnActivation::GeluTanh => ops::gelu(g),
                 });
             }
-            layer.w_down.matmul(gate, n, proj, threads)?;
+            dense.down.matmul(gate, n, proj, threads)?;
             adapt(gate, &mut [(block(6), proj)])?;
-            add_bias(proj, &layer.b_down);
+            add_bias(proj, &dense.b_down);
             let norm = layer.post_ffn_norm.as_ref();
             add_residual(x, proj, d, (norm, self.residual_scale), threads);
         }

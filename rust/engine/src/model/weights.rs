@@ -85,11 +85,30 @@ impl<'a> Loader<'a> {
         let info = self.info(name)?;
         let rows: usize = parts.iter().sum();
         Self::check_dims(info, &[cols, rows])?;
+        self.split_rows(info, cols, parts)
+    }
+
+    /// The experts of a 3-D expert tensor (GGUF dims `[cols, rows, n_expert]`): one weight of
+    /// `rows` outputs per expert, each a byte range of the file.
+    pub(crate) fn experts(
+        &self,
+        name: &str,
+        cols: usize,
+        rows: usize,
+        n_expert: usize,
+    ) -> Result<Vec<Weight>> {
+        let info = self.info(name)?;
+        Self::check_dims(info, &[cols, rows, n_expert])?;
+        self.split_rows(info, cols, &vec![rows; n_expert])
+    }
+
+    /// `info`'s rows (of `cols` inputs) in consecutive blocks of `parts` rows, one weight each.
+    fn split_rows(&self, info: &TensorInfo, cols: usize, parts: &[usize]) -> Result<Vec<Weight>> {
         self.check_weight_type(info)?;
         let row_bytes = info.ty.row_bytes(cols as u64).ok_or_else(|| {
             Error::InvalidModel(format!(
-                "tensor '{name}' rows are not whole {} blocks",
-                info.ty
+                "tensor '{}' rows are not whole {} blocks",
+                info.name, info.ty
             ))
         })? as usize;
         let mut start = 0;
