@@ -42,7 +42,7 @@ fn model_with_template(name: &str) -> Arc<LoadedModel> {
 
 fn context(model: &Arc<LoadedModel>) -> Context {
     let options = ContextOptions {
-        n_ctx: 256,
+        n_ctx: 1024,
         threads: 2,
         ..ContextOptions::default()
     };
@@ -162,4 +162,28 @@ fn a_prompt_opened_block_is_reasoning_and_the_budget_closes_it() {
     closed.template_vars.clear();
     let (g, _, _) = run(&mut ctx, &closed);
     assert!(g.reasoning.is_empty() && !g.text.is_empty(), "{g:?}");
+}
+
+/// A tool call after a thinking block: the call is parsed from the answer, the block is the
+/// reasoning, the content is empty (Qwen 3's template writes `<tool_call>` blocks).
+#[test]
+fn a_tool_call_after_a_thinking_block_is_a_call() {
+    let model = model_with_template("Qwen-Qwen3-0.6B");
+    let mut ctx = context(&model);
+    let grammar = r#"root ::= "<think>\nthe user wants the weather\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [a-z]{2,8} "\"}}\n</tool_call>""#;
+    let mut with_tools = request(Some(SPLIT), Some(grammar));
+    with_tools.max_tokens = 120;
+    with_tools.tools = vec![local_llm_engine::chat::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city".into()),
+        parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
+    }];
+    let (g, reasoning, text) = run(&mut ctx, &with_tools);
+    assert_eq!(g.reasoning, "the user wants the weather");
+    assert_eq!(reasoning, g.reasoning);
+    assert_eq!(g.tool_calls.len(), 1, "{g:?}");
+    assert_eq!(g.tool_calls[0].name, "get_weather");
+    assert!(g.tool_calls[0].arguments.contains("city"), "{g:?}");
+    assert_eq!(g.text, "");
+    assert_eq!(text, "", "call markup never streams as content");
 }
