@@ -31,28 +31,9 @@ use crate::backend::{Registry, Threads};
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
 
-/// Architectures this engine runs (`general.architecture` values; the names of
-/// `archs.rs`'s descriptions, checked by its tests).
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "llama",
-    "qwen2",
-    "qwen3",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "phi3",
-    "qwen3moe",
-    "smollm3",
-    "granite",
-    "granitemoe",
-    "olmo2",
-    "exaone4",
-    "ernie4_5",
-    "mistral3",
-    "stablelm",
-    "starcoder2",
-    "hunyuan-dense",
-];
+/// Architectures this engine runs (`general.architecture` values): the names of
+/// `archs.rs`'s descriptions, in their order.
+pub const SUPPORTED_ARCHITECTURES: [&str; archs::ARCHS.len()] = archs::names();
 
 /// A loaded model: its weights (placed on devices) and configuration.
 pub struct Model {
