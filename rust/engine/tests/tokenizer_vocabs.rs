@@ -1,6 +1,7 @@
 //! Pre-tokenizer and tokenizer variants we have no real model for, checked against llama.cpp on
 //! the vocab-only GGUF files from llama.cpp's own test suite (extracted from the llama.cpp source
-//! bundle shipped in the node-llama-cpp package).
+//! bundle shipped in the node-llama-cpp package), and against the ids llama.cpp's test suite
+//! expects for its own test texts (`ggml-vocab-NAME.gguf.inp` / `.out`).
 
 mod tokenizer_support;
 
@@ -9,7 +10,8 @@ use local_llm_engine::tokenizer::Tokenizer;
 use serde_json::json;
 use tokenizer_support::*;
 
-/// Compares ids and detokenized text on the corpus, plus BOS/EOS/EOT and flags.
+/// Compares ids and detokenized text on the corpus, plus BOS/EOS/EOT and flags, and llama.cpp's
+/// expected ids for its test texts.
 fn check_vocab(name: &str) {
     let path = llama_cpp_vocab(name);
     let tok = load(&path);
@@ -50,12 +52,54 @@ fn check_vocab(name: &str) {
             ));
         }
     }
+    let (n_expected, expected_failures) = check_expected_files(name, &tok);
+    failures.extend(expected_failures);
     assert!(
         failures.is_empty(),
         "{name}: {} mismatches:\n{}",
         failures.len(),
         failures.join("\n")
     );
+    eprintln!(
+        "{name}: {} corpus encodings and {n_expected} texts of the .inp/.out files match llama.cpp",
+        results.len()
+    );
+}
+
+/// Compares with llama.cpp's expected ids for its own test texts (`models/ggml-vocab-NAME.gguf.inp`
+/// and `.out`, tokenized without BOS/EOS and without parsing special tokens as its
+/// `test-tokenizer-0` does), when the bundle has them. Returns the number of texts and the
+/// mismatches.
+fn check_expected_files(name: &str, tok: &Tokenizer) -> (usize, Vec<String>) {
+    const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
+    let inp = format!("models/ggml-vocab-{name}.gguf.inp");
+    if !llama_cpp_list("models").contains(&inp) {
+        return (0, Vec::new());
+    }
+    let text = |path: &str| String::from_utf8(llama_cpp_file(path)).expect("utf-8");
+    let inputs = text(&inp);
+    let outputs = text(&format!("models/ggml-vocab-{name}.gguf.out"));
+    let texts: Vec<&str> = inputs
+        .strip_suffix(SEPARATOR)
+        .unwrap_or(&inputs)
+        .split(SEPARATOR)
+        .collect();
+    let expected: Vec<&str> = outputs.lines().collect();
+    assert_eq!(texts.len(), expected.len(), "{name}: .inp and .out differ");
+    let mut failures = Vec::new();
+    for (text, want) in texts.iter().zip(expected) {
+        let want: Vec<u32> = want
+            .split_whitespace()
+            .map(|id| id.parse().unwrap())
+            .collect();
+        let got = tok.encode(text, false, false).expect("encode");
+        if got != want {
+            failures.push(format!(
+                "{name}.gguf.out for {text:?}:\n  ours   {got:?}\n  llama  {want:?}"
+            ));
+        }
+    }
+    (texts.len(), failures)
 }
 
 #[test]
