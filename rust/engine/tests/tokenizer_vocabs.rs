@@ -13,9 +13,15 @@ use tokenizer_support::*;
 /// Compares ids and detokenized text on the corpus, plus BOS/EOS/EOT and flags, and llama.cpp's
 /// expected ids for its test texts.
 fn check_vocab(name: &str) {
+    check_vocab_with(name, Vec::new());
+}
+
+/// [`check_vocab`] with `extra` texts added to the corpus.
+fn check_vocab_with(name: &str, extra: Vec<String>) {
     let path = llama_cpp_vocab(name);
     let tok = load(&path);
-    let texts = corpus();
+    let mut texts = corpus();
+    texts.extend(extra);
     let answer = oracle(&json!({
         "model": path.to_string_lossy(),
         "texts": texts,
@@ -170,15 +176,79 @@ fn llama_spm_with_space_prefix() {
     check_vocab("llama-spm");
 }
 
-/// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them.
+/// Texts probing the DeepSeek pre-tokenizers' classes: non-ASCII whitespace (replaced by U+000B in
+/// llama.cpp's `std::regex` fallback, so in no bracket class), the edges of DeepSeek LLM's letter
+/// list, full-width and curly punctuation, trailing whitespace after symbols and line breaks.
+fn deepseek_texts() -> Vec<String> {
+    [
+        "你好\u{3000}世界 \u{3000}end",
+        "\u{2003}中\u{2028}文\u{205F}한국어\u{1680}x\u{85}y",
+        "😀  \n🧠 \t",
+        "×÷ ±  ¶§  ",
+        "ǅ ǈ ʔ ʰ ß Ω K Å ℃ ℮ ⅎ Ⅻ ǅungla Ωmega",
+        "𐐀𐐨 𞤀 𑢠 ᏸᏹ Ⴀ ꙁ ᴀᴁ ᵫ ꭰ",
+        "ﬀ ﬁ ﬆ ﬓ Ａｂｃ！？（）＠［］｛｝～ ｟",
+        "‘quoted’ “double” „low‟ —dash… 。、「」",
+        "x  \t\u{B}\u{C}y\u{1C}\u{1D}\u{1E}\u{1F}z",
+        "12\u{3000}34 ٣٤\u{A0}56 ",
+        "a\r\nb\n\rc\r\r\n",
+        "trailing tab\t",
+        "emoji end 😀 ",
+        "if (a<=b && c!=d) { return x->y[0]; } // 注释 \n",
+        "\u{300}\u{301}a\u{308} ̈b",
+        "é® ",
+        "× \t?\r¶ #",
+        "こ—ʰ  \u{3000}🏽",
+        "~__    \u{3000}]™",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// DeepSeek LLM: six `std::regex` stages (line breaks, a fixed letter list, ASCII/full-width
+/// punctuation, trailing whitespace, CJK runs, number runs).
+#[test]
+fn deepseek_llm_bpe() {
+    check_vocab_with("deepseek-llm", deepseek_texts());
+}
+
+/// DeepSeek Coder: line breaks, `\s?\p{L}+`, `\s?\p{P}+`, CJK runs, single digits.
+#[test]
+fn deepseek_coder_bpe() {
+    check_vocab_with("deepseek-coder", deepseek_texts());
+}
+
+/// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them: WordPiece
+/// (`bert`), UGM (`t5`), Gemma 4's `gemma4` and a pre-tokenizer name llama.cpp does not know
+/// either (the DeepSeek LLM file with its `tokenizer.ggml.pre` value overwritten).
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    for (name, needle) in [
+    let mut files: Vec<(std::path::PathBuf, &str)> = [
         ("bert-bge", "bert"),
-        ("deepseek-llm", "deepseek-llm"),
+        ("nomic-bert-moe", "t5"),
         ("gemma-4", "gemma4"),
-    ] {
-        let gguf = GgufFile::open(llama_cpp_vocab(name)).expect("open");
+    ]
+    .into_iter()
+    .map(|(name, needle)| (llama_cpp_vocab(name), needle))
+    .collect();
+    let mut bytes = std::fs::read(llama_cpp_vocab("deepseek-llm")).expect("read");
+    let key = b"tokenizer.ggml.pre";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("pre key")
+        + key.len();
+    // Value type (u32 string = 8), length (u64), then the text.
+    let value = at + 4 + 8;
+    assert_eq!(&bytes[value..value + 12], b"deepseek-llm");
+    bytes[value..value + 12].copy_from_slice(b"no-such-pre0");
+    let patched = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-such-pre.gguf");
+    std::fs::write(&patched, bytes).expect("write");
+    files.push((patched, "no-such-pre0"));
+    for (path, needle) in files {
+        let gguf = GgufFile::open(&path).expect("open");
+        let name = path.display();
         match Tokenizer::from_gguf(&gguf) {
             Err(local_llm_engine::Error::Tokenizer(msg)) => {
                 assert!(msg.contains(needle), "{name}: {msg}")

@@ -56,6 +56,21 @@ fn pre_type(pre: &str) -> Result<PreType> {
         }
         "megrez" | "stablelm2" => p(&[Qwen2], true),
         "qwen35" => p(&[Qwen35], false),
+        "deepseek-llm" => p(
+            &[
+                LineBreaks,
+                DeepseekLetters,
+                DeepseekPunct,
+                TrailingSpace,
+                CjkRuns,
+                NumberRuns,
+            ],
+            false,
+        ),
+        "deepseek-coder" => p(
+            &[LineBreaks, SpaceLetters, SpacePunct, CjkRuns, SingleNumbers],
+            false,
+        ),
         other => return Err(err(format!("unsupported BPE pre-tokenizer '{other}'"))),
     })
 }

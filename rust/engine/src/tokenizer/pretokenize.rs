@@ -6,6 +6,11 @@
 //! `std::regex` on a "collapsed" text. Every pattern used by a supported pre type is implemented
 //! here by hand with the same matching semantics (pieces are codepoint ranges; unmatched text
 //! between matches becomes a piece of its own).
+//!
+//! The `std::regex` fallback has quirks the matchers reproduce: `\s` is ASCII whitespace plus the
+//! non-ASCII whitespace llama.cpp replaces by U+000B before matching (so those codepoints are in
+//! no bracket class, e.g. U+3000 is not in DeepSeek's `[　-。]`), and `\p{..}` classes are the
+//! codepoint's major category.
 
 use super::unicode::Flags;
 
@@ -30,6 +35,62 @@ pub(crate) enum Stage {
     PunctRunsFalcon,
     /// `[0-9][0-9][0-9]`: groups of three ASCII digits.
     AsciiDigitTriples,
+    /// `[\r\n]`: every CR and LF on its own (DeepSeek).
+    LineBreaks,
+    /// `\s?[A-Za-zµÀ-Ö..]+`: DeepSeek LLM's list of cased letters ([`DEEPSEEK_LETTERS`]).
+    DeepseekLetters,
+    /// `\s?[!-/:-~！-／：-～‘-‟　-。]+`: ASCII and full-width punctuation (DeepSeek LLM).
+    DeepseekPunct,
+    /// `\s+$`: the whitespace ending a piece.
+    TrailingSpace,
+    /// `[一-龥ࠀ-一가-퟿]+`: runs of U+0800..=U+9FA5 and U+AC00..=U+D7FF (DeepSeek).
+    CjkRuns,
+    /// `\s?\p{L}+` (DeepSeek Coder).
+    SpaceLetters,
+    /// `\s?\p{P}+` (DeepSeek Coder).
+    SpacePunct,
+}
+
+/// The letter class of DeepSeek LLM's `\s?[A-Za-zµÀ-ÖØ-öø-ƺ..]+` pattern (its tokenizer's own list of
+/// cased letters, not `\p{L}`), as inclusive codepoint ranges (sorted, adjacent single letters
+/// joined).
+#[rustfmt::skip]
+const DEEPSEEK_LETTERS: &[(u32, u32)] = &[
+    (0x41, 0x5A), (0x61, 0x7A), (0xB5, 0xB5), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x1BA),
+    (0x1BC, 0x1BF), (0x1C4, 0x293), (0x295, 0x2AF), (0x370, 0x373), (0x376, 0x377),
+    (0x37B, 0x37D), (0x37F, 0x37F), (0x386, 0x386), (0x388, 0x38A), (0x38C, 0x38C),
+    (0x38E, 0x3A1), (0x3A3, 0x3F5), (0x3F7, 0x481), (0x48A, 0x52F), (0x531, 0x556),
+    (0x10A0, 0x10C5), (0x13A0, 0x13F5), (0x13F8, 0x13FD), (0x1C90, 0x1CBA), (0x1CBD, 0x1CBF),
+    (0x1D00, 0x1D2B), (0x1D6B, 0x1D77), (0x1D79, 0x1D9A), (0x1E00, 0x1F15), (0x1F18, 0x1F1D),
+    (0x1F20, 0x1F45), (0x1F48, 0x1F4D), (0x1F50, 0x1F57), (0x1F59, 0x1F59), (0x1F5B, 0x1F5B),
+    (0x1F5D, 0x1F5D), (0x1F5F, 0x1F7D), (0x1F80, 0x1FB4), (0x1FB6, 0x1FBC), (0x1FBE, 0x1FBE),
+    (0x1FC2, 0x1FC4), (0x1FC6, 0x1FCC), (0x1FD0, 0x1FD3), (0x1FD6, 0x1FDB), (0x1FE0, 0x1FEC),
+    (0x1FF2, 0x1FF4), (0x1FF6, 0x1FFC), (0x2102, 0x2102), (0x2107, 0x2107), (0x210A, 0x2113),
+    (0x2115, 0x2115), (0x2119, 0x211D), (0x2124, 0x2124), (0x2126, 0x2126), (0x2128, 0x2128),
+    (0x212A, 0x212D), (0x212F, 0x2134), (0x2139, 0x2139), (0x213C, 0x213F), (0x2145, 0x2149),
+    (0x214E, 0x214E), (0x2183, 0x2184), (0x2C00, 0x2C7B), (0x2C7E, 0x2CE4), (0x2CEB, 0x2CEE),
+    (0x2CF2, 0x2CF3), (0xA640, 0xA66D), (0xA680, 0xA69B), (0xA722, 0xA76F), (0xA771, 0xA787),
+    (0xA78B, 0xA78E), (0xAB70, 0xABBF), (0xFB00, 0xFB06), (0xFB13, 0xFB17), (0xFF21, 0xFF3A),
+    (0xFF41, 0xFF5A), (0x10400, 0x1044F), (0x104B0, 0x104D3), (0x104D8, 0x104FB),
+    (0x10C80, 0x10CB2), (0x10CC0, 0x10CF2), (0x118A0, 0x118DF), (0x1E900, 0x1E943),
+];
+
+// The bracket classes below run through `std::wregex`, which sees non-ASCII whitespace as U+000B:
+// whitespace is in none of them.
+
+fn deepseek_letter(f: Flags, cp: u32) -> bool {
+    let i = DEEPSEEK_LETTERS.partition_point(|&(lo, _)| lo <= cp);
+    !f.whitespace && i > 0 && cp <= DEEPSEEK_LETTERS[i - 1].1
+}
+
+fn deepseek_punct(f: Flags, cp: u32) -> bool {
+    !f.whitespace
+        && matches!(cp, 0x21..=0x2F | 0x3A..=0x7E | 0x2018..=0x201F | 0x3000..=0x3002
+            | 0xFF01..=0xFF0F | 0xFF1A..=0xFF5E)
+}
+
+fn cjk(f: Flags, cp: u32) -> bool {
+    !f.whitespace && matches!(cp, 0x0800..=0x9FA5 | 0xAC00..=0xD7FF)
 }
 
 /// The text being split: codepoints with their flags and byte offsets.
@@ -108,6 +169,28 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                         .find(|&i| digit(i) && digit(i + 1) && digit(i + 2))
                         .map(|i| (i, i + 3))
                 }),
+                Stage::LineBreaks => isolate(&t, start, end, &mut out, |t, p, e| {
+                    (p..e)
+                        .find(|&i| matches!(t.cps[i], 0x0D | 0x0A))
+                        .map(|i| (i, i + 1))
+                }),
+                Stage::DeepseekLetters => isolate(&t, start, end, &mut out, |t, p, e| {
+                    space_then_run(t, p, e, deepseek_letter)
+                }),
+                Stage::DeepseekPunct => isolate(&t, start, end, &mut out, |t, p, e| {
+                    space_then_run(t, p, e, deepseek_punct)
+                }),
+                Stage::TrailingSpace => isolate(&t, start, end, &mut out, |t, p, e| {
+                    let s = (p..e).rev().take_while(|&i| t.flags[i].whitespace).last()?;
+                    Some((s, e))
+                }),
+                Stage::CjkRuns => isolate(&t, start, end, &mut out, |t, p, e| run(t, p, e, cjk)),
+                Stage::SpaceLetters => isolate(&t, start, end, &mut out, |t, p, e| {
+                    space_then_run(t, p, e, |f, _| f.letter)
+                }),
+                Stage::SpacePunct => isolate(&t, start, end, &mut out, |t, p, e| {
+                    space_then_run(t, p, e, |f, _| f.punctuation)
+                }),
             }
             start = end;
         }
@@ -132,6 +215,21 @@ fn run(
 ) -> Option<(usize, usize)> {
     let s = (p..e).find(|&i| pred(t.flags[i], t.cps[i]))?;
     let end = (s..e).find(|&i| !pred(t.flags[i], t.cps[i])).unwrap_or(e);
+    Some((s, end))
+}
+
+/// `\s?X+` for a class X that holds no whitespace: the first X run, with the whitespace codepoint
+/// just before it when there is one.
+fn space_then_run(
+    t: &Text<'_>,
+    p: usize,
+    e: usize,
+    class: impl Fn(Flags, u32) -> bool,
+) -> Option<(usize, usize)> {
+    let is = |i: usize| i < e && class(t.flags[i], t.cps[i]);
+    let s = (p..e).find(|&i| is(i) || (t.flags[i].whitespace && is(i + 1)))?;
+    let first = if is(s) { s } else { s + 1 };
+    let end = (first..e).find(|&i| !is(i)).unwrap_or(e);
     Some((s, end))
 }
 
@@ -331,5 +429,50 @@ fn split_llama3(
         }
         pos = whitespace_tail(t, pos, end, true);
         em.token(pos);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{split, Stage::*};
+
+    fn pieces<'a>(text: &'a str, stages: &[super::Stage]) -> Vec<&'a str> {
+        split(text, stages)
+            .into_iter()
+            .map(|(s, e)| &text[s..e])
+            .collect()
+    }
+
+    const TEXT: &str = "Hello 世界\u{3000}123  \nÅ×  ";
+
+    #[test]
+    fn deepseek_llm_stages() {
+        let stages = [
+            LineBreaks,
+            DeepseekLetters,
+            DeepseekPunct,
+            TrailingSpace,
+            CjkRuns,
+            NumberRuns,
+        ];
+        assert_eq!(
+            pieces(TEXT, &stages),
+            ["Hello", " ", "世界", "\u{3000}", "123", "  ", "\n", "Å", "×", "  "]
+        );
+        // Whitespace joins the punctuation after it; U+3000 is whitespace, in neither `[　-。]` nor
+        // the CJK class (which holds `。`).
+        assert_eq!(
+            pieces("a ,b。\u{3000}。 ！x", &stages),
+            ["a", " ,", "b", "。", "\u{3000}", "。", " ！", "x"]
+        );
+    }
+
+    #[test]
+    fn deepseek_coder_stages() {
+        let stages = [LineBreaks, SpaceLetters, SpacePunct, CjkRuns, SingleNumbers];
+        assert_eq!(
+            pieces(TEXT, &stages),
+            ["Hello", " ", "世界", "\u{3000}", "1", "2", "3", "  ", "\n", "Å", "×  "]
+        );
     }
 }
