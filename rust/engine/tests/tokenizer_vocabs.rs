@@ -219,19 +219,39 @@ fn deepseek_coder_bpe() {
     check_vocab_with("deepseek-coder", deepseek_texts());
 }
 
+/// Gemma 4: model `gemma4`, SentencePiece-style BPE (`▁` for spaces, raw UTF-8 merges, `<0xXX>`
+/// byte fallback) split only at newline runs; BOS always added. Newline runs of every length up to
+/// 40 (llama.cpp takes a run that is a token whole), runs of spaces and tabs, a literal `▁`, its
+/// chat and tool-call control tokens.
+#[test]
+fn gemma4_spm_style_bpe() {
+    let mut extra: Vec<String> = (1..=40).map(|n| "\n".repeat(n)).collect();
+    extra.extend((1..=40).map(|n| format!("a{}b", " ".repeat(n))));
+    extra.extend(
+        [
+            "\n \n\n \n\n\n x \n",
+            "\t\t\t\n\t\t\n\n",
+            "\u{2581}literal ▁▁ x",
+            "\r\n\r\n\n\r",
+            "<|turn>user\nhi <|image|> there<turn|>\n<|turn>model\n<|channel>thought\n<channel|>",
+            "<|tool_call>call:f{a:<|\"|>x y<|\"|>}<tool_call|><|tool_response>r<tool_response|><eos>",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    check_vocab_with("gemma-4", extra);
+}
+
 /// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them: WordPiece
-/// (`bert`), UGM (`t5`), Gemma 4's `gemma4` and a pre-tokenizer name llama.cpp does not know
-/// either (the DeepSeek LLM file with its `tokenizer.ggml.pre` value overwritten).
+/// (`bert`), UGM (`t5`) and a pre-tokenizer name llama.cpp does not know either (the DeepSeek LLM
+/// file with its `tokenizer.ggml.pre` value overwritten).
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    let mut files: Vec<(std::path::PathBuf, &str)> = [
-        ("bert-bge", "bert"),
-        ("nomic-bert-moe", "t5"),
-        ("gemma-4", "gemma4"),
-    ]
-    .into_iter()
-    .map(|(name, needle)| (llama_cpp_vocab(name), needle))
-    .collect();
+    let mut files: Vec<(std::path::PathBuf, &str)> =
+        [("bert-bge", "bert"), ("nomic-bert-moe", "t5")]
+            .into_iter()
+            .map(|(name, needle)| (llama_cpp_vocab(name), needle))
+            .collect();
     let mut bytes = std::fs::read(llama_cpp_vocab("deepseek-llm")).expect("read");
     let key = b"tokenizer.ggml.pre";
     let at = bytes

@@ -1,6 +1,10 @@
 //! GPT-2 style byte-level BPE as llama.cpp's `llm_tokenizer_bpe` does it: pre-split the text into
 //! words, write each word's bytes in the GPT-2 byte alphabet, then repeatedly merge the adjacent
 //! pair with the lowest merge rank (ties: leftmost).
+//!
+//! Gemma 4 has a SentencePiece-style BPE vocabulary instead ([`Alphabet::Escaped`]): spaces are
+//! written `▁`, words stay raw UTF-8, and a piece that is not a token falls back to `<0xXX>` byte
+//! tokens.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -57,13 +61,30 @@ pub(crate) fn parse_merges<'a>(
     Ok(ranks)
 }
 
+/// How a BPE vocabulary writes text.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per tokenizer, inside the boxed `Bpe`
+pub(crate) enum Alphabet {
+    /// GPT-2 byte level: every byte of a word is written as one printable char.
+    ByteLevel(ByteLevel),
+    /// SentencePiece style (llama.cpp's `escape_whitespaces` without `byte_encode`): spaces become
+    /// `▁` before splitting, words are merged as raw UTF-8, and a piece that is not a token
+    /// becomes the `<0xXX>` token of each byte (bytes without one are dropped, as in llama.cpp).
+    Escaped {
+        byte_tokens: Box<[Option<u32>; 256]>,
+    },
+}
+
 /// BPE configuration for one vocabulary.
 #[derive(Debug, Clone)]
 pub(crate) struct Bpe {
     pub(crate) ranks: Ranks,
     pub(crate) stages: Vec<Stage>,
     pub(crate) ignore_merges: bool,
-    pub(crate) byte_level: ByteLevel,
+    /// A word made only of newlines that is a token is taken whole, without merging (llama.cpp's
+    /// Gemma 4 fix).
+    pub(crate) whole_newlines: bool,
+    pub(crate) alphabet: Alphabet,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -105,12 +126,22 @@ impl Bpe {
         let mut word = String::new();
         let mut symbols = Vec::new();
         let mut queue = BinaryHeap::new();
-        for (s, e) in pretokenize::split(text, &self.stages) {
-            word.clear();
-            for &b in &text.as_bytes()[s..e] {
-                word.push(self.byte_level.char_of(b));
+        match &self.alphabet {
+            Alphabet::ByteLevel(byte_level) => {
+                for (s, e) in pretokenize::split(text, &self.stages) {
+                    word.clear();
+                    for &b in &text.as_bytes()[s..e] {
+                        word.push(byte_level.char_of(b));
+                    }
+                    self.merge_word(vocab, &word, &mut symbols, &mut queue, out);
+                }
             }
-            self.merge_word(vocab, &word, &mut symbols, &mut queue, out);
+            Alphabet::Escaped { .. } => {
+                let escaped = text.replace(' ', "\u{2581}");
+                for (s, e) in pretokenize::split(&escaped, &self.stages) {
+                    self.merge_word(vocab, &escaped[s..e], &mut symbols, &mut queue, out);
+                }
+            }
         }
     }
 
@@ -123,7 +154,7 @@ impl Bpe {
         out: &mut Vec<u32>,
     ) {
         let bytes = word.as_bytes();
-        if self.ignore_merges {
+        if self.ignore_merges || (self.whole_newlines && bytes.iter().all(|&b| b == b'\n')) {
             if let Some(id) = vocab.token_id(bytes) {
                 out.push(id);
                 return;
@@ -185,9 +216,14 @@ impl Bpe {
         }
         for s in symbols.iter().filter(|s| s.len > 0) {
             let piece = &bytes[s.start..s.start + s.len];
-            match vocab.token_id(piece) {
-                Some(id) => out.push(id),
-                None => out.extend(piece.iter().filter_map(|&b| vocab.token_id(&[b]))),
+            match (vocab.token_id(piece), &self.alphabet) {
+                (Some(id), _) => out.push(id),
+                (None, Alphabet::ByteLevel(_)) => {
+                    out.extend(piece.iter().filter_map(|&b| vocab.token_id(&[b])))
+                }
+                (None, Alphabet::Escaped { byte_tokens }) => {
+                    out.extend(piece.iter().filter_map(|&b| byte_tokens[b as usize]))
+                }
             }
         }
     }

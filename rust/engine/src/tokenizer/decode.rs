@@ -1,5 +1,6 @@
 //! Token ids back to text, matching llama.cpp's `token_to_piece` and `detokenize`.
 
+use super::bpe::Alphabet;
 use super::vocab::attr;
 use super::{Tokenizer, TokenizerKind};
 
@@ -20,10 +21,14 @@ impl Tokenizer {
             return match &self.kind_data {
                 KindData::Spm => unescape_whitespace(text),
                 KindData::Bpe(bpe) => {
+                    let byte_level = match &bpe.alphabet {
+                        Alphabet::ByteLevel(byte_level) => byte_level,
+                        Alphabet::Escaped { .. } => return unescape_whitespace(text),
+                    };
                     let mut out = Vec::with_capacity(text.len());
                     let s = String::from_utf8_lossy(text);
                     for c in s.chars() {
-                        match bpe.byte_level.byte_of(c) {
+                        match byte_level.byte_of(c) {
                             Some(b) => out.push(b),
                             None => {
                                 // llama.cpp's llama_decode_text marks chars outside the byte alphabet.
@@ -69,7 +74,7 @@ impl Tokenizer {
 pub(crate) enum KindData {
     /// SentencePiece: `▁` stands for a space.
     Spm,
-    /// Byte-level BPE.
+    /// BPE (byte-level, or SentencePiece-style with `▁` for spaces).
     Bpe(Box<super::bpe::Bpe>),
 }
 

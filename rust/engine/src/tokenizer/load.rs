@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::bpe::{self, Bpe};
+use super::bpe::{self, Alphabet, Bpe};
 use super::decode::KindData;
 use super::pretokenize::Stage;
 use super::special::SpecialTokens;
@@ -22,7 +22,11 @@ struct PreType {
     stages: Vec<Stage>,
     clean_spaces: bool,
     ignore_merges: bool,
+    /// Default of `tokenizer.ggml.add_bos_token`.
     add_bos: bool,
+    /// SentencePiece-style BPE (`▁` for spaces, raw UTF-8, `<0xXX>` byte fallback) with
+    /// newline-only words taken whole and BOS always added: llama.cpp's Gemma 4 type.
+    gemma4: bool,
 }
 
 fn pre_type(pre: &str) -> Result<PreType> {
@@ -32,6 +36,7 @@ fn pre_type(pre: &str) -> Result<PreType> {
         clean_spaces,
         ignore_merges: false,
         add_bos: false,
+        gemma4: false,
     };
     Ok(match pre {
         "" | "default" => p(&[PunctRuns, Gpt2, NumberRuns, AsciiDigitTriples], true),
@@ -71,6 +76,10 @@ fn pre_type(pre: &str) -> Result<PreType> {
             &[LineBreaks, SpaceLetters, SpacePunct, CjkRuns, SingleNumbers],
             false,
         ),
+        "gemma4" | "granite-embed-multi-311m" => PreType {
+            gemma4: true,
+            ..p(&[NewlineRuns], true)
+        },
         other => return Err(err(format!("unsupported BPE pre-tokenizer '{other}'"))),
     })
 }
@@ -172,9 +181,11 @@ impl Tokenizer {
         let model = gguf
             .get_str("tokenizer.ggml.model")
             .ok_or_else(|| err("missing tokenizer.ggml.model"))?;
-        let is_spm = match model {
-            "llama" => true,
-            "gpt2" => false,
+        // llama.cpp's "gemma4" model is BPE with its own pre type, whatever the file says.
+        let (is_spm, forced_pre) = match model {
+            "llama" => (true, None),
+            "gpt2" => (false, None),
+            "gemma4" => (false, Some("gemma4")),
             other => return Err(err(format!("unsupported tokenizer model '{other}'"))),
         };
         let tokens = gguf
@@ -221,7 +232,8 @@ impl Tokenizer {
         let mut vocab = Vocab::new(&texts, scores, attrs.clone())?;
         drop(texts);
 
-        let pre = gguf.get_str("tokenizer.ggml.pre").unwrap_or("");
+        let pre = forced_pre.unwrap_or_else(|| gguf.get_str("tokenizer.ggml.pre").unwrap_or(""));
+        let mut force_bos = false;
         let (kind_data, mut add_bos, clean_spaces) = if is_spm {
             (KindData::Spm, true, false)
         } else {
@@ -232,11 +244,22 @@ impl Tokenizer {
                 .strings()
                 .ok_or_else(|| err("tokenizer.ggml.merges is not an array of strings"))?;
             let ranks = bpe::parse_merges(&mut vocab, merges)?;
+            let alphabet = if pt.gemma4 {
+                let mut byte_tokens = Box::new([None; 256]);
+                for (b, slot) in byte_tokens.iter_mut().enumerate() {
+                    *slot = vocab.token_id(format!("<0x{b:02X}>").as_bytes());
+                }
+                Alphabet::Escaped { byte_tokens }
+            } else {
+                Alphabet::ByteLevel(ByteLevel::new())
+            };
+            force_bos = pt.gemma4;
             let bpe = Bpe {
                 ranks,
                 stages: pt.stages,
                 ignore_merges: pt.ignore_merges,
-                byte_level: ByteLevel::new(),
+                whole_newlines: pt.gemma4,
+                alphabet,
             };
             (KindData::Bpe(Box::new(bpe)), pt.add_bos, pt.clean_spaces)
         };
@@ -244,10 +267,10 @@ impl Tokenizer {
             .get_bool("tokenizer.ggml.add_space_prefix")
             .unwrap_or(is_spm);
 
-        let (def_bos, def_eos) = if is_spm {
-            (Some(1), Some(2))
-        } else {
-            (Some(11), Some(11))
+        let (def_bos, def_eos) = match model {
+            "llama" => (Some(1), Some(2)),
+            "gemma4" => (None, None),
+            _ => (Some(11), Some(11)),
         };
         let bos = special_id(gguf, "bos_token_id", def_bos, n);
         let eos = special_id(gguf, "eos_token_id", def_eos, n);
@@ -262,9 +285,10 @@ impl Tokenizer {
         let mut fim_pad = special_id(gguf, "fim_pad_token_id", None, n);
         let mut fim_rep = special_id(gguf, "fim_rep_token_id", None, n);
         let mut fim_sep = special_id(gguf, "fim_sep_token_id", None, n);
-        add_bos = gguf
-            .get_bool("tokenizer.ggml.add_bos_token")
-            .unwrap_or(add_bos);
+        add_bos = force_bos
+            || gguf
+                .get_bool("tokenizer.ggml.add_bos_token")
+                .unwrap_or(add_bos);
         let add_eos = gguf
             .get_bool("tokenizer.ggml.add_eos_token")
             .unwrap_or(false);

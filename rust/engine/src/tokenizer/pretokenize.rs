@@ -49,6 +49,8 @@ pub(crate) enum Stage {
     SpaceLetters,
     /// `\s?\p{P}+` (DeepSeek Coder).
     SpacePunct,
+    /// `[^\n]+|[\n]+`: runs of newlines and runs of anything else (Gemma 4).
+    NewlineRuns,
 }
 
 /// The letter class of DeepSeek LLM's `\s?[A-Za-zµÀ-ÖØ-öø-ƺ..]+` pattern (its tokenizer's own list of
@@ -190,6 +192,9 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                 }),
                 Stage::SpacePunct => isolate(&t, start, end, &mut out, |t, p, e| {
                     space_then_run(t, p, e, |f, _| f.punctuation)
+                }),
+                Stage::NewlineRuns => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(t, p, e, |_, cp| cp == 0x0A)
                 }),
             }
             start = end;
@@ -473,6 +478,14 @@ mod tests {
         assert_eq!(
             pieces(TEXT, &stages),
             ["Hello", " ", "世界", "\u{3000}", "1", "2", "3", "  ", "\n", "Å", "×  "]
+        );
+    }
+
+    #[test]
+    fn gemma4_newline_runs() {
+        assert_eq!(
+            pieces("a\u{2581}b\n\n\nc\n", &[NewlineRuns]),
+            ["a\u{2581}b", "\n\n\n", "c", "\n"]
         );
     }
 }
