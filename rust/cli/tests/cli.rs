@@ -402,6 +402,9 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
         "mpt",
         "refact",
         "qwen35",
+        "deepseek-llm",
+        "deepseek-coder",
+        "gemma-4",
     ] {
         let vocab = tokenizer_support::llama_cpp_vocab(name);
         let file = |ext: &str| {
