@@ -1,8 +1,15 @@
 //! Tokenizers built from GGUF metadata, producing the same token ids as llama.cpp.
 //!
-//! Two model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
-//! "llama"`, e.g. Llama 2, Gemma) and GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM)
-//! with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values.
+//! Three model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
+//! "llama"`, e.g. Llama 2, Gemma), GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM,
+//! DeepSeek) with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values, and
+//! Gemma 4's SentencePiece-style BPE (`"gemma4"`: spaces written `▁`, merges over raw UTF-8 split
+//! only at newline runs, `<0xXX>` byte fallback, BOS always added).
+//!
+//! Supported `tokenizer.ggml.pre` values (see `load.rs`): none/`default`, `llama3` (`llama-bpe`,
+//! ..), `dbrx`, `smaug-bpe`, `falcon`, `gpt-2` (and the names llama.cpp treats alike: `mpt`,
+//! `olmo`, `jais`, ..), `starcoder` (`refact`, ..), `command-r`, `smollm`, `qwen2`, `qwen35`,
+//! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`.
 //!
 //! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
 //! tokenizer (`spm.rs` or `bpe.rs` after `pretokenize.rs`) on each plain-text fragment. Decoding
@@ -13,8 +20,8 @@
 //! holds several end-of-turn texts, llama.cpp's choice depends on `std::unordered_map` order; we
 //! take the first of `<|eot_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, `<|endoftext|>`, ..
 //! (the end-of-generation set is identical either way). Special tokens of equal length are tried
-//! in id order (llama.cpp's sort leaves their order unspecified). BPE pre-tokenizers other than
-//! the ones listed in `load.rs` (e.g. `gpt-4o`, `deepseek-*`, `chatglm`) and the WPM/UGM/RWKV
+//! in id order (llama.cpp's sort leaves their order unspecified). Other BPE pre-tokenizers (e.g.
+//! `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the WPM (BERT), UGM and RWKV
 //! tokenizer models are reported as [`crate::Error::Tokenizer`].
 
 mod bpe;
