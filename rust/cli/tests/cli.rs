@@ -388,7 +388,6 @@ mod tokenizer_support;
 /// test-tokenizer-0 runs them).
 #[test]
 fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
-    const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
     let mut checked = 0;
     for name in [
         "llama-bpe",
@@ -407,26 +406,8 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
         "gemma-4",
     ] {
         let vocab = tokenizer_support::llama_cpp_vocab(name);
-        let file = |ext: &str| {
-            String::from_utf8(tokenizer_support::llama_cpp_file(&format!(
-                "models/ggml-vocab-{name}.gguf.{ext}"
-            )))
-            .expect("utf-8")
-        };
-        let inputs = file("inp");
-        let outputs = file("out");
-        let texts: Vec<&str> = inputs
-            .strip_suffix(SEPARATOR)
-            .unwrap_or(&inputs)
-            .split(SEPARATOR)
-            .collect();
-        let expected: Vec<&str> = outputs.lines().collect();
-        assert_eq!(
-            texts.len(),
-            expected.len(),
-            "{name}: .inp and .out differ in length"
-        );
-        for (text, want) in texts.iter().zip(expected) {
+        let cases = tokenizer_support::llama_cpp_expected(name).expect("the .inp/.out files");
+        for (text, want) in &cases {
             if text.is_empty() || text.starts_with('-') {
                 continue; // not passable as `-p TEXT`
             }
@@ -444,11 +425,7 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
                 String::from_utf8_lossy(&out.stderr)
             );
             let got: Vec<u32> = serde_json::from_slice(&out.stdout).expect("ids as JSON");
-            let want: Vec<u32> = want
-                .split_whitespace()
-                .map(|id| id.parse().unwrap())
-                .collect();
-            assert_eq!(got, want, "{name}: {text:?}");
+            assert_eq!(&got, want, "{name}: {text:?}");
             checked += 1;
         }
     }

@@ -77,35 +77,19 @@ fn check_vocab_with(name: &str, extra: Vec<String>) {
 /// `test-tokenizer-0` does), when the bundle has them. Returns the number of texts and the
 /// mismatches.
 fn check_expected_files(name: &str, tok: &Tokenizer) -> (usize, Vec<String>) {
-    const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
-    let inp = format!("models/ggml-vocab-{name}.gguf.inp");
-    if !llama_cpp_list("models").contains(&inp) {
+    let Some(cases) = llama_cpp_expected(name) else {
         return (0, Vec::new());
-    }
-    let text = |path: &str| String::from_utf8(llama_cpp_file(path)).expect("utf-8");
-    let inputs = text(&inp);
-    let outputs = text(&format!("models/ggml-vocab-{name}.gguf.out"));
-    let texts: Vec<&str> = inputs
-        .strip_suffix(SEPARATOR)
-        .unwrap_or(&inputs)
-        .split(SEPARATOR)
-        .collect();
-    let expected: Vec<&str> = outputs.lines().collect();
-    assert_eq!(texts.len(), expected.len(), "{name}: .inp and .out differ");
+    };
     let mut failures = Vec::new();
-    for (text, want) in texts.iter().zip(expected) {
-        let want: Vec<u32> = want
-            .split_whitespace()
-            .map(|id| id.parse().unwrap())
-            .collect();
+    for (text, want) in &cases {
         let got = tok.encode(text, false, false).expect("encode");
-        if got != want {
+        if &got != want {
             failures.push(format!(
                 "{name}.gguf.out for {text:?}:\n  ours   {got:?}\n  llama  {want:?}"
             ));
         }
     }
-    (texts.len(), failures)
+    (cases.len(), failures)
 }
 
 #[test]

@@ -375,8 +375,9 @@ impl Transformer {
             };
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];
+            let layer_rope = self.rope_of(layer, n_ctx);
             let rotate = |i: usize, t: usize, q: &mut [f32], k: &mut [f32]| {
-                if let Some(layer_rope) = self.rope_of(layer, n_ctx) {
+                if let Some(layer_rope) = layer_rope {
                     let row = first_token[i] + t;
                     let table = &tables[row * half..(row + 1) * half];
                     for head in q.chunks_exact_mut(c.head_dim) {

@@ -54,6 +54,8 @@ pub struct LoadedModel {
     tokenizer: Tokenizer,
     template: ChatTemplate,
     template_is_builtin: bool,
+    /// Whether the template writes reasoning blocks (decided once, at load).
+    thinks: bool,
     load_ms: f64,
     /// Every token's bytes for grammar-constrained sampling, built on first use.
     token_table: OnceLock<Arc<TokenTable>>,
@@ -162,6 +164,7 @@ impl LoadedModel {
             gguf,
             model,
             tokenizer,
+            thinks: reasoning::template_thinks(template.source()),
             template,
             template_is_builtin: builtin,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -199,7 +202,7 @@ impl LoadedModel {
     /// The chat template in use (the file's, or a built-in one for its architecture).
     /// Whether the chat template writes reasoning blocks (`<think>` … `</think>`).
     pub fn thinks(&self) -> bool {
-        reasoning::template_thinks(self.template.source())
+        self.thinks
     }
 
     /// Whether `prompt` ends inside a reasoning block (a template that forces thinking).

@@ -292,3 +292,36 @@ pub fn check_eot(tok: &Tokenizer, oracle_eot: Option<u32>) {
         (a, b) => assert_eq!(a, b, "eot"),
     }
 }
+
+/// llama.cpp's own test texts of vocab `name` and the ids it expects for each
+/// (`models/ggml-vocab-NAME.gguf.inp` and `.out`, tokenized without BOS/EOS and without parsing
+/// special tokens, as its `test-tokenizer-0` runs them); `None` when the bundle has no `.inp`.
+pub fn llama_cpp_expected(name: &str) -> Option<Vec<(String, Vec<u32>)>> {
+    const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
+    let inp = format!("models/ggml-vocab-{name}.gguf.inp");
+    if !llama_cpp_list("models").contains(&inp) {
+        return None;
+    }
+    let text = |path: &str| String::from_utf8(llama_cpp_file(path)).expect("utf-8");
+    let inputs = text(&inp);
+    let outputs = text(&format!("models/ggml-vocab-{name}.gguf.out"));
+    let texts: Vec<&str> = inputs
+        .strip_suffix(SEPARATOR)
+        .unwrap_or(&inputs)
+        .split(SEPARATOR)
+        .collect();
+    let expected: Vec<&str> = outputs.lines().collect();
+    assert_eq!(texts.len(), expected.len(), "{name}: .inp and .out differ");
+    let ids = |line: &str| {
+        line.split_whitespace()
+            .map(|id| id.parse().unwrap())
+            .collect()
+    };
+    Some(
+        texts
+            .iter()
+            .zip(expected)
+            .map(|(t, want)| (t.to_string(), ids(want)))
+            .collect(),
+    )
+}
