@@ -6,7 +6,7 @@
 mod tokenizer_support;
 
 use local_llm_engine::gguf::GgufFile;
-use local_llm_engine::tokenizer::Tokenizer;
+use local_llm_engine::tokenizer::{Tokenizer, TokenizerKind};
 use serde_json::json;
 use tokenizer_support::*;
 
@@ -226,16 +226,60 @@ fn gemma4_spm_style_bpe() {
     check_vocab_with("gemma-4", extra);
 }
 
-/// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them: WordPiece
-/// (`bert`), UGM (`t5`) and a pre-tokenizer name llama.cpp does not know either (the DeepSeek LLM
-/// file with its `tokenizer.ggml.pre` value overwritten).
+/// Texts probing WordPiece's normalizer and splitter: NFD reduced to its first codepoint (accents
+/// dropped, Hangul syllables to their leading jamo, compatibility characters kept), simple
+/// lowercasing (`İ`, title-case digraphs, final sigma), dropped characters (NUL, U+FFFD, format and
+/// private-use characters, marks), ASCII symbols split but other symbols kept in words, CJK
+/// ideographs (and the Extension E range llama.cpp starts at U+2B920) split, special-token text,
+/// and words that cannot be cut (one UNK each), some very long.
+fn wordpiece_texts() -> Vec<String> {
+    let mut texts: Vec<String> = [
+        "Ünïcödé ÀÉÎÕÜ àéîõü Ǆ ǅ ǆ Ǳ İstanbul ΣΑΣ σας Ωmega K Å Ⅻ ⓐ",
+        "e\u{301}\u{302}x \u{20DD}y \u{300} a\u{0}b\u{FFFD}c \u{200B}d\u{200D}e \u{E000}f\u{AD}g",
+        "한국어 가나다 ᄀ 각 힣 ｱｲｳ ｶﾞ Ａｂｃ！ ﬁ ﬀ ｟ ㄅ",
+        "你好世界 𠀀𪜀 龥 〇 々 〆 \u{2B81F}\u{2B820}\u{2B91F}\u{2B920} \u{F900}\u{FA6D}\u{2F800}",
+        "a$b+c<d>e^f`g|h~i=j ½ × ÷ € £ ¥ © ® ™ ° ± § ¶ ¬ ¦ ¨ ´ ¸ ˆ ˜",
+        "don't can't it's 'quoted' \"double\" (paren) [bracket] {brace} a.b,c;d:e!f?g",
+        "[CLS] hello [SEP] [MASK] [UNK] [PAD] x[SEP]y [cls] ##ing ▁ ▁▁hello",
+        "supercalifragilisticexpialidocious antidisestablishmentarianism 𓀀𓀁 x😀y 🧠",
+        "\u{1F}\u{7F}\u{80}\u{9F}a\u{85}b\u{2028}c\u{2029}d\u{3000}e\u{A0}f\u{1680}g",
+        "Mañana ñandú façade Ångström Øresund Łódź Ærø Þór ǲ ǳ ß ẞ ﬆ ŉ",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    texts.push("a".repeat(3000));
+    texts.push("ab".repeat(1500) + " " + &"x".repeat(2000) + "😀");
+    texts.push("é".repeat(1000) + &"〆".repeat(500));
+    texts
+}
+
+/// BERT's WordPiece (llama.cpp's WPM): BERT-BGE's vocabulary, lowercased and accent-stripped.
+/// With special tokens added, llama.cpp puts `[CLS]` (BOS) first and `[SEP]` last.
+#[test]
+fn bert_bge_wpm() {
+    check_vocab_with("bert-bge", wordpiece_texts());
+    let tok = load(&llama_cpp_vocab("bert-bge"));
+    assert_eq!(tok.kind(), TokenizerKind::WordPiece);
+    assert_eq!(
+        (tok.bos(), tok.sep(), tok.eos()),
+        (Some(101), Some(102), None)
+    );
+    let plain = tok.encode("Hello, world!", false, false).expect("encode");
+    let with = tok.encode("Hello, world!", true, false).expect("encode");
+    assert_eq!(with, [&[101], &plain[..], &[102]].concat());
+    assert_eq!(tok.encode("", true, false).expect("encode"), [101, 102]);
+}
+
+/// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them: UGM
+/// (`t5`) and a pre-tokenizer name llama.cpp does not know either (the DeepSeek LLM file with its
+/// `tokenizer.ggml.pre` value overwritten).
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    let mut files: Vec<(std::path::PathBuf, &str)> =
-        [("bert-bge", "bert"), ("nomic-bert-moe", "t5")]
-            .into_iter()
-            .map(|(name, needle)| (llama_cpp_vocab(name), needle))
-            .collect();
+    let mut files: Vec<(std::path::PathBuf, &str)> = [("nomic-bert-moe", "t5")]
+        .into_iter()
+        .map(|(name, needle)| (llama_cpp_vocab(name), needle))
+        .collect();
     let mut bytes = std::fs::read(llama_cpp_vocab("deepseek-llm")).expect("read");
     let key = b"tokenizer.ggml.pre";
     let at = bytes

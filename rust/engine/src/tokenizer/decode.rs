@@ -19,7 +19,7 @@ impl Tokenizer {
         }
         if a & attr::NORMAL != 0 {
             return match &self.kind_data {
-                KindData::Spm => unescape_whitespace(text),
+                KindData::Spm | KindData::Wpm(_) => unescape_whitespace(text),
                 KindData::Bpe(bpe) => {
                     let byte_level = match &bpe.alphabet {
                         Alphabet::ByteLevel(byte_level) => byte_level,
@@ -76,6 +76,8 @@ pub(crate) enum KindData {
     Spm,
     /// BPE (byte-level, or SentencePiece-style with `▁` for spaces).
     Bpe(Box<super::bpe::Bpe>),
+    /// WordPiece: `▁` starts a word.
+    Wpm(Box<super::wpm::Wpm>),
 }
 
 impl KindData {
@@ -84,6 +86,7 @@ impl KindData {
         match self {
             KindData::Spm => TokenizerKind::SentencePiece,
             KindData::Bpe(_) => TokenizerKind::Bpe,
+            KindData::Wpm(_) => TokenizerKind::WordPiece,
         }
     }
 }

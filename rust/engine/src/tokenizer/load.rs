@@ -9,6 +9,7 @@ use super::pretokenize::Stage;
 use super::special::SpecialTokens;
 use super::unicode::ByteLevel;
 use super::vocab::{attr, attr_from_type, Vocab};
+use super::wpm::Wpm;
 use super::{FimTokens, Tokenizer};
 use crate::gguf::{GgufFile, Value};
 use crate::{Error, Result};
@@ -182,10 +183,11 @@ impl Tokenizer {
             .get_str("tokenizer.ggml.model")
             .ok_or_else(|| err("missing tokenizer.ggml.model"))?;
         // llama.cpp's "gemma4" model is BPE with its own pre type, whatever the file says.
-        let (is_spm, forced_pre) = match model {
-            "llama" => (true, None),
-            "gpt2" => (false, None),
-            "gemma4" => (false, Some("gemma4")),
+        let (is_spm, is_wpm, forced_pre) = match model {
+            "llama" => (true, false, None),
+            "gpt2" => (false, false, None),
+            "gemma4" => (false, false, Some("gemma4")),
+            "bert" => (false, true, None),
             other => return Err(err(format!("unsupported tokenizer model '{other}'"))),
         };
         let tokens = gguf
@@ -232,10 +234,31 @@ impl Tokenizer {
         let mut vocab = Vocab::new(&texts, scores, attrs.clone())?;
         drop(texts);
 
+        // Default special tokens: (BOS, EOS, UNK, SEP).
+        let (def_bos, def_eos, def_unk, def_sep) = match model {
+            "llama" => (Some(1), Some(2), Some(0), None),
+            "gemma4" => (None, None, None, None),
+            "bert" => (Some(101), None, Some(100), Some(102)),
+            _ => (Some(11), Some(11), None, None),
+        };
+        let unk = special_id(gguf, "unknown_token_id", def_unk, n);
+        let sep = special_id(gguf, "seperator_token_id", def_sep, n);
+
         let pre = forced_pre.unwrap_or_else(|| gguf.get_str("tokenizer.ggml.pre").unwrap_or(""));
         let mut force_bos = false;
         let (kind_data, mut add_bos, clean_spaces) = if is_spm {
             (KindData::Spm, true, false)
+        } else if is_wpm {
+            // llama.cpp's BertNormalizer options: accents are stripped when lowercasing unless the
+            // file says otherwise.
+            let lowercase = gguf
+                .get_bool("tokenizer.ggml.normalizer.lowercase")
+                .unwrap_or(true);
+            let strip_accents = gguf
+                .get_bool("tokenizer.ggml.normalizer.strip_accents")
+                .unwrap_or(lowercase);
+            let wpm = Wpm::new(&vocab, lowercase, strip_accents, unk);
+            (KindData::Wpm(Box::new(wpm)), true, true)
         } else {
             let pt = pre_type(pre)?;
             let merges = gguf
@@ -267,11 +290,6 @@ impl Tokenizer {
             .get_bool("tokenizer.ggml.add_space_prefix")
             .unwrap_or(is_spm);
 
-        let (def_bos, def_eos) = match model {
-            "llama" => (Some(1), Some(2)),
-            "gemma4" => (None, None),
-            _ => (Some(11), Some(11)),
-        };
         let bos = special_id(gguf, "bos_token_id", def_bos, n);
         let eos = special_id(gguf, "eos_token_id", def_eos, n);
         let mut eot = special_id(gguf, "eot_token_id", None, n);
@@ -366,6 +384,7 @@ impl Tokenizer {
             bos,
             eos,
             eot,
+            sep,
             add_bos,
             add_eos,
             add_space_prefix,

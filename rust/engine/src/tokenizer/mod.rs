@@ -1,28 +1,31 @@
 //! Tokenizers built from GGUF metadata, producing the same token ids as llama.cpp.
 //!
-//! Three model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
+//! Four model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
 //! "llama"`, e.g. Llama 2, Gemma), GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM,
-//! DeepSeek) with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values, and
+//! DeepSeek) with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values,
 //! Gemma 4's SentencePiece-style BPE (`"gemma4"`: spaces written `▁`, merges over raw UTF-8 split
-//! only at newline runs, `<0xXX>` byte fallback, BOS always added).
+//! only at newline runs, `<0xXX>` byte fallback, BOS always added) and BERT's WordPiece (`"bert"`,
+//! llama.cpp's WPM: lowercasing, accent-stripping normalizer, greedy longest-match, `[CLS]` and
+//! `[SEP]` added).
 //!
 //! Supported `tokenizer.ggml.pre` values (see `load.rs`): none/`default`, `llama3` (`llama-bpe`,
 //! ..), `dbrx`, `smaug-bpe`, `falcon`, `gpt-2` (and the names llama.cpp treats alike: `mpt`,
 //! `olmo`, `jais`, ..), `starcoder` (`refact`, ..), `command-r`, `smollm`, `qwen2`, `qwen35`,
-//! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`.
+//! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`. WordPiece ignores it.
 //!
 //! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
-//! tokenizer (`spm.rs` or `bpe.rs` after `pretokenize.rs`) on each plain-text fragment. Decoding
-//! (`decode.rs`) mirrors llama.cpp's `token_to_piece` / `detokenize`, and [`StreamDecoder`] turns a
-//! stream of generated tokens into UTF-8 text.
+//! tokenizer (`spm.rs`, `bpe.rs` after `pretokenize.rs`, or `wpm.rs`) on each plain-text fragment.
+//! Decoding (`decode.rs`) mirrors llama.cpp's `token_to_piece` / `detokenize`, and
+//! [`StreamDecoder`] turns a stream of generated tokens into UTF-8 text.
 //!
 //! Known differences from llama.cpp: when the metadata has no `eot_token_id` and the vocabulary
 //! holds several end-of-turn texts, llama.cpp's choice depends on `std::unordered_map` order; we
 //! take the first of `<|eot_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, `<|endoftext|>`, ..
 //! (the end-of-generation set is identical either way). Special tokens of equal length are tried
-//! in id order (llama.cpp's sort leaves their order unspecified). Other BPE pre-tokenizers (e.g.
-//! `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the WPM (BERT), UGM and RWKV
-//! tokenizer models are reported as [`crate::Error::Tokenizer`].
+//! in id order (llama.cpp's sort leaves their order unspecified). A WordPiece vocabulary without
+//! an UNK token makes encoding a word it cannot cut an error (llama.cpp writes token id -1). Other
+//! BPE pre-tokenizers (e.g. `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the UGM and
+//! RWKV tokenizer models are reported as [`crate::Error::Tokenizer`].
 
 mod bpe;
 mod decode;
@@ -32,6 +35,7 @@ mod special;
 mod spm;
 mod unicode;
 mod vocab;
+mod wpm;
 
 pub use decode::StreamDecoder;
 
@@ -46,6 +50,9 @@ pub enum TokenizerKind {
     SentencePiece,
     /// GPT-2 byte-level BPE with merge ranks (`tokenizer.ggml.model = "gpt2"`).
     Bpe,
+    /// BERT's WordPiece: greedy longest-match after normalization (`tokenizer.ggml.model =
+    /// "bert"`).
+    WordPiece,
 }
 
 /// The fill-in-the-middle tokens of a vocabulary (from `tokenizer.ggml.fim_*_token_id`, else
@@ -77,6 +84,8 @@ pub struct Tokenizer {
     bos: Option<u32>,
     eos: Option<u32>,
     eot: Option<u32>,
+    /// Separator (`tokenizer.ggml.seperator_token_id`; `[SEP]` by default for WordPiece).
+    sep: Option<u32>,
     add_bos: bool,
     add_eos: bool,
     add_space_prefix: bool,
@@ -87,9 +96,10 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    /// Tokenizes `text`. With `add_special`, BOS/EOS are added as the model's flags say; with
-    /// `parse_special`, control-token text in `text` becomes those tokens (user-defined tokens are
-    /// always recognised, as in llama.cpp).
+    /// Tokenizes `text`. With `add_special`, BOS/EOS are added as the model's flags say (WordPiece:
+    /// BOS and SEP, whatever the flags say, as llama.cpp does); with `parse_special`, control-token
+    /// text in `text` becomes those tokens (user-defined tokens are always recognised, as in
+    /// llama.cpp).
     pub fn encode(
         &self,
         text: &str,
@@ -97,7 +107,8 @@ impl Tokenizer {
         parse_special: bool,
     ) -> crate::Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
-        if add_special && self.add_bos {
+        let is_wpm = matches!(self.kind_data, KindData::Wpm(_));
+        if add_special && (self.add_bos || is_wpm) {
             out.push(self.bos.ok_or_else(|| {
                 crate::Error::Tokenizer("model adds BOS but has no BOS token".into())
             })?);
@@ -124,12 +135,17 @@ impl Tokenizer {
                             spm::tokenize(&self.vocab, &self.byte_tokens, &buf, &mut out)?;
                         }
                         KindData::Bpe(bpe) => bpe.tokenize(&self.vocab, piece, &mut out),
+                        KindData::Wpm(wpm) => wpm.tokenize(&self.vocab, piece, &mut out)?,
                     }
                     prev_special = false;
                 }
             }
         }
-        if add_special && self.add_eos {
+        if add_special && is_wpm {
+            out.push(self.sep.ok_or_else(|| {
+                crate::Error::Tokenizer("WordPiece model has no SEP token".into())
+            })?);
+        } else if add_special && self.add_eos {
             out.push(self.eos.ok_or_else(|| {
                 crate::Error::Tokenizer("model adds EOS but has no EOS token".into())
             })?);
@@ -150,9 +166,9 @@ impl Tokenizer {
     }
 
     /// Bytes token `id` contributes to output text (llama.cpp `token_to_piece`): byte-fallback
-    /// tokens give their byte, SentencePiece `▁` becomes a space, byte-level BPE text is mapped back
-    /// to bytes; control tokens give nothing unless `special` (then their text). Unknown ids give
-    /// nothing.
+    /// tokens give their byte, SentencePiece and WordPiece `▁` becomes a space, byte-level BPE
+    /// text is mapped back to bytes; control tokens give nothing unless `special` (then their
+    /// text). Unknown ids give nothing.
     pub fn token_bytes(&self, id: u32, special: bool) -> Vec<u8> {
         self.piece(id, special)
     }
@@ -179,12 +195,20 @@ impl Tokenizer {
         self.eot
     }
 
-    /// Whether `encode(.., add_special = true, ..)` prepends BOS.
+    /// Separator token (`tokenizer.ggml.seperator_token_id`; WordPiece's `[SEP]`, which
+    /// `encode(.., add_special = true, ..)` appends to WordPiece tokenizations).
+    pub fn sep(&self) -> Option<u32> {
+        self.sep
+    }
+
+    /// Whether `encode(.., add_special = true, ..)` prepends BOS: the model's flag, as llama.cpp
+    /// reports it (WordPiece encodings get BOS whatever it says).
     pub fn add_bos(&self) -> bool {
         self.add_bos
     }
 
-    /// Whether `encode(.., add_special = true, ..)` appends EOS.
+    /// Whether `encode(.., add_special = true, ..)` appends EOS: the model's flag, as llama.cpp
+    /// reports it (WordPiece encodings end with SEP instead, whatever it says).
     pub fn add_eos(&self) -> bool {
         self.add_eos
     }

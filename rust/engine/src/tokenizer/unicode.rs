@@ -1,7 +1,9 @@
-//! Codepoint classes and the GPT-2 byte-to-unicode mapping, as llama.cpp's `unicode.cpp` defines them.
+//! Codepoint classes, lowercase and NFD mappings and the GPT-2 byte-to-unicode mapping, as
+//! llama.cpp's `unicode.cpp` defines them.
 //!
-//! Categories come from Unicode 15.1 (the version of llama.cpp's generated tables), so pre-tokenization
-//! splits text exactly where llama.cpp does, independently of the Rust standard library's Unicode version.
+//! The tables come from Unicode 15.1 (the version of llama.cpp's generated tables), so
+//! pre-tokenization splits and normalizes text exactly as llama.cpp does, independently of the
+//! Rust standard library's Unicode version.
 
 #[path = "unicode_table.rs"]
 mod table;
@@ -45,6 +47,42 @@ pub(crate) fn category(cp: u32) -> Category {
         6 => Category::Symbol,
         7 => Category::Control,
         _ => Category::Undefined,
+    }
+}
+
+/// Index of the last entry of `runs` (sorted by `start << 11 | ..`) whose start is <= `cp`.
+fn run_index(runs: &[u32], cp: u32) -> Option<usize> {
+    runs.partition_point(|&r| (r >> 11) <= cp).checked_sub(1)
+}
+
+/// Simple lowercase of `cp` (llama.cpp's `unicode_tolower`); codepoints without one map to
+/// themselves.
+pub(crate) fn to_lower(cp: u32) -> u32 {
+    let Some(i) = run_index(&table::LOWER_RUNS, cp) else {
+        return cp;
+    };
+    let run = table::LOWER_RUNS[i];
+    let (start, count, stride) = (run >> 11, (run >> 1) & 0x3FF, (run & 1) + 1);
+    let offset = cp - start;
+    if offset.is_multiple_of(stride) && offset / stride < count {
+        table::LOWER_TARGETS[i] + offset
+    } else {
+        cp
+    }
+}
+
+/// First codepoint of the canonical decomposition (NFD) of `cp`: llama.cpp's
+/// `unicode_cpts_normalize_nfd` maps each codepoint to that one codepoint (so `é` becomes `e`, and
+/// the combining accent is lost rather than following it).
+pub(crate) fn nfd_first(cp: u32) -> u32 {
+    let Some(i) = run_index(&table::NFD_RUNS, cp) else {
+        return cp;
+    };
+    let run = table::NFD_RUNS[i];
+    if cp - (run >> 11) <= (run & 0x7FF) {
+        table::NFD_TARGETS[i]
+    } else {
+        cp
     }
 }
 
@@ -133,5 +171,66 @@ impl ByteLevel {
     pub(crate) fn byte_of(&self, c: char) -> Option<u8> {
         let v = *self.from_char.get(c as usize)?;
         u8::try_from(v).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{nfd_first, to_lower};
+
+    #[test]
+    fn simple_lowercase() {
+        let cases = [
+            ('A', 'a'),
+            ('a', 'a'),
+            ('Ā', 'ā'), // stride-2 run: Latin Extended-A alternates upper and lower case
+            ('ā', 'ā'),
+            ('Ł', 'ł'),
+            ('ł', 'ł'),
+            ('İ', 'i'), // full lowercase is "i\u{307}"; the simple one is its first codepoint
+            ('Σ', 'σ'),
+            ('ς', 'ς'),
+            ('ǅ', 'ǆ'),
+            ('Ǆ', 'ǆ'),
+            ('\u{2126}', 'ω'), // OHM SIGN
+            ('\u{212A}', 'k'), // KELVIN SIGN
+            ('Ⅻ', 'ⅻ'),
+            ('Ⓐ', 'ⓐ'),
+            ('𐐀', '𐐨'),
+            ('ẞ', 'ß'),
+            ('ß', 'ß'),
+            ('1', '1'),
+            ('中', '中'),
+        ];
+        for (c, want) in cases {
+            assert_eq!(to_lower(c as u32), want as u32, "{c:?}");
+        }
+        assert_eq!(to_lower(0x10FFFF), 0x10FFFF);
+        assert_eq!(to_lower(0x110000), 0x110000);
+    }
+
+    #[test]
+    fn first_codepoint_of_nfd() {
+        let cases = [
+            ('é', 'e'),
+            ('É', 'E'),
+            ('a', 'a'),
+            ('\u{212B}', 'A'), // ANGSTROM SIGN -> Å -> A + ring
+            ('\u{212A}', 'K'), // KELVIN SIGN
+            ('가', '\u{1100}'),
+            ('힣', '\u{1112}'),
+            ('ǅ', 'ǅ'), // compatibility decompositions are not applied
+            ('ﬁ', 'ﬁ'),
+            ('ẛ', 'ſ'),
+            ('\u{344}', '\u{308}'),
+            ('\u{2000}', '\u{2002}'),
+            ('\u{F900}', '\u{8C48}'),
+            ('\u{2FA1D}', '\u{2A600}'),
+        ];
+        for (c, want) in cases {
+            assert_eq!(nfd_first(c as u32), want as u32, "{c:?}");
+        }
+        assert_eq!(nfd_first(0x2FA1E), 0x2FA1E);
+        assert_eq!(nfd_first(0x110000), 0x110000);
     }
 }
