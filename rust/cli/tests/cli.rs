@@ -404,6 +404,7 @@ fn tokenize_reads_vocab_only_files_as_llama_cpp_does() {
         "deepseek-llm",
         "deepseek-coder",
         "gemma-4",
+        "bert-bge",
     ] {
         let vocab = tokenizer_support::llama_cpp_vocab(name);
         let cases = tokenizer_support::llama_cpp_expected(name).expect("the .inp/.out files");
