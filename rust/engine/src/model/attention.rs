@@ -58,6 +58,9 @@ pub(crate) struct AttentionShape {
     pub softcap: Option<f32>,
     /// Sliding window in positions (`None`: full causal attention).
     pub window: Option<usize>,
+    /// Each token attends to the keys before it (decoders); `false`: to every key of its
+    /// sequence, later ones included (encoders, which run a sequence in one pass).
+    pub causal: bool,
     /// How the cache stores keys and values.
     pub types: KvTypes,
 }
@@ -314,6 +317,15 @@ impl Job<'_> {
         self.s.window.map_or(0, |w| (p + 1).saturating_sub(w))
     }
 
+    /// One past the last key position the token at position `p` attends to.
+    fn key_end(&self, p: usize) -> usize {
+        if self.s.causal {
+            p + 1
+        } else {
+            self.pos0 + self.n
+        }
+    }
+
     /// Cache row `j`'s key and value of KV head `g`.
     ///
     /// # Safety
@@ -399,7 +411,10 @@ impl Job<'_> {
             );
             let t0 = blk * self.token_block;
             let t1 = ((blk + 1) * self.token_block).min(self.n);
-            let (lo, hi) = (self.window_start(self.pos0 + t0), self.pos0 + t1);
+            let (lo, hi) = (
+                self.window_start(self.pos0 + t0),
+                self.key_end(self.pos0 + t1 - 1),
+            );
             // The window is as long as the context (an option): allocate fallibly.
             let fits = fallible::resize(&mut k32, (hi - lo) * hd, 0.0, "")
                 .and_then(|()| fallible::resize(&mut v32, (hi - lo) * hdv, 0.0, ""))
@@ -443,7 +458,7 @@ impl Job<'_> {
                 for i in 0..nq {
                     let (t, h) = query(c + i);
                     let p = self.pos0 + t;
-                    (ulo, uhi) = (ulo.min(self.window_start(p)), uhi.max(p + 1));
+                    (ulo, uhi) = (ulo.min(self.window_start(p)), uhi.max(self.key_end(p)));
                     let qh = &mut qt[i * hd..(i + 1) * hd];
                     // SAFETY: token `t`'s queries of this head's group were prepared and
                     // only this task uses them now.
@@ -464,7 +479,7 @@ impl Job<'_> {
                 for i in 0..nq {
                     let (t, h) = query(c + i);
                     let p = self.pos0 + t;
-                    ranges[i] = self.window_start(p) - ulo..p + 1 - ulo;
+                    ranges[i] = self.window_start(p) - ulo..self.key_end(p) - ulo;
                     let row = &mut scores[i * nk..(i + 1) * nk];
                     let (before, rest) = row.split_at_mut(ranges[i].start);
                     let (probs, after) = rest.split_at_mut(ranges[i].len());

@@ -95,7 +95,8 @@ fn run_job(
 /// The SIMD builds of the attention loop (AVX2/F16C, AVX-512F, NEON: whichever this CPU
 /// has) equal the portable one bit for bit, on random shapes: head sizes that are and are
 /// not multiples of 8 (and 16), GQA groups 1 to 4, sliding windows, new tokens after
-/// cached ones, several token blocks, partial query tiles and key blocks, infinite values.
+/// cached ones, several token blocks, partial query tiles and key blocks, infinite values,
+/// bidirectional (encoder) attention.
 #[test]
 fn simd_builds_equal_portable_build() {
     let mut rng = Lcg(12345);
@@ -112,6 +113,7 @@ fn simd_builds_equal_portable_build() {
             scale: 0.05 + (rng.next() + 2.0) / 8.0,
             softcap: None,
             window: [None, Some(1), Some(5), Some(16)][rng.below(4)],
+            causal: case % 7 != 6,
             types: KvTypes::default(),
         };
         let n = 1 + rng.below(24);
@@ -154,6 +156,14 @@ fn simd_builds_equal_portable_build() {
 /// f16-rounded probabilities, [`ops::weighted_sum`] of the window's values.
 #[test]
 fn portable_build_equals_naive_attention() {
+    for causal in [true, false] {
+        naive_case(causal);
+    }
+}
+
+/// [`portable_build_equals_naive_attention`] with causal (windowed) or bidirectional
+/// attention (every key of the sequence, no window).
+fn naive_case(causal: bool) {
     let shape = AttentionShape {
         n_head: 6,
         n_head_kv: 2,
@@ -161,7 +171,8 @@ fn portable_build_equals_naive_attention() {
         head_dim_v: 12,
         scale: 0.3,
         softcap: None,
-        window: Some(6),
+        window: causal.then_some(6),
+        causal,
         types: KvTypes::default(),
     };
     let (n, pos0) = (7usize, 4usize);
@@ -180,19 +191,23 @@ fn portable_build_equals_naive_attention() {
     let widen = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     for t in 0..n {
         let p = pos0 + t;
-        let first = (p + 1).saturating_sub(6);
+        let (first, last) = if causal {
+            ((p + 1).saturating_sub(6), p)
+        } else {
+            (0, total - 1)
+        };
         for h in 0..6 {
             let g = h / 3;
             let qh: Vec<f32> = q[t * 120 + h * 20..][..20]
                 .iter()
                 .map(|&v| ops::round_f16(v))
                 .collect();
-            let mut scores: Vec<f32> = (first..=p)
+            let mut scores: Vec<f32> = (first..=last)
                 .map(|j| ops::dot(&qh, &widen(&keys[j * 40 + g * 20..][..20])) * 0.3)
                 .collect();
             ops::softmax(&mut scores);
             scores.iter_mut().for_each(|v| *v = ops::round_f16(*v));
-            let rows: Vec<f32> = (first..=p)
+            let rows: Vec<f32> = (first..=last)
                 .flat_map(|j| widen(&values[j * 24 + g * 12..][..12]))
                 .collect();
             let mut want = vec![0f32; 12];
