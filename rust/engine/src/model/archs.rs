@@ -74,6 +74,15 @@ pub(crate) struct Scalars {
     pub(crate) moe: bool,
 }
 
+/// What makes an architecture an encoder (BERT family): bidirectional attention, token type
+/// embeddings, a norm of the embeddings, LayerNorms of the residual sums (`attn_output_norm`,
+/// `layer_output_norm`), and pooled hidden states instead of logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Encoder {
+    /// Learned absolute positions (`position_embd`, BERT) instead of RoPE (nomic-bert).
+    pub(crate) learned_positions: bool,
+}
+
 /// One architecture.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Arch {
@@ -101,6 +110,7 @@ pub(crate) struct Arch {
     /// With this many layers (the 27B models), Gemma's query scale is 1/√(n_embd/n_head).
     pub(crate) wide_query_scale_at: Option<usize>,
     pub(crate) scalars: Scalars,
+    pub(crate) encoder: Option<Encoder>,
 }
 
 const LLAMA: Arch = Arch {
@@ -126,6 +136,7 @@ const LLAMA: Arch = Arch {
         mistral3: false,
         moe: false,
     },
+    encoder: None,
 };
 
 const GEMMA: Arch = Arch {
@@ -294,6 +305,27 @@ pub(crate) const ARCHS: &[Arch] = &[
             rope_alpha: true,
             ..LLAMA.scalars
         },
+        ..LLAMA
+    },
+    Arch {
+        name: "bert",
+        pre_norms: false,
+        layer_norm: true,
+        activation: FfnActivation::GeluTanh,
+        gated_ffn: false,
+        encoder: Some(Encoder {
+            learned_positions: true,
+        }),
+        ..LLAMA
+    },
+    Arch {
+        name: "nomic-bert",
+        rope: RopeStyle::Neox,
+        pre_norms: false,
+        layer_norm: true,
+        encoder: Some(Encoder {
+            learned_positions: false,
+        }),
         ..LLAMA
     },
 ];

@@ -9,7 +9,8 @@ use super::config::Meta;
 use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
-use super::transformer::{Dense, Ffn, Layer, Transformer};
+use super::pooling::{Classifier, Pooling};
+use super::transformer::{Dense, EncoderInput, Ffn, Layer, Transformer};
 use super::weights::Loader;
 use super::ModelConfig;
 use crate::backend::Registry;
@@ -30,7 +31,10 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         config.n_head_kv * hd,
         config.n_head_kv * hdv,
     );
-    let ropes = Ropes::read(&config, &meta, &ld, arch)?;
+    let mut ropes = Ropes::read(&config, &meta, &ld, arch)?;
+    if arch.encoder.is_some_and(|e| e.learned_positions) {
+        ropes.enabled = false;
+    }
     let local = local_layers(&config, &meta, arch)?;
     let window = local.as_ref().map(|(_, w)| *w);
     let embedding = ld.embedding("token_embd.weight", d, config.n_vocab)?;
@@ -54,7 +58,43 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
             ..layer(&ld, i, (&config, &meta), arch, widths)?
         });
     }
-    let output = ld.output_head(&config, &embedding)?;
+    let encoder = match arch.encoder {
+        Some(e) => Some(EncoderInput {
+            type_row: match ld.has("token_types.weight") {
+                true => {
+                    let key = "tokenizer.ggml.token_type_count";
+                    let n_types = gguf.get_u64(key).unwrap_or(0);
+                    if n_types == 0 || n_types > 1 << 16 {
+                        return Err(Error::InvalidModel(format!(
+                            "an encoder with token types needs '{key}' from 1 to 65536"
+                        )));
+                    }
+                    let types = ld.embedding("token_types.weight", d, n_types as usize)?;
+                    let mut row = vec![0f32; d];
+                    types.row(0, &mut row)?;
+                    Some(row)
+                }
+                false => None,
+            },
+            positions: match e.learned_positions {
+                true => Some(ld.embedding("position_embd.weight", d, config.n_ctx_train)?),
+                false => None,
+            },
+            norm: norm(&ld, "token_embd_norm", d, &config, arch)?,
+        }),
+        None => None,
+    };
+    let output = match encoder {
+        Some(_) => None,
+        None => Some(ld.output_head(&config, &embedding)?),
+    };
+    let pooling_type = meta.count_or("pooling_type", 1)?;
+    let pooling = Pooling::from_gguf(pooling_type as u64).ok_or_else(|| {
+        Error::InvalidModel(format!(
+            "unknown '{}.pooling_type' {pooling_type}",
+            arch.name
+        ))
+    })?;
     let granite = arch.scalars.granite;
     let positive = |key: &str| -> Result<Option<f32>> {
         Ok(Some(meta.f32_or(key, 0.0)?).filter(|v| *v != 0.0))
@@ -103,7 +143,14 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     let gemma2 = arch.scalars.attn_softcap;
     let final_default = if gemma2 { 30.0 } else { 0.0 };
     Ok(Transformer {
-        output_norm: norm(&ld, "output_norm", d, &config, arch)?,
+        output_norm: match encoder {
+            Some(_) => None,
+            None => Some(norm(&ld, "output_norm", d, &config, arch)?),
+        },
+        causal: meta.bool_or("attention.causal", encoder.is_none()),
+        classifier: classifier(&ld, &config, &meta)?,
+        encoder,
+        pooling,
         output_bias: ld.opt_vector("output.bias", config.n_vocab)?,
         output,
         embedding,
@@ -214,18 +261,51 @@ fn layer(
         },
         q_norm: qk_norm("attn_q_norm.weight", c.n_head)?,
         k_norm: qk_norm("attn_k_norm.weight", c.n_head_kv)?,
-        post_attn_norm: block_norm(arch.post_norms, "post_attention_norm")?,
+        post_attn_norm: match arch.encoder {
+            Some(_) => Some(norm(ld, &p("attn_output_norm"), d, c, arch)?),
+            None => block_norm(arch.post_norms, "post_attention_norm")?,
+        },
         ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
         ffn: if ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
             Ffn::Moe(moe(ld, i, (c, meta), arch)?)
         } else {
             Ffn::Dense(dense(ld, i, c, arch)?)
         },
-        post_ffn_norm: block_norm(arch.post_norms, "post_ffw_norm")?,
+        post_ffn_norm: match arch.encoder {
+            Some(_) => Some(norm(ld, &p("layer_output_norm"), d, c, arch)?),
+            None => block_norm(arch.post_norms, "post_ffw_norm")?,
+        },
         rope: None,
         rope_long: None,
         window: None,
+        norm_sums: arch.encoder.is_some(),
     })
+}
+
+/// A reranker's classification head, if the file has one (`cls.output`, with an optional
+/// dense `cls` layer before it; `{arch}.classifier.output_labels` scores, by default 1).
+fn classifier(ld: &Loader<'_>, c: &ModelConfig, meta: &Meta<'_>) -> Result<Option<Classifier>> {
+    if !ld.has("cls.output.weight") {
+        return Ok(None);
+    }
+    let d = c.n_embd;
+    let n_out = meta
+        .array_len("classifier.output_labels")
+        .unwrap_or(1)
+        .max(1);
+    let dense = match ld.has("cls.weight") {
+        true => Some((
+            ld.matrix("cls.weight", d, d)?,
+            ld.opt_vector("cls.bias", d)?,
+        )),
+        false => None,
+    };
+    Ok(Some(Classifier {
+        dense,
+        out: ld.matrix("cls.output.weight", d, n_out)?,
+        out_bias: ld.opt_vector("cls.output.bias", n_out)?,
+        n_out,
+    }))
 }
 
 /// Block `i`'s dense feed-forward.

@@ -122,6 +122,11 @@ impl<'a> Meta<'a> {
         let key = self.key(suffix);
         self.gguf.get_str(&key)
     }
+
+    /// The length of an array, if the key holds one.
+    pub(crate) fn array_len(&self, suffix: &str) -> Option<usize> {
+        self.gguf.get_array(&self.key(suffix)).map(|a| a.len())
+    }
 }
 
 impl ModelConfig {

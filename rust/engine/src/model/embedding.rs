@@ -32,6 +32,11 @@ impl Embedding {
         }
     }
 
+    /// The number of rows (tokens, or positions of a position table).
+    pub(crate) fn rows(&self) -> usize {
+        self.n_vocab
+    }
+
     /// Write the embedding of token `id` into `out` (`n_embd` values).
     pub(crate) fn row(&self, id: u32, out: &mut [f32]) -> Result<()> {
         let id = id as usize;

@@ -13,6 +13,7 @@ mod lora_kernels;
 mod moe;
 mod norm;
 pub mod ops;
+mod pooling;
 mod shift;
 mod transformer;
 mod weights;
@@ -25,6 +26,7 @@ pub use config::ModelConfig;
 pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
 pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
 pub use lora::{ActiveLora, LoraAdapter};
+pub use pooling::{normalize, pool, Pooling};
 pub use transformer::Output;
 
 use crate::backend::{Registry, Threads};
@@ -56,6 +58,40 @@ impl Model {
     /// Hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         &self.net.config
+    }
+
+    /// Whether this is an encoder (BERT family): bidirectional attention, hidden states to
+    /// pool, no logits (so no text generation).
+    pub fn is_encoder(&self) -> bool {
+        self.net.output.is_none()
+    }
+
+    /// The pooling the file asks for (`{arch}.pooling_type`; mean when it does not say).
+    pub fn pooling(&self) -> Pooling {
+        self.net.pooling
+    }
+
+    /// Whether the model has a classification head for [`Pooling::Rank`].
+    pub fn can_rank(&self) -> bool {
+        self.net.classifier.is_some()
+    }
+
+    /// The classification head's scores of a pooled state (`n_embd` values);
+    /// [`Error::InvalidOption`] without a head.
+    pub fn classify(&self, pooled: &[f32], threads: &Threads) -> Result<Vec<f32>> {
+        let Some(head) = &self.net.classifier else {
+            return Err(Error::InvalidOption(
+                "this model has no classification head: rank pooling needs a reranker".into(),
+            ));
+        };
+        if pooled.len() != self.net.config.n_embd {
+            return Err(Error::InvalidOption(format!(
+                "a pooled state of {} values for a model of {}",
+                pooled.len(),
+                self.net.config.n_embd
+            )));
+        }
+        head.scores(pooled, threads)
     }
 
     /// An empty KV cache for `n_ctx` positions stored as `types` ([`Error::InsufficientMemory`]
@@ -145,7 +181,7 @@ impl Model {
                 };
                 [&l.wq, &l.wk, &l.wv, &l.wo].into_iter().chain(ffn)
             })
-            .chain(std::iter::once(&self.net.output))
+            .chain(self.net.output.as_ref())
     }
 
     /// Bytes of weights a decoding step reads: every matrix once, of a mixture of experts the

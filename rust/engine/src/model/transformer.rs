@@ -1,7 +1,8 @@
-//! The decoder-only transformer shared by every architecture. `archs.rs` describes each
-//! architecture's features and `build.rs` reads a file's metadata and tensors into a
-//! [`Transformer`] with those features set (biases, QK-norms, pre- and post-norms, sliding
-//! windows, layers without RoPE, activation, scales and soft-caps).
+//! The transformer shared by every architecture. `archs.rs` describes each architecture's
+//! features and `build.rs` reads a file's metadata and tensors into a [`Transformer`] with
+//! those features set (biases, QK-norms, pre- and post-norms, sliding windows, layers without
+//! RoPE, activation, scales and soft-caps; for encoders, bidirectional attention, learned
+//! positions and norms after each residual sum).
 
 use std::cell::Cell;
 
@@ -12,6 +13,7 @@ use super::lora::{self, ActiveLora, Target};
 use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::{self, Rope};
+use super::pooling::{Classifier, Pooling};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Error, Result};
@@ -63,6 +65,9 @@ pub(crate) struct Layer {
     pub(crate) rope_long: Option<Rope>,
     /// Sliding attention window in positions (`None`: full causal attention).
     pub(crate) window: Option<usize>,
+    /// Apply `post_attn_norm` and `post_ffn_norm` to the residual sums instead of to the
+    /// attention and feed-forward outputs (BERT's post-LN block).
+    pub(crate) norm_sums: bool,
 }
 
 /// A block's feed-forward.
@@ -83,10 +88,28 @@ pub(crate) struct Dense {
     pub(crate) b_down: Option<Vec<f32>>,
 }
 
-/// A complete decoder-only model.
+/// What an encoder adds to its token embeddings before the first block (BERT family).
+pub(crate) struct EncoderInput {
+    /// Token type 0's embedding ("sentence A"; llama.cpp gives every token that type).
+    pub(crate) type_row: Option<Vec<f32>>,
+    /// Learned absolute position embeddings (BERT), one row per position.
+    pub(crate) positions: Option<Embedding>,
+    /// The norm of the sum.
+    pub(crate) norm: Norm,
+}
+
+/// A complete model: a decoder (logits), or an encoder (hidden states to pool).
 pub(crate) struct Transformer {
     pub(crate) config: ModelConfig,
     pub(crate) embedding: Embedding,
+    /// Encoders' input additions (`None`: decoders).
+    pub(crate) encoder: Option<EncoderInput>,
+    /// Tokens attend only to earlier ones (false: encoders, to their whole sequence).
+    pub(crate) causal: bool,
+    /// How the file says to pool hidden states into one embedding per sequence.
+    pub(crate) pooling: Pooling,
+    /// A reranker's classification head over the pooled state.
+    pub(crate) classifier: Option<Classifier>,
     /// Multiply embeddings by this (gemma: √n_embd; granite: its embedding multiplier).
     pub(crate) embed_scale: Option<f32>,
     /// Scale rotated queries by this (gemma, phi3).
@@ -108,8 +131,10 @@ pub(crate) struct Transformer {
     pub(crate) residual_scale: Option<f32>,
     pub(crate) activation: FfnActivation,
     pub(crate) layers: Vec<Layer>,
-    pub(crate) output_norm: Norm,
-    pub(crate) output: Weight,
+    /// The norm of the last hidden states (`None`: encoders, whose blocks end with one).
+    pub(crate) output_norm: Option<Norm>,
+    /// The output head (`None`: encoders, which compute no logits).
+    pub(crate) output: Option<Weight>,
     /// Added to the logits (`output.bias`, phi3).
     pub(crate) output_bias: Option<Vec<f32>>,
     /// Multiply the logits by this (granite: 1 / its logit scale).
@@ -204,21 +229,25 @@ fn norm_into(h: &mut [f32], x: &mut [f32], d: usize, norm: Option<&Norm>, thread
 }
 
 /// The residual step on rows of `d` values: `x += norm(proj)` (`x += proj` without a norm),
-/// with `proj` first multiplied by `scale` if there is one.
+/// with `proj` first multiplied by `scale` if there is one; with `norm_sum`, `x =
+/// norm(x + proj)` instead.
 fn add_residual(
     x: &mut [f32],
     proj: &mut [f32],
     d: usize,
-    (norm, scale): (Option<&Norm>, Option<f32>),
+    (norm, scale, norm_sum): (Option<&Norm>, Option<f32>, bool),
     threads: &Threads,
 ) {
     threads.for_each_rows2(x, d, proj, d, |_, x, proj| {
-        if let Some(n) = norm {
+        if let (Some(n), false) = (norm, norm_sum) {
             n.rows(proj);
         }
         match scale {
             Some(s) => x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b * s),
             None => x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b),
+        }
+        if let (Some(n), true) = (norm, norm_sum) {
+            n.rows(x);
         }
     });
 }
@@ -231,6 +260,40 @@ impl Transformer {
             Some(long) if n_ctx > self.long_from => Some(long),
             _ => layer.rope.as_ref(),
         }
+    }
+
+    /// Add an encoder's token type and position embeddings to the embedded tokens `x` of
+    /// `seqs` (positions from each sequence's cache length) and normalise the sums.
+    fn encoder_input(
+        &self,
+        enc: &EncoderInput,
+        seqs: &[SeqTokens<'_>],
+        x: &mut [f32],
+        threads: &Threads,
+    ) -> Result<()> {
+        let d = self.config.n_embd;
+        let mut rows = x.chunks_exact_mut(d);
+        let mut pos_row = vec![0f32; d];
+        for seq in seqs {
+            let pos0 = seq.cache.len();
+            for (t, row) in (0..seq.tokens.len()).zip(&mut rows) {
+                if let Some(type_row) = &enc.type_row {
+                    row.iter_mut().zip(type_row).for_each(|(v, t)| *v += t);
+                }
+                if let Some(positions) = &enc.positions {
+                    if pos0 + t >= positions.rows() {
+                        return Err(Error::ContextExhausted {
+                            needed: pos0 + seq.tokens.len(),
+                            capacity: positions.rows(),
+                        });
+                    }
+                    positions.row((pos0 + t) as u32, &mut pos_row)?;
+                    row.iter_mut().zip(&pos_row).for_each(|(v, p)| *v += p);
+                }
+            }
+        }
+        enc.norm.rows_par(x, threads);
+        Ok(())
     }
 
     /// Run each sequence's tokens at the positions following its cache's contents, append
@@ -258,6 +321,13 @@ impl Transformer {
                     capacity: s.cache.capacity(),
                 });
             }
+        }
+        if output != Output::Hidden && self.output.is_none() {
+            return Err(Error::InvalidOption(
+                "this is an embedding model (an encoder): it computes embeddings, not logits, \
+                 and cannot generate text"
+                    .into(),
+            ));
         }
         let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let mut buffers = SCRATCH.take();
@@ -342,6 +412,9 @@ impl Transformer {
         if let Some(s) = self.embed_scale {
             x.iter_mut().for_each(|v| *v *= s);
         }
+        if let Some(enc) = &self.encoder {
+            self.encoder_input(enc, seqs, x, threads)?;
+        }
         for (il, layer) in self.layers.iter().enumerate() {
             let block = |index| Target::Block { layer: il, index };
             norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
@@ -368,6 +441,7 @@ impl Transformer {
                 scale: self.kq_scale,
                 softcap: self.attn_softcap,
                 window: layer.window,
+                causal: self.causal,
                 // The sequences of a batch are one context's: their caches share types.
                 types: seqs
                     .first()
@@ -434,7 +508,8 @@ impl Transformer {
             adapt(attn, &mut [(block(3), proj)])?;
             add_bias(proj, &layer.bo);
             let norm = layer.post_attn_norm.as_ref();
-            add_residual(x, proj, d, (norm, self.residual_scale), threads);
+            let sums = layer.norm_sums;
+            add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
             // Without an FFN norm after an attention norm (StableLM's parallel block), the
             // feed-forward reads the attention's normalised input, still in `h`.
             if layer.ffn_norm.is_some() || layer.attn_norm.is_none() {
@@ -451,7 +526,7 @@ impl Transformer {
                     }
                     moe.forward(h, n, d, proj, threads)?;
                     let norm = layer.post_ffn_norm.as_ref();
-                    add_residual(x, proj, d, (norm, self.residual_scale), threads);
+                    add_residual(x, proj, d, (norm, self.residual_scale, false), threads);
                     continue;
                 }
             };
@@ -479,7 +554,8 @@ impl Transformer {
             adapt(gate, &mut [(block(6), proj)])?;
             add_bias(proj, &dense.b_down);
             let norm = layer.post_ffn_norm.as_ref();
-            add_residual(x, proj, d, (norm, self.residual_scale), threads);
+            let sums = layer.norm_sums;
+            add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();
@@ -505,16 +581,18 @@ impl Transformer {
                 all
             }
         };
-        self.output_norm.rows(&mut rows);
-        if output == Output::Hidden {
+        if let Some(norm) = &self.output_norm {
+            norm.rows(&mut rows);
+        }
+        let Some(head) = self.output.as_ref().filter(|_| output != Output::Hidden) else {
             *out = rows;
             return Ok(());
-        }
+        };
         let n_out = rows.len() / d;
         let n_logits = n_out.saturating_mul(c.n_vocab);
         // Every element is written by the product: a reused buffer is not cleared.
         fallible::resize(out, n_logits, 0.0f32, "the logits")?;
-        self.output.matmul(&rows, n_out, out, threads)?;
+        head.matmul(&rows, n_out, out, threads)?;
         if !lora.is_empty() {
             lora::apply(lora, &rows, n_out, &mut [(Target::Output, out)], threads)?;
         }
