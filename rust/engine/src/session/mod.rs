@@ -11,6 +11,7 @@ use crate::{Error, Result};
 
 mod batch;
 mod decode;
+mod embed;
 mod fit;
 mod infill;
 mod inspect;
@@ -24,6 +25,7 @@ mod state;
 mod step;
 
 pub use batch::MAX_SEQUENCES;
+pub use embed::{rerank_text, EmbedOptions};
 pub use fit::{ChatFit, ChatTrim};
 pub use infill::{Infill, InfillChunk};
 pub use inspect::{
