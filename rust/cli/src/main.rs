@@ -4,6 +4,7 @@ mod bench;
 mod cache;
 mod commands;
 mod download;
+mod embedding;
 mod fidelity;
 mod kld;
 mod logits_file;
@@ -51,6 +52,8 @@ enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Perplexity of a text, and KL divergence from saved logits (like llama-perplexity).
     Perplexity(perplexity::PerplexityArgs),
+    /// Embeddings or rerank scores of texts (like llama-embedding).
+    Embedding(embedding::EmbeddingArgs),
 }
 
 /// Selecting the model file.
@@ -268,6 +271,7 @@ fn main() -> ExitCode {
         Command::NnpaFidelity(args) => fidelity::fidelity(&args),
         Command::Quantize(args) => quantize::quantize(&args),
         Command::Perplexity(args) => perplexity::perplexity(&args),
+        Command::Embedding(args) => embedding::embedding(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
