@@ -42,7 +42,7 @@ if ! command -v cmake >/dev/null; then
     python3 -m pip install -q cmake >&2
 fi
 cmake -S src -B "build-$variant" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF \
     -DBUILD_SHARED_LIBS=OFF "${flags[@]}" >&2
 cmake --build "build-$variant" --target "$tool" -j "$(nproc)" >&2
 mkdir -p "bin-$variant"

@@ -44,8 +44,8 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("local-llm")
 }
 
-/// The path of a real model fetched by `scripts/setup/fetch-models.sh`: `"smollm2"` or `"gemma3"`,
-/// or `None` when `LOCAL_LLM_SKIP_REAL_MODELS=1` (the test then returns early: it is skipped,
+/// The path of a real model fetched by `scripts/setup/fetch-models.sh`: `"smollm2"`, `"gemma3"`
+/// or `"minilm"` (all-MiniLM-L6-v2 converted to GGUF), or `None` when `LOCAL_LLM_SKIP_REAL_MODELS=1` (the test then returns early: it is skipped,
 /// and says so on stderr). The one helper every test uses to find a real model.
 ///
 /// Panics when the name is unknown or the file is missing (and the skip variable is not set).
@@ -62,7 +62,8 @@ fn model_path(name: &str) -> PathBuf {
     let file = match name {
         "smollm2" => "SmolLM2-135M-Instruct.Q4_1.gguf",
         "gemma3" => "gemma-3-270m-q4_k_m.gguf",
-        other => panic!("unknown model {other:?}: expected \"smollm2\" or \"gemma3\""),
+        "minilm" => "all-MiniLM-L6-v2.f16.gguf",
+        other => panic!("unknown model {other:?}: expected \"smollm2\", \"gemma3\" or \"minilm\""),
     };
     let path = cache_dir().join("models").join(file);
     assert!(
@@ -186,16 +187,22 @@ pub const ARCH_KINDS: &[&str] = &[
     "hunyuan-dense",
 ];
 
-/// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`] or [`ARCH_KINDS`], or
-/// one of those with `+f32`: the same model with every tensor F32), seed 0.
+/// The synthetic encoder (BERT-family) models `tools/synth/make_encoder.py` writes
+/// (`rust/cli/tests/encoders.rs` runs them against llama.cpp's llama-embedding).
+pub const ENCODER_KINDS: &[&str] = &["bert", "bert-rank", "nomic-bert"];
+
+/// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`], [`ARCH_KINDS`] or
+/// [`ENCODER_KINDS`], or one of those with `+f32`: the same model with every tensor F32), seed
+/// 0.
 ///
-/// Models are written by `tools/synth/make_model.py` on first use into
+/// Models are written by `tools/synth/make_model.py` (`make_encoder.py` for encoders) on first
+/// use into
 /// `.cache/synth/<hash of the generator's sources>/` in the repo, so a change to the
 /// generator makes new files; within one test process each kind is made at most once.
 pub fn synth_model(kind: &str) -> PathBuf {
     let base = kind.strip_suffix("+f32").unwrap_or(kind);
     assert!(
-        SYNTH_KINDS.contains(&base) || ARCH_KINDS.contains(&base),
+        SYNTH_KINDS.contains(&base) || ARCH_KINDS.contains(&base) || ENCODER_KINDS.contains(&base),
         "unknown synthetic model kind {kind:?}"
     );
     static MADE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
@@ -208,7 +215,7 @@ pub fn synth_model(kind: &str) -> PathBuf {
     }
     let synth = repo_root().join("tools/synth");
     let mut hasher = DefaultHasher::new();
-    for file in ["make_model.py", "vocab.py"] {
+    for file in ["make_model.py", "make_encoder.py", "vocab.py"] {
         std::fs::read(synth.join(file))
             .unwrap_or_else(|e| panic!("reading tools/synth/{file}: {e}"))
             .hash(&mut hasher);
@@ -221,10 +228,18 @@ pub fn synth_model(kind: &str) -> PathBuf {
         std::fs::create_dir_all(&dir).expect("creating .cache/synth");
         // Write under a unique name, then rename: other test processes may race us.
         let tmp = dir.join(format!("{kind}.{}.tmp", std::process::id()));
-        run_python(
-            &synth.join("make_model.py"),
-            &[std::ffi::OsStr::new(kind), tmp.as_os_str()],
-        );
+        if ENCODER_KINDS.contains(&base) {
+            let mut args = vec![std::ffi::OsStr::new(base), tmp.as_os_str()];
+            if base != kind {
+                args.push(std::ffi::OsStr::new("--f32"));
+            }
+            run_python(&synth.join("make_encoder.py"), &args);
+        } else {
+            run_python(
+                &synth.join("make_model.py"),
+                &[std::ffi::OsStr::new(kind), tmp.as_os_str()],
+            );
+        }
         std::fs::rename(&tmp, &path).expect("renaming the synthetic model");
     }
     made.insert(kind.to_string(), path.clone());

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Writes tiny encoder (BERT-family) GGUF models with random weights that llama.cpp loads.
+
+    python3 tools/synth/make_encoder.py KIND OUT.gguf [--seed N] [--f32]
+    python3 tools/synth/make_encoder.py --list
+
+Kinds (all: 2 layers, d_model 64, 4 heads of 16, FFN 128, 128 positions, bidirectional
+attention, a WordPiece vocabulary, tokenizer.ggml.model "bert", built from vocab.py's corpus:
+[PAD] [UNK] [CLS] [SEP] [MASK], every character alone and after the word-start mark "▁", and
+the corpus's words):
+
+  bert           BERT / all-MiniLM / BGE layout: token, token-type and learned position
+                 embeddings, token_embd_norm, Q/K/V/output biases, LayerNorms of the
+                 residual sums (attn_output_norm, layer_output_norm), GELU feed-forward
+                 with biases; mean pooling. F16/Q8_0/F32 matrices.
+  bert-rank      bert with a cross-encoder classification head (cls: dense + tanh,
+                 cls.output: one score) and rank pooling, as bge-reranker.
+  nomic-bert     nomic-embed-text's layout: fused attn_qkv, NEOX RoPE (base 1000) instead
+                 of position embeddings, SwiGLU feed-forward without biases; mean pooling.
+
+--f32 writes every tensor as F32 (an exact reference). Weights are deterministic for a given
+(kind, seed). Requires the PyPI `gguf` package and numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gguf  # noqa: E402
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+
+import vocab as vocab_mod  # noqa: E402
+
+KINDS = ["bert", "bert-rank", "nomic-bert"]
+N_LAYER, D, N_HEAD, FFN, CTX = 2, 64, 4, 128, 128
+
+
+def wordpiece_vocab() -> tuple[list[str], list[int]]:
+    """Tokens and their llama.cpp types: specials, then characters (alone and word-initial),
+    then the corpus's lower-cased words."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [vocab_mod.CONTROL, vocab_mod.UNKNOWN] + [vocab_mod.CONTROL] * 3
+    text = vocab_mod.CORPUS.lower()
+    chars = sorted({c for c in text if not c.isspace()})
+    words = sorted({w for w in re.findall(r"[a-z]+", text) if len(w) > 1})
+    tokens = specials + chars + ["\u2581" + c for c in chars] + ["\u2581" + w for w in words]
+    types += [vocab_mod.NORMAL] * (len(tokens) - len(specials))
+    return tokens, types
+
+
+def tensors(kind: str, n_vocab: int, rng: np.random.Generator):
+    """(name, array, quantized type) of every tensor of `kind`."""
+
+    def mat(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
+
+    def vec(n: int, scale: float = 0.1, base: float = 0.0) -> np.ndarray:
+        return (base + rng.standard_normal(n) * scale).astype(np.float32)
+
+    yield "token_embd.weight", rng.standard_normal((n_vocab, D)).astype(np.float32), Q.F16
+    yield "token_types.weight", vec(2 * D, 0.5).reshape(2, D), Q.F32
+    if kind != "nomic-bert":
+        yield "position_embd.weight", (rng.standard_normal((CTX, D)) * 0.5).astype(np.float32), Q.F16
+    yield "token_embd_norm.weight", vec(D, 0.1, 1.0), Q.F32
+    yield "token_embd_norm.bias", vec(D), Q.F32
+    for i in range(N_LAYER):
+        p = f"blk.{i}."
+        if kind == "nomic-bert":
+            yield p + "attn_qkv.weight", mat(3 * D, D), Q.Q8_0
+        else:
+            for name, ty in (("attn_q", Q.Q8_0), ("attn_k", Q.F16), ("attn_v", Q.Q8_0)):
+                yield p + name + ".weight", mat(D, D), ty
+                yield p + name + ".bias", vec(D), Q.F32
+        yield p + "attn_output.weight", mat(D, D), Q.F16
+        yield p + "attn_output.bias", vec(D), Q.F32
+        yield p + "attn_output_norm.weight", vec(D, 0.1, 1.0), Q.F32
+        yield p + "attn_output_norm.bias", vec(D), Q.F32
+        if kind == "nomic-bert":
+            yield p + "ffn_gate.weight", mat(FFN, D), Q.Q8_0
+            yield p + "ffn_up.weight", mat(FFN, D), Q.F16
+            yield p + "ffn_down.weight", mat(D, FFN), Q.Q8_0
+        else:
+            yield p + "ffn_up.weight", mat(FFN, D), Q.Q8_0
+            yield p + "ffn_up.bias", vec(FFN), Q.F32
+            yield p + "ffn_down.weight", mat(D, FFN), Q.F16
+            yield p + "ffn_down.bias", vec(D), Q.F32
+        yield p + "layer_output_norm.weight", vec(D, 0.1, 1.0), Q.F32
+        yield p + "layer_output_norm.bias", vec(D), Q.F32
+    if kind == "bert-rank":
+        yield "cls.weight", mat(D, D), Q.F16
+        yield "cls.bias", vec(D), Q.F32
+        yield "cls.output.weight", mat(1, D, 4.0), Q.F32
+        yield "cls.output.bias", vec(1), Q.F32
+
+
+def write(kind: str, path: str, seed: int, f32: bool) -> None:
+    arch = "nomic-bert" if kind == "nomic-bert" else "bert"
+    rng = np.random.default_rng(seed)
+    tokens, types = wordpiece_vocab()
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"synthetic {kind}")
+    w.add_context_length(CTX)
+    w.add_embedding_length(D)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(N_HEAD)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    pooling = gguf.PoolingType.RANK if kind == "bert-rank" else gguf.PoolingType.MEAN
+    w.add_pooling_type(pooling)
+    if arch == "nomic-bert":
+        w.add_rope_freq_base(1000.0)
+    w.add_tokenizer_model("bert")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_type_count(2)
+    w.add_bos_token_id(tokens.index("[CLS]"))
+    w.add_sep_token_id(tokens.index("[SEP]"))
+    w.add_unk_token_id(tokens.index("[UNK]"))
+    w.add_pad_token_id(tokens.index("[PAD]"))
+    w.add_mask_token_id(tokens.index("[MASK]"))
+    w.add_add_bos_token(True)
+    w.add_add_sep_token(True)
+    for name, data, qtype in tensors(kind, len(tokens), rng):
+        if f32 or qtype == Q.F32 or data.ndim == 1:
+            w.add_tensor(name, data)
+        elif qtype == Q.F16:
+            w.add_tensor(name, data.astype(np.float16))
+        else:
+            q = gguf.quants.quantize(data, qtype)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kind", nargs="?", choices=KINDS)
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--f32", action="store_true", help="every tensor F32")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(KINDS))
+        return
+    if not args.kind or not args.out:
+        ap.error("KIND and OUT are required")
+    write(args.kind, args.out, args.seed, args.f32)
+
+
+if __name__ == "__main__":
+    main()
