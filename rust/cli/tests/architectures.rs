@@ -21,8 +21,8 @@
 //!   by `quant_oracle.rs`, `weight_formats.rs` and `perplexity.rs`);
 //! - `local-llm` generates from it.
 //!
-//! The list of architectures tested must be the engine's `SUPPORTED_ARCHITECTURES`, and the
-//! README's list must be that list. CI-sized like `perplexity.rs` (chunks of 128 tokens, 4
+//! The list of architectures tested (here, and the encoders in `encoders.rs`) must be the
+//! engine's `SUPPORTED_ARCHITECTURES`, and the README's list must be that list. CI-sized like `perplexity.rs` (chunks of 128 tokens, 4
 //! chunks, 2 threads); a table goes to stderr (`--nocapture`).
 //! `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` skips the comparison.
 
@@ -60,6 +60,9 @@ const TESTED: [(&str, &str); 19] = [
     ("starcoder2", "starcoder2"),
     ("hunyuan-dense", "hunyuan-dense"),
 ];
+/// The encoder architectures, compared with llama-embedding by `encoders.rs` (they compute no
+/// logits), in `SUPPORTED_ARCHITECTURES`' order after the decoders.
+const ENCODERS: [&str; 2] = ["bert", "nomic-bert"];
 /// Least share of positions (%) where our top token is llama.cpp's (F32 files).
 const MIN_SAME_TOP: f64 = 99.0;
 /// The bound on our mean KLD (nats) where twice llama.cpp's floor is below it: F32 files (the
@@ -72,6 +75,7 @@ const MIXED_MIN_BOUND: f64 = 2e-3;
 fn the_tested_architectures_are_the_supported_ones_and_the_readme_lists_them() {
     let mut tested: Vec<&str> = TESTED.iter().map(|(arch, _)| *arch).collect();
     tested.dedup();
+    tested.extend(ENCODERS);
     assert_eq!(tested, SUPPORTED_ARCHITECTURES);
     let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
     // Lines are wrapped: compare with every run of white space as one space.

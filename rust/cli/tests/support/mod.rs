@@ -49,8 +49,19 @@ pub fn script_path(script: &str, args: &[&str]) -> PathBuf {
 
 /// Runs a command; returns stdout and stderr together (llama-perplexity and `local-llm
 /// perplexity` split their report between them the same way).
+///
+/// llama.cpp's tools run with weight repacking off (`LLAMA_ARG_REPACK=0`, their `--no-repack`):
+/// on CPUs with AMX, the native build's AMX matrix product crashes (SIGSEGV) on these small
+/// synthetic models (seen on a Sapphire Rapids VM), and without repacking every CPU runs
+/// llama.cpp's plain `vec_dot` kernels, the ones ours are compared with. And with OpenMP's
+/// idle threads sleeping (`OMP_WAIT_POLICY=passive`) instead of spinning on both cores, the
+/// tools' log thread gets to print the report before the process exits (see [`run_llama`]).
 pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("start the command");
+    let out = cmd
+        .env("LLAMA_ARG_REPACK", "0")
+        .env("OMP_WAIT_POLICY", "passive")
+        .output()
+        .expect("start the command");
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),

@@ -1,0 +1,227 @@
+//! Encoder (BERT-family) embeddings and rerank scores end to end against llama.cpp's
+//! llama-embedding (0c1e570, the PyPI sdist `llama-cpp-python==0.3.36`, built by
+//! `scripts/setup/build-llama.sh`), on random-weight models written by
+//! `tools/synth/make_encoder.py` (WordPiece vocabulary, so llama.cpp tokenizes the texts itself
+//! and we ours): each kind with its mix of weight types and with every tensor F32.
+//!
+//! For every text, our embedding (`local-llm embedding --embd-output-format json`) and
+//! llama.cpp's have a cosine similarity of at least [`MIN_COSINE`], for the model's own pooling
+//! and for cls, last and none (one vector per token); rerank scores (`--pooling rank`) are
+//! within [`F32_SCORE_TOLERANCE`] / [`MIXED_SCORE_TOLERANCE`]. `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` skips the comparison.
+
+#[path = "../../engine/tests/common/mod.rs"]
+mod common;
+// Its perplexity-size helpers serve the llama-perplexity tests.
+#[allow(dead_code)]
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use support::{run, run_llama, script_path, skip};
+
+/// Least cosine similarity between our vector and llama.cpp's.
+const MIN_COSINE: f64 = 0.9999;
+/// Largest difference of rerank scores, relative to max(1, |llama.cpp's score|): F32 files
+/// (llama.cpp prints scores with 3 decimals) and files with their mix of weight types (the
+/// classification head magnifies the hidden state's rounding differences: measured 2.5e-3).
+const F32_SCORE_TOLERANCE: f64 = 1e-3;
+const MIXED_SCORE_TOLERANCE: f64 = 1e-2;
+
+/// Texts with words, punctuation, digits, accents, CJK and an unknown character.
+const TEXTS: &str = "The sea was calm this morning, and the boats went out.\n\
+                     A fisherman counted his nets: one, two, three (12 in all)!\n\
+                     Café naïve CRÈME brûlée, 日本語 and ✓\n\
+                     the the the sea sea water";
+
+/// Rerank pairs: a query and a document per line, tab-separated.
+const PAIRS: &str = "what is the sea?\tThe sea was calm this morning.\n\
+                     what is the sea?\tA fisherman counted his nets.\n\
+                     who sings?\tTell me a story about a boat that learned to sing.";
+
+/// The vectors of an `--embd-output-format json` report (the JSON object at the start of
+/// stdout; the log follows it).
+fn vectors(report: &str) -> Vec<Vec<f64>> {
+    let start = report
+        .find("{\n  \"object\": \"list\"")
+        .unwrap_or_else(|| panic!("no JSON list in:\n{report}"));
+    let doc: Value = serde_json::Deserializer::from_str(&report[start..])
+        .into_iter()
+        .next()
+        .expect("a JSON value")
+        .unwrap_or_else(|e| panic!("bad JSON ({e}) in:\n{report}"));
+    doc["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|d| {
+            let values = d["embedding"].as_array().expect("embedding");
+            values.iter().map(|v| v.as_f64().expect("number")).collect()
+        })
+        .collect()
+}
+
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    dot / (norm(a) * norm(b))
+}
+
+/// llama-embedding's and our reports for `model` with `args` (JSON output, 2 threads).
+fn both(llama: &Path, model: &Path, args: &[&str]) -> (String, String) {
+    let common = ["--embd-output-format", "json", "-t", "2"];
+    let mut cmd = Command::new(llama);
+    cmd.arg("-m").arg(model).args(common).args(args);
+    // The end of the JSON list: the tools' log thread can lose the report's tail.
+    let theirs = run_llama(&mut cmd, "\n  ]\n}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+    cmd.arg("embedding")
+        .arg("-m")
+        .arg(model)
+        .args(common)
+        .args(args);
+    (theirs, run(&mut cmd))
+}
+
+#[test]
+fn encoder_embeddings_match_llama_embedding() {
+    if skip() {
+        return;
+    }
+    let llama = script_path("build-llama.sh", &["llama-embedding", "native"]);
+    let mut failures = Vec::new();
+    for kind in ["bert", "bert+f32", "nomic-bert", "nomic-bert+f32"] {
+        let model = common::synth_model(kind);
+        for pooling in ["", "cls", "last", "none"] {
+            let mut args = vec!["-p", TEXTS];
+            if !pooling.is_empty() {
+                args.extend(["--pooling", pooling]);
+            }
+            let (theirs, ours) = both(&llama, &model, &args);
+            let (theirs, ours) = (vectors(&theirs), vectors(&ours));
+            assert_eq!(ours.len(), theirs.len(), "{kind} {pooling}: vector count");
+            let worst = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| cosine(a, b))
+                .fold(f64::INFINITY, f64::min);
+            eprintln!(
+                "{kind:<16} pooling {:<5} {:>3} vectors, least cosine {worst:.7}",
+                if pooling.is_empty() { "model" } else { pooling },
+                ours.len()
+            );
+            if worst.is_nan() || worst < MIN_COSINE {
+                failures.push(format!("{kind} {pooling}: least cosine {worst}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+#[test]
+fn rerank_scores_match_llama_embedding() {
+    if skip() {
+        return;
+    }
+    let llama = script_path("build-llama.sh", &["llama-embedding", "native"]);
+    for kind in ["bert-rank", "bert-rank+f32"] {
+        let model = common::synth_model(kind);
+        let args = [
+            "-p",
+            PAIRS,
+            "--pooling",
+            "rank",
+            "--embd-normalize",
+            "-1",
+            "-t",
+            "2",
+        ];
+        // llama-embedding's JSON holds more values than the one score (past the end of its
+        // scores); its summary lines are read instead ("rerank score I: S", 3 decimals).
+        let mut cmd = Command::new(&llama);
+        cmd.arg("-m").arg(&model).args(args);
+        let report = run_llama(&mut cmd, "rerank score 2:");
+        let theirs: Vec<f64> = (0..3)
+            .map(|i| support::number_after(&report, &format!("rerank score {i}:")))
+            .collect();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+        cmd.arg("embedding").arg("-m").arg(&model).args(args);
+        let ours = vectors(&run(cmd.args(["--embd-output-format", "json"])));
+        assert_eq!(ours.len(), 3, "{kind}: one score per pair");
+        for (i, (a, &b)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(a.len(), 1, "{kind}: one score per pair");
+            let a = a[0];
+            eprintln!("{kind:<16} pair {i}: score ours {a:.6} llama.cpp {b:.3}");
+            let tolerance = match kind.ends_with("+f32") {
+                true => F32_SCORE_TOLERANCE,
+                false => MIXED_SCORE_TOLERANCE,
+            };
+            assert!(
+                (a - b).abs() <= tolerance * b.abs().max(1.0),
+                "{kind} pair {i}: ours {a} llama.cpp {b}"
+            );
+        }
+        // The scores tell the pairs apart (the head is not constant).
+        assert!((ours[0][0] - ours[1][0]).abs() > 1e-2, "{kind}: {ours:?}");
+    }
+}
+
+/// all-MiniLM-L6-v2 (sentence-transformers' safetensors from PyPI, converted by
+/// `tools/convert/bert_to_gguf.py`): our embeddings equal llama.cpp's on the same file, and
+/// behave as the model is published to: each sentence is closer to its paraphrase than to an
+/// unrelated sentence.
+#[test]
+fn all_minilm_embeddings_match_llama_and_rank_paraphrases_closer() {
+    let Some(model) = common::real_model("minilm") else {
+        return;
+    };
+    // Pairs of paraphrases, each pair unrelated to the others.
+    let texts = [
+        "A man is playing a guitar.",
+        "Someone plays an acoustic guitar on stage.",
+        "The stock market fell sharply today.",
+        "Share prices dropped a lot this afternoon.",
+        "How do I bake bread at home?",
+        "What is a simple recipe for homemade bread?",
+    ];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
+    cmd.arg("embedding")
+        .arg("-m")
+        .arg(&model)
+        .args(["--embd-output-format", "json", "-t", "2", "-p"])
+        .arg(texts.join("\n"));
+    let ours = vectors(&run(&mut cmd));
+    assert_eq!(ours.len(), texts.len());
+    for (i, v) in ours.iter().enumerate() {
+        assert_eq!(v.len(), 384, "all-MiniLM-L6-v2 embeds in 384 dimensions");
+        let pair = i ^ 1;
+        let near = cosine(v, &ours[pair]);
+        for (j, w) in ours.iter().enumerate() {
+            if j / 2 != i / 2 {
+                let far = cosine(v, w);
+                assert!(
+                    near > far + 0.1,
+                    "{:?}: paraphrase {near:.3}, unrelated {:?} {far:.3}",
+                    texts[i],
+                    texts[j]
+                );
+            }
+        }
+        eprintln!("{:<45} paraphrase cosine {near:.3}", texts[i]);
+    }
+    if skip() {
+        return;
+    }
+    let llama = script_path("build-llama.sh", &["llama-embedding", "native"]);
+    let mut cmd = Command::new(llama);
+    cmd.arg("-m")
+        .arg(&model)
+        .args(["--embd-output-format", "json", "-t", "2", "-p"])
+        .arg(texts.join("\n"));
+    let theirs = vectors(&run_llama(&mut cmd, "\n  ]\n}"));
+    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+        let c = cosine(a, b);
+        assert!(c >= MIN_COSINE, "{:?}: cosine with llama.cpp {c}", texts[i]);
+    }
+}
