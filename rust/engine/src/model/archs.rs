@@ -110,6 +110,12 @@ pub(crate) struct Arch {
     /// With this many layers (the 27B models), Gemma's query scale is 1/√(n_embd/n_head).
     pub(crate) wide_query_scale_at: Option<usize>,
     pub(crate) scalars: Scalars,
+    /// An embedding model: hidden states only, no output head (so no text generation).
+    pub(crate) embeddings_only: bool,
+    /// Bidirectional attention unless the file's `attention.causal` says otherwise (causal
+    /// unless it says otherwise when false).
+    pub(crate) bidirectional: bool,
+    /// BERT's parts ([`Encoder`]); implies `embeddings_only`.
     pub(crate) encoder: Option<Encoder>,
 }
 
@@ -136,6 +142,8 @@ const LLAMA: Arch = Arch {
         mistral3: false,
         moe: false,
     },
+    embeddings_only: false,
+    bidirectional: false,
     encoder: None,
 };
 
@@ -313,6 +321,8 @@ pub(crate) const ARCHS: &[Arch] = &[
         layer_norm: true,
         activation: FfnActivation::GeluTanh,
         gated_ffn: false,
+        embeddings_only: true,
+        bidirectional: true,
         encoder: Some(Encoder {
             learned_positions: true,
         }),
@@ -323,9 +333,34 @@ pub(crate) const ARCHS: &[Arch] = &[
         rope: RopeStyle::Neox,
         pre_norms: false,
         layer_norm: true,
+        embeddings_only: true,
+        bidirectional: true,
         encoder: Some(Encoder {
             learned_positions: false,
         }),
+        ..LLAMA
+    },
+    // EmbeddingGemma: Gemma 3's block, bidirectional, with a symmetric sliding window on five
+    // layers of six, and optional dense projections after pooling (`dense_2`, `dense_3`).
+    Arch {
+        name: "gemma-embedding",
+        qk_norm: QkNorm::Heads,
+        post_norms: true,
+        sliding: Some(Sliding {
+            when: SlidingWhen::Always { window: 512 },
+            pattern: 6,
+            local_base: None,
+            local_scaled: false,
+            rope_local_only: false,
+        }),
+        embeddings_only: true,
+        bidirectional: true,
+        ..GEMMA
+    },
+    // Llama's block as an embedding model (llama.cpp's llama-embed).
+    Arch {
+        name: "llama-embed",
+        embeddings_only: true,
         ..LLAMA
     },
 ];

@@ -56,7 +56,9 @@ pub(crate) struct AttentionShape {
     pub scale: f32,
     /// Soft-cap of the dot products before that multiplier: `cap · tanh(dot / cap)`.
     pub softcap: Option<f32>,
-    /// Sliding window in positions (`None`: full causal attention).
+    /// Sliding window in positions (`None`: full causal attention). Causal: the last `window`
+    /// positions up to the token's own; bidirectional: the positions at most `window / 2`
+    /// before or after it (llama.cpp's symmetric window, EmbeddingGemma).
     pub window: Option<usize>,
     /// Each token attends to the keys before it (decoders); `false`: to every key of its
     /// sequence, later ones included (encoders, which run a sequence in one pass).
@@ -313,16 +315,21 @@ fn joint_weighted_sums<K: Kernels>(
 }
 
 impl Job<'_> {
+    /// The first key position the token at position `p` attends to.
     fn window_start(&self, p: usize) -> usize {
-        self.s.window.map_or(0, |w| (p + 1).saturating_sub(w))
+        match (self.s.window, self.s.causal) {
+            (None, _) => 0,
+            (Some(w), true) => (p + 1).saturating_sub(w),
+            (Some(w), false) => p.saturating_sub(w / 2),
+        }
     }
 
     /// One past the last key position the token at position `p` attends to.
     fn key_end(&self, p: usize) -> usize {
-        if self.s.causal {
-            p + 1
-        } else {
-            self.pos0 + self.n
+        match (self.s.window, self.s.causal) {
+            (_, true) => p + 1,
+            (None, false) => self.pos0 + self.n,
+            (Some(w), false) => (p + w / 2 + 1).min(self.pos0 + self.n),
         }
     }
 

@@ -157,13 +157,15 @@ fn simd_builds_equal_portable_build() {
 #[test]
 fn portable_build_equals_naive_attention() {
     for causal in [true, false] {
-        naive_case(causal);
+        for window in [None, Some(6)] {
+            naive_case(causal, window);
+        }
     }
 }
 
-/// [`portable_build_equals_naive_attention`] with causal (windowed) or bidirectional
-/// attention (every key of the sequence, no window).
-fn naive_case(causal: bool) {
+/// [`portable_build_equals_naive_attention`] with causal or bidirectional attention, each
+/// within a window of 6 positions (the last 6; 3 before and after) or none.
+fn naive_case(causal: bool, window: Option<usize>) {
     let shape = AttentionShape {
         n_head: 6,
         n_head_kv: 2,
@@ -171,7 +173,7 @@ fn naive_case(causal: bool) {
         head_dim_v: 12,
         scale: 0.3,
         softcap: None,
-        window: causal.then_some(6),
+        window,
         causal,
         types: KvTypes::default(),
     };
@@ -191,10 +193,11 @@ fn naive_case(causal: bool) {
     let widen = |x: &[f16]| x.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
     for t in 0..n {
         let p = pos0 + t;
-        let (first, last) = if causal {
-            ((p + 1).saturating_sub(6), p)
-        } else {
-            (0, total - 1)
+        let (first, last) = match (causal, window) {
+            (true, None) => (0, p),
+            (true, Some(w)) => ((p + 1).saturating_sub(w), p),
+            (false, None) => (0, total - 1),
+            (false, Some(w)) => (p.saturating_sub(w / 2), (p + w / 2).min(total - 1)),
         };
         for h in 0..6 {
             let g = h / 3;

@@ -9,7 +9,7 @@ use super::config::Meta;
 use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
-use super::pooling::{Classifier, Pooling};
+use super::pooling::{Classifier, DenseOut, Pooling};
 use super::transformer::{Dense, EncoderInput, Ffn, Layer, Transformer};
 use super::weights::Loader;
 use super::ModelConfig;
@@ -84,9 +84,9 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         }),
         None => None,
     };
-    let output = match encoder {
-        Some(_) => None,
-        None => Some(ld.output_head(&config, &embedding)?),
+    let output = match arch.embeddings_only {
+        true => None,
+        false => Some(ld.output_head(&config, &embedding)?),
     };
     let pooling_type = meta.count_or("pooling_type", 1)?;
     let pooling = Pooling::from_gguf(pooling_type as u64).ok_or_else(|| {
@@ -147,8 +147,9 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
             Some(_) => None,
             None => Some(norm(&ld, "output_norm", d, &config, arch)?),
         },
-        causal: meta.bool_or("attention.causal", encoder.is_none()),
+        causal: meta.bool_or("attention.causal", !arch.bidirectional),
         classifier: classifier(&ld, &config, &meta)?,
+        dense_out: dense_out(&ld, &config, &meta)?,
         encoder,
         pooling,
         output_bias: ld.opt_vector("output.bias", config.n_vocab)?,
@@ -280,6 +281,38 @@ fn layer(
         window: None,
         norm_sums: arch.encoder.is_some(),
     })
+}
+
+/// The dense projections after pooling, if the file has them (EmbeddingGemma converted with
+/// its sentence-transformers modules: `dense_2` from `n_embd` to `dense_2_feat_out` values with
+/// an optional bias, then `dense_3` from `dense_3_feat_in` back to `n_embd`).
+fn dense_out(ld: &Loader<'_>, c: &ModelConfig, meta: &Meta<'_>) -> Result<Option<DenseOut>> {
+    if !ld.has("dense_2.weight") && !ld.has("dense_3.weight") {
+        return Ok(None);
+    }
+    let d = c.n_embd;
+    let mid = meta.dim_or("dense_2_feat_out", d)?;
+    let first = match ld.has("dense_2.weight") {
+        true => Some((
+            ld.matrix("dense_2.weight", d, mid)?,
+            ld.opt_vector("dense_2.bias", mid)?,
+        )),
+        false => None,
+    };
+    let width = if first.is_some() { mid } else { d };
+    let second = match ld.has("dense_3.weight") {
+        true => Some(ld.matrix("dense_3.weight", meta.dim_or("dense_3_feat_in", width)?, d)?),
+        false => None,
+    };
+    if let (Some(_), Some(w)) = (&first, &second) {
+        if w.shape().cols != mid {
+            return Err(Error::InvalidModel(format!(
+                "dense_3 takes {} values but dense_2 gives {mid}",
+                w.shape().cols
+            )));
+        }
+    }
+    Ok(Some(DenseOut { first, second }))
 }
 
 /// A reranker's classification head, if the file has one (`cls.output`, with an optional

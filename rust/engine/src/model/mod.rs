@@ -71,6 +71,31 @@ impl Model {
         self.net.pooling
     }
 
+    /// An embedding after the model's dense projections (EmbeddingGemma's; `pooled` as it is
+    /// for other models). [`Error::InvalidOption`] for a vector of the wrong length.
+    pub fn project(&self, pooled: Vec<f32>, threads: &Threads) -> Result<Vec<f32>> {
+        let Some(dense) = &self.net.dense_out else {
+            return Ok(pooled);
+        };
+        if pooled.len() != self.net.config.n_embd {
+            return Err(Error::InvalidOption(format!(
+                "an embedding of {} values for a model of {}",
+                pooled.len(),
+                self.net.config.n_embd
+            )));
+        }
+        dense.project(&pooled, threads)
+    }
+
+    /// The length of the model's embeddings: `n_embd`, or what its dense projections give
+    /// (llama.cpp's `llama_model_n_embd_out`).
+    pub fn n_embd_out(&self) -> usize {
+        match &self.net.dense_out {
+            Some(d) => d.width().unwrap_or(self.net.config.n_embd),
+            None => self.net.config.n_embd,
+        }
+    }
+
     /// Whether the model has a classification head for [`Pooling::Rank`].
     pub fn can_rank(&self) -> bool {
         self.net.classifier.is_some()

@@ -93,6 +93,42 @@ impl Classifier {
     }
 }
 
+/// Dense projections of a pooled embedding (EmbeddingGemma's sentence-transformers modules):
+/// `second(first(x) + b)`, either part optional.
+pub(crate) struct DenseOut {
+    pub(crate) first: Option<(Weight, Option<Vec<f32>>)>,
+    pub(crate) second: Option<Weight>,
+}
+
+impl DenseOut {
+    /// The length of the projected vectors (`None`: no projection).
+    pub(crate) fn width(&self) -> Option<usize> {
+        match (&self.second, &self.first) {
+            (Some(w), _) | (None, Some((w, _))) => Some(w.shape().rows),
+            (None, None) => None,
+        }
+    }
+
+    /// Project `x` (the model's `n_embd` values).
+    pub(crate) fn project(&self, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
+        let mut v = x.to_vec();
+        if let Some((w, b)) = &self.first {
+            let mut out = vec![0f32; w.shape().rows];
+            w.matmul(&v, 1, &mut out, threads)?;
+            if let Some(b) = b {
+                out.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+            }
+            v = out;
+        }
+        if let Some(w) = &self.second {
+            let mut out = vec![0f32; w.shape().rows];
+            w.matmul(&v, 1, &mut out, threads)?;
+            v = out;
+        }
+        Ok(v)
+    }
+}
+
 /// Pool the hidden states of one sequence (`n × d` values, `n ≥ 1`) as `pooling` says
 /// ([`Pooling::Rank`] pools like [`Pooling::Cls`]; the caller applies the head). `None`
 /// returns the states as they are.

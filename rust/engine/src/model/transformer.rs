@@ -13,7 +13,7 @@ use super::lora::{self, ActiveLora, Target};
 use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::{self, Rope};
-use super::pooling::{Classifier, Pooling};
+use super::pooling::{Classifier, DenseOut, Pooling};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Error, Result};
@@ -110,6 +110,8 @@ pub(crate) struct Transformer {
     pub(crate) pooling: Pooling,
     /// A reranker's classification head over the pooled state.
     pub(crate) classifier: Option<Classifier>,
+    /// Projections of pooled embeddings (EmbeddingGemma).
+    pub(crate) dense_out: Option<DenseOut>,
     /// Multiply embeddings by this (gemma: √n_embd; granite: its embedding multiplier).
     pub(crate) embed_scale: Option<f32>,
     /// Scale rotated queries by this (gemma, phi3).

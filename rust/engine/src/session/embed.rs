@@ -16,6 +16,9 @@ pub struct EmbedOptions {
     /// llama.cpp's `--embd-normalize` ([`crate::model::normalize`]): 2 (Euclidean) by
     /// default, -1 for none.
     pub normalize: i32,
+    /// Read special-token text in the texts as those tokens (llama-embedding does); by
+    /// default it is plain text, as user input should be.
+    pub parse_special: bool,
 }
 
 impl Default for EmbedOptions {
@@ -23,6 +26,7 @@ impl Default for EmbedOptions {
         EmbedOptions {
             pooling: None,
             normalize: 2,
+            parse_special: false,
         }
     }
 }
@@ -45,11 +49,13 @@ impl Context {
             .ok_or_else(|| Error::Backend("no embedding computed".into()))
     }
 
-    /// The embeddings of `texts` (each tokenized with the model's special tokens added and
-    /// special-token text parsed, as llama-embedding does): one vector per text, or with
+    /// The embeddings of `texts` (each tokenized with the model's special tokens added;
+    /// special-token text parsed if `options` say so): one vector per text, or with
     /// [`Pooling::None`] one per token (concatenated), or with [`Pooling::Rank`] the
-    /// classification head's scores. Sequences run several per forward pass (up to the
-    /// context's batch size in tokens); each text must fit the context.
+    /// classification head's scores. Texts run several per forward pass (up to the context's
+    /// batch size in tokens); each must fit the context. A decoder runs a text longer than
+    /// the batch size in batch-sized passes (`cancel` is checked between them); an encoder
+    /// needs all of a text in one pass.
     pub fn embed_many<S: AsRef<str>>(
         &mut self,
         texts: &[S],
@@ -59,7 +65,7 @@ impl Context {
         let model = self.model().clone();
         let inputs = texts
             .iter()
-            .map(|t| model.tokenize(t.as_ref(), true, true))
+            .map(|t| model.tokenize(t.as_ref(), true, options.parse_special))
             .collect::<Result<Vec<_>>>()?;
         self.embed_tokens(&inputs, options, cancel)
     }
@@ -117,19 +123,43 @@ impl Context {
                 .iter()
                 .map(|t| model.new_cache(t.len(), types))
                 .collect::<Result<Vec<_>>>()?;
-            let mut seqs: Vec<SeqTokens<'_>> = group
-                .iter()
-                .zip(caches.iter_mut())
-                .map(|(tokens, cache)| SeqTokens { tokens, cache })
-                .collect();
             let mut hidden = Vec::new();
-            model.forward_batch_with(
-                &mut seqs,
-                &self.threads,
-                Output::Hidden,
-                &mut hidden,
-                &self.lora,
-            )?;
+            if group.len() == 1 && total > self.n_batch && !model.is_encoder() {
+                // One long text of a causal model: batch-sized passes on its cache.
+                for chunk in group[0].chunks(self.n_batch) {
+                    if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                        return Err(Error::Cancelled);
+                    }
+                    let one = SeqTokens {
+                        tokens: chunk,
+                        cache: &mut caches[0],
+                    };
+                    let mut part = Vec::new();
+                    let threads = &self.threads;
+                    model.forward_batch_with(
+                        &mut [one],
+                        threads,
+                        Output::Hidden,
+                        &mut part,
+                        &self.lora,
+                    )?;
+                    crate::fallible::reserve(&mut hidden, part.len(), "the hidden states")?;
+                    hidden.extend(part);
+                }
+            } else {
+                let mut seqs: Vec<SeqTokens<'_>> = group
+                    .iter()
+                    .zip(caches.iter_mut())
+                    .map(|(tokens, cache)| SeqTokens { tokens, cache })
+                    .collect();
+                model.forward_batch_with(
+                    &mut seqs,
+                    &self.threads,
+                    Output::Hidden,
+                    &mut hidden,
+                    &self.lora,
+                )?;
+            }
             let mut row = 0;
             for tokens in group {
                 let states = &hidden[row * d..(row + tokens.len()) * d];
@@ -140,13 +170,19 @@ impl Context {
                         let at = if causal { Pooling::Last } else { Pooling::Cls };
                         model.classify(&pool(states, d, at), &self.threads)?
                     }
-                    other => pool(states, d, other),
-                };
-                if pooling == Pooling::None {
-                    for token in v.chunks_exact_mut(d) {
-                        normalize(token, options.normalize)?;
+                    Pooling::None => {
+                        // Each token's state through the dense projections, normalised.
+                        let mut all = Vec::with_capacity(states.len());
+                        for token in states.chunks_exact(d) {
+                            let mut t = model.project(token.to_vec(), &self.threads)?;
+                            normalize(&mut t, options.normalize)?;
+                            all.extend(t);
+                        }
+                        all
                     }
-                } else {
+                    other => model.project(pool(states, d, other), &self.threads)?,
+                };
+                if pooling != Pooling::None {
                     normalize(&mut v, options.normalize)?;
                 }
                 out.push(v);
@@ -159,8 +195,9 @@ impl Context {
 
 impl Context {
     /// Relevance scores of `documents` for `query` from a reranker (a model with a
-    /// classification head): each pair laid out by [`rerank_text`], ranked with
-    /// [`Pooling::Rank`], unnormalised (higher is more relevant), in the documents' order.
+    /// classification head): each pair laid out by [`rerank_text`] (whose separator token
+    /// text is parsed), ranked with [`Pooling::Rank`], unnormalised (higher is more
+    /// relevant), in the documents' order.
     pub fn rerank<S: AsRef<str>>(
         &mut self,
         query: &str,
@@ -175,6 +212,7 @@ impl Context {
         let options = EmbedOptions {
             pooling: Some(Pooling::Rank),
             normalize: -1,
+            parse_special: true,
         };
         let scores = self.embed_many(&texts, &options, cancel)?;
         Ok(scores.into_iter().map(|s| s[0]).collect())
