@@ -17,6 +17,11 @@ the corpus's words):
                  cls.output: one score) and rank pooling, as bge-reranker.
   nomic-bert     nomic-embed-text's layout: fused attn_qkv, NEOX RoPE (base 1000) instead
                  of position embeddings, SwiGLU feed-forward without biases; mean pooling.
+  gemma-embedding  EmbeddingGemma's layout (Gemma 3's block: RMS norms, per-head Q/K norms,
+                 post norms, GeGLU, input scaled by sqrt(d_model)), 6 layers (the last one
+                 global), 2 KV heads, a symmetric sliding window of 8 positions (RoPE base
+                 1e4 local, 1e6 global), and the dense projections after pooling (dense_2:
+                 64 -> 96, dense_3: 96 -> 64); mean pooling.
 
 --f32 writes every tensor as F32 (an exact reference). Weights are deterministic for a given
 (kind, seed). Requires the PyPI `gguf` package and numpy.
@@ -38,7 +43,7 @@ from gguf import GGMLQuantizationType as Q  # noqa: E402
 
 import vocab as vocab_mod  # noqa: E402
 
-KINDS = ["bert", "bert-rank", "nomic-bert"]
+KINDS = ["bert", "bert-rank", "nomic-bert", "gemma-embedding"]
 N_LAYER, D, N_HEAD, FFN, CTX = 2, 64, 4, 128, 128
 
 
@@ -100,10 +105,46 @@ def tensors(kind: str, n_vocab: int, rng: np.random.Generator):
         yield "cls.output.bias", vec(1), Q.F32
 
 
+def gemma_tensors(n_vocab: int, rng: np.random.Generator):
+    """(name, array, quantized type) of every tensor of the gemma-embedding kind."""
+
+    def mat(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    hd, kv = D // N_HEAD, 2
+    yield "token_embd.weight", (rng.standard_normal((n_vocab, D)) * 0.1).astype(np.float32), Q.F16
+    for i in range(GEMMA_LAYERS):
+        p = f"blk.{i}."
+        yield p + "attn_norm.weight", norm(D), Q.F32
+        yield p + "attn_q.weight", mat(N_HEAD * hd, D), Q.Q8_0
+        yield p + "attn_k.weight", mat(kv * hd, D), Q.F16
+        yield p + "attn_v.weight", mat(kv * hd, D), Q.Q8_0
+        yield p + "attn_q_norm.weight", norm(hd), Q.F32
+        yield p + "attn_k_norm.weight", norm(hd), Q.F32
+        yield p + "attn_output.weight", mat(D, N_HEAD * hd), Q.F16
+        yield p + "post_attention_norm.weight", norm(D), Q.F32
+        yield p + "ffn_norm.weight", norm(D), Q.F32
+        yield p + "ffn_gate.weight", mat(FFN, D), Q.Q8_0
+        yield p + "ffn_up.weight", mat(FFN, D), Q.F16
+        yield p + "ffn_down.weight", mat(D, FFN), Q.Q8_0
+        yield p + "post_ffw_norm.weight", norm(D), Q.F32
+    yield "output_norm.weight", norm(D), Q.F32
+    yield "dense_2.weight", mat(DENSE_MID, D), Q.F16
+    yield "dense_3.weight", mat(D, DENSE_MID), Q.F16
+
+
+GEMMA_LAYERS, DENSE_MID = 6, 96
+
+
 def write(kind: str, path: str, seed: int, f32: bool) -> None:
+    if kind == "gemma-embedding":
+        write_gemma(path, seed, f32)
+        return
     arch = "nomic-bert" if kind == "nomic-bert" else "bert"
     rng = np.random.default_rng(seed)
-    tokens, types = wordpiece_vocab()
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"synthetic {kind}")
     w.add_context_length(CTX)
@@ -117,6 +158,17 @@ def write(kind: str, path: str, seed: int, f32: bool) -> None:
     w.add_pooling_type(pooling)
     if arch == "nomic-bert":
         w.add_rope_freq_base(1000.0)
+    n_vocab = add_vocab(w)
+    add_tensors(w, tensors(kind, n_vocab, rng), f32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def add_vocab(w: gguf.GGUFWriter) -> int:
+    """The WordPiece vocabulary and its special tokens; returns the vocabulary size."""
+    tokens, types = wordpiece_vocab()
     w.add_tokenizer_model("bert")
     w.add_token_list(tokens)
     w.add_token_types(types)
@@ -128,7 +180,12 @@ def write(kind: str, path: str, seed: int, f32: bool) -> None:
     w.add_mask_token_id(tokens.index("[MASK]"))
     w.add_add_bos_token(True)
     w.add_add_sep_token(True)
-    for name, data, qtype in tensors(kind, len(tokens), rng):
+    return len(tokens)
+
+
+def add_tensors(w: gguf.GGUFWriter, items, f32: bool) -> None:
+    """Write (name, array, type) items: F32 when asked (or 1-D), else F16 or quantized."""
+    for name, data, qtype in items:
         if f32 or qtype == Q.F32 or data.ndim == 1:
             w.add_tensor(name, data)
         elif qtype == Q.F16:
@@ -136,6 +193,31 @@ def write(kind: str, path: str, seed: int, f32: bool) -> None:
         else:
             q = gguf.quants.quantize(data, qtype)
             w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+
+
+def write_gemma(path: str, seed: int, f32: bool) -> None:
+    arch = "gemma-embedding"
+    rng = np.random.default_rng([seed, 7])
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name("synthetic gemma-embedding")
+    w.add_context_length(CTX)
+    w.add_embedding_length(D)
+    w.add_block_count(GEMMA_LAYERS)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(2)
+    w.add_key_length(D // N_HEAD)
+    w.add_value_length(D // N_HEAD)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_float32(f"{arch}.rope.freq_base_swa", 1e4)
+    w.add_sliding_window(8)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_dense_features_dims("dense_2", D, DENSE_MID)
+    w.add_dense_features_dims("dense_3", DENSE_MID, D)
+    n_vocab = add_vocab(w)
+    add_tensors(w, gemma_tensors(n_vocab, rng), f32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -56,6 +56,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   granitemoe     Granite's multipliers, 4 experts of 32 (2 used) and a shared expert of 64.
   starcoder2     LayerNorm with biases, biases on every projection, plain GELU
                  feed-forward (ffn_up, ffn_down); tied.
+  llama-embed    llama-bpe as llama.cpp's llama-embed (Llama's block as an embedding
+                 model: mean pooling, causal; no output head used).
   hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
                  rope.scaling.alpha 1000 (llama.cpp raises the base to
                  1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
@@ -528,6 +530,11 @@ KINDS.update({
 
 # qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
 KINDS["qwen2-fim"] = dataclasses.replace(KINDS["qwen2"], fim=True)
+# llama-bpe as llama.cpp's llama-embed: the llama block as an embedding model (causal, mean
+# pooling, no output head used).
+KINDS["llama-embed"] = dataclasses.replace(
+    KINDS["llama-bpe"], arch="llama-embed", extra_kv=(("pooling_type", 1),)
+)
 
 FIM_SPECIALS = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"]
 

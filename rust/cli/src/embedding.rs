@@ -108,6 +108,8 @@ pub fn embedding(args: &EmbeddingArgs) -> Result<()> {
     let embed = EmbedOptions {
         pooling: Some(pooling),
         normalize: args.embd_normalize,
+        // As llama-embedding: special-token text is read as those tokens.
+        parse_special: true,
     };
     let start = std::time::Instant::now();
     let vectors = ctx.embed_many(&texts, &embed, None)?;
@@ -117,7 +119,7 @@ pub fn embedding(args: &EmbeddingArgs) -> Result<()> {
         start.elapsed().as_secs_f64() * 1e3,
         pooling.name()
     );
-    let d = model.model().config().n_embd;
+    let d = model.model().n_embd_out();
     // With no pooling, one vector per token.
     let rows: Vec<&[f32]> = vectors
         .iter()

@@ -5,8 +5,10 @@
 //! and we ours): each kind with its mix of weight types and with every tensor F32.
 //!
 //! For every text, our embedding (`local-llm embedding --embd-output-format json`) and
-//! llama.cpp's have a cosine similarity of at least [`MIN_COSINE`], for the model's own pooling
-//! and for cls, last and none (one vector per token); rerank scores (`--pooling rank`) are
+//! llama.cpp's have a cosine similarity of at least [`MIN_COSINE_F32`] on F32 files and
+//! [`MIN_COSINE`] with their mix of weight types, for the model's own pooling
+//! and for cls, last and none (one vector per token), and for a decoder (the synthetic qwen3)
+//! with last-token pooling as Qwen3-Embedding; rerank scores (`--pooling rank`) are
 //! within [`F32_SCORE_TOLERANCE`] / [`MIXED_SCORE_TOLERANCE`]. `LOCAL_LLM_SKIP_LLAMA_SOURCES=1` skips the comparison.
 
 #[path = "../../engine/tests/common/mod.rs"]
@@ -23,6 +25,11 @@ use support::{run, run_llama, script_path, skip};
 
 /// Least cosine similarity between our vector and llama.cpp's.
 const MIN_COSINE: f64 = 0.9999;
+/// The same on F32 files (no kernel's rounding involved: the architecture's maths alone).
+const MIN_COSINE_F32: f64 = 0.99999;
+/// The same for per-token vectors of the 6-layer gemma-embedding file with its mix of types
+/// (Q8_0 rounding grows through its layers: measured 0.99972; 0.9999999 in F32).
+const MIN_COSINE_DEEP_TOKENS: f64 = 0.9995;
 /// Largest difference of rerank scores, relative to max(1, |llama.cpp's score|): F32 files
 /// (llama.cpp prints scores with 3 decimals) and files with their mix of weight types (the
 /// classification head magnifies the hidden state's rounding differences: measured 2.5e-3).
@@ -91,9 +98,21 @@ fn encoder_embeddings_match_llama_embedding() {
     }
     let llama = script_path("build-llama.sh", &["llama-embedding", "native"]);
     let mut failures = Vec::new();
-    for kind in ["bert", "bert+f32", "nomic-bert", "nomic-bert+f32"] {
+    // The encoders, and a decoder embedding with last-token pooling (Qwen3-Embedding's).
+    let cases: [(&str, &[&str]); 9] = [
+        ("bert", &["", "cls", "last", "none"]),
+        ("bert+f32", &["", "cls", "last", "none"]),
+        ("nomic-bert", &["", "cls", "last", "none"]),
+        ("nomic-bert+f32", &["", "cls", "last", "none"]),
+        ("gemma-embedding", &["", "none"]),
+        ("gemma-embedding+f32", &["", "none"]),
+        ("llama-embed", &[""]),
+        ("llama-embed+f32", &["", "last"]),
+        ("qwen3+f32", &["last", "mean"]),
+    ];
+    for (kind, poolings) in cases {
         let model = common::synth_model(kind);
-        for pooling in ["", "cls", "last", "none"] {
+        for &pooling in poolings {
             let mut args = vec!["-p", TEXTS];
             if !pooling.is_empty() {
                 args.extend(["--pooling", pooling]);
@@ -111,7 +130,12 @@ fn encoder_embeddings_match_llama_embedding() {
                 if pooling.is_empty() { "model" } else { pooling },
                 ours.len()
             );
-            if worst.is_nan() || worst < MIN_COSINE {
+            let bound = match (kind.ends_with("+f32"), kind, pooling) {
+                (true, ..) => MIN_COSINE_F32,
+                (false, "gemma-embedding", "none") => MIN_COSINE_DEEP_TOKENS,
+                _ => MIN_COSINE,
+            };
+            if worst.is_nan() || worst < bound {
                 failures.push(format!("{kind} {pooling}: least cosine {worst}"));
             }
         }

@@ -6,10 +6,10 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use local_llm_engine::gguf::GgufFile;
-use local_llm_engine::model::KvTypes;
+use local_llm_engine::model::{KvTypes, Pooling};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, FinishReason, GenerateRequest, LoadOptions, LoadedModel,
+    Context, ContextOptions, EmbedOptions, FinishReason, GenerateRequest, LoadOptions, LoadedModel,
     MemoryEstimate, Prompt,
 };
 
@@ -143,6 +143,41 @@ fn embeddings_are_unit_means_and_the_benchmark_reports_each_run() {
     assert!(matches!(
         ctx.embed("the cat", Some(&cancel)),
         Err(local_llm_engine::Error::Cancelled)
+    ));
+
+    // Several texts in one forward pass give each one's vector alone, bit for bit; other
+    // poolings and normalisations are what they say.
+    let texts = [
+        "the cat sat on the mat",
+        "a dog ran",
+        "the sea was calm this morning",
+    ];
+    let many = ctx
+        .embed_many(&texts, &EmbedOptions::default(), None)
+        .unwrap();
+    for (text, v) in texts.iter().zip(&many) {
+        assert_eq!(&ctx.embed(text, None).unwrap(), v, "{text}");
+    }
+    let raw = EmbedOptions {
+        pooling: Some(Pooling::None),
+        normalize: -1,
+        ..EmbedOptions::default()
+    };
+    let states = ctx.embed_many(&texts[..1], &raw, None).unwrap().remove(0);
+    let last = EmbedOptions {
+        pooling: Some(Pooling::Last),
+        ..raw
+    };
+    let last = ctx.embed_many(&texts[..1], &last, None).unwrap().remove(0);
+    assert_eq!(states.len() % n_embd, 0);
+    assert_eq!(&states[states.len() - n_embd..], &last[..]);
+    let rank = EmbedOptions {
+        pooling: Some(Pooling::Rank),
+        ..raw
+    };
+    assert!(matches!(
+        ctx.embed_many(&texts, &rank, None),
+        Err(local_llm_engine::Error::InvalidOption(_))
     ));
 
     let runs = ctx.benchmark(16, 4, 2).unwrap();

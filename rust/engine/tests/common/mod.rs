@@ -185,11 +185,12 @@ pub const ARCH_KINDS: &[&str] = &[
     "stablelm-parallel",
     "starcoder2",
     "hunyuan-dense",
+    "llama-embed",
 ];
 
 /// The synthetic encoder (BERT-family) models `tools/synth/make_encoder.py` writes
 /// (`rust/cli/tests/encoders.rs` runs them against llama.cpp's llama-embedding).
-pub const ENCODER_KINDS: &[&str] = &["bert", "bert-rank", "nomic-bert"];
+pub const ENCODER_KINDS: &[&str] = &["bert", "bert-rank", "nomic-bert", "gemma-embedding"];
 
 /// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`], [`ARCH_KINDS`] or
 /// [`ENCODER_KINDS`], or one of those with `+f32`: the same model with every tensor F32), seed
