@@ -441,9 +441,13 @@ test('embeddings.create: OpenAI shape, one vector per input, equal to context.em
     const bytes = Buffer.from(single.data[0].embedding as string, 'base64');
     const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
     assert.deepEqual(decoded, Array.from(Float32Array.from(res.data[1].embedding as number[])));
+    // Other poolings are options (CLS differs from the mean); unknown ones are rejected.
+    const cls = emb.model.createEmbeddingContext({ threads: 2, poolingType: 'cls' });
+    assert.notDeepEqual(Array.from(await cls.embed(texts[0])), res.data[0].embedding);
+    cls.dispose();
     await assert.rejects(
-      Promise.resolve().then(() => emb.model.createEmbeddingContext({ poolingType: 'cls' })),
-      code(LocalLLMErrorCode.EMBEDDING_FAILED),
+      Promise.resolve().then(() => emb.model.createEmbeddingContext({ poolingType: 'max' as 'mean' })),
+      code(LocalLLMErrorCode.INVALID_OPTION),
     );
   } finally {
     emb.dispose();

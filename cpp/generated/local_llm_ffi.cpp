@@ -184,6 +184,12 @@ extern "C" {
         RustBuffer text, 
         RustBuffer cancel
     );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer texts, 
+        RustBuffer params, 
+        RustBuffer cancel
+    );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_generate(
         /*handle*/ uint64_t ptr, 
         RustBuffer params, 
@@ -200,6 +206,12 @@ extern "C" {
     RustBuffer uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(
         /*handle*/ uint64_t ptr, 
         RustCallStatus *uniffi_out_err
+    );
+    /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_rerank(
+        /*handle*/ uint64_t ptr, 
+        RustBuffer query, 
+        RustBuffer documents, 
+        RustBuffer cancel
     );
     /*handle*/ uint64_t uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(
         /*handle*/ uint64_t ptr, 
@@ -675,6 +687,8 @@ extern "C" {
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_embed(
     );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(
+    );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_generate(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(
@@ -682,6 +696,8 @@ extern "C" {
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(
+    );
+    uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(
     );
     uint16_t uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(
     );
@@ -2337,6 +2353,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many"),
+        4,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate"),
@@ -2367,6 +2391,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         1,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_rerank"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_rerank"),
+        4,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_fn_method_llmcontext_rerank(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters"] = jsi::Function::createFromHostFunction(
@@ -3433,6 +3465,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(rt, thisVal, args, count);
         }
     );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(rt, thisVal, args, count);
+        }
+    );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate"] = jsi::Function::createFromHostFunction(
         rt,
         jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate"),
@@ -3463,6 +3503,14 @@ NativeLocalLlmFfi::NativeLocalLlmFfi(
         0,
         [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
             return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(rt, thisVal, args, count);
+        }
+    );
+    props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank"] = jsi::Function::createFromHostFunction(
+        rt,
+        jsi::PropNameID::forAscii(rt, "ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank"),
+        0,
+        [this](jsi::Runtime &rt, const jsi::Value &thisVal, const jsi::Value *args, size_t count) -> jsi::Value {
+            return this->cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(rt, thisVal, args, count);
         }
     );
     props["ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters"] = jsi::Function::createFromHostFunction(
@@ -4009,6 +4057,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embe
         
         return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_generate(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_fn_method_llmcontext_generate(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2])
         );
@@ -4045,6 +4100,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_lora
 
         
         return uniffi::local_llm_ffi::Bridging<RustBuffer>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_rerank(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_fn_method_llmcontext_rerank(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[2]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[3])
+        );
+
+        
+        return uniffi_jsi::Bridging</*handle*/ uint64_t>::toJs(rt, callInvoker, value);
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(uniffi_jsi::Bridging</*handle*/ uint64_t>::fromJs(rt, callInvoker, args[0]), uniffi::local_llm_ffi::Bridging<RustBuffer>::fromJs(rt, callInvoker, args[1])
@@ -5114,6 +5176,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontex
         
         return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
 }
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_generate(
         );
@@ -5137,6 +5206,13 @@ jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontex
 }
 jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
         auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(
+        );
+
+        
+        return uniffi_jsi::Bridging<uint16_t>::toJs(rt, callInvoker, value);
+}
+jsi::Value NativeLocalLlmFfi::cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count) {
+        auto value = uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(
         );
 
         

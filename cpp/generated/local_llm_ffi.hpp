@@ -36,10 +36,12 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_context_size(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_dispose(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_generate(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_get_perf(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_rerank(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_stream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_fn_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
@@ -173,10 +175,12 @@ class NativeLocalLlmFfi : public jsi::HostObject {
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_is_disposed(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
+    jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);
     jsi::Value cpp_uniffi_local_llm_ffi_checksum_method_llmcontext_warmup(jsi::Runtime& rt, const jsi::Value& thisVal, const jsi::Value* args, size_t count);

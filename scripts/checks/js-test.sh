@@ -76,7 +76,12 @@ if [[ $MODE == all || $MODE == napi ]]; then
         echo "ERROR: $MODEL is missing: run scripts/setup/fetch-models.sh smollm2" >&2
         exit 1
     fi
-    LOCAL_LLM_MODEL=$MODEL LOCAL_LLM_CLI=$LIB_DIR/local-llm \
+    MINILM=${LOCAL_LLM_MINILM:-${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}/models/all-MiniLM-L6-v2.f16.gguf}
+    if [[ ! -f $MINILM ]]; then
+        echo "ERROR: $MINILM is missing: run scripts/setup/fetch-models.sh minilm" >&2
+        exit 1
+    fi
+    LOCAL_LLM_MODEL=$MODEL LOCAL_LLM_MINILM=$MINILM LOCAL_LLM_CLI=$LIB_DIR/local-llm \
         node --expose-gc --import tsx --test --test-concurrency=1 tests/*.test.mts
 
     step "UI tests (Jest + @testing-library/react-native: hooks, Jest mock, example screens; real model)"

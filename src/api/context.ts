@@ -1,4 +1,9 @@
-import type { GenerateParams, LlmContextLike as LlmContext, PromptInput } from '../generated/local_llm_ffi';
+import type {
+  CancelTokenLike,
+  GenerateParams,
+  LlmContextLike as LlmContext,
+  PromptInput,
+} from '../generated/local_llm_ffi';
 import { addDisposeSymbol, destroy, getBindings } from './bindings';
 import {
   defined,
@@ -47,9 +52,13 @@ import type {
   ChatCompletionToolChoice,
   ChatMessage,
   CustomTool,
+  EmbeddingNormalize,
+  EmbeddingPoolingType,
   GenerateOptions,
   GenerationResult,
   InferenceMetrics,
+  RerankOptions,
+  RerankResult,
   ResponseFormat,
   SessionLoadResult,
 } from './types';
@@ -700,12 +709,53 @@ export class InferenceContext {
   }
 
   /**
-   * Addition: a mean-pooled, L2-normalized embedding of `text` (clears the KV cache). `signal`
-   * stops the native evaluation between prompt batches; the call then rejects with an AbortError.
+   * Addition: an embedding of `text`, pooled as the model says (mean unless its file says
+   * otherwise) and L2-normalized; the KV cache is not touched. `signal` stops the native
+   * evaluation; the call then rejects with an AbortError.
    */
   async embed(text: string, options: { signal?: AbortSignal } = {}): Promise<number[]> {
+    const vector = await this.cancellable(options.signal, (handle, token) => handle.embed(text, token));
+    return Array.from(vector);
+  }
+
+  /**
+   * Addition: the embeddings of `texts`, several per forward pass (up to the batch size in
+   * tokens), pooled by `pooling` (default: the model's own; 'rank' gives a reranker's scores)
+   * and normalised by `normalize` (default 2: unit length; -1 none).
+   */
+  async embedMany(
+    texts: string[],
+    options: { pooling?: EmbeddingPoolingType; normalize?: EmbeddingNormalize; signal?: AbortSignal } = {},
+  ): Promise<Float32Array[]> {
+    const params = { pooling: options.pooling, normalize: options.normalize ?? 2 };
+    const vectors = await this.cancellable(options.signal, (handle, token) => handle.embedMany(texts, params, token));
+    return vectors.map((v) => Float32Array.from(v));
+  }
+
+  /**
+   * Addition (llama.rn's `rerank`): the relevance of each of `documents` to `query` from a
+   * reranker (a model with a classification head, e.g. bge-reranker), sorted by score, highest
+   * first; `topN` keeps the best ones. A model that is not a reranker rejects with
+   * INVALID_OPTION.
+   */
+  async rerank(query: string, documents: string[], options: RerankOptions = {}): Promise<RerankResult[]> {
+    const scores = await this.cancellable(options.signal, (handle, token) => handle.rerank(query, documents, token));
+    const ranked = scores
+      .map((score, index) => ({ score, index, document: documents[index] }))
+      .sort((a, b) => b.score - a.score);
+    return options.topN === undefined ? ranked : ranked.slice(0, Math.max(0, options.topN));
+  }
+
+  /**
+   * Run `work` on the native context with a cancel token that `signal` fires; an abort rejects
+   * with an AbortError, an engine error with its code (EMBEDDING_FAILED unless the engine says
+   * otherwise, e.g. INVALID_OPTION).
+   */
+  private async cancellable<T>(
+    signal: AbortSignal | undefined,
+    work: (handle: LlmContext, token: CancelTokenLike) => Promise<T>,
+  ): Promise<T> {
     const handle = this.ensureHandle();
-    const { signal } = options;
     if (signal?.aborted) {
       throw abortError(signal);
     }
@@ -715,7 +765,7 @@ export class InferenceContext {
     signal?.addEventListener('abort', onAbort);
     try {
       this.paused.preemptAll();
-      return Array.from(await wrapAsync(LocalLLMErrorCode.EMBEDDING_FAILED, () => handle.embed(text, token)));
+      return await wrapAsync(LocalLLMErrorCode.EMBEDDING_FAILED, () => work(handle, token));
     } catch (e) {
       throw signal?.aborted ? abortError(signal) : e;
     } finally {

@@ -1,28 +1,49 @@
 import { addDisposeSymbol } from './bindings';
 import type { InferenceContext } from './context';
 import { LocalLLMError, LocalLLMErrorCode, disposedError } from './errors';
-import type { EmbeddingPoolingType, EmbeddingRequest, EmbeddingResponse } from './types';
+import { invalidOption } from './options';
+import type {
+  EmbeddingNormalize,
+  EmbeddingPoolingType,
+  EmbeddingRequest,
+  EmbeddingResponse,
+  RerankOptions,
+  RerankResult,
+} from './types';
 
 /**
- * A context dedicated to sentence embeddings (local-llm-rn's `EmbeddingContext`): the mean of
- * the last hidden states of a text's tokens, L2-normalized. Calls are async here (sync in
- * local-llm-rn) because they run on a worker thread.
+ * A context dedicated to sentence embeddings (local-llm-rn's `EmbeddingContext`): a text's last
+ * hidden states pooled (as the model's file says unless `poolingType` is given: mean, CLS or
+ * last token) and normalised (unit length unless `normalize` says otherwise). Encoder models
+ * (BERT, nomic-bert) and decoder models both embed. Calls are async here (sync in local-llm-rn)
+ * because they run on a worker thread.
  */
 export class EmbeddingContext {
   private context: InferenceContext | null;
   private readonly dimensionValue: number;
+  private readonly pooling: EmbeddingPoolingType | undefined;
+  private readonly normalize: EmbeddingNormalize;
 
   /** @internal Use {@link Model.createEmbeddingContext}. */
-  constructor(context: InferenceContext, dimension: number, poolingType: EmbeddingPoolingType = 'mean') {
-    if (poolingType !== 'mean') {
+  constructor(
+    context: InferenceContext,
+    dimension: number,
+    poolingType?: EmbeddingPoolingType,
+    normalize: EmbeddingNormalize = 2,
+  ) {
+    const poolings: ReadonlyArray<string> = ['mean', 'cls', 'last', 'rank'];
+    if (poolingType !== undefined && !poolings.includes(poolingType)) {
       context.dispose();
-      throw new LocalLLMError(
-        LocalLLMErrorCode.EMBEDDING_FAILED,
-        `pooling type '${poolingType}' is not supported: this engine pools by mean`,
-      );
+      throw invalidOption('poolingType', poolingType, `one of ${poolings.join(', ')}`);
+    }
+    if (!Number.isInteger(normalize) || normalize < -1) {
+      context.dispose();
+      throw invalidOption('normalize', normalize, 'an integer of at least -1');
     }
     this.context = context;
     this.dimensionValue = dimension;
+    this.pooling = poolingType;
+    this.normalize = normalize;
   }
 
   /** Length of every embedding vector (the model's hidden size). */
@@ -39,17 +60,28 @@ export class EmbeddingContext {
 
   /** The embedding of `text`; `signal` stops the native evaluation (rejecting with an AbortError). */
   async embed(text: string, options: { signal?: AbortSignal } = {}): Promise<Float32Array> {
-    const context = this.ensureContext();
-    return Float32Array.from(await context.embed(text, options));
+    const [vector] = await this.embedBatch([text], options);
+    return vector;
   }
 
-  /** The embeddings of `texts`, in order (one forward pass each). */
+  /** The embeddings of `texts`, in order (several texts per forward pass). */
   async embedBatch(texts: string[], options: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
-    const out: Float32Array[] = [];
-    for (const text of texts) {
-      out.push(await this.embed(text, options));
+    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
+      throw new LocalLLMError(LocalLLMErrorCode.EMBEDDING_FAILED, '`texts` must be an array of strings');
     }
-    return out;
+    if (texts.length === 0) {
+      return [];
+    }
+    const context = this.ensureContext();
+    return context.embedMany(texts, { pooling: this.pooling, normalize: this.normalize, signal: options.signal });
+  }
+
+  /**
+   * Addition (llama.rn's `rerank`): `documents` ranked by relevance to `query` with a reranker
+   * model (one with a classification head, e.g. bge-reranker), highest score first.
+   */
+  async rerank(query: string, documents: string[], options: RerankOptions = {}): Promise<RerankResult[]> {
+    return this.ensureContext().rerank(query, documents, options);
   }
 
   /** Release the context. */
@@ -101,18 +133,13 @@ export class Embeddings {
       throw new LocalLLMError(LocalLLMErrorCode.EMBEDDING_FAILED, '`input` must be a string or an array of strings');
     }
     const base64 = params.encoding_format === 'base64';
-    const context = this.context();
-    let tokens = 0;
-    const data: EmbeddingResponse['data'] = [];
-    for (const [index, text] of inputs.entries()) {
-      tokens += this.countTokens(text);
-      const embedding = await context.embed(text, { signal: params.signal });
-      data.push({
-        object: 'embedding',
-        index,
-        embedding: base64 ? toBase64(float32Bytes(embedding)) : Array.from(embedding),
-      });
-    }
+    const tokens = inputs.reduce((sum, text) => sum + this.countTokens(text), 0);
+    const vectors = await this.context().embedBatch(inputs, { signal: params.signal });
+    const data: EmbeddingResponse['data'] = vectors.map((embedding, index) => ({
+      object: 'embedding',
+      index,
+      embedding: base64 ? toBase64(float32Bytes(embedding)) : Array.from(embedding),
+    }));
     return {
       object: 'list',
       model: params.model ?? this.modelName,

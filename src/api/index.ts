@@ -12,8 +12,13 @@ export type { QuantizationType, QuantizeOptions } from './quantize';
 export type { InfillPrompt, PromptSource } from './context';
 export { ChatCompletions } from './chat';
 export { LocalLLMProvider } from './ai-provider';
-export { LocalLLMEmbeddingModel } from './ai-embedding';
-export type { EmbeddingCallOptions, EmbeddingCallResult } from './ai-embedding';
+export { LocalLLMEmbeddingModel, LocalLLMRerankingModel } from './ai-embedding';
+export type {
+  EmbeddingCallOptions,
+  EmbeddingCallResult,
+  RerankingCallOptions,
+  RerankingCallResult,
+} from './ai-embedding';
 export type { LocalLLMProviderConfig } from './ai-provider';
 export { EmbeddingContext, Embeddings } from './embeddings';
 export { LocalLLMError, LocalLLMErrorCode } from './errors';

@@ -1,4 +1,4 @@
-import { LocalLLMEmbeddingModel } from './ai-embedding';
+import { LocalLLMEmbeddingModel, LocalLLMRerankingModel } from './ai-embedding';
 import { LocalLLMProvider } from './ai-provider';
 import { addDisposeSymbol } from './bindings';
 import { ChatCompletions } from './chat';
@@ -21,6 +21,8 @@ import type {
   LogCallback,
   LogLevel,
   LoraOption,
+  RerankOptions,
+  RerankResult,
 } from './types';
 
 /**
@@ -95,12 +97,13 @@ export class LocalLLM {
       this._context = await this.createContext(model);
       this._chat = { completions: this.completions(model, this._modelName) };
       if (o.embeddings) {
-        const pooling = typeof o.embeddings === 'object' ? o.embeddings.poolingType : undefined;
+        const embedding = typeof o.embeddings === 'object' ? o.embeddings : {};
         this._embeddingContext = model.createEmbeddingContext({
           contextSize: o.contextSize,
           batchSize: o.batchSize,
           threads: o.threads,
-          poolingType: pooling,
+          poolingType: embedding.poolingType,
+          normalize: embedding.normalize,
         });
         // Count tokens as the engine embeds them: special-token text is plain text.
         const countTokens = (text: string) => model.tokenize(text, { parseSpecial: false }).length;
@@ -235,6 +238,22 @@ export class LocalLLM {
    */
   embeddingModel(id?: string): LocalLLMEmbeddingModel {
     return new LocalLLMEmbeddingModel(() => this.embeddings, id ?? this._modelName);
+  }
+
+  /**
+   * Addition: a Vercel AI SDK reranking model for `rerank` (needs `embeddings: true` in
+   * {@link LocalLLM.create}'s options and a reranker model; `id`: its `modelId`).
+   */
+  rerankingModel(id?: string): LocalLLMRerankingModel {
+    return new LocalLLMRerankingModel(() => this.embeddingContext, id ?? this._modelName);
+  }
+
+  /**
+   * Addition (llama.rn's `rerank`): `documents` ranked by relevance to `query` (needs
+   * `embeddings: true` and a reranker model), highest score first.
+   */
+  async rerank(query: string, documents: string[], options: RerankOptions = {}): Promise<RerankResult[]> {
+    return this.embeddingContext.rerank(query, documents, options);
   }
 
   /** The process-wide model pool that {@link switchModel} takes models from. */

@@ -166,10 +166,13 @@ export class Model {
     return new InferenceContext(ctx);
   }
 
-  /** A context for sentence embeddings (mean pooling, L2-normalized). */
+  /**
+   * A context for sentence embeddings (pooled as the model's file says unless `poolingType` is
+   * given, L2-normalized unless `normalize` says otherwise) and, with a reranker, `rerank`.
+   */
   createEmbeddingContext(options: EmbeddingContextOptions = {}): EmbeddingContext {
     const context = this.createContext(options);
-    return new EmbeddingContext(context, this.embeddingDimension, options.poolingType);
+    return new EmbeddingContext(context, this.embeddingDimension, options.poolingType, options.normalize);
   }
 
   /**

@@ -1,6 +1,8 @@
 // Public option and result types. Names and shapes follow local-llm-rn / local-llm-js-core so
 // that code written for it type-checks against this package; additions are marked.
 
+import type { EmbeddingNormalize, EmbeddingPoolingType } from './embedding-types';
+
 /** Where to run: this engine runs on the CPU plus any accelerator in its backend registry. */
 export type ComputeMode = 'cpu' | 'hybrid' | 'gpu' | 'auto';
 
@@ -421,8 +423,11 @@ export interface LocalLLMOptions extends ModelOptions, ContextOptions {
    * the context shifts while the answer grows).
    */
   contextOverflow?: ContextOverflowStrategy | ContextOverflowConfig;
-  /** Create an embedding context too, for `ai.embeddings.create` (default false). */
-  embeddings?: boolean | { poolingType?: EmbeddingPoolingType };
+  /**
+   * Create an embedding context too, for `ai.embeddings.create`, `embeddingContext.rerank` and
+   * the AI SDK's embedding model (default false); its pooling and normalisation.
+   */
+  embeddings?: boolean | { poolingType?: EmbeddingPoolingType; normalize?: EmbeddingNormalize };
   /**
    * Addition (node-llama-cpp's context option `lora`): LoRA adapters applied from the start (a
    * file path, or adapters with scales), as `context.applyLoraAdapters` does afterwards. A
@@ -442,45 +447,23 @@ export type LoraOption =
       onLoadProgress?(loadProgress: number): void;
     };
 
-/** How token states are pooled into one embedding; this engine supports 'mean'. */
-export type EmbeddingPoolingType = 'mean' | 'cls' | 'last';
+export type {
+  EmbeddingData,
+  EmbeddingNormalize,
+  EmbeddingPoolingType,
+  EmbeddingRequest,
+  EmbeddingResponse,
+  EmbeddingUsage,
+  RerankOptions,
+  RerankResult,
+} from './embedding-types';
 
 /** Options of `Model.createEmbeddingContext`. */
 export interface EmbeddingContextOptions extends ContextOptions {
-  /** Pooling (default and only supported value: 'mean'). */
+  /** Pooling (default: the model's own, from its file; mean when the file does not say). */
   poolingType?: EmbeddingPoolingType;
-}
-
-/** The request of `ai.embeddings.create` (OpenAI's shape). */
-export interface EmbeddingRequest {
-  input: string | string[];
-  /** Echoed in the response (default: the model file's name). */
-  model?: string;
-  /** 'float' (default) or 'base64' of the little-endian float32 bytes. */
-  encoding_format?: 'float' | 'base64';
-  /** Addition: stop between inputs. */
-  signal?: AbortSignal;
-}
-
-/** One embedding of an {@link EmbeddingResponse}. */
-export interface EmbeddingData {
-  object: 'embedding';
-  index: number;
-  embedding: number[] | string;
-}
-
-/** Token counts of an embedding request. */
-export interface EmbeddingUsage {
-  prompt_tokens: number;
-  total_tokens: number;
-}
-
-/** The response of `ai.embeddings.create`. */
-export interface EmbeddingResponse {
-  object: 'list';
-  model: string;
-  data: EmbeddingData[];
-  usage: EmbeddingUsage;
+  /** Normalisation (default 2: unit length). */
+  normalize?: EmbeddingNormalize;
 }
 
 /** Timings of the last generation (local-llm-rn's `InferenceMetrics`). */
@@ -567,6 +550,12 @@ export interface ModelInfo {
   loadMs: number;
   metadata: Record<string, string>;
   placement: Record<string, number>;
+  /** Addition: how the model pools embeddings by default ('none', 'mean', 'cls', 'last', 'rank'). */
+  poolingType: string;
+  /** Addition: an encoder (BERT family): it embeds and ranks but cannot generate text. */
+  isEncoder: boolean;
+  /** Addition: a reranker (it has a classification head for `rerank`). */
+  canRerank: boolean;
 }
 
 /**

@@ -222,6 +222,12 @@ interface NativeModuleInterface {
     text: Uint8Array,
     cancel: Uint8Array,
   ): bigint;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(
+    uniffiSelf: bigint,
+    texts: Uint8Array,
+    params: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_generate(
     uniffiSelf: bigint,
     params: Uint8Array,
@@ -249,6 +255,12 @@ interface NativeModuleInterface {
     uniffiSelf: bigint,
     uniffi_out_err: UniffiRustCallStatus,
   ): number;
+  ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_rerank(
+    uniffiSelf: bigint,
+    query: Uint8Array,
+    documents: Uint8Array,
+    cancel: Uint8Array,
+  ): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_save_session(uniffiSelf: bigint, path: Uint8Array): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_set_lora_adapters(uniffiSelf: bigint, adapters: Uint8Array): bigint;
   ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_stream(
@@ -352,6 +364,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_context_size(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate_batch(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_get_perf(): number;
@@ -359,6 +372,7 @@ interface NativeModuleInterface {
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_load_session(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_lora_adapters(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences(): number;
+  ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_set_lora_adapters(): number;
   ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_stream(): number;

@@ -1809,6 +1809,59 @@ const FfiConverterTypeDownloadProgress = (() => {
 })();
 
 /**
+ * How `embed_many` pools and normalises.
+ */
+export type EmbedParams = {
+  /**
+   * "none" (one vector per token, concatenated), "mean", "cls", "last" or "rank" (a
+   * reranker's scores); `None`: the model's own.
+   */
+  pooling?: string;
+  /**
+   * llama.cpp's `--embd-normalize`: -1 none, 0 max absolute (int16 range), 1 taxicab, 2
+   * Euclidean (the default), larger: that p-norm.
+   */
+  normalize: number;
+};
+
+/**
+ * Generated factory for {@link EmbedParams} record objects.
+ */
+export const EmbedParams = (() => {
+  const defaults = () => ({});
+  const create = (() => {
+    return uniffiCreateRecord<EmbedParams, ReturnType<typeof defaults>>(defaults);
+  })();
+  return Object.freeze({
+    create,
+    new: create,
+    defaults: () => Object.freeze(defaults()) as Partial<EmbedParams>,
+  });
+})();
+
+const FfiConverterTypeEmbedParams = (() => {
+  type TypeName = EmbedParams;
+  class FFIConverter extends AbstractFfiConverterByteArray<TypeName> {
+    readFromCursor(c: Cursor): TypeName {
+      return {
+        pooling: FfiConverterOptionalString.readFromCursor(c),
+        normalize: FfiConverterInt32.readFromCursor(c),
+      };
+    }
+    writeIntoCursor(value: TypeName, c: Cursor): void {
+      FfiConverterOptionalString.writeIntoCursor(value.pooling, c);
+      FfiConverterInt32.writeIntoCursor(value.normalize, c);
+    }
+    allocationSize(value: TypeName): number {
+      return (
+        FfiConverterOptionalString.allocationSize(value.pooling) + FfiConverterInt32.allocationSize(value.normalize)
+      );
+    }
+  }
+  return new FFIConverter();
+})();
+
+/**
  * The bounds the engine puts on options, for the TypeScript layer to check options against
  * before a call (each is defined once, in the engine).
  */
@@ -3875,6 +3928,18 @@ export type ModelInfo = {
    * Weight matrices per device name.
    */
   placement: Map<string, number>;
+  /**
+   * How the model pools embeddings by default: "none", "mean", "cls", "last" or "rank".
+   */
+  poolingType: string;
+  /**
+   * An encoder (BERT family): it embeds and ranks but cannot generate text.
+   */
+  isEncoder: boolean;
+  /**
+   * A reranker: it has a classification head for `rerank`.
+   */
+  canRerank: boolean;
 };
 
 /**
@@ -3914,6 +3979,9 @@ const FfiConverterTypeModelInfo = (() => {
         loadMs: FfiConverterFloat64.readFromCursor(c),
         metadata: FfiConverterMapStringString.readFromCursor(c),
         placement: FfiConverterMapStringUInt32.readFromCursor(c),
+        poolingType: FfiConverterString.readFromCursor(c),
+        isEncoder: FfiConverterBool.readFromCursor(c),
+        canRerank: FfiConverterBool.readFromCursor(c),
       };
     }
     writeIntoCursor(value: TypeName, c: Cursor): void {
@@ -3934,6 +4002,9 @@ const FfiConverterTypeModelInfo = (() => {
       FfiConverterFloat64.writeIntoCursor(value.loadMs, c);
       FfiConverterMapStringString.writeIntoCursor(value.metadata, c);
       FfiConverterMapStringUInt32.writeIntoCursor(value.placement, c);
+      FfiConverterString.writeIntoCursor(value.poolingType, c);
+      FfiConverterBool.writeIntoCursor(value.isEncoder, c);
+      FfiConverterBool.writeIntoCursor(value.canRerank, c);
     }
     allocationSize(value: TypeName): number {
       return (
@@ -3953,7 +4024,10 @@ const FfiConverterTypeModelInfo = (() => {
         FfiConverterBool.allocationSize(value.infillSupported) +
         FfiConverterFloat64.allocationSize(value.loadMs) +
         FfiConverterMapStringString.allocationSize(value.metadata) +
-        FfiConverterMapStringUInt32.allocationSize(value.placement)
+        FfiConverterMapStringUInt32.allocationSize(value.placement) +
+        FfiConverterString.allocationSize(value.poolingType) +
+        FfiConverterBool.allocationSize(value.isEncoder) +
+        FfiConverterBool.allocationSize(value.canRerank)
       );
     }
   }
@@ -5657,15 +5731,25 @@ export interface LlmContextLike {
    */
   dispose(): void;
   /**
-   * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
-   * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
-   * prompt batches with an error.
+   * A sentence embedding as the model pools it (mean unless its file says otherwise),
+   * L2-normalized. The KV cache is not touched. `cancel` (or abandoning the call) stops it
+   * with an error.
    */
   embed(
     text: string,
     cancel: CancelTokenLike | undefined,
     asyncOpts_?: { signal: AbortSignal },
   ) /*throws*/ : Promise<Array<number>>;
+  /**
+   * The embeddings of `texts` (several per forward pass; special-token text is plain text),
+   * pooled and normalised as `params` say. `cancel` (or abandoning the call) stops it between passes with an error.
+   */
+  embedMany(
+    texts: Array<string>,
+    params: EmbedParams,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<Array<Array<number>>>;
   /**
    * Generate the whole answer on a worker thread. `cancel` (or abandoning the call) stops
    * decoding between tokens; the result then has finish reason `Cancelled`. On a context
@@ -5711,6 +5795,16 @@ export interface LlmContextLike {
    * Sequences this context can generate at once (its `max_sequences`).
    */
   maxSequences(): number;
+  /**
+   * Relevance scores of `documents` for `query` (a reranker: a model with a classification
+   * head), unnormalised, in the documents' order.
+   */
+  rerank(
+    query: string,
+    documents: Array<string>,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ) /*throws*/ : Promise<Array<number>>;
   /**
    * Write the cached tokens and their keys and values to `path` (waits for a running
    * generation); returns the number of tokens saved.
@@ -5861,9 +5955,9 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
   }
 
   /**
-   * A sentence embedding: the mean of the last hidden states of `text`'s tokens,
-   * L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
-   * prompt batches with an error.
+   * A sentence embedding as the model pools it (mean unless its file says otherwise),
+   * L2-normalized. The KV cache is not touched. `cancel` (or abandoning the call) stops it
+   * with an error.
    */
   async embed(
     text: string,
@@ -5896,6 +5990,59 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
         /*liftFunc:*/ (__rb) => {
           try {
             return FfiConverterSequenceFloat32.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
+    } catch (__error: any) {
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
+    }
+  }
+
+  /**
+   * The embeddings of `texts` (several per forward pass; special-token text is plain text),
+   * pooled and normalised as `params` say. `cancel` (or abandoning the call) stops it between passes with an error.
+   */
+  async embedMany(
+    texts: Array<string>,
+    params: EmbedParams,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<Array<Array<number>>> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_embed_many(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterSequenceString.lower(texts, nativeModule().rustbuffer_alloc),
+            FfiConverterTypeEmbedParams.lower(params, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterSequenceSequenceFloat32.lift(__rb);
           } finally {
             nativeModule().rustbuffer_free(__rb);
           }
@@ -6138,6 +6285,59 @@ export class LlmContext extends UniffiAbstractObject implements LlmContextLike {
         /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
       ),
     );
+  }
+
+  /**
+   * Relevance scores of `documents` for `query` (a reranker: a model with a classification
+   * head), unnormalised, in the documents' order.
+   */
+  async rerank(
+    query: string,
+    documents: Array<string>,
+    cancel: CancelTokenLike | undefined,
+    asyncOpts_?: { signal: AbortSignal },
+  ): Promise<Array<number>> /*throws*/ {
+    const __stack = uniffiIsDebug ? new Error().stack : undefined;
+    try {
+      return await uniffiRustCallAsync(
+        /*rustCaller:*/ uniffiCaller,
+        /*rustFutureFunc:*/ () => {
+          return nativeModule().ubrn_uniffi_local_llm_ffi_fn_method_llmcontext_rerank(
+            uniffiTypeLlmContextObjectFactory.clonePointer(this),
+            FfiConverterString.lower(query, nativeModule().rustbuffer_alloc),
+            FfiConverterSequenceString.lower(documents, nativeModule().rustbuffer_alloc),
+            FfiConverterOptionalTypeCancelToken.lower(cancel, nativeModule().rustbuffer_alloc),
+          );
+        },
+        /*pollFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_poll_rust_buffer,
+        /*cancelFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_cancel_rust_buffer,
+        /*completeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_complete_rust_buffer,
+        /*freeFunc:*/ nativeModule().ubrn_ffi_local_llm_ffi_rust_future_free_rust_buffer,
+        // Async returns always go through the JS-side converter: the
+        // FFI symbol returns the future handle (u64), and the user-level
+        // RustBuffer comes back via the shared `rust_future_complete_*`
+        // export. The bytes the runtime hands back must be deserialized
+        // here using the per-callable return-type converter.
+        // Borrowed view over foreign memory: the call site owns the free,
+        // as on the sync paths. Unconditional — a no-op where buffers are
+        // already JS-owned.
+        /*liftFunc:*/ (__rb) => {
+          try {
+            return FfiConverterSequenceFloat32.lift(__rb);
+          } finally {
+            nativeModule().rustbuffer_free(__rb);
+          }
+        },
+        /*liftString:*/ FfiConverterString.lift.bind(FfiConverterString),
+        /*asyncOpts:*/ asyncOpts_,
+        /*errorHandler:*/ FfiConverterTypeLlmError.lift.bind(FfiConverterTypeLlmError),
+      );
+    } catch (__error: any) {
+      if (uniffiIsDebug && __error instanceof Error) {
+        __error.stack = __stack;
+      }
+      throw __error;
+    }
   }
 
   /**
@@ -6810,6 +7010,9 @@ const FfiConverterOptionalTypeCancelToken = new FfiConverterOptional(FfiConverte
 // FfiConverter for Array<number>
 const FfiConverterSequenceFloat32 = new FfiConverterArray(FfiConverterFloat32);
 
+// FfiConverter for Array<Array<number>>
+const FfiConverterSequenceSequenceFloat32 = new FfiConverterArray(FfiConverterSequenceFloat32);
+
 // FfiConverter for Array<GenerateParams>
 const FfiConverterSequenceTypeGenerateParams = new FfiConverterArray(FfiConverterTypeGenerateParams);
 
@@ -6957,8 +7160,11 @@ function uniffiEnsureInitialized() {
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_dispose() !== 27427) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_dispose');
   }
-  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 40832) {
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed() !== 60550) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_embed');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many() !== 56056) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_embed_many');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_generate() !== 54607) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_generate');
@@ -6980,6 +7186,9 @@ function uniffiEnsureInitialized() {
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences() !== 59768) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_max_sequences');
+  }
+  if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_rerank() !== 8371) {
+    throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_rerank');
   }
   if (nativeModule().ubrn_uniffi_local_llm_ffi_checksum_method_llmcontext_save_session() !== 54930) {
     throw new UniffiInternalError.ApiChecksumMismatch('uniffi_local_llm_ffi_checksum_method_llmcontext_save_session');
@@ -7058,6 +7267,7 @@ export default Object.freeze({
     FfiConverterTypeDownloadParams,
     FfiConverterTypeDownloadProgress,
     FfiConverterTypeDownloadTask,
+    FfiConverterTypeEmbedParams,
     FfiConverterTypeEngineLimits,
     FfiConverterTypeFinishReason,
     FfiConverterTypeGenerateParams,

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use local_llm_engine::model::{ActiveLora, LoraAdapter, Output};
-use local_llm_engine::session::{Context, ContextOptions, LoadedModel};
+use local_llm_engine::model::{ActiveLora, LoraAdapter, Output, Pooling};
+use local_llm_engine::session::{Context, ContextOptions, EmbedOptions, LoadedModel};
 
 use crate::error::{LlmError, Stage};
 use crate::records::{to_u32, GenerateParams, GenerationResult, Perf};
@@ -21,6 +21,17 @@ pub struct BenchmarkParams {
     pub generate_tokens: u32,
     /// Iterations.
     pub iterations: u32,
+}
+
+/// How `embed_many` pools and normalises.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct EmbedParams {
+    /// "none" (one vector per token, concatenated), "mean", "cls", "last" or "rank" (a
+    /// reranker's scores); `None`: the model's own.
+    pub pooling: Option<String>,
+    /// llama.cpp's `--embd-normalize`: -1 none, 0 max absolute (int16 range), 1 taxicab, 2
+    /// Euclidean (the default), larger: that p-norm.
+    pub normalize: i32,
 }
 
 /// Benchmark results (local-llm-rn's `BenchmarkResult`).
@@ -235,7 +246,12 @@ impl LlmContext {
         crate::run_blocking(Stage::Warmup, move || {
             shared.with_engine(|ctx| {
                 let token = ctx.model().tokenizer().bos().unwrap_or(0);
-                let result = ctx.eval(&[token], Output::LastLogits, &mut |_, _| {}, None);
+                // Encoders compute hidden states only.
+                let output = match ctx.model().model().is_encoder() {
+                    true => Output::Hidden,
+                    false => Output::LastLogits,
+                };
+                let result = ctx.eval(&[token], output, &mut |_, _| {}, None);
                 ctx.clear();
                 result
                     .map(|_| ())
@@ -255,9 +271,9 @@ impl LlmContext {
         .await
     }
 
-    /// A sentence embedding: the mean of the last hidden states of `text`'s tokens,
-    /// L2-normalized. Clears the KV cache. `cancel` (or abandoning the call) stops it between
-    /// prompt batches with an error.
+    /// A sentence embedding as the model pools it (mean unless its file says otherwise),
+    /// L2-normalized. The KV cache is not touched. `cancel` (or abandoning the call) stops it
+    /// with an error.
     pub async fn embed(
         &self,
         text: String,
@@ -268,6 +284,57 @@ impl LlmContext {
             crate::run_blocking(Stage::Embed, move || {
                 shared.with_engine(|ctx| {
                     ctx.embed(&text, Some(&flag))
+                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
+                })
+            })
+        })
+        .await
+    }
+
+    /// The embeddings of `texts` (several per forward pass; special-token text is plain text),
+    /// pooled and normalised as `params` say. `cancel` (or abandoning the call) stops it between passes with an error.
+    pub async fn embed_many(
+        &self,
+        texts: Vec<String>,
+        params: EmbedParams,
+        cancel: Option<Arc<CancelToken>>,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
+        let shared = self.check()?;
+        let pooling = params
+            .pooling
+            .as_deref()
+            .map(Pooling::parse)
+            .transpose()
+            .map_err(|e| LlmError::from_engine(e, Stage::Embed))?;
+        let options = EmbedOptions {
+            pooling,
+            normalize: params.normalize,
+            ..EmbedOptions::default()
+        };
+        cancellable(cancel, |flag| {
+            crate::run_blocking(Stage::Embed, move || {
+                shared.with_engine(|ctx| {
+                    ctx.embed_many(&texts, &options, Some(&flag))
+                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
+                })
+            })
+        })
+        .await
+    }
+
+    /// Relevance scores of `documents` for `query` (a reranker: a model with a classification
+    /// head), unnormalised, in the documents' order.
+    pub async fn rerank(
+        &self,
+        query: String,
+        documents: Vec<String>,
+        cancel: Option<Arc<CancelToken>>,
+    ) -> Result<Vec<f32>, LlmError> {
+        let shared = self.check()?;
+        cancellable(cancel, |flag| {
+            crate::run_blocking(Stage::Embed, move || {
+                shared.with_engine(|ctx| {
+                    ctx.rerank(&query, &documents, Some(&flag))
                         .map_err(|e| LlmError::from_engine(e, Stage::Embed))
                 })
             })

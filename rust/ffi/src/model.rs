@@ -164,6 +164,12 @@ pub struct ModelInfo {
     pub metadata: HashMap<String, String>,
     /// Weight matrices per device name.
     pub placement: HashMap<String, u32>,
+    /// How the model pools embeddings by default: "none", "mean", "cls", "last" or "rank".
+    pub pooling_type: String,
+    /// An encoder (BERT family): it embeds and ranks but cannot generate text.
+    pub is_encoder: bool,
+    /// A reranker: it has a classification head for `rerank`.
+    pub can_rerank: bool,
 }
 
 /// A loaded model. Disposing it releases the weights once no context uses them.
@@ -275,6 +281,9 @@ impl LlmModel {
                 .into_iter()
                 .map(|(k, v)| (k, to_u32(v)))
                 .collect(),
+            pooling_type: model.model().pooling().name().to_string(),
+            is_encoder: model.model().is_encoder(),
+            can_rerank: model.model().can_rank(),
         })
     }
 
