@@ -2,7 +2,8 @@
 //! K formats live in `kquants` (AVX-512 prompt tiles in `ktile`, decoding kernels in
 //! `kdecode`), IQ4_XS in `iq4xs` (IQ4_NL and MXFP4 are 32-element formats), the codebook formats in
 //! `codebook`, the 32-element formats' tiles and decoding kernels in `tile`, `wide`, `decode`
-//! and `decode_avx2`, the kernel table's entries in `table`. Every block's integer products are
+//! and `decode_avx2`, F16's prompt tiles and AVX-512 kernels in `half`, the kernel table's
+//! entries in `table`. Every block's integer products are
 //! exact. For the 32-element block formats, lane `j` of a block sums the products of bytes
 //! `4j..4j+4` and `16+4j..16+4j+4` (exact, as integers) and the block scale is applied with one
 //! FMA per block into 4 f32 lanes; [`hsum4`] then sums them. Every x86 kernel of these formats
@@ -14,6 +15,7 @@
 mod codebook;
 mod decode;
 mod decode_avx2;
+mod half;
 mod iq4xs;
 mod kdecode;
 mod kquants;

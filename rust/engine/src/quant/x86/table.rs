@@ -6,7 +6,9 @@ use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
 use super::unpacked as x86_unpacked;
-use super::{codebook, decode, decode_avx2, iq4xs, kdecode, kquants, ktile, ternary as tq, wide};
+use super::{
+    codebook, decode, decode_avx2, half, iq4xs, kdecode, kquants, ktile, ternary as tq, wide,
+};
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
 };
@@ -54,7 +56,16 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
         tile: None,
     };
     entry(dot_only(GgmlType::F32, super::dot_f32));
-    entry(dot_only(GgmlType::F16, super::dot_f16));
+    entry(match isa {
+        Isa::Wide => Kernels {
+            tile: Some(Tile::Plain(TILE_4X6, half::tile_f16_512)),
+            ..dot_only(GgmlType::F16, half::dot_f16_512)
+        },
+        Isa::Avx2 | Isa::Vnni => Kernels {
+            tile: Some(Tile::Plain(TILE_2X4, half::tile_f16)),
+            ..dot_only(GgmlType::F16, super::dot_f16)
+        },
+    });
     entry(dot_only(GgmlType::BF16, super::dot_bf16));
     entry(dot_only(GgmlType::Q2_K, kquants::dot_q2_k));
     entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
@@ -108,6 +119,10 @@ const TILE_2X8: TileShape = TileShape {
     rows: 2,
     tokens: MAX_TILE_TOKENS,
 };
+
+/// The F16 prompt tiles (AVX2: 2 rows × 4 tokens; AVX-512: 4 × 6).
+const TILE_2X4: TileShape = TileShape { rows: 2, tokens: 4 };
+const TILE_4X6: TileShape = TileShape { rows: 4, tokens: 6 };
 
 /// The 4 × 4 prompt tile of the AVX2 and 256-bit VNNI kernels.
 const TILE_4X4: TileShape = TileShape { rows: 4, tokens: 4 };
