@@ -76,6 +76,10 @@ prune_if_low() {
     fi
 }
 CACHE=${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}
+# llama.cpp's tools (the tests' oracles) without weight repacking (on CPUs with AMX their AMX
+# matrix product crashes on small models) and with sleeping OpenMP threads (so their log thread
+# prints the whole report before they exit).
+export LLAMA_ARG_REPACK=${LLAMA_ARG_REPACK:-0} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # unless_skipped VAR CMD...: run CMD unless the environment variable VAR is 1.
 unless_skipped() {
     local var=$1

@@ -1,9 +1,14 @@
 // The Vercel AI SDK provider with the `ai` package's current major (7, installed as `ai7`) next to
 // tests/ai-sdk.test.mts's `ai` 6: the same provider type-checks with both and answers through
-// v7's generateText, streamText and tools on the real engine (LOCAL_LLM_MODEL = SmolLM2).
+// v7's generateText, streamText, tools, embedMany and rerank on the real engine
+// (LOCAL_LLM_MODEL = SmolLM2; a synthetic reranker from tools/synth/make_encoder.py).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { embedMany, generateText, stepCountIs, streamText, tool } from 'ai7';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { embedMany, generateText, rerank, stepCountIs, streamText, tool } from 'ai7';
 import { z } from 'zod';
 import * as native from './generated/napi/local_llm_ffi.ts';
 import { setBindings, LocalLLM } from '../src/api/index.ts';
@@ -74,5 +79,25 @@ test('ai 7: embedMany through ai.embeddingModel() gives the embeddings API vecto
     );
   } finally {
     emb.dispose();
+  }
+});
+
+test('ai 7: rerank through ai.rerankingModel() gives the rerank API order and scores', async () => {
+  const root = join(import.meta.dirname, '..');
+  const venv = join(root, '.cache/venv/bin/python3');
+  const path = join(mkdtempSync(join(tmpdir(), 'local-llm-rerank7-')), 'bert-rank.gguf');
+  execFileSync(existsSync(venv) ? venv : 'python3', [join(root, 'tools/synth/make_encoder.py'), 'bert-rank', path]);
+  const ranker = await LocalLLM.create({ model: path, threads: 2, embeddings: true });
+  try {
+    const query = 'what is the sea?';
+    const documents = ['The sea was calm this morning.', 'A fisherman counted his nets.', 'Tell me a story.'];
+    const direct = await ranker.rerank(query, documents);
+    const res = await rerank({ model: ranker.rerankingModel(), query, documents, topN: 2 });
+    assert.deepEqual(
+      res.ranking.map((r) => [r.originalIndex, r.score, r.document]),
+      direct.slice(0, 2).map((r) => [r.index, r.score, r.document]),
+    );
+  } finally {
+    ranker.dispose();
   }
 });

@@ -21,6 +21,8 @@
 # - IQ2_S: from ftype IQ2_M (ftype IQ2_S writes IQ2_XS tensors).
 # - MXFP4: from ftype MXFP4_MOE (with --pure: MXFP4 everywhere, not only in experts).
 set -euo pipefail
+# llama-imatrix without weight repacking: its AMX matrix product crashes on AMX CPUs here.
+export LLAMA_ARG_REPACK=${LLAMA_ARG_REPACK:-0} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ $# -gt 0 ] || { echo "usage: weight-format-models.sh TYPE..." >&2; exit 2; }
 cache="${LOCAL_LLM_CACHE:-$HOME/.cache/local-llm}"

@@ -156,6 +156,24 @@ impl LlmContext {
         }
         Ok(self.shared.clone())
     }
+
+    /// Run `work` on the engine's context on a worker thread, stopped by `cancel` as
+    /// [`cancellable`] says; its errors are embedding failures (or their own kind).
+    async fn embedding<T: Send + 'static>(
+        &self,
+        cancel: Option<Arc<CancelToken>>,
+        work: impl FnOnce(&mut Context, &AtomicBool) -> local_llm_engine::Result<T> + Send + 'static,
+    ) -> Result<T, LlmError> {
+        let shared = self.check()?;
+        cancellable(cancel, |flag| {
+            crate::run_blocking(Stage::Embed, move || {
+                shared.with_engine(|ctx| {
+                    work(ctx, &flag).map_err(|e| LlmError::from_engine(e, Stage::Embed))
+                })
+            })
+        })
+        .await
+    }
 }
 
 #[uniffi::export]
@@ -279,16 +297,8 @@ impl LlmContext {
         text: String,
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<f32>, LlmError> {
-        let shared = self.check()?;
-        cancellable(cancel, |flag| {
-            crate::run_blocking(Stage::Embed, move || {
-                shared.with_engine(|ctx| {
-                    ctx.embed(&text, Some(&flag))
-                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
-                })
-            })
-        })
-        .await
+        self.embedding(cancel, move |ctx, flag| ctx.embed(&text, Some(flag)))
+            .await
     }
 
     /// The embeddings of `texts` (several per forward pass; special-token text is plain text),
@@ -299,7 +309,6 @@ impl LlmContext {
         params: EmbedParams,
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<Vec<f32>>, LlmError> {
-        let shared = self.check()?;
         let pooling = params
             .pooling
             .as_deref()
@@ -311,13 +320,8 @@ impl LlmContext {
             normalize: params.normalize,
             ..EmbedOptions::default()
         };
-        cancellable(cancel, |flag| {
-            crate::run_blocking(Stage::Embed, move || {
-                shared.with_engine(|ctx| {
-                    ctx.embed_many(&texts, &options, Some(&flag))
-                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
-                })
-            })
+        self.embedding(cancel, move |ctx, flag| {
+            ctx.embed_many(&texts, &options, Some(flag))
         })
         .await
     }
@@ -330,14 +334,8 @@ impl LlmContext {
         documents: Vec<String>,
         cancel: Option<Arc<CancelToken>>,
     ) -> Result<Vec<f32>, LlmError> {
-        let shared = self.check()?;
-        cancellable(cancel, |flag| {
-            crate::run_blocking(Stage::Embed, move || {
-                shared.with_engine(|ctx| {
-                    ctx.rerank(&query, &documents, Some(&flag))
-                        .map_err(|e| LlmError::from_engine(e, Stage::Embed))
-                })
-            })
+        self.embedding(cancel, move |ctx, flag| {
+            ctx.rerank(&query, &documents, Some(flag))
         })
         .await
     }

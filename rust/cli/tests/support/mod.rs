@@ -22,10 +22,13 @@ pub fn skip() -> bool {
     false
 }
 
-/// Runs a script of `scripts/setup` and returns the paths it prints, one a line.
+/// Runs a script of `scripts/setup` and returns the paths it prints, one a line (the llama.cpp
+/// tools it runs get [`run`]'s environment).
 pub fn script_paths(script: &str, args: &[&str]) -> Vec<PathBuf> {
     let out = Command::new(common::repo_root().join("scripts/setup").join(script))
         .args(args)
+        .env("LLAMA_ARG_REPACK", "0")
+        .env("OMP_WAIT_POLICY", "passive")
         .output()
         .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
     assert!(
