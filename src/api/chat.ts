@@ -18,15 +18,8 @@ import {
   fitMessages,
   normalizeOverflow,
 } from './overflow';
-import type {
-  ChatCompletionChunk,
-  ChatCompletionRequest,
-  ChatCompletionResponse,
-  ChatCompletionTokenLogprob,
-  ChatFinishReason,
-  GenerateOptions,
-  GenerationResult,
-} from './types';
+import type { ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse } from './chat-types';
+import type { ChatCompletionTokenLogprob, ChatFinishReason, GenerateOptions, GenerationResult } from './types';
 
 function createId(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;

@@ -37,3 +37,4 @@ export {
 } from './device';
 export type { DeviceCapabilities, CanRunResult, PlatformInfo } from './device';
 export type * from './types';
+export type * from './chat-types';

@@ -2,7 +2,8 @@
 import { useCallback, useRef, useState } from 'react';
 import { LocalLLMError, LocalLLMErrorCode } from '../api/errors';
 import type { LocalLLM } from '../api/local-llm';
-import type { ChatCompletionRequest, ChatMessage, InferenceMetrics } from '../api/types';
+import type { ChatCompletionRequest } from '../api/chat-types';
+import type { ChatMessage, InferenceMetrics } from '../api/types';
 import { type GenerationState, lastTiming, useGeneration } from './generation';
 
 /**
