@@ -160,10 +160,7 @@ def write(kind: str, path: str, seed: int, f32: bool) -> None:
         w.add_rope_freq_base(1000.0)
     n_vocab = add_vocab(w)
     add_tensors(w, tensors(kind, n_vocab, rng), f32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def add_vocab(w: gguf.GGUFWriter) -> int:
@@ -181,6 +178,14 @@ def add_vocab(w: gguf.GGUFWriter) -> int:
     w.add_add_bos_token(True)
     w.add_add_sep_token(True)
     return len(tokens)
+
+
+def finish(w: gguf.GGUFWriter) -> None:
+    """Write the header, metadata and tensors, and close the file."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def add_tensors(w: gguf.GGUFWriter, items, f32: bool) -> None:
@@ -218,10 +223,7 @@ def write_gemma(path: str, seed: int, f32: bool) -> None:
     w.add_dense_features_dims("dense_3", DENSE_MID, D)
     n_vocab = add_vocab(w)
     add_tensors(w, gemma_tensors(n_vocab, rng), f32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def main() -> None:

@@ -60,10 +60,15 @@ impl Model {
         &self.net.config
     }
 
-    /// Whether this is an encoder (BERT family): bidirectional attention, hidden states to
-    /// pool, no logits (so no text generation).
+    /// Whether this is an embedding model (the BERT-family encoders, EmbeddingGemma,
+    /// llama-embed): hidden states to pool, no output head (so no text generation).
     pub fn is_encoder(&self) -> bool {
         self.net.output.is_none()
+    }
+
+    /// Whether tokens attend only to earlier ones (false: bidirectional, as BERT).
+    pub fn is_causal(&self) -> bool {
+        self.net.causal
     }
 
     /// The pooling the file asks for (`{arch}.pooling_type`; mean when it does not say).

@@ -124,28 +124,20 @@ impl Context {
                 .map(|t| model.new_cache(t.len(), types))
                 .collect::<Result<Vec<_>>>()?;
             let mut hidden = Vec::new();
-            if group.len() == 1 && total > self.n_batch && !model.is_encoder() {
-                // One long text of a causal model: batch-sized passes on its cache.
-                for chunk in group[0].chunks(self.n_batch) {
-                    if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                        return Err(Error::Cancelled);
-                    }
-                    let one = SeqTokens {
-                        tokens: chunk,
-                        cache: &mut caches[0],
-                    };
-                    let mut part = Vec::new();
-                    let threads = &self.threads;
-                    model.forward_batch_with(
-                        &mut [one],
-                        threads,
-                        Output::Hidden,
-                        &mut part,
-                        &self.lora,
-                    )?;
-                    crate::fallible::reserve(&mut hidden, part.len(), "the hidden states")?;
-                    hidden.extend(part);
-                }
+            if group.len() == 1 && total > self.n_batch && model.is_causal() {
+                // One long text of a causal model: batch-sized passes on its cache, as a
+                // prompt is evaluated (cancellable between them).
+                let runner = super::Runner {
+                    model,
+                    threads: &self.threads,
+                    n_batch: self.n_batch,
+                    lora: &self.lora,
+                };
+                let seq = super::SeqState {
+                    cache: &mut caches[0],
+                    cached: &mut Vec::new(),
+                };
+                hidden = runner.eval(seq, &group[0], Output::Hidden, &mut |_, _| {}, cancel)?;
             } else {
                 let mut seqs: Vec<SeqTokens<'_>> = group
                     .iter()
@@ -166,8 +158,11 @@ impl Context {
                 row += tokens.len();
                 let mut v = match pooling {
                     Pooling::Rank => {
-                        let causal = !model.is_encoder();
-                        let at = if causal { Pooling::Last } else { Pooling::Cls };
+                        // llama.cpp's choice: the last token of a causal model, else the first.
+                        let at = match model.is_causal() {
+                            true => Pooling::Last,
+                            false => Pooling::Cls,
+                        };
                         model.classify(&pool(states, d, at), &self.threads)?
                     }
                     Pooling::None => {
@@ -222,11 +217,9 @@ impl Context {
 /// A query and a document as one reranker input, as llama.cpp lays them out: the model's
 /// `tokenizer.chat_template.rerank` with `{query}` and `{document}` replaced when it has one,
 /// else the query, the EOS text (if the tokenizer adds EOS), the separator text (if it adds
-/// one: `tokenizer.ggml.add_sep_token`, by default for BERT's WordPiece, whose `[SEP]` it is)
-/// and the document.
+/// one, [`crate::tokenizer::Tokenizer::add_sep`]: BERT's `[SEP]`) and the document.
 pub fn rerank_text(model: &super::LoadedModel, query: &str, document: &str) -> String {
-    let gguf = model.gguf();
-    if let Some(template) = gguf.get_str("tokenizer.chat_template.rerank") {
+    if let Some(template) = model.gguf().get_str("tokenizer.chat_template.rerank") {
         return template
             .replace("{query}", query)
             .replace("{document}", document);
@@ -237,13 +230,8 @@ pub fn rerank_text(model: &super::LoadedModel, query: &str, document: &str) -> S
     if tok.add_eos() {
         out.push_str(text(tok.eos()));
     }
-    let wordpiece = gguf.get_str("tokenizer.ggml.model") == Some("bert");
-    if gguf
-        .get_bool("tokenizer.ggml.add_sep_token")
-        .unwrap_or(wordpiece)
-    {
-        let sep = gguf.get_u64("tokenizer.ggml.seperator_token_id");
-        out.push_str(text(sep.and_then(|s| u32::try_from(s).ok())));
+    if tok.add_sep() {
+        out.push_str(text(tok.sep()));
     }
     out.push_str(document);
     out

@@ -387,6 +387,9 @@ impl Tokenizer {
             sep,
             add_bos,
             add_eos,
+            add_sep: gguf
+                .get_bool("tokenizer.ggml.add_sep_token")
+                .unwrap_or(is_wpm),
             add_space_prefix,
             clean_spaces,
             eog,

@@ -88,6 +88,8 @@ pub struct Tokenizer {
     sep: Option<u32>,
     add_bos: bool,
     add_eos: bool,
+    /// `tokenizer.ggml.add_sep_token` (by default true for WordPiece), as llama.cpp reads it.
+    add_sep: bool,
     add_space_prefix: bool,
     clean_spaces: bool,
     /// End-of-generation token ids, sorted.
@@ -199,6 +201,12 @@ impl Tokenizer {
     /// `encode(.., add_special = true, ..)` appends to WordPiece tokenizations).
     pub fn sep(&self) -> Option<u32> {
         self.sep
+    }
+
+    /// Whether the model adds its separator between the texts of a pair (`add_sep_token`, as
+    /// llama.cpp reports it; rerankers lay out query and document with it).
+    pub fn add_sep(&self) -> bool {
+        self.add_sep
     }
 
     /// Whether `encode(.., add_special = true, ..)` prepends BOS: the model's flag, as llama.cpp
