@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use support::{run, run_llama, script_path, skip};
+use support::{run, run_llama, run_llama_until, script_path, skip};
 
 /// Least cosine similarity between our vector and llama.cpp's.
 const MIN_COSINE: f64 = 0.9999;
@@ -50,23 +50,42 @@ const PAIRS: &str = "what is the sea?\tThe sea was calm this morning.\n\
 /// The vectors of an `--embd-output-format json` report (the JSON object at the start of
 /// stdout; the log follows it).
 fn vectors(report: &str) -> Vec<Vec<f64>> {
+    parse_vectors(report).unwrap_or_else(|e| panic!("{e} in:\n{report}"))
+}
+
+/// [`vectors`], or what is wrong with the report.
+fn parse_vectors(report: &str) -> Result<Vec<Vec<f64>>, String> {
     let start = report
         .find("{\n  \"object\": \"list\"")
-        .unwrap_or_else(|| panic!("no JSON list in:\n{report}"));
+        .ok_or("no JSON list")?;
     let doc: Value = serde_json::Deserializer::from_str(&report[start..])
         .into_iter()
         .next()
-        .expect("a JSON value")
-        .unwrap_or_else(|e| panic!("bad JSON ({e}) in:\n{report}"));
-    doc["data"]
-        .as_array()
-        .expect("data")
+        .ok_or("no JSON value")?
+        .map_err(|e| format!("bad JSON ({e})"))?;
+    let data = doc["data"].as_array().ok_or("no data")?;
+    let vectors: Vec<Vec<f64>> = data
         .iter()
         .map(|d| {
-            let values = d["embedding"].as_array().expect("embedding");
-            values.iter().map(|v| v.as_f64().expect("number")).collect()
+            let values = d["embedding"].as_array().ok_or("no embedding")?;
+            values
+                .iter()
+                .map(|v| v.as_f64().ok_or_else(|| format!("not a number: {v}")))
+                .collect::<Result<_, String>>()
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    // A garbled report can still be JSON: one vector then has a number more or less.
+    match vectors.first() {
+        Some(first) if vectors.iter().any(|v| v.len() != first.len()) => {
+            Err("vectors of unequal lengths".into())
+        }
+        _ => Ok(vectors),
+    }
+}
+
+/// Runs llama-embedding until its JSON report is whole (see [`support::run_llama_until`]).
+fn run_llama_json(cmd: &mut Command) -> String {
+    run_llama_until(cmd, "whole JSON list", |r| parse_vectors(r).is_ok())
 }
 
 fn cosine(a: &[f64], b: &[f64]) -> f64 {
@@ -80,8 +99,7 @@ fn both(llama: &Path, model: &Path, args: &[&str]) -> (String, String) {
     let common = ["--embd-output-format", "json", "-t", "2"];
     let mut cmd = Command::new(llama);
     cmd.arg("-m").arg(model).args(common).args(args);
-    // The end of the JSON list: the tools' log thread can lose the report's tail.
-    let theirs = run_llama(&mut cmd, "\n  ]\n}");
+    let theirs = run_llama_json(&mut cmd);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_local-llm"));
     cmd.arg("embedding")
         .arg("-m")
@@ -243,7 +261,7 @@ fn all_minilm_embeddings_match_llama_and_rank_paraphrases_closer() {
         .arg(&model)
         .args(["--embd-output-format", "json", "-t", "2", "-p"])
         .arg(texts.join("\n"));
-    let theirs = vectors(&run_llama(&mut cmd, "\n  ]\n}"));
+    let theirs = vectors(&run_llama_json(&mut cmd));
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
         let c = cosine(a, b);
         assert!(c >= MIN_COSINE, "{:?}: cosine with llama.cpp {c}", texts[i]);
