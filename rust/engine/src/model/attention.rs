@@ -65,9 +65,27 @@ pub(crate) struct AttentionShape {
     pub causal: bool,
     /// How the cache stores keys and values.
     pub types: KvTypes,
+    /// ALiBi's maximum bias (jina-bert-v2): each score gets `slope(head) · -|query position
+    /// - key position|` added after the scale, with ggml's slopes.
+    pub alibi: Option<f32>,
 }
 
 impl AttentionShape {
+    /// ALiBi's slope for query head `h` (ggml's `soft_max_ext`: a geometric series over the
+    /// largest power of two of heads, interleaved with a second one for the rest); `None`
+    /// without ALiBi.
+    fn alibi_slope(&self, h: usize) -> Option<f32> {
+        let max_bias = self.alibi?;
+        let n_log2 = 1u32 << (self.n_head as f32).log2().floor() as u32;
+        let m0 = 2f32.powf(-max_bias / n_log2 as f32);
+        let m1 = 2f32.powf(-(max_bias / 2.0) / n_log2 as f32);
+        let h = h as u32;
+        Some(match h < n_log2 {
+            true => m0.powf((h + 1) as f32),
+            false => m1.powf((2 * (h - n_log2) + 1) as f32),
+        })
+    }
+
     /// The cache's 2-byte units of one head's key and of one head's value.
     fn units(&self) -> (usize, usize) {
         (
@@ -494,6 +512,12 @@ impl Job<'_> {
                         probs.iter_mut().for_each(|d| *d = cap * (*d / cap).tanh());
                     }
                     probs.iter_mut().for_each(|d| *d *= s.scale);
+                    if let Some(slope) = s.alibi_slope(h) {
+                        let first = ulo + ranges[i].start;
+                        for (j, d) in probs.iter_mut().enumerate() {
+                            *d += slope * -((first + j).abs_diff(p) as f32);
+                        }
+                    }
                     ops::softmax(probs);
                     K::round(probs);
                     before.fill(0.0);

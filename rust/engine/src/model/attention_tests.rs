@@ -115,6 +115,7 @@ fn simd_builds_equal_portable_build() {
             window: [None, Some(1), Some(5), Some(16)][rng.below(4)],
             causal: case % 7 != 6,
             types: KvTypes::default(),
+            alibi: [None, Some(8.0)][case % 5 / 4],
         };
         let n = 1 + rng.below(24);
         let pos0 = [0, 1, 9, 30][rng.below(4)];
@@ -158,14 +159,17 @@ fn simd_builds_equal_portable_build() {
 fn portable_build_equals_naive_attention() {
     for causal in [true, false] {
         for window in [None, Some(6)] {
-            naive_case(causal, window);
+            naive_case(causal, window, None);
         }
     }
+    naive_case(false, None, Some(8.0));
+    naive_case(true, Some(6), Some(8.0));
 }
 
 /// [`portable_build_equals_naive_attention`] with causal or bidirectional attention, each
-/// within a window of 6 positions (the last 6; 3 before and after) or none.
-fn naive_case(causal: bool, window: Option<usize>) {
+/// within a window of 6 positions (the last 6; 3 before and after) or none, with ALiBi of
+/// maximum bias `alibi` or none.
+fn naive_case(causal: bool, window: Option<usize>, alibi: Option<f32>) {
     let shape = AttentionShape {
         n_head: 6,
         n_head_kv: 2,
@@ -176,7 +180,11 @@ fn naive_case(causal: bool, window: Option<usize>) {
         window,
         causal,
         types: KvTypes::default(),
+        alibi,
     };
+    // ALiBi's slopes of 6 heads with maximum bias 8 (ggml: powers of 2^(-8/4) for the first
+    // 4 heads, odd powers of 2^(-4/4) for the other 2).
+    let slopes = [0.25, 0.0625, 0.015625, 0.003_906_25, 0.5, 0.125];
     let (n, pos0) = (7usize, 4usize);
     let total = pos0 + n;
     let mut rng = Lcg(777);
@@ -206,7 +214,13 @@ fn naive_case(causal: bool, window: Option<usize>) {
                 .map(|&v| ops::round_f16(v))
                 .collect();
             let mut scores: Vec<f32> = (first..=last)
-                .map(|j| ops::dot(&qh, &widen(&keys[j * 40 + g * 20..][..20])) * 0.3)
+                .map(|j| {
+                    let score = ops::dot(&qh, &widen(&keys[j * 40 + g * 20..][..20])) * 0.3;
+                    match alibi {
+                        Some(_) => score + slopes[h] * -(j.abs_diff(p) as f32),
+                        None => score,
+                    }
+                })
                 .collect();
             ops::softmax(&mut scores);
             scores.iter_mut().for_each(|v| *v = ops::round_f16(*v));
