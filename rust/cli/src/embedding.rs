@@ -128,8 +128,23 @@ pub fn embedding(args: &EmbeddingArgs) -> Result<()> {
             _ => vec![v.as_slice()],
         })
         .collect();
-    print(format, pooling, &rows, args.embd_normalize == 0);
+    let labels = labels(&model);
+    print(format, (pooling, &labels), &rows, args.embd_normalize == 0);
     Ok(())
+}
+
+/// A reranker's score labels (`{arch}.classifier.output_labels`; empty without them).
+fn labels(model: &LoadedModel) -> Vec<String> {
+    let gguf = model.gguf();
+    let arch = gguf.get_str("general.architecture").unwrap_or_default();
+    let key = format!("{arch}.classifier.output_labels");
+    gguf.get_array(&key)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Cosine similarity as llama.cpp's `common_embd_similarity_cos` (0 when one is all zeros).
@@ -147,7 +162,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// Print `rows` as llama-embedding does for `format` (JSON with full precision).
-fn print(format: &str, pooling: Pooling, rows: &[&[f32]], int16: bool) {
+fn print(format: &str, (pooling, labels): (Pooling, &[String]), rows: &[&[f32]], int16: bool) {
     let number = |v: f32| {
         if int16 {
             format!("{v:.0}")
@@ -182,7 +197,16 @@ fn print(format: &str, pooling: Pooling, rows: &[&[f32]], int16: bool) {
         _ => {
             for (j, r) in rows.iter().enumerate() {
                 if pooling == Pooling::Rank {
-                    println!("rerank score {j}: {:8.3}", r[0]);
+                    // As llama-embedding: one line per score, labelled when there are several.
+                    match r {
+                        [score] => println!("rerank score {j}: {score:8.3}"),
+                        _ => {
+                            for (i, score) in r.iter().enumerate() {
+                                let label = labels.get(i).cloned().unwrap_or(i.to_string());
+                                println!("rerank score {j}: {score:8.3} [{label}]");
+                            }
+                        }
+                    }
                     continue;
                 }
                 let shown = if rows.len() > 1 {

@@ -30,6 +30,9 @@ pub(crate) enum QkNorm {
     /// When the file has them: one norm per head with each head's own weights, before RoPE
     /// (StableLM 2).
     OptionalHeadWeights,
+    /// When the file has them: one LayerNorm (with bias) over all heads of a token together
+    /// (jina-bert-v2).
+    OptionalRowsLayer,
 }
 
 /// Which layers attend within a sliding window instead of the whole context.
@@ -56,6 +59,9 @@ pub(crate) struct Sliding {
     pub(crate) local_scaled: bool,
     /// Only local layers use RoPE (EXAONE 4).
     pub(crate) rope_local_only: bool,
+    /// The first layer of each `pattern` is global and the others local (ModernBERT), instead
+    /// of the last.
+    pub(crate) dense_first: bool,
 }
 
 /// Multipliers and soft-caps an architecture reads from its metadata.
@@ -81,6 +87,12 @@ pub(crate) struct Scalars {
 pub(crate) struct Encoder {
     /// Learned absolute positions (`position_embd`, BERT) instead of RoPE (nomic-bert).
     pub(crate) learned_positions: bool,
+    /// BERT's post-LN block: LayerNorms of the residual sums and no final norm. Otherwise a
+    /// pre-LN block as decoders have (ModernBERT: no attention norm on layer 0, a final
+    /// `output_norm`).
+    pub(crate) post_ln: bool,
+    /// ALiBi attention biases (jina-bert-v2, maximum bias 8) instead of positions.
+    pub(crate) alibi: bool,
 }
 
 /// One architecture.
@@ -117,6 +129,9 @@ pub(crate) struct Arch {
     pub(crate) bidirectional: bool,
     /// BERT's parts ([`Encoder`]); implies `embeddings_only`.
     pub(crate) encoder: Option<Encoder>,
+    /// The file's `{arch}.hidden_activation` chooses the activation (ModernBERT: "gelu" or
+    /// "silu").
+    pub(crate) activation_key: bool,
 }
 
 const LLAMA: Arch = Arch {
@@ -145,6 +160,7 @@ const LLAMA: Arch = Arch {
     embeddings_only: false,
     bidirectional: false,
     encoder: None,
+    activation_key: false,
 };
 
 const GEMMA: Arch = Arch {
@@ -181,6 +197,7 @@ pub(crate) const ARCHS: &[Arch] = &[
             local_base: None,
             local_scaled: true,
             rope_local_only: false,
+            dense_first: false,
         }),
         scalars: Scalars {
             attn_softcap: true,
@@ -200,6 +217,7 @@ pub(crate) const ARCHS: &[Arch] = &[
             local_base: Some(10_000.0),
             local_scaled: false,
             rope_local_only: false,
+            dense_first: false,
         }),
         scalars: Scalars {
             final_softcap: true,
@@ -257,6 +275,7 @@ pub(crate) const ARCHS: &[Arch] = &[
             local_base: None,
             local_scaled: false,
             rope_local_only: false,
+            dense_first: false,
         }),
         ..LLAMA
     },
@@ -275,6 +294,7 @@ pub(crate) const ARCHS: &[Arch] = &[
             local_base: None,
             local_scaled: true,
             rope_local_only: true,
+            dense_first: false,
         }),
         ..LLAMA
     },
@@ -325,6 +345,8 @@ pub(crate) const ARCHS: &[Arch] = &[
         bidirectional: true,
         encoder: Some(Encoder {
             learned_positions: true,
+            post_ln: true,
+            alibi: false,
         }),
         ..LLAMA
     },
@@ -337,6 +359,52 @@ pub(crate) const ARCHS: &[Arch] = &[
         bidirectional: true,
         encoder: Some(Encoder {
             learned_positions: false,
+            post_ln: true,
+            alibi: false,
+        }),
+        ..LLAMA
+    },
+    // ModernBERT: a pre-LN encoder (LayerNorms without biases), fused QKV, NEOX RoPE with a
+    // local base on sliding-window layers (a symmetric window on two layers of three, the
+    // first global), GeGLU (or SwiGLU) from one fused `ffn_up`, a final norm.
+    Arch {
+        name: "modern-bert",
+        rope: RopeStyle::Neox,
+        layer_norm: true,
+        activation: FfnActivation::GeluTanh,
+        sliding: Some(Sliding {
+            when: SlidingWhen::IfWindowKey,
+            pattern: 3,
+            local_base: None,
+            local_scaled: false,
+            rope_local_only: false,
+            dense_first: true,
+        }),
+        embeddings_only: true,
+        bidirectional: true,
+        encoder: Some(Encoder {
+            learned_positions: false,
+            post_ln: false,
+            alibi: false,
+        }),
+        activation_key: true,
+        ..LLAMA
+    },
+    // Jina embeddings v2: BERT's block with ALiBi instead of positions, optional LayerNorms
+    // of queries and keys, an optional second norm of the attention sum, and a GeGLU
+    // feed-forward (separate gate, or fused into `ffn_up`).
+    Arch {
+        name: "jina-bert-v2",
+        qk_norm: QkNorm::OptionalRowsLayer,
+        pre_norms: false,
+        layer_norm: true,
+        activation: FfnActivation::GeluTanh,
+        embeddings_only: true,
+        bidirectional: true,
+        encoder: Some(Encoder {
+            learned_positions: false,
+            post_ln: true,
+            alibi: true,
         }),
         ..LLAMA
     },
@@ -352,6 +420,7 @@ pub(crate) const ARCHS: &[Arch] = &[
             local_base: None,
             local_scaled: false,
             rope_local_only: false,
+            dense_first: false,
         }),
         embeddings_only: true,
         bidirectional: true,

@@ -10,7 +10,7 @@ use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
 use super::pooling::{Classifier, DenseOut, Pooling};
-use super::transformer::{Dense, EncoderInput, Ffn, Layer, Transformer};
+use super::transformer::{Dense, EncoderInput, Ffn, FfnActivation, Layer, Transformer};
 use super::weights::Loader;
 use super::ModelConfig;
 use crate::backend::Registry;
@@ -32,7 +32,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         config.n_head_kv * hdv,
     );
     let mut ropes = Ropes::read(&config, &meta, &ld, arch)?;
-    if arch.encoder.is_some_and(|e| e.learned_positions) {
+    if arch.encoder.is_some_and(|e| e.learned_positions || e.alibi) {
         ropes.enabled = false;
     }
     let local = local_layers(&config, &meta, arch)?;
@@ -87,6 +87,21 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     let output = match arch.embeddings_only {
         true => None,
         false => Some(ld.output_head(&config, &embedding)?),
+    };
+    let post_ln = arch.encoder.is_some_and(|e| e.post_ln);
+    let activation = match meta
+        .str("hidden_activation")
+        .filter(|_| arch.activation_key)
+    {
+        None => arch.activation,
+        Some("gelu" | "geglu") => FfnActivation::GeluTanh,
+        Some("silu" | "swish" | "swiglu") => FfnActivation::Silu,
+        Some(other) => {
+            return Err(Error::InvalidModel(format!(
+                "'{}.hidden_activation' {other:?} is not supported (gelu or silu)",
+                arch.name
+            )))
+        }
     };
     let pooling_type = meta.count_or("pooling_type", 1)?;
     let pooling = Pooling::from_gguf(pooling_type as u64).ok_or_else(|| {
@@ -143,12 +158,13 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     let gemma2 = arch.scalars.attn_softcap;
     let final_default = if gemma2 { 30.0 } else { 0.0 };
     Ok(Transformer {
-        output_norm: match encoder {
-            Some(_) => None,
-            None => Some(norm(&ld, "output_norm", d, &config, arch)?),
+        output_norm: match post_ln {
+            true => None,
+            false => Some(norm(&ld, "output_norm", d, &config, arch)?),
         },
         causal: meta.bool_or("attention.causal", !arch.bidirectional),
-        classifier: classifier(&ld, &config, &meta)?,
+        classifier: classifier(&ld, &config, &meta, arch)?,
+        alibi: arch.encoder.filter(|e| e.alibi).map(|_| 8.0),
         dense_out: dense_out(&ld, &config, &meta)?,
         encoder,
         pooling,
@@ -173,7 +189,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         logit_scale,
         attn_temperature: ropes.temperature,
         long_from: ropes.long_from,
-        activation: arch.activation,
+        activation,
         layers,
         config,
     })
@@ -234,6 +250,11 @@ fn layer(
                 eps: c.rms_eps,
                 layer: arch.layer_norm,
             })),
+            QkNorm::OptionalRowsLayer if !ld.has(&p(s)) => Ok(None),
+            QkNorm::OptionalRowsLayer => {
+                let name = p(s.trim_end_matches(".weight"));
+                norm(ld, &name, n_heads * hd, c, arch).map(Some)
+            }
         }
     };
     let block_norm = |on: bool, s: &str| {
@@ -245,8 +266,12 @@ fn layer(
     };
     // StableLM 2 without an FFN norm is a parallel block.
     let parallel = arch.name == "stablelm" && !ld.has(&p("ffn_norm.weight"));
+    let post_ln = arch.encoder.is_some_and(|e| e.post_ln);
+    // ModernBERT's first block has no attention norm (its input is the normalised embedding).
+    let pre_ln_first = arch.encoder.is_some() && !post_ln && i == 0;
+    let has_attn_norm = !pre_ln_first || ld.has(&p("attn_norm.weight"));
     Ok(Layer {
-        attn_norm: block_norm(arch.pre_norms, "attn_norm")?,
+        attn_norm: block_norm(arch.pre_norms && has_attn_norm, "attn_norm")?,
         wq,
         wk,
         wv,
@@ -262,9 +287,9 @@ fn layer(
         },
         q_norm: qk_norm("attn_q_norm.weight", c.n_head)?,
         k_norm: qk_norm("attn_k_norm.weight", c.n_head_kv)?,
-        post_attn_norm: match arch.encoder {
-            Some(_) => Some(norm(ld, &p("attn_output_norm"), d, c, arch)?),
-            None => block_norm(arch.post_norms, "post_attention_norm")?,
+        post_attn_norm: match post_ln {
+            true => Some(norm(ld, &p("attn_output_norm"), d, c, arch)?),
+            false => block_norm(arch.post_norms, "post_attention_norm")?,
         },
         ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
         ffn: if ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
@@ -272,14 +297,18 @@ fn layer(
         } else {
             Ffn::Dense(dense(ld, i, c, arch)?)
         },
-        post_ffn_norm: match arch.encoder {
-            Some(_) => Some(norm(ld, &p("layer_output_norm"), d, c, arch)?),
-            None => block_norm(arch.post_norms, "post_ffw_norm")?,
+        post_ffn_norm: match post_ln {
+            true => Some(norm(ld, &p("layer_output_norm"), d, c, arch)?),
+            false => block_norm(arch.post_norms, "post_ffw_norm")?,
         },
         rope: None,
         rope_long: None,
         window: None,
-        norm_sums: arch.encoder.is_some(),
+        norm_sums: post_ln,
+        attn_norm_2: block_norm(
+            post_ln && !arch.pre_norms && ld.has(&p("attn_norm_2.weight")),
+            "attn_norm_2",
+        )?,
     })
 }
 
@@ -315,29 +344,54 @@ fn dense_out(ld: &Loader<'_>, c: &ModelConfig, meta: &Meta<'_>) -> Result<Option
     Ok(Some(DenseOut { first, second }))
 }
 
-/// A reranker's classification head, if the file has one (`cls.output`, with an optional
-/// dense `cls` layer before it; `{arch}.classifier.output_labels` scores, by default 1).
-fn classifier(ld: &Loader<'_>, c: &ModelConfig, meta: &Meta<'_>) -> Result<Option<Classifier>> {
-    if !ld.has("cls.output.weight") {
+/// A reranker's classification head, if the file has one: `cls` (a dense layer of `n_embd`
+/// outputs, or of the scores themselves without `cls.output`, jina-reranker) with an optional
+/// bias and `cls.norm`, and `cls.output` with an optional bias
+/// (`{arch}.classifier.output_labels` scores, by default 1).
+fn classifier(
+    ld: &Loader<'_>,
+    c: &ModelConfig,
+    meta: &Meta<'_>,
+    arch: &Arch,
+) -> Result<Option<Classifier>> {
+    let (has_dense, has_out) = (ld.has("cls.weight"), ld.has("cls.output.weight"));
+    if !has_dense && !has_out {
         return Ok(None);
     }
     let d = c.n_embd;
-    let n_out = meta
-        .array_len("classifier.output_labels")
-        .unwrap_or(1)
-        .max(1);
-    let dense = match ld.has("cls.weight") {
+    let labels = meta.array_len("classifier.output_labels").unwrap_or(1);
+    let n_out = labels.max(1);
+    let dense_rows = match has_out {
+        true => d,
+        false => ld.rows("cls.weight").unwrap_or(n_out),
+    };
+    let dense = match has_dense {
         true => Some((
-            ld.matrix("cls.weight", d, d)?,
-            ld.opt_vector("cls.bias", d)?,
+            ld.matrix("cls.weight", d, dense_rows)?,
+            ld.opt_vector("cls.bias", dense_rows)?,
         )),
         false => None,
     };
+    let out = match has_out {
+        true => Some((
+            ld.matrix("cls.output.weight", d, n_out)?,
+            ld.opt_vector("cls.output.bias", n_out)?,
+        )),
+        false => None,
+    };
+    let norm = match ld.has("cls.norm.weight") {
+        true => Some(norm(ld, "cls.norm", dense_rows, c, arch)?),
+        false => None,
+    };
+    // llama.cpp: ModernBERT's head reads the mean unless the file says otherwise.
+    let default_pooling = if arch.name == "modern-bert" { 1 } else { 0 };
     Ok(Some(Classifier {
         dense,
-        out: ld.matrix("cls.output.weight", d, n_out)?,
-        out_bias: ld.opt_vector("cls.output.bias", n_out)?,
-        n_out,
+        gelu: arch.name == "modern-bert",
+        norm,
+        out,
+        softmax: arch.name == "qwen3",
+        mean: meta.count_or("classifier.pooling_type", default_pooling)? == 1,
     }))
 }
 
@@ -347,24 +401,42 @@ fn dense(ld: &Loader<'_>, i: usize, c: &ModelConfig, arch: &Arch) -> Result<Dens
     let d = c.n_embd;
     // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3); or up
     // alone (not gated).
-    let (gate, up) = if !arch.gated_ffn {
-        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
-    } else if ld.has(&p("ffn_gate.weight")) {
+    // An `ffn_up` of `n_ff` rows without a gate is not gated (jina-bert-v2 allows it).
+    let fused = arch.gated_ffn
+        && !ld.has(&p("ffn_gate.weight"))
+        && ld.rows(&p("ffn_up.weight")) != Some(c.n_ff);
+    let (gate, up) = if fused {
+        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
+        let up = w.remove(1);
+        (Some(w.remove(0)), up)
+    } else if arch.gated_ffn && ld.has(&p("ffn_gate.weight")) {
         (
             Some(ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?),
             ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
         )
     } else {
-        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
-        let up = w.remove(1);
-        (Some(w.remove(0)), up)
+        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
+    };
+    // A fused `ffn_up`'s bias covers both halves (gate first).
+    let (b_gate, b_up) = match fused {
+        true => match ld.opt_vector(&p("ffn_up.bias"), 2 * c.n_ff)? {
+            Some(mut b) => {
+                let up = b.split_off(c.n_ff);
+                (Some(b), Some(up))
+            }
+            None => (None, None),
+        },
+        false => (
+            ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
+            ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
+        ),
     };
     Ok(Dense {
         gate,
         up,
         down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
-        b_gate: ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
-        b_up: ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
+        b_gate,
+        b_up,
         b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
     })
 }
@@ -473,8 +545,15 @@ fn local_layers(
             flags[..c.n_layer].to_vec()
         }
         None => {
-            let pattern = meta.dim_or("attention.sliding_window_pattern", s.pattern)?;
-            (0..c.n_layer).map(|i| i % pattern < pattern - 1).collect()
+            // llama.cpp: a pattern of 0 makes every layer local.
+            let pattern = meta.count_or("attention.sliding_window_pattern", s.pattern)?;
+            (0..c.n_layer)
+                .map(|i| match (pattern, s.dense_first) {
+                    (0, _) => true,
+                    (_, true) => i % pattern != 0,
+                    (_, false) => i % pattern < pattern - 1,
+                })
+                .collect()
         }
     };
     Ok(Some((local, window)))

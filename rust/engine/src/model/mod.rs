@@ -106,6 +106,17 @@ impl Model {
         self.net.classifier.is_some()
     }
 
+    /// The state a reranker's head reads ([`Pooling::Rank`]), as llama.cpp chooses it: the
+    /// mean when the file says so (`{arch}.classifier.pooling_type`, ModernBERT's default), the
+    /// last token's for causal models, else the first token's.
+    pub fn rank_pooling(&self) -> Pooling {
+        match (&self.net.classifier, self.net.causal) {
+            (Some(head), _) if head.mean => Pooling::Mean,
+            (_, true) => Pooling::Last,
+            _ => Pooling::Cls,
+        }
+    }
+
     /// The classification head's scores of a pooled state (`n_embd` values);
     /// [`Error::InvalidOption`] without a head.
     pub fn classify(&self, pooled: &[f32], threads: &Threads) -> Result<Vec<f32>> {

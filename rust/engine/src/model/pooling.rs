@@ -2,6 +2,8 @@
 //! rank as llama.cpp's `--pooling`), a reranker's classification head, and normalisation
 //! (llama.cpp's `--embd-normalize`). One implementation for the CLI, the FFI and TypeScript.
 
+use super::norm::Norm;
+use super::ops;
 use crate::backend::{Threads, Weight};
 use crate::{Error, Result};
 
@@ -16,8 +18,9 @@ pub enum Pooling {
     Cls,
     /// The last token's state (decoder embedders such as Qwen3-Embedding).
     Last,
-    /// A relevance score: the first token's state through the classification head
-    /// (cross-encoder rerankers such as bge-reranker).
+    /// A relevance score: the first token's state (the last one's of a causal model, the
+    /// mean for some heads) through the classification head (cross-encoder rerankers such as
+    /// bge-reranker; Qwen3-Reranker).
     Rank,
 }
 
@@ -60,37 +63,56 @@ impl Pooling {
     }
 }
 
-/// A reranker's classification head (llama.cpp's `cls` and `cls.output` tensors):
-/// `out(tanh(dense · x + b))`, or `out(x)` without the dense layer.
+/// A reranker's classification head (llama.cpp's `cls`, `cls.norm` and `cls.output` tensors):
+/// `out(norm(act(dense · x + b)))`, each part optional (the dense layer alone gives the
+/// scores of jina-reranker; `out` alone those of Qwen3-Reranker), then a softmax for
+/// Qwen3-Reranker's yes/no labels.
 pub(crate) struct Classifier {
     pub(crate) dense: Option<(Weight, Option<Vec<f32>>)>,
-    pub(crate) out: Weight,
-    pub(crate) out_bias: Option<Vec<f32>>,
-    /// The number of scores (classes) it gives.
-    pub(crate) n_out: usize,
+    /// The dense layer's activation: GELU (ModernBERT) instead of tanh.
+    pub(crate) gelu: bool,
+    /// ModernBERT's head norm after the activation.
+    pub(crate) norm: Option<Norm>,
+    pub(crate) out: Option<(Weight, Option<Vec<f32>>)>,
+    /// Softmax over the scores (Qwen 3's yes/no rerankers).
+    pub(crate) softmax: bool,
+    /// Which hidden state the head reads: mean-pooled (`{arch}.classifier.pooling_type` 1,
+    /// ModernBERT's default), else the first token's, or the last one's for causal models.
+    pub(crate) mean: bool,
 }
 
 impl Classifier {
     /// The scores of pooled state `x`.
     pub(crate) fn scores(&self, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
-        let mut hidden;
-        let mut input = x;
+        let mut v = x.to_vec();
         if let Some((w, b)) = &self.dense {
-            hidden = vec![0f32; x.len()];
-            w.matmul(x, 1, &mut hidden, threads)?;
-            if let Some(b) = b {
-                hidden.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+            v = project(w, b.as_deref(), &v, threads)?;
+            match self.gelu {
+                true => ops::gelu(&mut v),
+                false => v.iter_mut().for_each(|x| *x = x.tanh()),
             }
-            hidden.iter_mut().for_each(|v| *v = v.tanh());
-            input = &hidden;
+            if let Some(norm) = &self.norm {
+                norm.rows(&mut v);
+            }
         }
-        let mut out = vec![0f32; self.n_out];
-        self.out.matmul(input, 1, &mut out, threads)?;
-        if let Some(b) = &self.out_bias {
-            out.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        if let Some((w, b)) = &self.out {
+            v = project(w, b.as_deref(), &v, threads)?;
         }
-        Ok(out)
+        if self.softmax {
+            ops::softmax(&mut v);
+        }
+        Ok(v)
     }
+}
+
+/// `w · x + b` for one vector.
+fn project(w: &Weight, b: Option<&[f32]>, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
+    let mut out = vec![0f32; w.shape().rows];
+    w.matmul(x, 1, &mut out, threads)?;
+    if let Some(b) = b {
+        out.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+    }
+    Ok(out)
 }
 
 /// Dense projections of a pooled embedding (EmbeddingGemma's sentence-transformers modules):
@@ -113,17 +135,10 @@ impl DenseOut {
     pub(crate) fn project(&self, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
         let mut v = x.to_vec();
         if let Some((w, b)) = &self.first {
-            let mut out = vec![0f32; w.shape().rows];
-            w.matmul(&v, 1, &mut out, threads)?;
-            if let Some(b) = b {
-                out.iter_mut().zip(b).for_each(|(o, b)| *o += b);
-            }
-            v = out;
+            v = project(w, b.as_deref(), &v, threads)?;
         }
         if let Some(w) = &self.second {
-            let mut out = vec![0f32; w.shape().rows];
-            w.matmul(&v, 1, &mut out, threads)?;
-            v = out;
+            v = project(w, None, &v, threads)?;
         }
         Ok(v)
     }

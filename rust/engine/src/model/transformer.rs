@@ -68,6 +68,9 @@ pub(crate) struct Layer {
     /// Apply `post_attn_norm` and `post_ffn_norm` to the residual sums instead of to the
     /// attention and feed-forward outputs (BERT's post-LN block).
     pub(crate) norm_sums: bool,
+    /// After the normalised attention sum, add the block's input again and normalise with
+    /// this (jina-bert-v2's `attn_norm_2`; a block without `attn_norm`, so its input is `h`).
+    pub(crate) attn_norm_2: Option<Norm>,
 }
 
 /// A block's feed-forward.
@@ -121,6 +124,8 @@ pub(crate) struct Transformer {
     pub(crate) kq_scale: f32,
     /// Soft-cap of the attention scores: `cap · tanh(score / cap)` (Gemma 2).
     pub(crate) attn_softcap: Option<f32>,
+    /// ALiBi's maximum bias (jina-bert-v2).
+    pub(crate) alibi: Option<f32>,
     /// Llama 4's attention temperature (Mistral 3): queries at position `p` are multiplied by
     /// `ln(⌊p / floor⌋ + 1) · scale + 1`, as `(scale, floor)`.
     pub(crate) attn_temperature: Option<(f32, f32)>,
@@ -448,6 +453,7 @@ impl Transformer {
                 types: seqs
                     .first()
                     .map_or_else(Default::default, |s| s.cache.types()),
+                alibi: self.alibi,
             };
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];
@@ -512,6 +518,13 @@ impl Transformer {
             let norm = layer.post_attn_norm.as_ref();
             let sums = layer.norm_sums;
             add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
+            if let Some(norm2) = &layer.attn_norm_2 {
+                // `h` still holds the block's input (no attention norm: checked when built).
+                threads.for_each_rows2(x, d, h, d, |_, x, h| {
+                    x.iter_mut().zip(h.iter()).for_each(|(a, b)| *a += b);
+                    norm2.rows(x);
+                });
+            }
             // Without an FFN norm after an attention norm (StableLM's parallel block), the
             // feed-forward reads the attention's normalised input, still in `h`.
             if layer.ffn_norm.is_some() || layer.attn_norm.is_none() {

@@ -39,6 +39,14 @@ impl<'a> Loader<'a> {
         }
     }
 
+    /// The rows (outputs) of matrix `name` (GGUF dim 1), if the file has it and it is 2-D.
+    pub(crate) fn rows(&self, name: &str) -> Option<usize> {
+        match self.gguf.tensor(name)?.dims.as_slice() {
+            &[_, rows] => usize::try_from(rows).ok(),
+            _ => None,
+        }
+    }
+
     /// Whether the file has a tensor called `name`.
     pub(crate) fn has(&self, name: &str) -> bool {
         self.gguf.tensor(name).is_some()

@@ -158,11 +158,7 @@ impl Context {
                 row += tokens.len();
                 let mut v = match pooling {
                     Pooling::Rank => {
-                        // llama.cpp's choice: the last token of a causal model, else the first.
-                        let at = match model.is_causal() {
-                            true => Pooling::Last,
-                            false => Pooling::Cls,
-                        };
+                        let at = model.rank_pooling();
                         model.classify(&pool(states, d, at), &self.threads)?
                     }
                     Pooling::None => {
