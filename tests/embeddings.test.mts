@@ -1,7 +1,7 @@
 // Embeddings and reranking from TypeScript (issue 34) on encoder models: all-MiniLM-L6-v2
 // (LOCAL_LLM_MINILM, sentence-transformers' weights converted by tools/convert/bert_to_gguf.py)
-// and a random-weight cross-encoder reranker written by tools/synth/make_encoder.py. The CLI
-// (`local-llm embedding`, itself checked against llama.cpp's llama-embedding by
+// and random-weight rerankers written by tools/synth (a cross-encoder and a Qwen3-Reranker).
+// The CLI (`local-llm embedding`, itself checked against llama.cpp's llama-embedding by
 // rust/cli/tests/encoders.rs) is the reference: the TypeScript vectors and scores equal its
 // output. Also the AI SDK's embedMany and rerank, and the errors of a model used for what it
 // cannot do.
@@ -131,41 +131,48 @@ test('an encoder cannot generate, and a model without a classification head cann
   await assert.rejects(emb.rerank('query', ['a document']), code(LocalLLMErrorCode.INVALID_OPTION));
 });
 
-test('a cross-encoder reranker: rerank and the AI SDK rerank give the CLI scores, best first', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'local-llm-rerank-'));
-  const path = join(dir, 'bert-rank.gguf');
-  execFileSync(python, [join(root, 'tools/synth/make_encoder.py'), 'bert-rank', path]);
-  const query = 'what is the sea?';
-  const documents = ['The sea was calm this morning.', 'A fisherman counted his nets.', 'Tell me a story.'];
-  const pairs = documents.map((d) => `${query}\t${d}`).join('\n');
-  const want = cliVectors(['-m', path, '--pooling', 'rank', '--embd-normalize', '-1', '-p', pairs]).map((v) => v[0]);
-  const ranker = await LocalLLM.create({ model: path, threads: 2, embeddings: true });
-  try {
-    assert.equal(ranker.model.info.canRerank, true);
-    assert.equal(ranker.model.info.poolingType, 'rank');
-    const ranked = await ranker.rerank(query, documents);
-    assert.equal(ranked.length, 3);
-    for (const r of ranked) {
-      assert.equal(Math.fround(r.score), Math.fround(want[r.index]));
-      assert.equal(r.document, documents[r.index]);
+// A cross-encoder (bert-rank) and a Qwen3-Reranker (a decoder: its rerank template, the yes
+// probability of its yes/no head on the last token) rank alike through the same API.
+for (const [what, script, kind] of [
+  ['a cross-encoder reranker', 'make_encoder.py', 'bert-rank'],
+  ['a Qwen3-Reranker', 'make_model.py', 'qwen3-rerank'],
+] as const) {
+  test(`${what}: rerank and the AI SDK rerank give the CLI scores, best first`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'local-llm-rerank-'));
+    const path = join(dir, `${kind}.gguf`);
+    execFileSync(python, [join(root, 'tools/synth', script), kind, path]);
+    const query = 'what is the sea?';
+    const documents = ['The sea was calm this morning.', 'A fisherman counted his nets.', 'Tell me a story.'];
+    const pairs = documents.map((d) => `${query}\t${d}`).join('\n');
+    const want = cliVectors(['-m', path, '--pooling', 'rank', '--embd-normalize', '-1', '-p', pairs]).map((v) => v[0]);
+    const ranker = await LocalLLM.create({ model: path, threads: 2, embeddings: true });
+    try {
+      assert.equal(ranker.model.info.canRerank, true);
+      assert.equal(ranker.model.info.poolingType, 'rank');
+      const ranked = await ranker.rerank(query, documents);
+      assert.equal(ranked.length, 3);
+      for (const r of ranked) {
+        assert.equal(Math.fround(r.score), Math.fround(want[r.index]));
+        assert.equal(r.document, documents[r.index]);
+      }
+      const order = [0, 1, 2].sort((a, b) => want[b] - want[a]);
+      assert.deepEqual(
+        ranked.map((r) => r.index),
+        order,
+      );
+      assert.deepEqual(await ranker.rerank(query, documents, { topN: 2 }), ranked.slice(0, 2));
+      const model: RerankingModelV3 = ranker.rerankingModel();
+      const sdk = await rerank({ model, query, documents, topN: 2 });
+      assert.deepEqual(
+        sdk.ranking.map((r) => [r.originalIndex, Math.fround(r.score)]),
+        ranked.slice(0, 2).map((r) => [r.index, Math.fround(r.score)]),
+      );
+      await assert.rejects(
+        ranker.rerank(query, documents, { signal: AbortSignal.abort() }),
+        (e: Error) => e.name === 'AbortError',
+      );
+    } finally {
+      ranker.dispose();
     }
-    const order = [0, 1, 2].sort((a, b) => want[b] - want[a]);
-    assert.deepEqual(
-      ranked.map((r) => r.index),
-      order,
-    );
-    assert.deepEqual(await ranker.rerank(query, documents, { topN: 2 }), ranked.slice(0, 2));
-    const model: RerankingModelV3 = ranker.rerankingModel();
-    const sdk = await rerank({ model, query, documents, topN: 2 });
-    assert.deepEqual(
-      sdk.ranking.map((r) => [r.originalIndex, Math.fround(r.score)]),
-      ranked.slice(0, 2).map((r) => [r.index, Math.fround(r.score)]),
-    );
-    await assert.rejects(
-      ranker.rerank(query, documents, { signal: AbortSignal.abort() }),
-      (e: Error) => e.name === 'AbortError',
-    );
-  } finally {
-    ranker.dispose();
-  }
-});
+  });
+}

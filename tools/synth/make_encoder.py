@@ -4,10 +4,10 @@
     python3 tools/synth/make_encoder.py KIND OUT.gguf [--seed N] [--f32]
     python3 tools/synth/make_encoder.py --list
 
-Kinds (all: 2 layers, d_model 64, 4 heads of 16, FFN 128, 128 positions, bidirectional
-attention, a WordPiece vocabulary, tokenizer.ggml.model "bert", built from vocab.py's corpus:
-[PAD] [UNK] [CLS] [SEP] [MASK], every character alone and after the word-start mark "▁", and
-the corpus's words):
+Kinds (all, unless noted: 2 layers, d_model 64, 4 heads of 16, FFN 128, 128 positions,
+bidirectional attention, a WordPiece vocabulary, tokenizer.ggml.model "bert", built from
+vocab.py's corpus: [PAD] [UNK] [CLS] [SEP] [MASK], every character alone and after the
+word-start mark "▁", and the corpus's words):
 
   bert           BERT / all-MiniLM / BGE layout: token, token-type and learned position
                  embeddings, token_embd_norm, Q/K/V/output biases, LayerNorms of the
@@ -22,6 +22,24 @@ the corpus's words):
                  global), 2 KV heads, a symmetric sliding window of 8 positions (RoPE base
                  1e4 local, 1e6 global), and the dense projections after pooling (dense_2:
                  64 -> 96, dense_3: 96 -> 64); mean pooling.
+  modern-bert    ModernBERT's layout: 4 layers, fused attn_qkv, NEOX RoPE, pre-LayerNorms
+                 without biases (none before layer 0's attention), GeGLU feed-forward (one
+                 ffn_up of 2*FFN rows, the activated half first), no biases anywhere; a
+                 symmetric sliding window of 8 positions on layers 1 and 2 (llama.cpp's
+                 default pattern 3, dense first; RoPE base 1e4 there, 160000 on the global
+                 layers 0 and 3); layer_norm_eps 1e-5; mean pooling.
+  modern-bert-rank  modern-bert with hidden_activation "silu" (SwiGLU) and a classification
+                 head as gte-reranker-modernbert: mean pooling, cls (dense, no bias) + GELU,
+                 cls.norm (LayerNorm without bias), cls.output (one score); rank pooling.
+  jina-bert-v2   jina-embeddings-v2's layout: d_model 96, 6 heads of 16 (ALiBi's second
+                 slope series), no position embeddings (ALiBi), token-type embeddings,
+                 LayerNorms with biases on Q and K (over whole rows), post-LayerNorms,
+                 attn_norm_2 (a second residual LayerNorm) on layer 1 only, GeGLU
+                 feed-forward with separate ffn_gate (no bias) and ffn_up/ffn_down (biases);
+                 layer_norm_eps 1e-12; mean pooling.
+  jina-bert-v2-rank  jina-bert-v2 as jina-reranker-v1: ffn_up of 2*FFN rows (the activated
+                 half first, no ffn_gate), and a one-score head cls (1 x d_model, bias)
+                 + tanh on the first token ([CLS]); rank pooling.
 
 --f32 writes every tensor as F32 (an exact reference). Weights are deterministic for a given
 (kind, seed). Requires the PyPI `gguf` package and numpy.
@@ -43,7 +61,10 @@ from gguf import GGMLQuantizationType as Q  # noqa: E402
 
 import vocab as vocab_mod  # noqa: E402
 
-KINDS = ["bert", "bert-rank", "nomic-bert", "gemma-embedding"]
+KINDS = [
+    "bert", "bert-rank", "nomic-bert", "gemma-embedding", "modern-bert", "modern-bert-rank",
+    "jina-bert-v2", "jina-bert-v2-rank",
+]
 N_LAYER, D, N_HEAD, FFN, CTX = 2, 64, 4, 128, 128
 
 
@@ -137,11 +158,93 @@ def gemma_tensors(n_vocab: int, rng: np.random.Generator):
 
 
 GEMMA_LAYERS, DENSE_MID = 6, 96
+MODERN_LAYERS = 4
+JINA_LAYERS, JINA_D, JINA_HEADS = 2, 96, 6
+
+
+def modern_bert_tensors(kind: str, n_vocab: int, rng: np.random.Generator):
+    """(name, array, quantized type) of every tensor of the modern-bert kinds."""
+
+    def mat(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
+
+    def norm(n: int) -> np.ndarray:
+        return (1.0 + rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    yield "token_embd.weight", rng.standard_normal((n_vocab, D)).astype(np.float32), Q.F16
+    yield "token_embd_norm.weight", norm(D), Q.F32
+    for i in range(MODERN_LAYERS):
+        p = f"blk.{i}."
+        if i != 0:  # layer 0's attention input is not normed
+            yield p + "attn_norm.weight", norm(D), Q.F32
+        # Larger Q/K rows: peaked attention, so the sliding window's mask matters.
+        yield p + "attn_qkv.weight", np.concatenate([mat(2 * D, D, 1.5), mat(D, D)]), Q.Q8_0
+        yield p + "attn_output.weight", mat(D, D), Q.F16
+        yield p + "ffn_norm.weight", norm(D), Q.F32
+        yield p + "ffn_up.weight", mat(2 * FFN, D), Q.Q8_0  # activated half, then the other
+        yield p + "ffn_down.weight", mat(D, FFN), Q.F16
+    yield "output_norm.weight", norm(D), Q.F32
+    if kind == "modern-bert-rank":
+        yield "cls.weight", mat(D, D), Q.F16
+        yield "cls.norm.weight", norm(D), Q.F32
+        yield "cls.output.weight", mat(1, D, 4.0), Q.F32
+        yield "cls.output.bias", (rng.standard_normal(1) * 0.1).astype(np.float32), Q.F32
+
+
+def jina_tensors(kind: str, n_vocab: int, rng: np.random.Generator):
+    """(name, array, quantized type) of every tensor of the jina-bert-v2 kinds."""
+    d = JINA_D
+
+    def mat(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
+
+    def vec(n: int, scale: float = 0.1, base: float = 0.0) -> np.ndarray:
+        return (base + rng.standard_normal(n) * scale).astype(np.float32)
+
+    def layer_norm(name: str):
+        yield name + ".weight", vec(d, 0.1, 1.0), Q.F32
+        yield name + ".bias", vec(d), Q.F32
+
+    yield "token_embd.weight", rng.standard_normal((n_vocab, d)).astype(np.float32), Q.F16
+    yield "token_types.weight", vec(2 * d, 0.5).reshape(2, d), Q.F32
+    yield from layer_norm("token_embd_norm")
+    for i in range(JINA_LAYERS):
+        p = f"blk.{i}."
+        for name, ty in (("attn_q", Q.Q8_0), ("attn_k", Q.F16), ("attn_v", Q.Q8_0)):
+            yield p + name + ".weight", mat(d, d), ty
+            yield p + name + ".bias", vec(d), Q.F32
+        yield from layer_norm(p + "attn_q_norm")  # over the whole row (all heads)
+        yield from layer_norm(p + "attn_k_norm")
+        yield p + "attn_output.weight", mat(d, d), Q.F16
+        yield p + "attn_output.bias", vec(d), Q.F32
+        yield from layer_norm(p + "attn_output_norm")
+        if i == 1:  # optional: re-adds the layer input and norms again
+            yield from layer_norm(p + "attn_norm_2")
+        if kind == "jina-bert-v2-rank":
+            yield p + "ffn_up.weight", mat(2 * FFN, d), Q.Q8_0  # activated half, then the other
+            yield p + "ffn_up.bias", vec(2 * FFN), Q.F32
+        else:
+            yield p + "ffn_gate.weight", mat(FFN, d), Q.Q8_0
+            yield p + "ffn_up.weight", mat(FFN, d), Q.F16
+            yield p + "ffn_up.bias", vec(FFN), Q.F32
+        yield p + "ffn_down.weight", mat(d, FFN), Q.Q8_0
+        yield p + "ffn_down.bias", vec(d), Q.F32
+        yield from layer_norm(p + "layer_output_norm")
+    if kind == "jina-bert-v2-rank":
+        # score = tanh(cls . x + b): gain 1 keeps tanh away from +-1.
+        yield "cls.weight", mat(1, d, 1.0), Q.F16
+        yield "cls.bias", vec(1), Q.F32
 
 
 def write(kind: str, path: str, seed: int, f32: bool) -> None:
     if kind == "gemma-embedding":
         write_gemma(path, seed, f32)
+        return
+    if kind.startswith("modern-bert"):
+        write_modern_bert(kind, path, seed, f32)
+        return
+    if kind.startswith("jina-bert-v2"):
+        write_jina(kind, path, seed, f32)
         return
     arch = "nomic-bert" if kind == "nomic-bert" else "bert"
     rng = np.random.default_rng(seed)
@@ -223,6 +326,52 @@ def write_gemma(path: str, seed: int, f32: bool) -> None:
     w.add_dense_features_dims("dense_3", DENSE_MID, D)
     n_vocab = add_vocab(w)
     add_tensors(w, gemma_tensors(n_vocab, rng), f32)
+    finish(w)
+
+
+def write_modern_bert(kind: str, path: str, seed: int, f32: bool) -> None:
+    arch = "modern-bert"
+    rng = np.random.default_rng([seed, 11])
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"synthetic {kind}")
+    w.add_context_length(CTX)
+    w.add_embedding_length(D)
+    w.add_block_count(MODERN_LAYERS)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(N_HEAD)
+    w.add_layer_norm_eps(1e-5)
+    w.add_causal_attention(False)
+    rank = kind == "modern-bert-rank"
+    w.add_pooling_type(gguf.PoolingType.RANK if rank else gguf.PoolingType.MEAN)
+    w.add_rope_freq_base(160000.0)
+    w.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    # No sliding_window_pattern key: llama.cpp's default (3, dense first) makes layers 1
+    # and 2 local, 0 and 3 global.
+    w.add_sliding_window(8)
+    if rank:
+        # llama.cpp: SwiGLU instead of GeGLU. No classifier.pooling_type: mean by default.
+        w.add_string(f"{arch}.hidden_activation", "silu")
+    n_vocab = add_vocab(w)
+    add_tensors(w, modern_bert_tensors(kind, n_vocab, rng), f32)
+    finish(w)
+
+
+def write_jina(kind: str, path: str, seed: int, f32: bool) -> None:
+    arch = "jina-bert-v2"
+    rng = np.random.default_rng([seed, 13])
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"synthetic {kind}")
+    w.add_context_length(CTX)
+    w.add_embedding_length(JINA_D)
+    w.add_block_count(JINA_LAYERS)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(JINA_HEADS)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    rank = kind == "jina-bert-v2-rank"
+    w.add_pooling_type(gguf.PoolingType.RANK if rank else gguf.PoolingType.MEAN)
+    n_vocab = add_vocab(w)
+    add_tensors(w, jina_tensors(kind, n_vocab, rng), f32)
     finish(w)
 
 

@@ -16,6 +16,9 @@ of a few hundred tokens learned from a small corpus, a ChatML chat template):
   qwen3          qwen3 arch (Q/K RMS norms, head_dim 32 != d_model/heads,
                  tied output embedding, larger residual branches so the
                  tied logits don't just echo the input token), BPE pre "qwen2"; Q8_0/F16/Q5_0 weights.
+  qwen3-rerank   qwen3 as llama.cpp's converter writes Qwen3-Reranker: rank pooling, labels
+                 ["yes", "no"], cls.output = the tied head's rows of "y" and "n" (no "yes"/"no"
+                 tokens here) times 1/10 (unsaturated), the "rerank" template; context 1024.
   mistral-f32    llama arch with linear rope scaling (factor 2, freq base 1e6),
                  SentencePiece vocab, every tensor F32 (an exact reference).
 
@@ -171,6 +174,9 @@ class Spec:
     n_expert_used: int = 0
     expert_ff: int = 0
     shared_ff: int = 0
+    # Qwen3-Reranker as llama.cpp's converter writes it: rank pooling, labels "yes"/"no", a
+    # cls.output head of those tokens' output rows, the "rerank" chat template.
+    rerank: bool = False
 
 
 # Every matrix F16 (phone-scale kinds: llama-quantize picks the real types).
@@ -530,6 +536,10 @@ KINDS.update({
 
 # qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
 KINDS["qwen2-fim"] = dataclasses.replace(KINDS["qwen2"], fim=True)
+# The qwen3 model as a Qwen3-Reranker (write_model gives it qwen3's weights). Context 1024:
+# the rerank template makes a query-document pair ~230 tokens with this small vocabulary, and
+# llama-embedding's default context (the model's) must hold every pair of a run.
+KINDS["qwen3-rerank"] = dataclasses.replace(KINDS["qwen3"], rerank=True, ctx=1024)
 # llama-bpe as llama.cpp's llama-embed: the llama block as an embedding model (causal, mean
 # pooling, no output head used).
 KINDS["llama-embed"] = dataclasses.replace(
@@ -537,6 +547,24 @@ KINDS["llama-embed"] = dataclasses.replace(
 )
 
 FIM_SPECIALS = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>"]
+
+# The "rerank" chat template of llama.cpp's converter for Qwen3-Reranker (conversion/qwen.py,
+# Qwen3Model.set_gguf_parameters); llama-embedding fills in {query} and {document}.
+RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    "and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+    "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
+
+
+def rerank_token_ids(voc: vocab_mod.Vocab) -> list[int]:
+    """The tokens whose output rows make Qwen3-Reranker's cls.output (true, then false):
+    "yes" and "no", or, when the vocabulary lacks them, the single letters "y" and "n"."""
+    if "yes" in voc.tokens and "no" in voc.tokens:
+        return [voc.id("yes"), voc.id("no")]
+    return [voc.id("y"), voc.id("n")]
 
 
 def build_vocab(spec: Spec) -> vocab_mod.Vocab:
@@ -560,8 +588,10 @@ def encode(data: np.ndarray, qtype: Q) -> np.ndarray:
     return gguf.quants.quantize(data.astype(np.float32), qtype)
 
 
-def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
-    """Yields (name, float32 array, type) for every tensor; arrays are [rows, cols]."""
+def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator,
+                 cls_rows: list[int] | None = None):
+    """Yields (name, float32 array, type) for every tensor; arrays are [rows, cols]. With
+    ``cls_rows``, also cls.output.weight: those rows of the output head (Qwen3-Reranker)."""
     d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
     q_dim, kv_dim = spec.n_head * hd, spec.n_kv * hd
 
@@ -587,7 +617,8 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
     def ty(name: str) -> Q:
         return spec.types.get(name, Q.F32)
 
-    yield "token_embd.weight", rng.standard_normal((n_vocab, d)).astype(np.float32), ty("token_embd")
+    embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
+    yield "token_embd.weight", embd, ty("token_embd")
     for i in range(spec.n_layer):
         p = f"blk.{i}."
         if spec.pre_norms:
@@ -645,14 +676,20 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator):
         if spec.post_norms:
             yield p + "post_ffw_norm.weight", post_norm(), Q.F32
     yield from with_bias("output_norm", d)
+    head, head_type = embd, ty("token_embd")
     if not spec.tied:
         # Logits with std ~4: clear winners, so greedy decoding is robust to rounding.
-        yield "output.weight", mat(n_vocab, d, spec.out_gain), ty("output")
+        head, head_type = mat(n_vocab, d, spec.out_gain), ty("output")
+        yield "output.weight", head, head_type
     if spec.longrope:
         # Per-frequency divisors of the rotary angles (n_rot/2 each), shared by all layers.
         half = (spec.n_rot or hd) // 2
         yield "rope_factors_long.weight", np.linspace(1.0, 8.0, half, dtype=np.float32), Q.F32
         yield "rope_factors_short.weight", np.linspace(1.0, 1.5, half, dtype=np.float32), Q.F32
+    if cls_rows is not None:
+        # The head's rows scaled by 1/10: this random model's yes/no log-odds are -10 to -15
+        # (saturated probabilities that would hide differences); scaled, they are about -1.
+        yield "cls.output.weight", head[cls_rows] * 0.1, head_type
 
 
 def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) -> None:
@@ -663,7 +700,8 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if base != kind:
         spec = dataclasses.replace(spec, types={})
     voc = build_vocab(spec)
-    rng = np.random.default_rng([seed, sum(base.encode())])
+    # A reranker is its base model's weights with a head taken from them.
+    rng = np.random.default_rng([seed, sum(base.removesuffix("-rerank").encode())])
     arch = spec.arch
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
@@ -715,7 +753,16 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     w.add_add_eos_token(False)
     w.add_chat_template(chat_template)
 
-    for name, data, qtype in make_tensors(spec, len(voc.tokens), rng):
+    cls_rows = None
+    if spec.rerank:
+        # As conversion/qwen.py writes Qwen3-Reranker (llama.cpp: n_cls_out 2, and a softmax
+        # over the two scores of the last token).
+        w.add_pooling_type(gguf.PoolingType.RANK)
+        w.add_classifier_output_labels(["yes", "no"])
+        w.add_chat_template([{"name": "rerank", "template": RERANK_TEMPLATE}])
+        cls_rows = rerank_token_ids(voc)
+
+    for name, data, qtype in make_tensors(spec, len(voc.tokens), rng, cls_rows):
         w.add_tensor(name, encode(data, qtype), raw_dtype=qtype)
 
     w.write_header_to_file()

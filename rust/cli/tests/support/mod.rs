@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use crate::common;
 
@@ -59,7 +60,14 @@ pub fn script_path(script: &str, args: &[&str]) -> PathBuf {
 /// llama.cpp's plain `vec_dot` kernels, the ones ours are compared with. And with OpenMP's
 /// idle threads sleeping (`OMP_WAIT_POLICY=passive`) instead of spinning on both cores, the
 /// tools' log thread gets to print the report before the process exits (see [`run_llama`]).
+/// The commands of a test binary run one at a time: with the tests of a binary running two
+/// commands at once on two cores, that log thread lost llama-embedding's report ten runs in a
+/// row.
 pub fn run(cmd: &mut Command) -> String {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let out = cmd
         .env("LLAMA_ARG_REPACK", "0")
         .env("OMP_WAIT_POLICY", "passive")

@@ -167,7 +167,9 @@ pub const SYNTH_KINDS: &[&str] = &[
 ];
 
 /// The synthetic models of the architectures beyond the llama family, one per architecture
-/// (`rust/cli/tests/architectures.rs` runs them against llama.cpp).
+/// (`rust/cli/tests/architectures.rs` runs them against llama.cpp), and the embedding and
+/// rerank variants of make_model.py's models (`llama-embed`, `qwen3-rerank`: not in
+/// [`SYNTH_KINDS`], whose tests generate text from every kind).
 pub const ARCH_KINDS: &[&str] = &[
     "gemma",
     "gemma2",
@@ -186,11 +188,21 @@ pub const ARCH_KINDS: &[&str] = &[
     "starcoder2",
     "hunyuan-dense",
     "llama-embed",
+    "qwen3-rerank",
 ];
 
 /// The synthetic encoder (BERT-family) models `tools/synth/make_encoder.py` writes
 /// (`rust/cli/tests/encoders.rs` runs them against llama.cpp's llama-embedding).
-pub const ENCODER_KINDS: &[&str] = &["bert", "bert-rank", "nomic-bert", "gemma-embedding"];
+pub const ENCODER_KINDS: &[&str] = &[
+    "bert",
+    "bert-rank",
+    "nomic-bert",
+    "gemma-embedding",
+    "modern-bert",
+    "modern-bert-rank",
+    "jina-bert-v2",
+    "jina-bert-v2-rank",
+];
 
 /// The path of a synthetic GGUF model of `kind` (one of [`SYNTH_KINDS`], [`ARCH_KINDS`] or
 /// [`ENCODER_KINDS`], or one of those with `+f32`: the same model with every tensor F32), seed
