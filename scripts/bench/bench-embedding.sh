@@ -2,8 +2,9 @@
 # Embedding throughput (issue 34): texts per second for 100 short texts, ours (`local-llm
 # embedding -f FILE`) against llama.cpp 0c1e570's llama-embedding on the same file, interleaved,
 # median of ROUNDS runs (default 5), whole-process wall time (load included), 2 threads, batch
-# 2048 tokens (both engines put many texts in one forward pass), on all-MiniLM-L6-v2 F16.
-# Usage: scripts/bench/bench-embedding.sh [MODEL] [ROUNDS] [THREADS]
+# 2048 tokens (both engines put many texts in one forward pass), on all-MiniLM-L6-v2 F16 by
+# default; POOLING (e.g. mean, for a decoder whose file names none) is passed to both.
+# Usage: scripts/bench/bench-embedding.sh [MODEL] [ROUNDS] [THREADS] [POOLING]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -12,6 +13,8 @@ llama=$(scripts/setup/build-llama.sh llama-embedding native)
 model="${1:-$(scripts/setup/fetch-models.sh minilm)}"
 rounds="${2:-5}"
 threads="${3:-2}"
+pool=()
+if [[ -n "${4:-}" ]]; then pool=(--pooling "$4"); fi
 texts=$(mktemp)
 trap 'rm -f "$texts"' EXIT
 # 100 short texts: sentences of the evaluation text (one per line, 40-160 characters).
@@ -38,8 +41,8 @@ run() { # run CMD... -> its wall time in seconds on stdout
 }
 ours=() theirs=()
 for ((r = 0; r < rounds; r++)); do
-    ours+=("$(run "$target/release/local-llm" embedding -m "$model" -f "$texts" -t "$threads" -b 2048 --embd-output-format json)")
-    theirs+=("$(LLAMA_ARG_REPACK=0 run "$llama" -m "$model" -f "$texts" -t "$threads" -b 2048 --embd-output-format json)")
+    ours+=("$(run "$target/release/local-llm" embedding -m "$model" -f "$texts" -t "$threads" -b 2048 --embd-output-format json "${pool[@]}")")
+    theirs+=("$(LLAMA_ARG_REPACK=0 run "$llama" -m "$model" -f "$texts" -t "$threads" -b 2048 --embd-output-format json "${pool[@]}")")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 mo=$(median "${ours[@]}")
