@@ -1,4 +1,5 @@
-import type { InferenceContext, PromptSource } from './context';
+import type { InferenceContext } from './context';
+import type { PromptSource } from './params';
 import { chatMaxTokens } from './defaults';
 import {
   breakerList,

@@ -9,7 +9,7 @@ export type { ModelPoolOptions, ModelPoolLoadOptions, PoolInfo } from './model-p
 export { InferenceContext } from './context';
 export { quantize } from './quantize';
 export type { QuantizationType, QuantizeOptions } from './quantize';
-export type { InfillPrompt, PromptSource } from './context';
+export type { InfillPrompt, PromptSource } from './params';
 export { ChatCompletions } from './chat';
 export { LocalLLMProvider } from './ai-provider';
 export { LocalLLMEmbeddingModel, LocalLLMRerankingModel } from './ai-embedding';
