@@ -4,6 +4,7 @@
 //! `W·x + s·B·(A·x)` with `s = scale · alpha / rank` (`scale` when alpha is 0). The base weights
 //! are not touched, so adapters can be switched between requests without reloading.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -428,11 +429,17 @@ pub(crate) fn apply(
     apply_jobs(&jobs, x, n, targets, threads)
 }
 
-/// [`apply`]'s jobs, on every thread in two dispatches: `t = s·A·x` split over (job, row, group
-/// of four rank rows), then `out += B·t` split over the targets' output columns (each column
-/// taking the jobs in order). A split over columns rather than rows keeps every thread busy when
-/// decoding one token; every value is computed the same way whatever the split, so the bits do
-/// not depend on the thread count.
+/// The most rows (tokens) [`apply_jobs`] runs in one dispatch, each task computing every
+/// `A·x` itself: decoding, where those products are tiny (rank × inputs per target) and a second
+/// dispatch, with its wait for the slowest thread, cost more than computing them twice.
+const FUSED_ROWS: usize = 4;
+
+/// [`apply`]'s jobs on every thread: `t = s·A·x` over (job, row, group of four rank rows), then
+/// `out += B·t` split over the targets' output columns (each column taking the jobs in order).
+/// Up to [`FUSED_ROWS`] rows, in one dispatch whose tasks each compute all of `t` first;
+/// otherwise in two, `t` shared. A split over columns rather than rows keeps every thread busy
+/// when decoding one token; every value is computed the same way whatever the split and the
+/// path, so the bits do not depend on the thread count.
 fn apply_jobs(
     jobs: &[Job<'_>],
     x: &[f32],
@@ -450,10 +457,65 @@ fn apply_jobs(
             Some(here)
         })
         .collect();
-    let groups = |job: &Job<'_>| job.pair.rank.div_ceil(4);
     let items: Vec<usize> = jobs.iter().map(|job| n * groups(job)).collect();
-    let mut t = Vec::new();
     let len = jobs.iter().map(|job| n * job.pair.rank).sum();
+    let widths: Vec<usize> = targets.iter().map(|(_, out)| out.len() / n).collect();
+    let outs: Vec<SharedMut<f32>> = targets
+        .iter_mut()
+        .map(|(_, out)| SharedMut(out.as_mut_ptr()))
+        .collect();
+    let cols: usize = widths.iter().sum();
+    // out += B·t on columns `range` of the targets side by side.
+    let add = |t: &[f32], range: Range<usize>| {
+        split_range(range, widths.iter().copied(), |target, cols| {
+            let n_out = widths[target];
+            for (k, job) in jobs.iter().enumerate() {
+                if job.target != target {
+                    continue;
+                }
+                let rank = job.pair.rank;
+                for i in 0..n {
+                    // SAFETY: columns `cols` of row i < n lie inside this target's output (n
+                    // rows of n_out), and the tasks' column ranges are disjoint.
+                    let row = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            outs[target].get().add(i * n_out + cols.start),
+                            cols.len(),
+                        )
+                    };
+                    let ti = &t[first[k] + i * rank..][..rank];
+                    job.pair.bt.axpys(ti, n_out, cols.start, row);
+                }
+            }
+        })
+    };
+    if n <= FUSED_ROWS {
+        // One block of columns per thread (of at least 64), each task computing t itself.
+        let blocks = threads.count().min(cols.div_ceil(64)).max(1);
+        let per = cols.div_ceil(blocks);
+        threads.for_each_chunk(blocks, 1, |range| {
+            ops::widest(
+                #[inline(always)]
+                || {
+                    let mut t = vec![0f32; len];
+                    let all = 0..items.iter().sum();
+                    split_range(all, items.iter().copied(), |k, range| {
+                        for item in range {
+                            let (i, rows) = item_rows(&jobs[k], item);
+                            let at = first[k] + i * jobs[k].pair.rank;
+                            let ti = &mut t[at + rows.start..at + rows.end];
+                            a_products(&jobs[k], x, i, rows.start, ti);
+                        }
+                    });
+                    for block in range {
+                        add(&t, block * per..((block + 1) * per).min(cols));
+                    }
+                },
+            )
+        });
+        return Ok(());
+    }
+    let mut t = Vec::new();
     fallible::resize(&mut t, len, 0.0f32, "the LoRA products")?;
     let pt = SharedMut(t.as_mut_ptr());
     threads.for_each_chunk(items.iter().sum(), 1, |range| {
@@ -461,59 +523,44 @@ fn apply_jobs(
             #[inline(always)]
             || {
                 split_range(range, items.iter().copied(), |k, range| {
-                    let Job { pair, s, .. } = jobs[k];
-                    let (n_in, rank, groups) = (pair.n_in, pair.rank, groups(&jobs[k]));
                     for item in range {
-                        let (i, g) = (item / groups, item % groups);
-                        let rows = 4 * g..(4 * g + 4).min(rank);
+                        let (i, rows) = item_rows(&jobs[k], item);
+                        let at = first[k] + i * jobs[k].pair.rank + rows.start;
                         // SAFETY: these products of job k, row i lie inside `t` (job k has n
                         // rows of `rank` from first[k]), and no other item writes them.
-                        let ti = unsafe {
-                            std::slice::from_raw_parts_mut(
-                                pt.get().add(first[k] + i * rank + rows.start),
-                                rows.len(),
-                            )
-                        };
-                        pair.a.dots(rows.start, &x[i * n_in..][..n_in], ti);
-                        ti.iter_mut().for_each(|v| *v *= s);
+                        let ti =
+                            unsafe { std::slice::from_raw_parts_mut(pt.get().add(at), rows.len()) };
+                        a_products(&jobs[k], x, i, rows.start, ti);
                     }
                 })
             },
         )
     });
-    let widths: Vec<usize> = targets.iter().map(|(_, out)| out.len() / n).collect();
-    let outs: Vec<SharedMut<f32>> = targets
-        .iter_mut()
-        .map(|(_, out)| SharedMut(out.as_mut_ptr()))
-        .collect();
-    let cols: usize = widths.iter().sum();
     threads.for_each_chunk(cols, 64, |range| {
         ops::widest(
             #[inline(always)]
-            || {
-                split_range(range, widths.iter().copied(), |target, cols| {
-                    let n_out = widths[target];
-                    for (k, job) in jobs.iter().enumerate() {
-                        if job.target != target {
-                            continue;
-                        }
-                        let rank = job.pair.rank;
-                        for i in 0..n {
-                            // SAFETY: columns `cols` of row i < n lie inside this target's
-                            // output (n rows of n_out), and the chunks are disjoint.
-                            let row = unsafe {
-                                std::slice::from_raw_parts_mut(
-                                    outs[target].get().add(i * n_out + cols.start),
-                                    cols.len(),
-                                )
-                            };
-                            let ti = &t[first[k] + i * rank..][..rank];
-                            job.pair.bt.axpys(ti, n_out, cols.start, row);
-                        }
-                    }
-                })
-            },
+            || add(&t, range),
         )
     });
     Ok(())
+}
+
+/// Job `job`'s work items: one per group of up to four rank rows per input row.
+fn groups(job: &Job<'_>) -> usize {
+    job.pair.rank.div_ceil(4)
+}
+
+/// Work item `item` of `job`: its input row and its group of up to four rank rows.
+fn item_rows(job: &Job<'_>, item: usize) -> (usize, Range<usize>) {
+    let (i, g) = (item / groups(job), item % groups(job));
+    (i, 4 * g..(4 * g + 4).min(job.pair.rank))
+}
+
+/// `ti[r] = s·(A row first + r)·(input row i)` for the rows of one work item of `job`.
+#[inline(always)]
+fn a_products(job: &Job<'_>, x: &[f32], i: usize, first: usize, ti: &mut [f32]) {
+    let Job { pair, s, .. } = *job;
+    let n_in = pair.n_in;
+    pair.a.dots(first, &x[i * n_in..][..n_in], ti);
+    ti.iter_mut().for_each(|v| *v *= s);
 }
