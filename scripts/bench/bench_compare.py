@@ -78,9 +78,12 @@ def main():
     ap.add_argument("-ctk", default="f16", help="KV cache type of keys")
     ap.add_argument("-ctv", default="f16", help="KV cache type of values")
     ap.add_argument("--no-startup", action="store_true", help="skip start-up and RSS")
+    ap.add_argument("--no-repack", action="store_true",
+                    help="llama-bench --repack 0 (its AMX repacking crashes on tiny synthetic models)")
     a = ap.parse_args()
     extra = cache_args(a)
     llama_extra = extra + (["-fa", "1"] if (a.ctk, a.ctv) != ("f16", "f16") else [])
+    llama_extra += ["--repack", "0"] if a.no_repack else []
     print(f"| model | threads | test | ours t/s | llama.cpp t/s | ratio |")
     print(f"|---|---:|---|---:|---:|---:|")
     for model in a.model:
