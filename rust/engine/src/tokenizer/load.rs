@@ -7,6 +7,7 @@ use super::bpe::{self, Alphabet, Bpe};
 use super::decode::KindData;
 use super::pretokenize::Stage;
 use super::special::SpecialTokens;
+use super::ugm::Ugm;
 use super::unicode::ByteLevel;
 use super::vocab::{attr, attr_from_type, Vocab};
 use super::wpm::Wpm;
@@ -92,6 +93,19 @@ fn special_id(gguf: &GgufFile, key: &str, default: Option<u32>, n: usize) -> Opt
         Some(v) if v <= u64::from(u32::MAX) && (v as usize) < n => Some(v as u32),
         _ => default,
     }
+}
+
+/// The raw bytes of `tokenizer.ggml.precompiled_charsmap` (an array of u8 or i8), if present.
+fn charsmap(gguf: &GgufFile) -> Result<Option<&[u8]>> {
+    let Some(a) = gguf.get_array("tokenizer.ggml.precompiled_charsmap") else {
+        return Ok(None);
+    };
+    if a.element_type_name() != "u8" && a.element_type_name() != "i8" {
+        return Err(err(
+            "tokenizer.ggml.precompiled_charsmap is not an array of bytes",
+        ));
+    }
+    Ok(Some(a.encoded().0))
 }
 
 /// Number array values as f32 (GGUF allows f32 or i32 scores).
@@ -188,8 +202,10 @@ impl Tokenizer {
             "gpt2" => (false, false, None),
             "gemma4" => (false, false, Some("gemma4")),
             "bert" => (false, true, None),
+            "t5" => (false, false, None),
             other => return Err(err(format!("unsupported tokenizer model '{other}'"))),
         };
+        let is_ugm = model == "t5";
         let tokens = gguf
             .get_array("tokenizer.ggml.tokens")
             .ok_or_else(|| err("missing tokenizer.ggml.tokens"))?
@@ -239,6 +255,7 @@ impl Tokenizer {
             "llama" => (Some(1), Some(2), Some(0), None),
             "gemma4" => (None, None, None, None),
             "bert" => (Some(101), None, Some(100), Some(102)),
+            "t5" => (None, Some(1), Some(2), None),
             _ => (Some(11), Some(11), None, None),
         };
         let unk = special_id(gguf, "unknown_token_id", def_unk, n);
@@ -248,6 +265,9 @@ impl Tokenizer {
         let mut force_bos = false;
         let (kind_data, mut add_bos, clean_spaces) = if is_spm {
             (KindData::Spm, true, false)
+        } else if is_ugm {
+            // Built once the attributes are final (below).
+            (KindData::Spm, false, false)
         } else if is_wpm {
             // llama.cpp's BertNormalizer options: accents are stripped when lowercasing unless the
             // file says otherwise.
@@ -309,7 +329,7 @@ impl Tokenizer {
                 .unwrap_or(add_bos);
         let add_eos = gguf
             .get_bool("tokenizer.ggml.add_eos_token")
-            .unwrap_or(false);
+            .unwrap_or(is_ugm);
 
         // Auto-detection by text. When several candidates exist llama.cpp takes the first one in its
         // hash map's iteration order (an accident of std::unordered_map); we take the first in list
@@ -374,6 +394,17 @@ impl Tokenizer {
                     .or_else(|| vocab.token_id(&[b as u8]));
             }
         }
+        let kind_data = match is_ugm {
+            true => KindData::Ugm(Box::new(Ugm::new(
+                &vocab,
+                charsmap(gguf)?,
+                unk,
+                add_space_prefix,
+                gguf.get_bool("tokenizer.ggml.remove_extra_whitespaces")
+                    .unwrap_or(false),
+            )?)),
+            false => kind_data,
+        };
         let special = SpecialTokens::new(&vocab);
         strip_attrs(gguf, &mut vocab, &special);
         Ok(Tokenizer {

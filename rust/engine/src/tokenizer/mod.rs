@@ -1,12 +1,13 @@
 //! Tokenizers built from GGUF metadata, producing the same token ids as llama.cpp.
 //!
-//! Four model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
+//! Five model families are supported: SentencePiece-style vocabularies (`tokenizer.ggml.model =
 //! "llama"`, e.g. Llama 2, Gemma), GPT-2 byte-level BPE (`"gpt2"`, e.g. Llama 3, Qwen2, SmolLM,
 //! DeepSeek) with the pre-tokenizers llama.cpp uses for the common `tokenizer.ggml.pre` values,
 //! Gemma 4's SentencePiece-style BPE (`"gemma4"`: spaces written `▁`, merges over raw UTF-8 split
-//! only at newline runs, `<0xXX>` byte fallback, BOS always added) and BERT's WordPiece (`"bert"`,
+//! only at newline runs, `<0xXX>` byte fallback, BOS always added), BERT's WordPiece (`"bert"`,
 //! llama.cpp's WPM: lowercasing, accent-stripping normalizer, greedy longest-match, `[CLS]` and
-//! `[SEP]` added).
+//! `[SEP]` added) and SentencePiece's Unigram model (`"t5"`, llama.cpp's UGM: the file's
+//! precompiled character map, Viterbi over token scores; T5, XLM-RoBERTa).
 //!
 //! Supported `tokenizer.ggml.pre` values (see `load.rs`): none/`default`, `llama3` (`llama-bpe`,
 //! ..), `dbrx`, `smaug-bpe`, `falcon`, `gpt-2` (and the names llama.cpp treats alike: `mpt`,
@@ -14,7 +15,8 @@
 //! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`. WordPiece ignores it.
 //!
 //! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
-//! tokenizer (`spm.rs`, `bpe.rs` after `pretokenize.rs`, or `wpm.rs`) on each plain-text fragment.
+//! tokenizer (`spm.rs`, `bpe.rs` after `pretokenize.rs`, `wpm.rs` or `ugm.rs`) on each plain-text
+//! fragment.
 //! Decoding (`decode.rs`) mirrors llama.cpp's `token_to_piece` / `detokenize`, and
 //! [`StreamDecoder`] turns a stream of generated tokens into UTF-8 text.
 //!
@@ -24,8 +26,8 @@
 //! (the end-of-generation set is identical either way). Special tokens of equal length are tried
 //! in id order (llama.cpp's sort leaves their order unspecified). A WordPiece vocabulary without
 //! an UNK token makes encoding a word it cannot cut an error (llama.cpp writes token id -1). Other
-//! BPE pre-tokenizers (e.g. `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the UGM and
-//! RWKV tokenizer models are reported as [`crate::Error::Tokenizer`].
+//! BPE pre-tokenizers (e.g. `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the RWKV
+//! tokenizer model are reported as [`crate::Error::Tokenizer`].
 
 mod bpe;
 mod decode;
@@ -33,6 +35,7 @@ mod load;
 mod pretokenize;
 mod special;
 mod spm;
+mod ugm;
 mod unicode;
 mod vocab;
 mod wpm;
@@ -53,6 +56,9 @@ pub enum TokenizerKind {
     /// BERT's WordPiece: greedy longest-match after normalization (`tokenizer.ggml.model =
     /// "bert"`).
     WordPiece,
+    /// SentencePiece's Unigram model: Viterbi over token scores after the file's normalization
+    /// (`tokenizer.ggml.model = "t5"`: T5, XLM-RoBERTa).
+    Unigram,
 }
 
 /// The fill-in-the-middle tokens of a vocabulary (from `tokenizer.ggml.fim_*_token_id`, else
@@ -138,6 +144,7 @@ impl Tokenizer {
                         }
                         KindData::Bpe(bpe) => bpe.tokenize(&self.vocab, piece, &mut out),
                         KindData::Wpm(wpm) => wpm.tokenize(&self.vocab, piece, &mut out)?,
+                        KindData::Ugm(ugm) => ugm.tokenize(&self.vocab, piece, &mut out)?,
                     }
                     prev_special = false;
                 }
