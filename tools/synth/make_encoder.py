@@ -248,22 +248,32 @@ def write(kind: str, path: str, seed: int, f32: bool) -> None:
         return
     arch = "nomic-bert" if kind == "nomic-bert" else "bert"
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"synthetic {kind}")
-    w.add_context_length(CTX)
-    w.add_embedding_length(D)
-    w.add_block_count(N_LAYER)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(N_HEAD)
-    w.add_layer_norm_eps(1e-12)
-    w.add_causal_attention(False)
-    pooling = gguf.PoolingType.RANK if kind == "bert-rank" else gguf.PoolingType.MEAN
-    w.add_pooling_type(pooling)
+    w = encoder_writer(path, arch, kind, (D, N_LAYER, N_HEAD), 1e-12)
     if arch == "nomic-bert":
         w.add_rope_freq_base(1000.0)
     n_vocab = add_vocab(w)
     add_tensors(w, tensors(kind, n_vocab, rng), f32)
     finish(w)
+
+
+def encoder_writer(path: str, arch: str, kind: str, shape: tuple[int, int, int],
+                   eps: float) -> gguf.GGUFWriter:
+    """A writer with an encoder's common metadata: context CTX, (d_model, layers, heads) from
+    `shape`, FFN, LayerNorm `eps`, bidirectional attention, rank pooling for "-rank" kinds and
+    mean pooling for the others."""
+    d, n_layer, n_head = shape
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"synthetic {kind}")
+    w.add_context_length(CTX)
+    w.add_embedding_length(d)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(n_head)
+    w.add_layer_norm_eps(eps)
+    w.add_causal_attention(False)
+    rank = kind.endswith("-rank")
+    w.add_pooling_type(gguf.PoolingType.RANK if rank else gguf.PoolingType.MEAN)
+    return w
 
 
 def add_vocab(w: gguf.GGUFWriter) -> int:
@@ -332,23 +342,13 @@ def write_gemma(path: str, seed: int, f32: bool) -> None:
 def write_modern_bert(kind: str, path: str, seed: int, f32: bool) -> None:
     arch = "modern-bert"
     rng = np.random.default_rng([seed, 11])
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"synthetic {kind}")
-    w.add_context_length(CTX)
-    w.add_embedding_length(D)
-    w.add_block_count(MODERN_LAYERS)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(N_HEAD)
-    w.add_layer_norm_eps(1e-5)
-    w.add_causal_attention(False)
-    rank = kind == "modern-bert-rank"
-    w.add_pooling_type(gguf.PoolingType.RANK if rank else gguf.PoolingType.MEAN)
+    w = encoder_writer(path, arch, kind, (D, MODERN_LAYERS, N_HEAD), 1e-5)
     w.add_rope_freq_base(160000.0)
     w.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
     # No sliding_window_pattern key: llama.cpp's default (3, dense first) makes layers 1
     # and 2 local, 0 and 3 global.
     w.add_sliding_window(8)
-    if rank:
+    if kind.endswith("-rank"):
         # llama.cpp: SwiGLU instead of GeGLU. No classifier.pooling_type: mean by default.
         w.add_string(f"{arch}.hidden_activation", "silu")
     n_vocab = add_vocab(w)
@@ -359,17 +359,7 @@ def write_modern_bert(kind: str, path: str, seed: int, f32: bool) -> None:
 def write_jina(kind: str, path: str, seed: int, f32: bool) -> None:
     arch = "jina-bert-v2"
     rng = np.random.default_rng([seed, 13])
-    w = gguf.GGUFWriter(path, arch)
-    w.add_name(f"synthetic {kind}")
-    w.add_context_length(CTX)
-    w.add_embedding_length(JINA_D)
-    w.add_block_count(JINA_LAYERS)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(JINA_HEADS)
-    w.add_layer_norm_eps(1e-12)
-    w.add_causal_attention(False)
-    rank = kind == "jina-bert-v2-rank"
-    w.add_pooling_type(gguf.PoolingType.RANK if rank else gguf.PoolingType.MEAN)
+    w = encoder_writer(path, arch, kind, (JINA_D, JINA_LAYERS, JINA_HEADS), 1e-12)
     n_vocab = add_vocab(w)
     add_tensors(w, jina_tensors(kind, n_vocab, rng), f32)
     finish(w)
