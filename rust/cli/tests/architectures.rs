@@ -62,7 +62,14 @@ const TESTED: [(&str, &str); 19] = [
 ];
 /// The encoder architectures, compared with llama-embedding by `encoders.rs` (they compute no
 /// logits), in `SUPPORTED_ARCHITECTURES`' order after the decoders.
-const ENCODERS: [&str; 4] = ["bert", "nomic-bert", "gemma-embedding", "llama-embed"];
+const ENCODERS: [&str; 6] = [
+    "bert",
+    "nomic-bert",
+    "modern-bert",
+    "jina-bert-v2",
+    "gemma-embedding",
+    "llama-embed",
+];
 /// Least share of positions (%) where our top token is llama.cpp's (F32 files).
 const MIN_SAME_TOP: f64 = 99.0;
 /// The bound on our mean KLD (nats) where twice llama.cpp's floor is below it: F32 files (the
