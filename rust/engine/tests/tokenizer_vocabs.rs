@@ -271,15 +271,13 @@ fn bert_bge_wpm() {
     assert_eq!(tok.encode("", true, false).expect("encode"), [101, 102]);
 }
 
-/// Tokenizer models and pre-tokenizers we don't implement are typed errors naming them: UGM
-/// (`t5`) and a pre-tokenizer name llama.cpp does not know either (the DeepSeek LLM file with its
-/// `tokenizer.ggml.pre` value overwritten).
+/// Pre-tokenizers we don't implement are typed errors naming them: a pre-tokenizer name
+/// llama.cpp does not know either (the DeepSeek LLM file with its `tokenizer.ggml.pre` value
+/// overwritten). (The UGM vocabulary `nomic-bert-moe`, once such an error, is compared with
+/// llama.cpp in `tokenizer_oracle.rs`.)
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    let mut files: Vec<(std::path::PathBuf, &str)> = [("nomic-bert-moe", "t5")]
-        .into_iter()
-        .map(|(name, needle)| (llama_cpp_vocab(name), needle))
-        .collect();
+    let mut files: Vec<(std::path::PathBuf, &str)> = Vec::new();
     let mut bytes = std::fs::read(llama_cpp_vocab("deepseek-llm")).expect("read");
     let key = b"tokenizer.ggml.pre";
     let at = bytes
