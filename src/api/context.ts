@@ -53,7 +53,8 @@ function preemptedError(): LocalLLMError {
  * An inference context: worker threads and `maxSequences` sequences (1 by default), each a KV
  * cache for one model. Every generation (`generate`, `stream`, batches, chat completions, with
  * or without tools, grammars, log-probabilities or a draft model) takes a free sequence, or
- * waits for one (first come, first served), and all running ones advance together, one forward
+ * waits for one (first come, first served as the engine receives them: calls made at the same
+ * moment may be admitted in either order), and all running ones advance together, one forward
  * pass per step (a `contextShift` shifts the request's own sequence); each answer equals the one
  * it gets alone (greedy: token for token). A sequence's cache keeps its previous prompt, so a
  * follow-up sharing its prefix skips re-evaluating it. The other calls (clear, embed, warmup,
