@@ -86,7 +86,7 @@ impl Classifier {
     pub(crate) fn scores(&self, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
         let mut v = x.to_vec();
         if let Some((w, b)) = &self.dense {
-            v = project(w, b.as_deref(), &v, threads)?;
+            v = affine(w, b.as_deref(), &v, threads)?;
             match self.gelu {
                 true => ops::gelu(&mut v),
                 false => v.iter_mut().for_each(|x| *x = x.tanh()),
@@ -96,7 +96,7 @@ impl Classifier {
             }
         }
         if let Some((w, b)) = &self.out {
-            v = project(w, b.as_deref(), &v, threads)?;
+            v = affine(w, b.as_deref(), &v, threads)?;
         }
         if self.softmax {
             ops::softmax(&mut v);
@@ -106,7 +106,7 @@ impl Classifier {
 }
 
 /// `w · x + b` for one vector.
-fn project(w: &Weight, b: Option<&[f32]>, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
+fn affine(w: &Weight, b: Option<&[f32]>, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
     let mut out = vec![0f32; w.shape().rows];
     w.matmul(x, 1, &mut out, threads)?;
     if let Some(b) = b {
@@ -135,10 +135,10 @@ impl DenseOut {
     pub(crate) fn project(&self, x: &[f32], threads: &Threads) -> Result<Vec<f32>> {
         let mut v = x.to_vec();
         if let Some((w, b)) = &self.first {
-            v = project(w, b.as_deref(), &v, threads)?;
+            v = affine(w, b.as_deref(), &v, threads)?;
         }
         if let Some(w) = &self.second {
-            v = project(w, None, &v, threads)?;
+            v = affine(w, None, &v, threads)?;
         }
         Ok(v)
     }
