@@ -7,9 +7,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as native from './generated/napi/local_llm_ffi.ts';
 import { setBindings, LocalLLM, LocalLLMErrorCode } from '../src/api/index.ts';
 import { code, defaultModel } from './helpers.mts';
@@ -32,6 +32,7 @@ before(async () => {
 
 after(() => {
   ai?.dispose();
+  rmSync(dirname(adapter), { recursive: true, force: true });
 });
 
 const greedy = () => ai.context.generate(PROMPT, { temperature: 0, maxTokens: 24 });

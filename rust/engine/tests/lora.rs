@@ -10,10 +10,33 @@ use local_llm_engine::model::{ActiveLora, LoraAdapter, Output};
 use local_llm_engine::session::{Context, ContextOptions, LoadOptions, LoadedModel};
 use local_llm_engine::Error;
 
-fn adapter_for(model: &std::path::Path, name: &str, seed: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("local-llm-lora-engine-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(name);
+/// A test's temporary folder, removed when dropped (when the test fails too).
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "local-llm-lora-engine-{test}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn adapter_for(
+    dir: &TempDir,
+    model: &std::path::Path,
+    name: &str,
+    seed: &str,
+) -> std::path::PathBuf {
+    let out = dir.0.join(name);
     let script = common::repo_root().join("tools/synth/make_lora.py");
     common::run_python(
         &script,
@@ -36,9 +59,10 @@ fn adapter_sets_switch_cleanly_and_session_files_remember_them() {
     };
     let model = LoadedModel::load(&path, &LoadOptions::default()).unwrap();
     let config = model.model().config().clone();
+    let dir = TempDir::new("sets");
     let (first, second) = (
-        adapter_for(&path, "a.gguf", "1"),
-        adapter_for(&path, "b.gguf", "2"),
+        adapter_for(&dir, &path, "a.gguf", "1"),
+        adapter_for(&dir, &path, "b.gguf", "2"),
     );
     let load = |p: &std::path::Path, scale| ActiveLora {
         adapter: Arc::new(LoraAdapter::load(p, &config).unwrap()),
@@ -65,8 +89,7 @@ fn adapter_sets_switch_cleanly_and_session_files_remember_them() {
     // The same set again keeps the cache; another set (or scale) empties it.
     let again = ctx.lora().to_vec();
     ctx.set_lora(again).unwrap();
-    let file =
-        std::env::temp_dir().join(format!("local-llm-lora-state-{}.bin", std::process::id()));
+    let file = dir.0.join("state.bin");
     assert_eq!(ctx.save_state(&file).unwrap(), tokens.len());
 
     // The file loads where the same adapter (loaded again: same contents) is applied ...
@@ -82,7 +105,6 @@ fn adapter_sets_switch_cleanly_and_session_files_remember_them() {
             r => panic!("expected a session-file error, got {r:?}"),
         }
     }
-    let _ = std::fs::remove_file(&file);
 
     ctx.set_lora(vec![load(&first, 0.5)]).unwrap();
     let scaled = ctx
@@ -118,8 +140,9 @@ fn adapted_logits_do_not_depend_on_the_thread_count() {
     let tokens = model
         .tokenize("A short prompt, then one token at a time.", true, true)
         .unwrap();
+    let dir = TempDir::new("threads");
     for ty in ["f16", "f32"] {
-        let file = adapter_for(&path, &format!("threads-{ty}.gguf"), "3");
+        let file = adapter_for(&dir, &path, &format!("threads-{ty}.gguf"), "3");
         let file = if ty == "f16" {
             file
         } else {

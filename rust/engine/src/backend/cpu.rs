@@ -1,6 +1,7 @@
 //! The CPU device: runs every matmul with the quantized dot-product kernels, multi-threaded.
 
 use std::cell::RefCell;
+use std::ops::Range;
 
 use super::{split_range, DeviceInfo, DeviceKind, HostMemory, MatmulShape, SharedMut, Threads};
 use crate::quant::{self, GgmlType, Kernels, TileOut, TileShape, MAX_ROWS_TOKENS, MAX_TILE_TOKENS};
@@ -26,6 +27,19 @@ pub(crate) struct Part<'a> {
     pub(crate) out: &'a mut [f32],
 }
 
+/// Work a caller adds to every task of a [`matmul_shared_input`] (a LoRA adapter's delta),
+/// in the same dispatch as the products.
+pub(crate) trait Epilogue: Sync {
+    /// Called in a task before it computes rows `rows` of part `part`: the time to prefetch
+    /// what [`Epilogue::after`] will read, while the products run.
+    fn before(&self, part: usize, rows: Range<usize>);
+
+    /// Called in the task once it has written rows `rows` of part `part` for every token, with
+    /// that part's output (`n_tokens × part rows` values, token by token), which it may then
+    /// change in those rows of every token and nowhere else.
+    fn after(&self, part: usize, rows: Range<usize>, out: SharedMut<f32>);
+}
+
 /// `out[t*rows + r] = w[r] · x[t]` on the CPU for a weight in any supported type.
 pub(crate) fn matmul(
     shape: MatmulShape,
@@ -40,12 +54,20 @@ pub(crate) fn matmul(
         rows: shape.rows,
         out,
     };
-    matmul_shared_input(shape.ty, shape.cols, &mut [part], x, n_tokens, threads)
+    matmul_shared_input(
+        shape.ty,
+        shape.cols,
+        &mut [part],
+        x,
+        n_tokens,
+        threads,
+        None,
+    )
 }
 
 /// [`matmul`] for several weights of one type and width applied to the same input (a layer's
 /// query, key and value projections): the input is quantized once and every weight's rows are
-/// shared out among the threads in one dispatch.
+/// shared out among the threads in one dispatch, each task followed by `epilogue` if any.
 pub(crate) fn matmul_shared_input(
     ty: GgmlType,
     cols: usize,
@@ -53,6 +75,7 @@ pub(crate) fn matmul_shared_input(
     x: &[f32],
     n_tokens: usize,
     threads: &Threads,
+    epilogue: Option<&dyn Epilogue>,
 ) -> Result<()> {
     let w_row = ty.row_bytes(cols as u64).ok_or_else(|| {
         Error::Backend(format!(
@@ -153,7 +176,13 @@ pub(crate) fn matmul_shared_input(
         };
         threads.for_each_chunk(total, granularity, |range| {
             split_range(range, ops.iter().map(|m| m.rows), |i, rows| {
-                ops[i].run(rows, tile)
+                if let Some(epilogue) = epilogue {
+                    epilogue.before(i, rows.clone());
+                }
+                ops[i].run(rows.clone(), tile);
+                if let Some(epilogue) = epilogue {
+                    epilogue.after(i, rows, ops[i].out);
+                }
             });
         });
         Ok(())
@@ -200,7 +229,7 @@ impl Operands<'_> {
     /// Rows `range` against every token: with a `tile`, every whole tile of its rows × its
     /// tokens, the tokens left over in each group of rows and then the rows left over with the
     /// decoding kernel; without, the decoding kernel on every row and token.
-    fn run(&self, range: std::ops::Range<usize>, tile: Option<TileShape>) {
+    fn run(&self, range: Range<usize>, tile: Option<TileShape>) {
         let mut r = range.start;
         if let Some(shape) = tile {
             while r + shape.rows <= range.end {
@@ -295,7 +324,7 @@ impl Operands<'_> {
 
     /// Rows `range` against tokens `t0..`, up to [`MAX_ROWS_TOKENS`] tokens per pass over the
     /// rows (the decoding kernel).
-    fn rows_tokens(&self, range: std::ops::Range<usize>, t0: usize) {
+    fn rows_tokens(&self, range: Range<usize>, t0: usize) {
         assert!(range.end <= self.rows);
         if range.is_empty() {
             return;

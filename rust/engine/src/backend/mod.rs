@@ -16,6 +16,7 @@ mod threads;
 mod weight;
 
 pub use buffer::TensorBytes;
+pub(crate) use cpu::Epilogue;
 pub use host::{performance_cores, HostMemory, USABLE_PERCENT};
 pub use registry::Registry;
 pub(crate) use threads::split_range;

@@ -183,34 +183,14 @@ const TILE: usize = 4;
 /// first ones at the start of a task).
 const PREFETCH_ROWS: usize = 32;
 
-/// Ask for the cache lines of `row` ahead of use. The cache mostly comes from memory: the
-/// weights streamed through the last-level cache since the previous token used it. Profiled
-/// with four sequences, the loads of the widening loop took about half of the attention time,
-/// and a task's rows (one head's slice of each position) are short strided streams.
+/// Why the cache rows are prefetched ([`ops::prefetch`]): the cache mostly comes from memory,
+/// the weights having streamed through the last-level cache since the previous token used it.
+/// Profiled with four sequences, the loads of the widening loop took about half of the
+/// attention time, and a task's rows (one head's slice of each position) are short strided
+/// streams.
 #[inline(always)]
 fn prefetch_row(row: &[f16]) {
-    let len = std::mem::size_of_val(row);
-    let last = len.saturating_sub(1);
-    for at in (0..len).step_by(64).chain(std::iter::once(last)) {
-        let p = row.as_ptr().cast::<u8>().wrapping_add(at);
-        // SAFETY: a prefetch is a hint that never faults; `p` is inside `row` (or its end for
-        // an empty row).
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-        }
-        // SAFETY: as above; `prfm` only reads the address.
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            std::arch::asm!(
-                "prfm pldl1keep, [{p}]",
-                p = in(reg) p,
-                options(nostack, readonly, preserves_flags)
-            );
-        }
-        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-        let _ = p;
-    }
+    ops::prefetch(row)
 }
 
 /// The primitives that differ between the portable and the SIMD builds.

@@ -4,8 +4,10 @@
 //! `W·x + s·B·(A·x)` with `s = scale · alpha / rank` (`scale` when alpha is 0). The base weights
 //! are not touched, so adapters can be switched between requests without reloading.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use half::f16;
@@ -13,7 +15,7 @@ use half::f16;
 use super::lora_kernels::Value;
 use super::ops;
 use super::ModelConfig;
-use crate::backend::{split_range, SharedMut, Threads};
+use crate::backend::{split_range, Epilogue, SharedMut, Threads, Weight};
 use crate::fnv::Fnv;
 use crate::gguf::GgufFile;
 use crate::quant::{self, GgmlType};
@@ -53,6 +55,25 @@ impl Values {
                     *o = s * v.to_f32();
                 }
             }
+        }
+    }
+
+    /// The number of values.
+    fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::F16(v) => v.len(),
+        }
+    }
+
+    /// [`ops::prefetch`] of values `range` (clamped to the values).
+    #[inline(always)]
+    fn prefetch(&self, range: Range<usize>) {
+        let end = range.end.min(self.len());
+        let start = range.start.min(end);
+        match self {
+            Values::F32(v) => ops::prefetch(&v[start..end]),
+            Values::F16(v) => ops::prefetch(&v[start..end]),
         }
     }
 
@@ -385,28 +406,33 @@ pub(crate) fn add_embedding(
     Ok(())
 }
 
-/// One adapted product of a call to [`apply`]: an adapter's pair for one of the targets.
+/// One adapted product of a call to [`matmul`]: an adapter's pair for one of the targets.
 struct Job<'a> {
     pair: &'a LoraPair,
     /// `scale · alpha / rank` (`scale` when alpha is 0).
     s: f32,
-    /// The index of its target in [`apply`]'s `targets`.
+    /// The index of its target in [`matmul`]'s `targets`.
     target: usize,
 }
 
-/// Add every active adapter's delta to each of `targets` (`n` rows of the base product of the
-/// same input `x`, e.g. q, k and v): `out += s · B·(A·x)`, adapters in order, all the targets
-/// in one dispatch per phase ([`apply_jobs`]).
-pub(crate) fn apply(
+/// `outs[k] = weights[k]·x` ([`Weight::matmul_shared_input`], `n` input rows) plus every active
+/// adapter's delta for `targets[k]`, `s · B·(A·x)`, adapters in order. The deltas are the
+/// products' [`Epilogue`]: each task adds them to the output columns it has just computed, in
+/// the same dispatch. Decoding (up to [`FUSED_ROWS`] rows) computes the tiny `A·x` inside the
+/// tasks too, once per thread and target ([`Deltas`]); a prompt computes it first,
+/// in a dispatch of its own ([`a_products_shared`]).
+pub(crate) fn matmul(
     active: &[ActiveLora],
+    weights: &[&Weight],
+    targets: &[Target],
     x: &[f32],
     n: usize,
-    targets: &mut [(Target, &mut [f32])],
+    outs: &mut [&mut [f32]],
     threads: &Threads,
 ) -> Result<()> {
     let mut jobs = Vec::new();
     for lora in active {
-        for (k, (target, out)) in targets.iter().enumerate() {
+        for (k, (target, out)) in targets.iter().zip(outs.iter()).enumerate() {
             let Some(pair) = lora.adapter.pair(*target) else {
                 continue;
             };
@@ -424,31 +450,9 @@ pub(crate) fn apply(
         }
     }
     if jobs.is_empty() || n == 0 {
-        return Ok(());
+        return Weight::matmul_shared_input(weights, x, n, outs, threads);
     }
-    apply_jobs(&jobs, x, n, targets, threads)
-}
-
-/// The most rows (tokens) [`apply_jobs`] runs in one dispatch, each task computing every
-/// `A·x` itself: decoding, where those products are tiny (rank × inputs per target) and a second
-/// dispatch, with its wait for the slowest thread, cost more than computing them twice.
-const FUSED_ROWS: usize = 4;
-
-/// [`apply`]'s jobs on every thread: `t = s·A·x` over (job, row, group of four rank rows), then
-/// `out += B·t` split over the targets' output columns (each column taking the jobs in order).
-/// Up to [`FUSED_ROWS`] rows, in one dispatch whose tasks each compute all of `t` first;
-/// otherwise in two, `t` shared. A split over columns rather than rows keeps every thread busy
-/// when decoding one token; every value is computed the same way whatever the split and the
-/// path, so the bits do not depend on the thread count.
-fn apply_jobs(
-    jobs: &[Job<'_>],
-    x: &[f32],
-    n: usize,
-    targets: &mut [(Target, &mut [f32])],
-    threads: &Threads,
-) -> Result<()> {
-    // Job k's products are t[first[k]..][..n·rank], row by row; its work items are groups of
-    // up to four rows of A against one row of x (four sums at once).
+    // Job k's products are t[first[k]..][..n·rank], row by row.
     let first: Vec<usize> = jobs
         .iter()
         .scan(0, |next, job| {
@@ -457,64 +461,155 @@ fn apply_jobs(
             Some(here)
         })
         .collect();
-    let items: Vec<usize> = jobs.iter().map(|job| n * groups(job)).collect();
     let len = jobs.iter().map(|job| n * job.pair.rank).sum();
-    let widths: Vec<usize> = targets.iter().map(|(_, out)| out.len() / n).collect();
-    let outs: Vec<SharedMut<f32>> = targets
-        .iter_mut()
-        .map(|(_, out)| SharedMut(out.as_mut_ptr()))
-        .collect();
-    let cols: usize = widths.iter().sum();
-    // out += B·t on columns `range` of the targets side by side.
-    let add = |t: &[f32], range: Range<usize>| {
-        split_range(range, widths.iter().copied(), |target, cols| {
-            let n_out = widths[target];
-            for (k, job) in jobs.iter().enumerate() {
-                if job.target != target {
-                    continue;
-                }
-                let rank = job.pair.rank;
-                for i in 0..n {
-                    // SAFETY: columns `cols` of row i < n lie inside this target's output (n
-                    // rows of n_out), and the tasks' column ranges are disjoint.
-                    let row = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            outs[target].get().add(i * n_out + cols.start),
-                            cols.len(),
-                        )
-                    };
-                    let ti = &t[first[k] + i * rank..][..rank];
-                    job.pair.bt.axpys(ti, n_out, cols.start, row);
-                }
-            }
-        })
+    let products = Products {
+        jobs: &jobs,
+        first: &first,
+        x,
+        n,
     };
-    if n <= FUSED_ROWS {
-        // One block of columns per thread (of at least 64), each task computing t itself.
-        let blocks = threads.count().min(cols.div_ceil(64)).max(1);
-        let per = cols.div_ceil(blocks);
-        threads.for_each_chunk(blocks, 1, |range| {
+    // Decoding computes t in the tasks; a prompt in a dispatch of its own, first.
+    let shared = if n <= FUSED_ROWS {
+        None
+    } else {
+        Some(a_products_shared(&products, len, threads)?)
+    };
+    let deltas = Deltas {
+        products,
+        len,
+        shared,
+        call: CALLS.fetch_add(1, Ordering::Relaxed),
+    };
+    Weight::matmul_shared_input_then(weights, x, n, outs, threads, Some(&deltas))
+}
+
+/// The most rows (tokens) whose `A·x` [`matmul`] computes inside the product's tasks: decoding,
+/// where those products are tiny (rank × inputs per target) and a dispatch of their own, with
+/// its wait for the slowest thread, would cost more than computing them once per thread.
+const FUSED_ROWS: usize = 4;
+
+/// The jobs of one [`matmul`] call and where their products `t = s·A·x` go.
+struct Products<'a> {
+    jobs: &'a [Job<'a>],
+    /// Job k's products are `t[first[k]..][..n·rank]`, row by row.
+    first: &'a [usize],
+    x: &'a [f32],
+    n: usize,
+}
+
+impl Products<'_> {
+    /// `t` of every job of `target`, all rows, unless `have` says it is there.
+    fn compute(&self, target: usize, t: &mut [f32], have: &mut [bool]) {
+        for (k, job) in self.jobs.iter().enumerate() {
+            if job.target != target || have[k] {
+                continue;
+            }
+            let rank = job.pair.rank;
+            for i in 0..self.n {
+                let ti = &mut t[self.first[k] + i * rank..][..rank];
+                a_products(job, self.x, i, 0, ti);
+            }
+            have[k] = true;
+        }
+    }
+
+    /// `out += B·t` for columns `cols` of `target`'s output (`n` rows of its outputs), every
+    /// job of it in order.
+    #[inline(always)]
+    fn add(&self, t: &[f32], target: usize, cols: Range<usize>, out: SharedMut<f32>) {
+        for (k, job) in self.jobs.iter().enumerate() {
+            if job.target != target {
+                continue;
+            }
+            let (rank, n_out) = (job.pair.rank, job.pair.n_out);
+            assert!(cols.end <= n_out, "LoRA columns out of range");
+            for i in 0..self.n {
+                // SAFETY: columns `cols` (checked above) of row i < n lie inside this target's
+                // output (n rows of n_out: checked in `matmul`), and the epilogue may write them
+                // (its contract).
+                let row = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out.get().add(i * n_out + cols.start),
+                        cols.len(),
+                    )
+                };
+                let ti = &t[self.first[k] + i * rank..][..rank];
+                job.pair.bt.axpys(ti, n_out, cols.start, row);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// A thread's decoding products ([`Deltas`] without `shared`): the call they are for, the
+    /// values, which jobs are done.
+    static DECODING: RefCell<(u64, Vec<f32>, Vec<bool>)> = const { RefCell::new((0, Vec::new(), Vec::new())) };
+}
+
+/// Numbers the calls of [`matmul`], so that a thread's products are not reused in another.
+static CALLS: AtomicU64 = AtomicU64::new(1);
+
+/// The epilogue of a [`matmul`]: the deltas of the output columns a task computed.
+struct Deltas<'a> {
+    products: Products<'a>,
+    /// The number of products `t` in all.
+    len: usize,
+    /// The products, computed before the product (a prompt); without them (decoding), a
+    /// thread computes a target's the first time one of its tasks needs them.
+    shared: Option<Vec<f32>>,
+    /// This call's number ([`CALLS`]).
+    call: u64,
+}
+
+impl Epilogue for Deltas<'_> {
+    /// Prefetch the values of `B` [`Epilogue::after`] reads: they come from the last-level
+    /// cache or memory (the weights streamed through since the previous token), in short
+    /// strided pieces (the task's columns of each of `B`'s rows) the hardware does not
+    /// prefetch. (`A`, read whole in a few long rows, is left to the hardware: prefetching it
+    /// too measured no faster.)
+    fn before(&self, target: usize, cols: Range<usize>) {
+        for job in self.products.jobs.iter().filter(|job| job.target == target) {
+            let n_out = job.pair.n_out;
+            for j in 0..job.pair.rank {
+                job.pair
+                    .bt
+                    .prefetch(j * n_out + cols.start..j * n_out + cols.end);
+            }
+        }
+    }
+
+    fn after(&self, target: usize, cols: Range<usize>, out: SharedMut<f32>) {
+        let products = &self.products;
+        if let Some(t) = &self.shared {
+            return ops::widest(
+                #[inline(always)]
+                || products.add(t, target, cols, out),
+            );
+        }
+        DECODING.with_borrow_mut(|(id, t, have)| {
+            if *id != self.call {
+                *id = self.call;
+                t.clear();
+                t.resize(self.len, 0.0);
+                have.clear();
+                have.resize(products.jobs.len(), false);
+            }
             ops::widest(
                 #[inline(always)]
                 || {
-                    let mut t = vec![0f32; len];
-                    let all = 0..items.iter().sum();
-                    split_range(all, items.iter().copied(), |k, range| {
-                        for item in range {
-                            let (i, rows) = item_rows(&jobs[k], item);
-                            let at = first[k] + i * jobs[k].pair.rank;
-                            let ti = &mut t[at + rows.start..at + rows.end];
-                            a_products(&jobs[k], x, i, rows.start, ti);
-                        }
-                    });
-                    for block in range {
-                        add(&t, block * per..((block + 1) * per).min(cols));
-                    }
+                    products.compute(target, t, have);
+                    products.add(t, target, cols, out)
                 },
             )
-        });
-        return Ok(());
+        })
     }
+}
+
+/// Every job's `t = s·A·x` (`len` values) on every thread: work items of (job, row, group of
+/// four rank rows).
+fn a_products_shared(products: &Products<'_>, len: usize, threads: &Threads) -> Result<Vec<f32>> {
+    let Products { jobs, first, x, n } = *products;
+    let items: Vec<usize> = jobs.iter().map(|job| n * groups(job)).collect();
     let mut t = Vec::new();
     fallible::resize(&mut t, len, 0.0f32, "the LoRA products")?;
     let pt = SharedMut(t.as_mut_ptr());
@@ -536,13 +631,7 @@ fn apply_jobs(
             },
         )
     });
-    threads.for_each_chunk(cols, 64, |range| {
-        ops::widest(
-            #[inline(always)]
-            || add(&t, range),
-        )
-    });
-    Ok(())
+    Ok(t)
 }
 
 /// Job `job`'s work items: one per group of up to four rank rows per input row.

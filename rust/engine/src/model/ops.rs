@@ -135,6 +135,35 @@ pub(crate) fn widest(f: impl FnOnce()) {
     f()
 }
 
+/// Ask for the cache lines of `data` ahead of use (a hint: nothing is read). For short
+/// streams of data that comes from memory or the last-level cache, too short for the
+/// hardware's prefetchers to catch on (the attention's cache rows, a LoRA adapter's values).
+#[inline(always)]
+pub(crate) fn prefetch<T>(data: &[T]) {
+    let len = std::mem::size_of_val(data);
+    let last = len.saturating_sub(1);
+    for at in (0..len).step_by(64).chain(std::iter::once(last)) {
+        let p = data.as_ptr().cast::<u8>().wrapping_add(at);
+        // SAFETY: a prefetch is a hint that never faults; `p` is inside `data` (or its end
+        // when empty).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+        }
+        // SAFETY: as above; `prfm` only reads the address.
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            std::arch::asm!(
+                "prfm pldl1keep, [{p}]",
+                p = in(reg) p,
+                options(nostack, readonly, preserves_flags)
+            );
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = p;
+    }
+}
+
 /// `x = x * sigmoid(x) * up` (SwiGLU).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     widest(

@@ -402,13 +402,6 @@ impl Transformer {
             up,
             rope,
         } = buffers;
-        // Add the active adapters' deltas for `target` (input `x`) to `out`.
-        let adapt = |x: &[f32], targets: &mut [(Target, &mut [f32])]| -> Result<()> {
-            if lora.is_empty() {
-                return Ok(());
-            }
-            lora::apply(lora, x, n, targets, threads)
-        };
         let tokens = seqs.iter().flat_map(|s| s.tokens.iter());
         for (row, &id) in x.chunks_exact_mut(d).zip(tokens.clone()) {
             self.embedding.row(id, row)?;
@@ -427,8 +420,8 @@ impl Transformer {
             norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
             let qkv = [&layer.wq, &layer.wk, &layer.wv];
             let outs: &mut [&mut [f32]] = &mut [q, k, v];
-            Weight::matmul_shared_input(&qkv, h, n, outs, threads)?;
-            adapt(h, &mut [(block(0), q), (block(1), k), (block(2), v)])?;
+            let targets = [block(0), block(1), block(2)];
+            lora::matmul(lora, &qkv, &targets, h, n, outs, threads)?;
             add_bias(q, &layer.bq);
             add_bias(k, &layer.bk);
             add_bias(v, &layer.bv);
@@ -512,8 +505,15 @@ impl Transformer {
                 });
             }
             attention(&shape, &mut parts, &rotate, threads)?;
-            layer.wo.matmul(attn, n, proj, threads)?;
-            adapt(attn, &mut [(block(3), proj)])?;
+            lora::matmul(
+                lora,
+                &[&layer.wo],
+                &[block(3)],
+                attn,
+                n,
+                &mut [proj],
+                threads,
+            )?;
             add_bias(proj, &layer.bo);
             let norm = layer.post_attn_norm.as_ref();
             let sums = layer.norm_sums;
@@ -547,8 +547,8 @@ impl Transformer {
             };
             if let Some(w_gate) = &dense.gate {
                 let outs: &mut [&mut [f32]] = &mut [gate, up];
-                Weight::matmul_shared_input(&[w_gate, &dense.up], h, n, outs, threads)?;
-                adapt(h, &mut [(block(4), gate), (block(5), up)])?;
+                let (weights, targets) = ([w_gate, &dense.up], [block(4), block(5)]);
+                lora::matmul(lora, &weights, &targets, h, n, outs, threads)?;
                 add_bias(gate, &dense.b_gate);
                 add_bias(up, &dense.b_up);
                 threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
@@ -557,16 +557,15 @@ impl Transformer {
                 });
             } else {
                 // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
-                dense.up.matmul(h, n, gate, threads)?;
-                adapt(h, &mut [(block(5), gate)])?;
+                lora::matmul(lora, &[&dense.up], &[block(5)], h, n, &mut [gate], threads)?;
                 add_bias(gate, &dense.b_up);
                 threads.for_each_rows(gate, c.n_ff, |_, g| match self.activation {
                     FfnActivation::Silu => g.iter_mut().for_each(|v| *v /= 1.0 + ops::exp(-*v)),
                     FfnActivation::GeluTanh => ops::gelu(g),
                 });
             }
-            dense.down.matmul(gate, n, proj, threads)?;
-            adapt(gate, &mut [(block(6), proj)])?;
+            let down = &[&dense.down];
+            lora::matmul(lora, down, &[block(6)], gate, n, &mut [proj], threads)?;
             add_bias(proj, &dense.b_down);
             let norm = layer.post_ffn_norm.as_ref();
             let sums = layer.norm_sums;
@@ -607,10 +606,15 @@ impl Transformer {
         let n_logits = n_out.saturating_mul(c.n_vocab);
         // Every element is written by the product: a reused buffer is not cleared.
         fallible::resize(out, n_logits, 0.0f32, "the logits")?;
-        head.matmul(&rows, n_out, out, threads)?;
-        if !lora.is_empty() {
-            lora::apply(lora, &rows, n_out, &mut [(Target::Output, out)], threads)?;
-        }
+        lora::matmul(
+            lora,
+            &[head],
+            &[Target::Output],
+            &rows,
+            n_out,
+            &mut [out],
+            threads,
+        )?;
         add_bias(out, &self.output_bias);
         if self.logit_scale.is_some() || self.final_softcap.is_some() {
             threads.for_each_rows(out, c.n_vocab, |_, rows| {
