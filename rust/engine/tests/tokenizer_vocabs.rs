@@ -18,8 +18,13 @@ fn check_vocab(name: &str) {
 
 /// [`check_vocab`] with `extra` texts added to the corpus.
 fn check_vocab_with(name: &str, extra: Vec<String>) {
-    let path = llama_cpp_vocab(name);
-    let tok = load(&path);
+    check_file(name, &llama_cpp_vocab(name), extra, true);
+}
+
+/// [`check_vocab_with`] on the file at `path`; `expected_files`: also compare with llama.cpp's
+/// `.inp/.out` files of vocab `name`.
+fn check_file(name: &str, path: &std::path::Path, extra: Vec<String>, expected_files: bool) {
+    let tok = load(path);
     let mut texts = corpus();
     texts.extend(extra);
     let answer = oracle(&json!({
@@ -58,7 +63,11 @@ fn check_vocab_with(name: &str, extra: Vec<String>) {
             ));
         }
     }
-    let (n_expected, expected_failures) = check_expected_files(name, &tok);
+    let (n_expected, expected_failures) = if expected_files {
+        check_expected_files(name, &tok)
+    } else {
+        (0, Vec::new())
+    };
     failures.extend(expected_failures);
     assert!(
         failures.is_empty(),
@@ -302,5 +311,102 @@ fn unsupported_tokenizers_are_errors() {
             Err(e) => panic!("{name}: wrong error kind {e}"),
             Ok(_) => panic!("{name}: expected an error"),
         }
+    }
+}
+
+/// A copy of llama.cpp's vocab `base` with `tokenizer.ggml.pre` set to `pre` (vocab-only files
+/// hold no tensors, so the bytes after the value can move), in the test's temp dir.
+fn vocab_with_pre(base: &str, pre: &str) -> std::path::PathBuf {
+    let bytes = std::fs::read(llama_cpp_vocab(base)).expect("read");
+    assert_eq!(
+        u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
+        0,
+        "{base}: a vocab-only file has no tensors"
+    );
+    let key = b"tokenizer.ggml.pre";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("pre key")
+        + key.len();
+    // Value type (string = 8), length (u64), then the text.
+    assert_eq!(u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()), 8);
+    let len = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().unwrap()) as usize;
+    let mut out = bytes[..at + 4].to_vec();
+    out.extend_from_slice(&(pre.len() as u64).to_le_bytes());
+    out.extend_from_slice(pre.as_bytes());
+    out.extend_from_slice(&bytes[at + 12 + len..]);
+    let path =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{base}-{pre}.gguf"));
+    std::fs::write(&path, out).expect("write");
+    path
+}
+
+/// Texts where case changes inside words, contractions in both cases, digits and punctuation
+/// runs with slashes and line breaks: what the Tekken and GPT-4o patterns split differently.
+fn cased_texts() -> Vec<String> {
+    [
+        "HelloWorld iPhone McDonald's HTTPServer ABCdef aBC",
+        "ÉCOLE École ÉtÉ naïveÉtÉ ÅngströmÖL Straße STRASSE",
+        "I'M you'RE we'Ve THEY'LL it's He'd DON'T",
+        "日本Word Привет МИР мИр ΑΒΓδε",
+        "12345 1.5e10 ²³ ١٢٣",
+        "a/b//c\n!!/\n\r\n ?!/x  \t\n\n  end  ",
+        "camelCaseIdentifier snake_case_id SCREAMING_CASE __init__",
+        "x\u{301}y ÀÁ\u{300}b",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Mistral's Tekken (Ministral, Mistral Small 3): llama.cpp's `std::regex` pattern on its
+/// collapsed text, on the Llama 3 vocabulary relabelled `tekken`.
+#[test]
+fn tekken_bpe() {
+    check_file(
+        "tekken",
+        &vocab_with_pre("llama-bpe", "tekken"),
+        cased_texts(),
+        false,
+    );
+}
+
+/// GPT-4o's pattern (also `llama4`): Tekken's with contractions and up to three digits.
+#[test]
+fn gpt4o_bpe() {
+    check_file(
+        "gpt-4o",
+        &vocab_with_pre("llama-bpe", "gpt-4o"),
+        cased_texts(),
+        false,
+    );
+}
+
+/// DeepSeek V3 and Hunyuan Dense: up to three digits, CJK and kana runs, then punctuation
+/// before ASCII words, letters with marks, punctuation runs, whitespace.
+#[test]
+fn deepseek_v3_bpe() {
+    let mut extra = deepseek_texts();
+    extra.extend(cased_texts());
+    extra.extend(
+        [
+            "ひらがなカタカナ漢字 ﾊﾝｶｸ 한국어 #include <stdio.h> $HOME @user",
+            "x = a+b; // 注释。\n\n  y",
+            "«Bonjour» „Hallo“ ¿Qué? ¡Hola! .Привет +día $привет ,niño (ñandú)",
+            "漢字かなWordカナ123abc 日本語の文章。English text、中文",
+            "\u{300}\u{301}a 5a 5 a5 \u{200d}x \u{85}x",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    // On DeepSeek LLM's vocabulary (CJK merges) and on Llama 3's, whose merges cross the
+    // boundaries this pattern draws (`.get`, `(self`), so that a wrong split changes the ids.
+    for (base, pre) in [
+        ("deepseek-llm", "deepseek-v3"),
+        ("llama-bpe", "deepseek-v3"),
+        ("deepseek-llm", "hunyuan-dense"),
+    ] {
+        check_file(pre, &vocab_with_pre(base, pre), extra.clone(), false);
     }
 }

@@ -78,6 +78,15 @@ fn pre_type(pre: &str) -> Result<PreType> {
             &[LineBreaks, SpaceLetters, SpacePunct, CjkRuns, SingleNumbers],
             false,
         ),
+        "tekken" => PreType {
+            ignore_merges: true,
+            add_bos: true,
+            ..p(&[Tekken], false)
+        },
+        "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => p(&[Gpt4o], false),
+        "deepseek-v3" | "hunyuan-dense" | "joyai-llm" | "hy_v4" => {
+            p(&[NumberTriples, CjkKanaRuns, DeepseekV3], false)
+        }
         "gemma4" | "granite-embed-multi-311m" => PreType {
             gemma4: true,
             ..p(&[NewlineRuns], true)

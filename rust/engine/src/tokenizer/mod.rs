@@ -12,7 +12,8 @@
 //! Supported `tokenizer.ggml.pre` values (see `load.rs`): none/`default`, `llama3` (`llama-bpe`,
 //! ..), `dbrx`, `smaug-bpe`, `falcon`, `gpt-2` (and the names llama.cpp treats alike: `mpt`,
 //! `olmo`, `jais`, ..), `starcoder` (`refact`, ..), `command-r`, `smollm`, `qwen2`, `qwen35`,
-//! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`. WordPiece ignores it.
+//! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`, `tekken`, `gpt-4o` (`llama4`,
+//! ..), `deepseek-v3` (`hunyuan-dense`, ..). WordPiece ignores it.
 //!
 //! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
 //! tokenizer (`spm.rs`, `bpe.rs` after `pretokenize.rs`, `wpm.rs` or `ugm.rs`) on each plain-text
@@ -26,7 +27,7 @@
 //! (the end-of-generation set is identical either way). Special tokens of equal length are tried
 //! in id order (llama.cpp's sort leaves their order unspecified). A WordPiece vocabulary without
 //! an UNK token makes encoding a word it cannot cut an error (llama.cpp writes token id -1). Other
-//! BPE pre-tokenizers (e.g. `gpt-4o`, `deepseek-v3`, `chatglm-bpe`, `sarvam-moe`) and the RWKV
+//! BPE pre-tokenizers (e.g. `chatglm-bpe`, `glm4`, `kimi-k2`, `sarvam-moe`) and the RWKV
 //! tokenizer model are reported as [`crate::Error::Tokenizer`].
 
 mod bpe;

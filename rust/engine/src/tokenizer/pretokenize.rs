@@ -51,6 +51,19 @@ pub(crate) enum Stage {
     SpacePunct,
     /// `[^\n]+|[\n]+`: runs of newlines and runs of anything else (Gemma 4).
     NewlineRuns,
+    /// Mistral's Tekken: `[^\r\n\p{L}\p{N}]?` then upper-then-lower or upper-case letter runs
+    /// (`((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|..+..*`), `\p{N}`, punctuation with
+    /// `[\r\n/]*`, then Llama 3's whitespace rules ([`split_cased`]).
+    Tekken,
+    /// As [`Stage::Tekken`] with an optional `'s|'t|'re|'ve|'m|'ll|'d` after the letters and
+    /// `\p{N}{1,3}` (GPT-4o, Llama 4).
+    Gpt4o,
+    /// `\p{N}{1,3}`: up to three number codepoints (DeepSeek V3).
+    NumberTriples,
+    /// `[一-龥぀-ゟ゠-ヿ]+`: runs of U+4E00..=U+9FA5 and the kana blocks (DeepSeek V3).
+    CjkKanaRuns,
+    /// DeepSeek V3's last stage ([`deepseek_v3_at`]).
+    DeepseekV3,
 }
 
 /// The letter class of DeepSeek LLM's `\s?[A-Za-zµÀ-ÖØ-öø-ƺ..]+` pattern (its tokenizer's own list of
@@ -195,6 +208,23 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                 }),
                 Stage::NewlineRuns => isolate(&t, start, end, &mut out, |t, p, e| {
                     run(t, p, e, |_, cp| cp == 0x0A)
+                }),
+                Stage::Tekken => split_cased(&t, start, end, 1, false, &mut out),
+                Stage::Gpt4o => split_cased(&t, start, end, 3, true, &mut out),
+                Stage::NumberTriples => isolate(&t, start, end, &mut out, |t, p, e| {
+                    let (s, run_end) = run(t, p, e, |f, _| f.number)?;
+                    Some((s, run_end.min(s + 3)))
+                }),
+                Stage::CjkKanaRuns => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(
+                        t,
+                        p,
+                        e,
+                        |_, cp| matches!(cp, 0x4E00..=0x9FA5 | 0x3040..=0x309F | 0x30A0..=0x30FF),
+                    )
+                }),
+                Stage::DeepseekV3 => isolate(&t, start, end, &mut out, |t, p, e| {
+                    (p..e).find_map(|i| Some((i, deepseek_v3_at(t, i, e)?)))
                 }),
             }
             start = end;
@@ -435,6 +465,126 @@ fn split_llama3(
         pos = whitespace_tail(t, pos, end, true);
         em.token(pos);
     }
+}
+
+/// The contraction `'s|'t|'re|'ve|'m|'ll|'d` (either case) at `pos`: its end.
+fn contraction_at(t: &Text<'_>, pos: usize, end: usize) -> Option<usize> {
+    if t.cp(pos, end) != Some(0x27) {
+        return None;
+    }
+    let c1 = ascii_lower(t.cp(pos + 1, end));
+    if is_contraction1(c1) {
+        return Some(pos + 2);
+    }
+    is_contraction2(c1, ascii_lower(t.cp(pos + 2, end))).then_some(pos + 3)
+}
+
+/// Tekken's and GPT-4o's pattern, which llama.cpp runs through `std::regex` on its collapsed
+/// text (every non-ASCII letter is one byte that is neither `a-z` nor `A-Z`), first alternative
+/// that matches at each position:
+/// 1. `P?U*L+` and 2. `P?U+L*`, `P` = `[^\r\n\p{L}\p{N}]`, `U` a letter not `a-z`, `L` a
+///    letter not `A-Z` (a non-ASCII letter is both), then (GPT-4o) an optional contraction;
+/// 3. `\p{N}{1,max_digits}`; 4. ` ?[^\s\p{L}\p{N}]+[\r\n/]*`; 5.-7. the whitespace rules.
+fn split_cased(
+    t: &Text<'_>,
+    ini: usize,
+    end: usize,
+    max_digits: usize,
+    contractions: bool,
+    out: &mut Vec<usize>,
+) {
+    let cp_is = |i: usize, lo: u32, hi: u32| t.cp(i, end).is_some_and(|c| (lo..=hi).contains(&c));
+    let upper = |i: usize| t.fl(i, end).letter && !cp_is(i, 0x61, 0x7A);
+    let lower = |i: usize| t.fl(i, end).letter && !cp_is(i, 0x41, 0x5A);
+    let run_end = |mut i: usize, class: &dyn Fn(usize) -> bool| {
+        while class(i) {
+            i += 1;
+        }
+        i
+    };
+    // U*L+ from s: the greedy U* gives back codepoints until an L can start.
+    let upper_lower = |s: usize| {
+        let k = (s..=run_end(s, &upper)).rev().find(|&k| lower(k))?;
+        Some(run_end(k, &lower))
+    };
+    // U+L* from s.
+    let upper_then = |s: usize| upper(s).then(|| run_end(run_end(s, &upper), &lower));
+    let other = |i: usize| {
+        let f = t.fl(i, end);
+        f.valid && !(f.whitespace || f.letter || f.number)
+    };
+    let mut em = Emitter { out, prev: ini };
+    let mut pos = ini;
+    while pos < end {
+        let (cp, f) = (t.cp(pos, end), t.fl(pos, end));
+        // Where the letters start: after a `P` codepoint, or here. (A `P` codepoint is no
+        // letter, so only one of the two can match.)
+        let prefix = !(matches!(cp, Some(0x0D | 0x0A)) || f.letter || f.number);
+        let s = if prefix { pos + 1 } else { pos };
+        if let Some(mut e) = upper_lower(s).or_else(|| upper_then(s)) {
+            if contractions {
+                e = contraction_at(t, e, end).unwrap_or(e);
+            }
+            pos = e;
+        } else if f.number {
+            pos = (pos..end)
+                .take(max_digits)
+                .find(|&i| !t.fl(i, end).number)
+                .unwrap_or((pos + max_digits).min(end));
+        } else if other(pos) || (cp == Some(0x20) && other(pos + 1)) {
+            pos = run_end(pos + usize::from(!other(pos)), &other);
+            while matches!(t.cp(pos, end), Some(0x0D | 0x0A | 0x2F)) {
+                pos += 1;
+            }
+        } else {
+            pos = whitespace_tail(t, pos, end, true);
+        }
+        em.token(pos);
+    }
+}
+
+/// DeepSeek V3's (and Hunyuan's) last pattern at `pos`, through `std::regex` on llama.cpp's
+/// collapsed text, first alternative that matches: `[!-/:-@[-`{-~][A-Za-z]+`,
+/// `[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+`, ` ?[\p{P}\p{S}]+[\r\n]*`, then the whitespace
+/// rules. Returns the match's end; `None` where nothing matches (a digit or an unassigned or
+/// control codepoint not before a letter: the gaps become pieces of their own).
+fn deepseek_v3_at(t: &Text<'_>, pos: usize, end: usize) -> Option<usize> {
+    let cp = t.cp(pos, end)?;
+    let f = t.fl(pos, end);
+    let ascii_letter = |i: usize| matches!(t.cp(i, end), Some(0x41..=0x5A | 0x61..=0x7A));
+    let letter_mark = |i: usize| {
+        let f = t.fl(i, end);
+        f.letter || f.mark
+    };
+    let punct_symbol = |i: usize| {
+        let f = t.fl(i, end);
+        f.punctuation || f.symbol
+    };
+    let run_end = |mut i: usize, class: &dyn Fn(usize) -> bool| {
+        while class(i) {
+            i += 1;
+        }
+        i
+    };
+    if matches!(cp, 0x21..=0x2F | 0x3A..=0x40 | 0x5B..=0x60 | 0x7B..=0x7E) && ascii_letter(pos + 1)
+    {
+        return Some(run_end(pos + 1, &ascii_letter));
+    }
+    let prefix = !(matches!(cp, 0x0D | 0x0A) || f.letter || f.punctuation || f.symbol);
+    if prefix && letter_mark(pos + 1) {
+        return Some(run_end(pos + 1, &letter_mark));
+    }
+    if letter_mark(pos) {
+        return Some(run_end(pos, &letter_mark));
+    }
+    if punct_symbol(pos) || (cp == 0x20 && punct_symbol(pos + 1)) {
+        let mut e = run_end(pos + usize::from(cp == 0x20), &punct_symbol);
+        while matches!(t.cp(e, end), Some(0x0D | 0x0A)) {
+            e += 1;
+        }
+        return Some(e);
+    }
+    f.whitespace.then(|| whitespace_tail(t, pos, end, true))
 }
 
 #[cfg(test)]

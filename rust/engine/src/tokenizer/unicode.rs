@@ -113,6 +113,7 @@ pub(crate) struct Flags {
     pub number: bool,
     pub mark: bool,
     pub punctuation: bool,
+    pub symbol: bool,
     pub whitespace: bool,
 }
 
@@ -126,6 +127,7 @@ impl Flags {
             number: cat == Category::Number,
             mark: cat == Category::Mark,
             punctuation: cat == Category::Punctuation,
+            symbol: cat == Category::Symbol,
             whitespace: is_whitespace(cp),
         }
     }
