@@ -410,3 +410,36 @@ fn deepseek_v3_bpe() {
         check_file(pre, &vocab_with_pre(base, pre), extra.clone(), false);
     }
 }
+
+/// Scripts with combining marks, digit runs of every length and CJK punctuation, Hangul and
+/// Bopomofo: what the patterns below treat differently.
+fn marks_digits_cjk_texts() -> Vec<String> {
+    [
+        "हिन्दी भाषा বাংলা ভাষা ไทย ภาษา తెలుగు Tiếng Việt",
+        "1 12 123 1234 12345 123456 1234567 abc1234 x123y 1,234,567.89 ١٢٣٤ 二〇二六",
+        "한국어 문장입니다。ㄱㄴㄷ ㄅㄆㄇ 「引用」『書名』！…“Quote”‘q’—：；，、〜︰﹏",
+        "ÀÁ\u{300}b x\u{301}Y I'M it's 日本語Word",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// More `tokenizer.ggml.pre` values on relabelled llama.cpp vocabularies: Granite Embedding
+/// multilingual 97M (GPT-4o's pattern with marks), Tiny Aya (digit groups from the right, then
+/// letter-and-mark runs), Youtu (Hangul/CJK classes, then letter-and-mark runs with single
+/// digits), MiniCPM 5 (digit triples, then Llama 3's pattern).
+#[test]
+fn more_bpe_pre_types() {
+    let mut extra = cased_texts();
+    extra.extend(marks_digits_cjk_texts());
+    for (base, pre) in [
+        ("llama-bpe", "granite-embed-multi-97m"),
+        ("llama-bpe", "tiny_aya"),
+        ("llama-bpe", "youtu"),
+        ("deepseek-llm", "youtu"),
+        ("llama-bpe", "minicpm5"),
+    ] {
+        check_file(pre, &vocab_with_pre(base, pre), extra.clone(), false);
+    }
+}

@@ -87,6 +87,19 @@ fn pre_type(pre: &str) -> Result<PreType> {
         "deepseek-v3" | "hunyuan-dense" | "joyai-llm" | "hy_v4" => {
             p(&[NumberTriples, CjkKanaRuns, DeepseekV3], false)
         }
+        "granite-embed-multi-97m" => PreType {
+            ignore_merges: true,
+            ..p(&[Gpt4oMarks], false)
+        },
+        "tiny_aya" | "cohere2moe" => p(&[DigitGroups, Gpt4oRuns], false),
+        "youtu" => PreType {
+            ignore_merges: true,
+            ..p(&[YoutuCjk, YoutuWords], false)
+        },
+        "minicpm5" => PreType {
+            ignore_merges: true,
+            ..p(&[NumberTriples, Llama3], true)
+        },
         "gemma4" | "granite-embed-multi-311m" => PreType {
             gemma4: true,
             ..p(&[NewlineRuns], true)

@@ -58,6 +58,20 @@ pub(crate) enum Stage {
     /// As [`Stage::Tekken`] with an optional `'s|'t|'re|'ve|'m|'ll|'d` after the letters and
     /// `\p{N}{1,3}` (GPT-4o, Llama 4).
     Gpt4o,
+    /// As [`Stage::Gpt4o`] with combining marks counted as letters of either case (Granite
+    /// Embedding multilingual 97M).
+    Gpt4oMarks,
+    /// As [`Stage::Gpt4o`] with letter-or-mark runs whatever their case (llama.cpp's collapsed
+    /// text maps `\p{Lu}` and `\p{Ll}` alike to "letter"; Tiny Aya).
+    Gpt4oRuns,
+    /// As [`Stage::Gpt4oRuns`] with single digits (Youtu).
+    YoutuWords,
+    /// Runs of digits cut into groups of three from the right, the text before a run joined to
+    /// its first group (llama.cpp's custom `\d{1,3}(?=(?:\d{3})*\b)`; Tiny Aya).
+    DigitGroups,
+    /// `[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+`: Hangul, CJK
+    /// punctuation, Bopomofo, and CJK/kana runs (Youtu).
+    YoutuCjk,
     /// `\p{N}{1,3}`: up to three number codepoints (DeepSeek V3).
     NumberTriples,
     /// `[一-龥぀-ゟ゠-ヿ]+`: runs of U+4E00..=U+9FA5 and the kana blocks (DeepSeek V3).
@@ -209,8 +223,24 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                 Stage::NewlineRuns => isolate(&t, start, end, &mut out, |t, p, e| {
                     run(t, p, e, |_, cp| cp == 0x0A)
                 }),
-                Stage::Tekken => split_cased(&t, start, end, 1, false, &mut out),
-                Stage::Gpt4o => split_cased(&t, start, end, 3, true, &mut out),
+                Stage::Tekken => split_cased(&t, start, end, (Letters::Case, 1, false), &mut out),
+                Stage::Gpt4o => split_cased(&t, start, end, (Letters::Case, 3, true), &mut out),
+                Stage::Gpt4oMarks => {
+                    split_cased(&t, start, end, (Letters::CaseMarks, 3, true), &mut out)
+                }
+                Stage::Gpt4oRuns => split_cased(&t, start, end, (Letters::Runs, 3, true), &mut out),
+                Stage::YoutuWords => {
+                    split_cased(&t, start, end, (Letters::Runs, 1, true), &mut out)
+                }
+                Stage::DigitGroups => digit_groups(&t, start, end, &mut out),
+                Stage::YoutuCjk => isolate(&t, start, end, &mut out, |t, p, e| {
+                    let s = (p..e).find(|&i| youtu_class(t.cps[i]).is_some())?;
+                    let class = youtu_class(t.cps[s]);
+                    let end = (s..e)
+                        .find(|&i| youtu_class(t.cps[i]) != class)
+                        .unwrap_or(e);
+                    Some((s, end))
+                }),
                 Stage::NumberTriples => isolate(&t, start, end, &mut out, |t, p, e| {
                     let (s, run_end) = run(t, p, e, |f, _| f.number)?;
                     Some((s, run_end.min(s + 3)))
@@ -479,6 +509,66 @@ fn contraction_at(t: &Text<'_>, pos: usize, end: usize) -> Option<usize> {
     is_contraction2(c1, ascii_lower(t.cp(pos + 2, end))).then_some(pos + 3)
 }
 
+/// Which codepoints [`split_cased`] counts as upper- (`U`) and lower-case (`L`) letters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Letters {
+    /// Letters; `U` not `a-z`, `L` not `A-Z`.
+    Case,
+    /// As [`Letters::Case`] over letters and combining marks.
+    CaseMarks,
+    /// Letters and marks, `U` and `L` alike.
+    Runs,
+}
+
+/// [`Stage::DigitGroups`], as llama.cpp's `unicode_regex_split_custom_afmoe`: each run of
+/// numbers is cut into its first `len % 3` codepoints (if any) and groups of three, and the
+/// text since the previous cut goes with the run's first piece.
+fn digit_groups(t: &Text<'_>, ini: usize, end: usize, out: &mut Vec<usize>) {
+    let mut em = Emitter { out, prev: ini };
+    let mut pos = ini;
+    while pos < end {
+        if !t.flags[pos].number {
+            pos += 1;
+            continue;
+        }
+        let run = pos;
+        while t.fl(pos, end).number {
+            pos += 1;
+        }
+        let mut cut = run + (pos - run) % 3;
+        if cut > run {
+            em.token(cut);
+        }
+        while cut < pos {
+            cut += 3;
+            em.token(cut);
+        }
+    }
+    em.token(end);
+}
+
+/// Which of [`Stage::YoutuCjk`]'s four classes `cp` is in.
+fn youtu_class(cp: u32) -> Option<u8> {
+    match cp {
+        0xAC00..=0xD7A3 | 0x3131..=0x318E => Some(0),
+        0xFF01
+        | 0x2026
+        | 0x201C
+        | 0x201D
+        | 0x2018
+        | 0x2019
+        | 0x2014
+        | 0xFF1A
+        | 0xFF1B
+        | 0xFF0C
+        | 0x3001..=0x303F
+        | 0xFE30..=0xFE4F => Some(1),
+        0x3105..=0x312F => Some(2),
+        0x4E00..=0x9FA5 | 0x3040..=0x309F | 0x30A0..=0x30FF => Some(3),
+        _ => None,
+    }
+}
+
 /// Tekken's and GPT-4o's pattern, which llama.cpp runs through `std::regex` on its collapsed
 /// text (every non-ASCII letter is one byte that is neither `a-z` nor `A-Z`), first alternative
 /// that matches at each position:
@@ -489,13 +579,17 @@ fn split_cased(
     t: &Text<'_>,
     ini: usize,
     end: usize,
-    max_digits: usize,
-    contractions: bool,
+    (letters, max_digits, contractions): (Letters, usize, bool),
     out: &mut Vec<usize>,
 ) {
     let cp_is = |i: usize, lo: u32, hi: u32| t.cp(i, end).is_some_and(|c| (lo..=hi).contains(&c));
-    let upper = |i: usize| t.fl(i, end).letter && !cp_is(i, 0x61, 0x7A);
-    let lower = |i: usize| t.fl(i, end).letter && !cp_is(i, 0x41, 0x5A);
+    let letter = |i: usize| {
+        let f = t.fl(i, end);
+        f.letter || (letters != Letters::Case && f.mark)
+    };
+    let cased = letters != Letters::Runs;
+    let upper = |i: usize| letter(i) && !(cased && cp_is(i, 0x61, 0x7A));
+    let lower = |i: usize| letter(i) && !(cased && cp_is(i, 0x41, 0x5A));
     let run_end = |mut i: usize, class: &dyn Fn(usize) -> bool| {
         while class(i) {
             i += 1;
@@ -517,11 +611,12 @@ fn split_cased(
     let mut pos = ini;
     while pos < end {
         let (cp, f) = (t.cp(pos, end), t.fl(pos, end));
-        // Where the letters start: after a `P` codepoint, or here. (A `P` codepoint is no
-        // letter, so only one of the two can match.)
+        // Where the letters start: after a `P` codepoint, else here (a mark is both).
         let prefix = !(matches!(cp, Some(0x0D | 0x0A)) || f.letter || f.number);
-        let s = if prefix { pos + 1 } else { pos };
-        if let Some(mut e) = upper_lower(s).or_else(|| upper_then(s)) {
+        let starts = [prefix.then_some(pos + 1), Some(pos)];
+        let starts = starts.iter().flatten();
+        let matched = starts.clone().find_map(|&s| upper_lower(s));
+        if let Some(mut e) = matched.or_else(|| starts.clone().find_map(|&s| upper_then(s))) {
             if contractions {
                 e = contraction_at(t, e, end).unwrap_or(e);
             }
