@@ -286,21 +286,7 @@ fn bert_bge_wpm() {
 /// llama.cpp in `tokenizer_oracle.rs`.)
 #[test]
 fn unsupported_tokenizers_are_errors() {
-    let mut files: Vec<(std::path::PathBuf, &str)> = Vec::new();
-    let mut bytes = std::fs::read(llama_cpp_vocab("deepseek-llm")).expect("read");
-    let key = b"tokenizer.ggml.pre";
-    let at = bytes
-        .windows(key.len())
-        .position(|w| w == key)
-        .expect("pre key")
-        + key.len();
-    // Value type (u32 string = 8), length (u64), then the text.
-    let value = at + 4 + 8;
-    assert_eq!(&bytes[value..value + 12], b"deepseek-llm");
-    bytes[value..value + 12].copy_from_slice(b"no-such-pre0");
-    let patched = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-such-pre.gguf");
-    std::fs::write(&patched, bytes).expect("write");
-    files.push((patched, "no-such-pre0"));
+    let files = [(vocab_with_pre("deepseek-llm", "no-such-pre"), "no-such-pre")];
     for (path, needle) in files {
         let gguf = GgufFile::open(&path).expect("open");
         let name = path.display();
