@@ -121,13 +121,33 @@ test('6 requests on 2 sequences all settle, each once', async () => {
       results.every((r) => r.choices[0].finish_reason === 'length'),
       'every answer runs to max_tokens',
     );
-    // Every request settles exactly once. The order they settle in is not asserted: native
-    // requests are queued when their futures are first polled, not when the calls are made, and
-    // CI saw both 0,1,2,4,3,5 and 1,2,3,4,5,0 (request 0 admitted last). Known issue: admission
-    // should follow call order (a ticket taken at call time).
+    // Every request settles exactly once (the order is asserted on one sequence, below: here two
+    // answers finishing in the same step may settle in either order).
     assert.deepEqual([...order].sort(), [0, 1, 2, 3, 4, 5], `settle order ${order}`);
   } finally {
     two.dispose();
+  }
+});
+
+test('requests are served in the order they were made, chat completions included', async () => {
+  // One sequence: each request runs alone, so the order they settle in is the order the
+  // scheduler admitted them. Chat completions first fit their messages (tokenizing on a worker
+  // thread, which may finish in any order); before each generation kept its call's turn, CI saw
+  // request 0 admitted last.
+  const one = await LocalLLM.create({ model: MODEL, contextSize: 256, threads: 2 });
+  try {
+    const order: number[] = [];
+    const all = Array.from({ length: 6 }, (_, i) => {
+      const made =
+        i % 2 === 0
+          ? one.chat.completions.create(request(`Count from ${i + 1} to ${i + 40}, separated by commas.`, 4))
+          : one.context.generate(`Count from ${i + 1} to ${i + 40}:`, { maxTokens: 4 });
+      return made.then(() => order.push(i));
+    });
+    await within(Promise.all(all), 60_000, '6 requests on 1 sequence');
+    assert.deepEqual(order, [0, 1, 2, 3, 4, 5]);
+  } finally {
+    one.dispose();
   }
 });
 

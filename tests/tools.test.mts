@@ -246,7 +246,8 @@ test('a generation with tool calls maps to OpenAI messages and stream chunks', a
     },
   });
   const fake = {
-    generateResult: async () => result(''),
+    takeTurn: () => ({ ready: Promise.resolve(), done: () => {} }),
+    generateResultInTurn: async () => result(''),
     async *streamParts(_p: unknown, _o: unknown, onResult: (r: GenerationResult) => void) {
       yield { text: 'Let me check.', logprobs: [] };
       onResult(result('Let me check.'));

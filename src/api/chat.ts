@@ -245,9 +245,15 @@ export class ChatCompletions {
     if (params.stream) {
       return this.createStream(context, params, options, model);
     }
-    const fitted = await this.fit(params, options, context);
-    const result = await context.generateResult(this.prompt(params, fitted), options);
-    return { ...response(result, options, model), ...(fitted !== undefined ? { _context: fitted.meta } : {}) };
+    // Taken now: the generation keeps the call's place while the messages are fitted.
+    const turn = context.takeTurn();
+    try {
+      const fitted = await this.fit(params, options, context);
+      const result = await context.generateResultInTurn(this.prompt(params, fitted), options, turn);
+      return { ...response(result, options, model), ...(fitted !== undefined ? { _context: fitted.meta } : {}) };
+    } finally {
+      turn.done();
+    }
   }
 
   /**

@@ -14,6 +14,8 @@ import { benchmarkOptionRules, checkOptions, invalidOption, REAL_RULE, checkNumb
 import { batchOptions, toParams, withProgressStop } from './params';
 import type { InfillPrompt, PromptSource } from './params';
 import { PausedStreams } from './paused-streams';
+import { Turns } from './turns';
+import type { Turn } from './turns';
 import { localPath } from './paths';
 import type {
   BatchResult,
@@ -53,8 +55,8 @@ function preemptedError(): LocalLLMError {
  * An inference context: worker threads and `maxSequences` sequences (1 by default), each a KV
  * cache for one model. Every generation (`generate`, `stream`, batches, chat completions, with
  * or without tools, grammars, log-probabilities or a draft model) takes a free sequence, or
- * waits for one (first come, first served as the engine receives them: calls made at the same
- * moment may be admitted in either order), and all running ones advance together, one forward
+ * waits for one (first come, first served in the order of the calls; a stream when it is first
+ * read), and all running ones advance together, one forward
  * pass per step (a `contextShift` shifts the request's own sequence); each answer equals the one
  * it gets alone (greedy: token for token). A sequence's cache keeps its previous prompt, so a
  * follow-up sharing its prefix skips re-evaluating it. The other calls (clear, embed, warmup,
@@ -72,6 +74,8 @@ export class InferenceContext {
   private lastResult: GenerationResult | null = null;
   /** This context's streams paused at a `yield` (see {@link PausedStreams}). */
   private readonly paused = new PausedStreams();
+  /** The order of its generations (see {@link Turns}). */
+  private readonly turns = new Turns();
 
   /** @internal Use {@link Model.createContext}. */
   constructor(handle: LlmContext) {
@@ -118,7 +122,21 @@ export class InferenceContext {
    * decoding; the promise then rejects with an AbortError once the worker has stopped.
    */
   async generateResult(prompt: PromptSource, options: GenerateOptions = {}): Promise<GenerationResult> {
-    const { result, aborted } = await this.run(prompt, options);
+    return this.generateResultInTurn(prompt, options, this.turns.take());
+  }
+
+  /**
+   * @internal A place in this context's order of generations, for a caller that prepares
+   * asynchronously between its call and {@link generateResultInTurn} (chat completions): its
+   * generation then reaches the scheduler in the order the calls were made (see {@link Turns}).
+   */
+  takeTurn(): Turn {
+    return this.turns.take();
+  }
+
+  /** @internal {@link generateResult} in a turn from {@link takeTurn}. */
+  async generateResultInTurn(prompt: PromptSource, options: GenerateOptions, turn: Turn): Promise<GenerationResult> {
+    const { result, aborted } = await this.run(prompt, options, turn);
     if (aborted) {
       throw abortError(options.signal);
     }
@@ -132,32 +150,37 @@ export class InferenceContext {
   private async run(
     prompt: PromptSource,
     options: GenerateOptions,
+    turn: Turn = this.turns.take(),
   ): Promise<{ result: GenerationResult; aborted: boolean }> {
     if (options.onPromptProgress !== undefined) {
+      turn.done(); // a stream starts when it is read
       return this.runStreamed(prompt, withProgressStop(options));
-    }
-    const handle = this.ensureHandle();
-    const { signal } = options;
-    if (signal?.aborted) {
-      throw abortError(signal);
     }
     const { CancelToken } = getBindings();
     const token = new CancelToken();
+    const { signal } = options;
     const onAbort = () => token.cancel();
-    signal?.addEventListener('abort', onAbort);
     try {
+      const handle = this.ensureHandle();
+      if (signal?.aborted) {
+        throw abortError(signal);
+      }
+      signal?.addEventListener('abort', onAbort);
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () => toParams(prompt, options));
+      await turn.ready;
       this.paused.preemptFor(handle.maxSequences());
-      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token)).catch(
-        (e: unknown) => {
-          // A request aborted before it got a sequence ends with an error, not a result.
-          throw signal?.aborted ? abortError(signal) : e;
-        },
-      );
+      // The native call queues the request before it returns: the next turn may go.
+      const pending = wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generate(params, token));
+      turn.done();
+      const native = await pending.catch((e: unknown) => {
+        // A request aborted before it got a sequence ends with an error, not a result.
+        throw signal?.aborted ? abortError(signal) : e;
+      });
       const result = toResult(native, options.nProbs !== undefined);
       this.lastResult = result;
       return { result, aborted: signal?.aborted === true || result.finishReason === 'cancelled' };
     } finally {
+      turn.done();
       signal?.removeEventListener('abort', onAbort);
       destroy(token);
     }
