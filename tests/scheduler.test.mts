@@ -138,10 +138,12 @@ test('requests are served in the order they were made, chat completions included
   try {
     const order: number[] = [];
     const all = Array.from({ length: 6 }, (_, i) => {
-      const made =
-        i % 2 === 0
-          ? one.chat.completions.create(request(`Count from ${i + 1} to ${i + 40}, separated by commas.`, 4))
-          : one.context.generate(`Count from ${i + 1} to ${i + 40}:`, { maxTokens: 4 });
+      const chat = request(`Count from ${i + 1} to ${i + 40}, separated by commas.`, 4);
+      const made = [
+        () => one.chat.completions.create(chat),
+        () => one.context.generate(`Count from ${i + 1} to ${i + 40}:`, { maxTokens: 4 }),
+        () => one.chat.completions.createBatch([chat]),
+      ][i % 3]();
       return made.then(() => order.push(i));
     });
     await within(Promise.all(all), 60_000, '6 requests on 1 sequence');

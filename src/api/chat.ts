@@ -278,18 +278,27 @@ export class ChatCompletions {
       }
       return { options: this.options(params), model: params.model ?? this.modelName };
     });
-    const fitted: (Fitted | undefined)[] = [];
-    for (const [i, params] of paramsList.entries()) {
-      fitted.push(await this.fit(params, list[i].options, context));
+    const turn = context.takeTurn();
+    try {
+      const fitted: (Fitted | undefined)[] = [];
+      for (const [i, params] of paramsList.entries()) {
+        fitted.push(await this.fit(params, list[i].options, context));
+      }
+      const results = await context.generateBatchResultsInTurn(
+        paramsList.map((params, i) => this.prompt(params, fitted[i])),
+        list.map((l) => l.options),
+        turn,
+      );
+      return results.map((result, i) => {
+        const meta = fitted[i]?.meta;
+        return {
+          ...response(result, list[i].options, list[i].model),
+          ...(meta !== undefined ? { _context: meta } : {}),
+        };
+      });
+    } finally {
+      turn.done();
     }
-    const results = await context.generateBatchResults(
-      paramsList.map((params, i) => this.prompt(params, fitted[i])),
-      list.map((l) => l.options),
-    );
-    return results.map((result, i) => {
-      const meta = fitted[i]?.meta;
-      return { ...response(result, list[i].options, list[i].model), ...(meta !== undefined ? { _context: meta } : {}) };
-    });
   }
 
   private async *createStream(

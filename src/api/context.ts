@@ -235,25 +235,37 @@ export class InferenceContext {
     prompts: PromptSource[],
     options: GenerateOptions | GenerateOptions[] = {},
   ): Promise<GenerationResult[]> {
-    const handle = this.ensureHandle();
-    const list = batchOptions(prompts, options);
-    const signals = list.flatMap((o) => (o.signal === undefined ? [] : [o.signal]));
-    const aborted = signals.find((s) => s.aborted);
-    if (aborted !== undefined) {
-      throw abortError(aborted);
-    }
+    return this.generateBatchResultsInTurn(prompts, options, this.turns.take());
+  }
+
+  /** @internal {@link generateBatchResults} in a turn from {@link takeTurn}. */
+  async generateBatchResultsInTurn(
+    prompts: PromptSource[],
+    options: GenerateOptions | GenerateOptions[],
+    turn: Turn,
+  ): Promise<GenerationResult[]> {
     const { CancelToken } = getBindings();
     const token = new CancelToken();
     const onAbort = () => token.cancel();
-    signals.forEach((s) => s.addEventListener('abort', onAbort));
+    let signals: AbortSignal[] = [];
     try {
+      const handle = this.ensureHandle();
+      const list = batchOptions(prompts, options);
+      signals = list.flatMap((o) => (o.signal === undefined ? [] : [o.signal]));
+      const aborted = signals.find((s) => s.aborted);
+      if (aborted !== undefined) {
+        throw abortError(aborted);
+      }
+      signals.forEach((s) => s.addEventListener('abort', onAbort));
       const params = wrapSync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
         prompts.map((prompt, i) => toParams(prompt, list[i])),
       );
+      await turn.ready;
       this.paused.preemptFor(handle.maxSequences());
-      const native = await wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () =>
-        handle.generateBatch(params, token),
-      ).catch((e: unknown) => {
+      // The native call queues the requests before it returns: the next turn may go.
+      const pending = wrapAsync(LocalLLMErrorCode.INFERENCE_FAILED, () => handle.generateBatch(params, token));
+      turn.done();
+      const native = await pending.catch((e: unknown) => {
         // A request aborted before it got a sequence ends with an error, not a result.
         const abortedNow = signals.find((s) => s.aborted);
         throw abortedNow !== undefined ? abortError(abortedNow) : e;
@@ -266,6 +278,7 @@ export class InferenceContext {
       }
       return results;
     } finally {
+      turn.done();
       signals.forEach((s) => s.removeEventListener('abort', onAbort));
       destroy(token);
     }
