@@ -405,6 +405,8 @@ fn marks_digits_cjk_texts() -> Vec<String> {
         "1 12 123 1234 12345 123456 1234567 abc1234 x123y 1,234,567.89 ١٢٣٤ 二〇二六",
         "한국어 문장입니다。ㄱㄴㄷ ㄅㄆㄇ 「引用」『書名』！…“Quote”‘q’—：；，、〜︰﹏",
         "ÀÁ\u{300}b x\u{301}Y I'M it's 日本語Word",
+        "ภาษาไทยดี ພາສາລາວ ភាសាខ្មែរ မြန်မာစာ ꦗꦮ ｶﾀｶﾅ 豈更 ⼀⼆ 鿿 ꀀꀁ",
+        "Hei.Mitä kuuluu?Hyvää!(sulut)|pipe…loppu。中文，逗号、顿号।हिंदी۔اردو،عربي",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -414,7 +416,9 @@ fn marks_digits_cjk_texts() -> Vec<String> {
 /// More `tokenizer.ggml.pre` values on relabelled llama.cpp vocabularies: Granite Embedding
 /// multilingual 97M (GPT-4o's pattern with marks), Tiny Aya (digit groups from the right, then
 /// letter-and-mark runs), Youtu (Hangul/CJK classes, then letter-and-mark runs with single
-/// digits), MiniCPM 5 (digit triples, then Llama 3's pattern).
+/// digits), MiniCPM 5 (digit triples, then Llama 3's pattern), Grok 2 (Qwen 2's pattern), AFMoE
+/// (digit groups, its scripts, then DeepSeek V3's pattern), BLOOM, Poro and GPT-3 Finnish (words
+/// up to whitespace or sentence punctuation).
 #[test]
 fn more_bpe_pre_types() {
     let mut extra = cased_texts();
@@ -425,6 +429,12 @@ fn more_bpe_pre_types() {
         ("llama-bpe", "youtu"),
         ("deepseek-llm", "youtu"),
         ("llama-bpe", "minicpm5"),
+        ("llama-bpe", "grok-2"),
+        ("llama-bpe", "afmoe"),
+        ("deepseek-llm", "afmoe"),
+        ("llama-bpe", "bloom"),
+        ("llama-bpe", "poro-chat"),
+        ("llama-bpe", "gpt3-finnish"),
     ] {
         check_file(pre, &vocab_with_pre(base, pre), extra.clone(), false);
     }

@@ -96,6 +96,10 @@ fn pre_type(pre: &str) -> Result<PreType> {
             ignore_merges: true,
             ..p(&[YoutuCjk, YoutuWords], false)
         },
+        "grok-2" => p(&[Qwen2], false),
+        "afmoe" => p(&[DigitGroups, AfmoeScripts, DeepseekV3], false),
+        "bloom" | "gpt3-finnish" => p(&[PunctBreaks], true),
+        "poro-chat" => p(&[PunctBreaks], false),
         "minicpm5" => PreType {
             ignore_merges: true,
             ..p(&[NumberTriples, Llama3], true)

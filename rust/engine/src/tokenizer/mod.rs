@@ -14,7 +14,7 @@
 //! `olmo`, `jais`, ..), `starcoder` (`refact`, ..), `command-r`, `smollm`, `qwen2`, `qwen35`,
 //! `megrez`, `stablelm2`, `deepseek-llm`, `deepseek-coder`, `gemma4`, `tekken`, `gpt-4o` (`llama4`,
 //! ..), `deepseek-v3` (`hunyuan-dense`, ..), `granite-embed-multi-97m`, `tiny_aya`, `youtu`,
-//! `minicpm5`. WordPiece ignores it.
+//! `minicpm5`, `grok-2`, `afmoe`, `bloom` (`poro-chat`, `gpt3-finnish`). WordPiece ignores it.
 //!
 //! Encoding first cuts special-token text out of the input (`special.rs`), then runs the model
 //! tokenizer (`spm.rs`, `bpe.rs` after `pretokenize.rs`, `wpm.rs` or `ugm.rs`) on each plain-text

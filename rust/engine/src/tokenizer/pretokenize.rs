@@ -72,6 +72,11 @@ pub(crate) enum Stage {
     /// `[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+`: Hangul, CJK
     /// punctuation, Bopomofo, and CJK/kana runs (Youtu).
     YoutuCjk,
+    /// Runs of AFMoE's scripts without spaces between words ([`afmoe_script`]).
+    AfmoeScripts,
+    /// ` ?[^(\s|.,!?…。，、।۔،)]+`: words up to whitespace or sentence punctuation (BLOOM, Poro,
+    /// GPT-3 Finnish).
+    PunctBreaks,
     /// `\p{N}{1,3}`: up to three number codepoints (DeepSeek V3).
     NumberTriples,
     /// `[一-龥぀-ゟ゠-ヿ]+`: runs of U+4E00..=U+9FA5 and the kana blocks (DeepSeek V3).
@@ -233,6 +238,16 @@ pub(crate) fn split(text: &str, stages: &[Stage]) -> Vec<(usize, usize)> {
                     split_cased(&t, start, end, (Letters::Runs, 1, true), &mut out)
                 }
                 Stage::DigitGroups => digit_groups(&t, start, end, &mut out),
+                Stage::AfmoeScripts => isolate(&t, start, end, &mut out, |t, p, e| {
+                    run(t, p, e, |_, cp| afmoe_script(cp))
+                }),
+                Stage::PunctBreaks => isolate(&t, start, end, &mut out, |t, p, e| {
+                    let word = |i: usize| i < e && punct_break_word(t.flags[i], t.cps[i]);
+                    // The optional prefix is a space (U+0020) only.
+                    let s = (p..e).find(|&i| word(i) || (t.cps[i] == 0x20 && word(i + 1)))?;
+                    let first = if word(s) { s } else { s + 1 };
+                    Some((s, (first..e).find(|&i| !word(i)).unwrap_or(e)))
+                }),
                 Stage::YoutuCjk => isolate(&t, start, end, &mut out, |t, p, e| {
                     let s = (p..e).find(|&i| youtu_class(t.cps[i]).is_some())?;
                     let class = youtu_class(t.cps[s]);
@@ -545,6 +560,47 @@ fn digit_groups(t: &Text<'_>, ini: usize, end: usize, out: &mut Vec<usize>) {
         }
     }
     em.token(end);
+}
+
+/// Whether `cp` is in AFMoE's `[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]`
+/// (CJK, kana, half-width kana, Kangxi radicals, Thai, Lao, Khmer, Myanmar, Hangul) with the
+/// codepoints as they stand in llama.cpp's source: its `豈` is U+8C48, not U+F900, so one range
+/// runs from U+8C48 to U+FAFF and swallows the CJK, Javanese, Myanmar-B and Hangul ones after
+/// U+8C48 (the ranges below are the union).
+fn afmoe_script(cp: u32) -> bool {
+    matches!(
+        cp,
+        0x0E40..=0x0EFF
+            | 0x1000..=0x109F
+            | 0x1100..=0x11FF
+            | 0x1780..=0x17FF
+            | 0x2F00..=0x2FDF
+            | 0x3040..=0x30FF
+            | 0x3400..=0x4DBF
+            | 0x4E00..=0xFAFF
+            | 0xFF65..=0xFF9F
+    )
+}
+
+/// Whether `cp` is in [`Stage::PunctBreaks`]' words: not whitespace, not `(|.,!?…。，、।۔،)`.
+fn punct_break_word(f: Flags, cp: u32) -> bool {
+    !f.whitespace
+        && !matches!(
+            cp,
+            0x28 | 0x29
+                | 0x7C
+                | 0x2E
+                | 0x2C
+                | 0x21
+                | 0x3F
+                | 0x2026
+                | 0x3002
+                | 0xFF0C
+                | 0x3001
+                | 0x0964
+                | 0x06D4
+                | 0x060C
+        )
 }
 
 /// Which of [`Stage::YoutuCjk`]'s four classes `cp` is in.
