@@ -512,6 +512,15 @@ fn split_llama3(
     }
 }
 
+/// The first position from `i` whose codepoint is not in `class` (which is false past the
+/// piece's end).
+fn run_end(mut i: usize, class: &dyn Fn(usize) -> bool) -> usize {
+    while class(i) {
+        i += 1;
+    }
+    i
+}
+
 /// The contraction `'s|'t|'re|'ve|'m|'ll|'d` (either case) at `pos`: its end.
 fn contraction_at(t: &Text<'_>, pos: usize, end: usize) -> Option<usize> {
     if t.cp(pos, end) != Some(0x27) {
@@ -646,12 +655,6 @@ fn split_cased(
     let cased = letters != Letters::Runs;
     let upper = |i: usize| letter(i) && !(cased && cp_is(i, 0x61, 0x7A));
     let lower = |i: usize| letter(i) && !(cased && cp_is(i, 0x41, 0x5A));
-    let run_end = |mut i: usize, class: &dyn Fn(usize) -> bool| {
-        while class(i) {
-            i += 1;
-        }
-        i
-    };
     // U*L+ from s: the greedy U* gives back codepoints until an L can start.
     let upper_lower = |s: usize| {
         let k = (s..=run_end(s, &upper)).rev().find(|&k| lower(k))?;
@@ -710,12 +713,6 @@ fn deepseek_v3_at(t: &Text<'_>, pos: usize, end: usize) -> Option<usize> {
     let punct_symbol = |i: usize| {
         let f = t.fl(i, end);
         f.punctuation || f.symbol
-    };
-    let run_end = |mut i: usize, class: &dyn Fn(usize) -> bool| {
-        while class(i) {
-            i += 1;
-        }
-        i
     };
     if matches!(cp, 0x21..=0x2F | 0x3A..=0x40 | 0x5B..=0x60 | 0x7B..=0x7E) && ascii_letter(pos + 1)
     {
