@@ -25,6 +25,8 @@ const PROMPT = 'The sea was calm';
 const KINDS: [string, string][] = [
   ['gemma', 'gemma'],
   ['gemma2', 'gemma2'],
+  ['gemma4', 'gemma4'],
+  ['gemma4-moe', 'gemma4'],
   ['phi3', 'phi3'],
   ['qwen3moe', 'qwen3moe'],
   ['smollm3', 'smollm3'],

@@ -50,6 +50,9 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   mistral3       llama block with YaRN (factor 4 from 64 positions, beta 32/1, log
                  multiplier 1) and attention temperature 0.1; untied.
   gemma3         4 layers, heads of 32, per-head Q/K norms, post norms, sliding window
+  gemma4         6 layers: local (heads of 16, 2 KV) and global (32, 1 KV, keys as values,
+                 partial RoPE); the last two read earlier layers' caches; per-layer inputs
+  gemma4-moe     gemma4's layers with 4 experts (2 used) beside each dense feed-forward
                  32 with the file's sliding_window_pattern 2 and rope.freq_base_swa; tied.
   stablelm       StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, 4 of 16
                  dims rotated (NEOX); untied.
@@ -431,6 +434,43 @@ KINDS.update({
         types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
                    attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
     ),
+    "gemma4": Spec(
+        # Gemma 4's layer plan and per-layer inputs: see gemma4.py.
+        arch="gemma4",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=6,
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        resid_gain=1.0,
+        post_norms=True,
+        post_norm_gain=1.0,
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16,
+                   per_layer_token_embd=Q.F16, per_layer_model_proj=Q.BF16, inp_gate=Q.F16,
+                   proj=Q.F16),
+    ),
+    "gemma4-moe": Spec(
+        arch="gemma4",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=4,
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        resid_gain=1.0,
+        post_norms=True,
+        n_expert=4,
+        n_expert_used=2,
+        expert_ff=32,
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16,
+                   ffn_gate_inp=Q.F32, ffn_gate_up_exps=Q.Q8_0, ffn_gate_exps=Q.Q8_0,
+                   ffn_up_exps=Q.Q4_0, ffn_down_exps=Q.F16),
+    ),
     "qwen3moe": Spec(
         arch="qwen3moe",
         # Qwen3-30B-A3B's block: per-head Q/K norms and 8 experts, 2 used per token.
@@ -692,6 +732,31 @@ def make_tensors(spec: Spec, n_vocab: int, rng: np.random.Generator,
         yield "cls.output.weight", head[cls_rows] * 0.1, head_type
 
 
+def add_vocab(w: gguf.GGUFWriter, spec: Spec, voc: vocab_mod.Vocab, chat_template: str) -> None:
+    """Writes the tokenizer metadata of ``voc`` and the chat template."""
+    w.add_vocab_size(len(voc.tokens))
+
+    w.add_tokenizer_model(voc.model)
+    if spec.pre is not None:
+        w.add_tokenizer_pre(spec.pre)
+    w.add_token_list(voc.tokens)
+    w.add_token_types(voc.types)
+    if voc.model == "llama":
+        w.add_token_scores(voc.scores)
+        w.add_bos_token_id(voc.id("<s>"))
+        w.add_eos_token_id(voc.id("</s>"))
+        w.add_unk_token_id(voc.id("<unk>"))
+        w.add_add_space_prefix(True)
+    else:
+        w.add_token_merges(voc.merges)
+        w.add_bos_token_id(voc.id("<|endoftext|>"))
+        w.add_eos_token_id(voc.id("<|im_end|>"))
+        w.add_pad_token_id(voc.id("<|endoftext|>"))
+    w.add_add_bos_token(spec.add_bos)
+    w.add_add_eos_token(False)
+    w.add_chat_template(chat_template)
+
+
 def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) -> None:
     """Writes the synthetic model ``kind`` to ``path`` (with ``chat_template``); ``KIND+f32``
     is ``KIND`` with every tensor F32 (an exact reference: no kernel's rounding involved)."""
@@ -700,6 +765,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if base != kind:
         spec = dataclasses.replace(spec, types={})
     voc = build_vocab(spec)
+    if spec.arch == "gemma4":
+        import gemma4  # noqa: E402 (its own tensors and per-layer metadata)
+        return gemma4.write(base, spec, voc, path, seed, chat_template)
     # A reranker is its base model's weights with a head taken from them.
     rng = np.random.default_rng([seed, sum(base.removesuffix("-rerank").encode())])
     arch = spec.arch
@@ -731,27 +799,7 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
             w.add_float32(f"{arch}.{key}", value)
         else:
             w.add_uint32(f"{arch}.{key}", value)
-    w.add_vocab_size(len(voc.tokens))
-
-    w.add_tokenizer_model(voc.model)
-    if spec.pre is not None:
-        w.add_tokenizer_pre(spec.pre)
-    w.add_token_list(voc.tokens)
-    w.add_token_types(voc.types)
-    if voc.model == "llama":
-        w.add_token_scores(voc.scores)
-        w.add_bos_token_id(voc.id("<s>"))
-        w.add_eos_token_id(voc.id("</s>"))
-        w.add_unk_token_id(voc.id("<unk>"))
-        w.add_add_space_prefix(True)
-    else:
-        w.add_token_merges(voc.merges)
-        w.add_bos_token_id(voc.id("<|endoftext|>"))
-        w.add_eos_token_id(voc.id("<|im_end|>"))
-        w.add_pad_token_id(voc.id("<|endoftext|>"))
-    w.add_add_bos_token(spec.add_bos)
-    w.add_add_eos_token(False)
-    w.add_chat_template(chat_template)
+    add_vocab(w, spec, voc, chat_template)
 
     cls_rows = None
     if spec.rerank:

@@ -39,13 +39,15 @@ use support::{number_after, run, script_path, skip, test_size};
 
 /// Each architecture and the synthetic model kinds that test it (in `SUPPORTED_ARCHITECTURES`'
 /// order).
-const TESTED: [(&str, &str); 19] = [
+const TESTED: [(&str, &str); 21] = [
     ("llama", "llama-bpe"),
     ("qwen2", "qwen2"),
     ("qwen3", "qwen3"),
     ("gemma", "gemma"),
     ("gemma2", "gemma2"),
     ("gemma3", "gemma3"),
+    ("gemma4", "gemma4"),
+    ("gemma4", "gemma4-moe"),
     ("phi3", "phi3"),
     ("qwen3moe", "qwen3moe"),
     ("smollm3", "smollm3"),

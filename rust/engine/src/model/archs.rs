@@ -132,6 +132,12 @@ pub(crate) struct Arch {
     /// The file's `{arch}.hidden_activation` chooses the activation (ModernBERT: "gelu" or
     /// "silu").
     pub(crate) activation_key: bool,
+    /// Gemma 4's parts: embeddings × √n_embd and an attention scale of 1; values RMS-normed
+    /// per head without weights (the keys' projection before its norm when a layer has no
+    /// `attn_v`); RoPE frequency factors on global layers only; per-layer inputs
+    /// (`per_layer_token_embd`, `inp_gate`, `proj`) and a `layer_output_scale` when the file
+    /// has them.
+    pub(crate) gemma4: bool,
 }
 
 const LLAMA: Arch = Arch {
@@ -161,6 +167,7 @@ const LLAMA: Arch = Arch {
     bidirectional: false,
     encoder: None,
     activation_key: false,
+    gemma4: false,
 };
 
 const GEMMA: Arch = Arch {
@@ -215,6 +222,28 @@ pub(crate) const ARCHS: &[Arch] = &[
             when: SlidingWhen::IfWindowKey,
             pattern: 6,
             local_base: Some(10_000.0),
+            local_scaled: false,
+            rope_local_only: false,
+            dense_first: false,
+        }),
+        scalars: Scalars {
+            final_softcap: true,
+            ..LLAMA.scalars
+        },
+        ..GEMMA
+    },
+    // Gemma 4's dense models: per-layer head sizes and KV heads (`config.rs`), the last
+    // layers reading earlier layers' caches, per-layer inputs (E2B, E4B).
+    Arch {
+        name: "gemma4",
+        qk_norm: QkNorm::Heads,
+        post_norms: true,
+        gemma_scales: false,
+        gemma4: true,
+        sliding: Some(Sliding {
+            when: SlidingWhen::Always { window: 512 },
+            pattern: 6,
+            local_base: None,
             local_scaled: false,
             rope_local_only: false,
             dense_first: false,

@@ -68,6 +68,10 @@ pub(crate) struct AttentionShape {
     /// ALiBi's maximum bias (jina-bert-v2): each score gets `slope(head) · -|query position
     /// - key position|` added after the scale, with ggml's slopes.
     pub alibi: Option<f32>,
+    /// Whether the new tokens' keys and values are stored (false: the layer reads a cache
+    /// another layer has already written for these positions, and has no keys or values of
+    /// its own; Gemma 4).
+    pub store: bool,
 }
 
 impl AttentionShape {
@@ -362,6 +366,13 @@ impl Job<'_> {
         let q = self
             .q
             .get_mut(t * s.n_head * hd + g * group * hd, group * hd);
+        if !s.store {
+            (self.rotate)(self.seq, t, q, &mut []);
+            if let Some(n) = s.types.key_rotation(hd) {
+                hadamard(q, n);
+            }
+            return;
+        }
         let k = self.k.get_mut(t * kw + g * hd, hd);
         (self.rotate)(self.seq, t, q, k);
         if let Some(n) = s.types.key_rotation(hd) {
@@ -596,9 +607,10 @@ pub(crate) fn attention(
     for (i, seq) in seqs.iter_mut().enumerate() {
         let n = seq.n;
         let end = seq.pos0 + n;
+        let stored = usize::from(shape.store);
         if seq.q.len() != n * qw
-            || seq.k.len() != n * kw
-            || seq.v.len() != n * vw
+            || seq.k.len() != stored * n * kw
+            || seq.v.len() != stored * n * vw
             || seq.keys.len() < end * kwu
             || seq.values.len() < end * vwu
         {

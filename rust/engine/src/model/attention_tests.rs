@@ -116,6 +116,7 @@ fn simd_builds_equal_portable_build() {
             causal: case % 7 != 6,
             types: KvTypes::default(),
             alibi: [None, Some(8.0)][case % 5 / 4],
+            store: true,
         };
         let n = 1 + rng.below(24);
         let pos0 = [0, 1, 9, 30][rng.below(4)];
@@ -181,6 +182,7 @@ fn naive_case(causal: bool, window: Option<usize>, alibi: Option<f32>) {
         causal,
         types: KvTypes::default(),
         alibi,
+        store: true,
     };
     // ALiBi's slopes of 6 heads with maximum bias 8 (ggml: powers of 2^(-8/4) for the first
     // 4 heads, odd powers of 2^(-4/4) for the other 2).

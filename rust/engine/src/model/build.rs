@@ -10,7 +10,10 @@ use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
 use super::pooling::{Classifier, DenseOut, Pooling};
-use super::transformer::{Dense, EncoderInput, Ffn, FfnActivation, Layer, Transformer};
+use super::transformer::{
+    Dense, DenseAndExperts, EncoderInput, Ffn, FfnActivation, Layer, PerLayerBlock, PerLayerInputs,
+    Transformer,
+};
 use super::weights::Loader;
 use super::ModelConfig;
 use crate::backend::Registry;
@@ -25,12 +28,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         config.rms_eps = meta.f32_or("attention.layer_norm_epsilon", 1e-5)?;
     }
     let ld = Loader::new(gguf, registry);
-    let (d, hd, hdv) = (config.n_embd, config.head_dim, config.head_dim_v);
-    let widths = (
-        config.n_head * hd,
-        config.n_head_kv * hd,
-        config.n_head_kv * hdv,
-    );
+    let (d, hd) = (config.n_embd, config.head_dim);
     let mut ropes = Ropes::read(&config, &meta, &ld, arch)?;
     if arch.encoder.is_some_and(|e| e.learned_positions || e.alibi) {
         ropes.enabled = false;
@@ -55,7 +53,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
             rope,
             rope_long,
             window: if is_local { window } else { None },
-            ..layer(&ld, i, (&config, &meta), arch, widths)?
+            ..layer(&ld, i, (&config, &meta), arch)?
         });
     }
     let encoder = match arch.encoder {
@@ -126,7 +124,9 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     } else {
         None
     };
-    let (query_scale, kq_scale) = if arch.gemma_scales {
+    let (query_scale, kq_scale) = if arch.gemma4 {
+        (None, 1.0)
+    } else if arch.gemma_scales {
         let wide = arch.wide_query_scale_at == Some(config.n_layer);
         let per = if wide { d / config.n_head } else { hd };
         (Some(1.0 / (per as f32).sqrt()), 1.0)
@@ -140,7 +140,7 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         };
         (None, given.unwrap_or(1.0 / (hd as f32).sqrt()))
     };
-    let embed_scale = if arch.gemma_scales {
+    let embed_scale = if arch.gemma_scales || arch.gemma4 {
         Some((d as f32).sqrt())
     } else if granite {
         positive("embedding_scale")?
@@ -191,8 +191,32 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         long_from: ropes.long_from,
         activation,
         layers,
+        per_layer_inputs: per_layer_inputs(&ld, &config, &meta, arch)?,
         config,
     })
+}
+
+/// Gemma 4's per-layer inputs, when the file has them (`embedding_length_per_layer_input`
+/// above 0).
+fn per_layer_inputs(
+    ld: &Loader<'_>,
+    c: &ModelConfig,
+    meta: &Meta<'_>,
+    arch: &Arch,
+) -> Result<Option<PerLayerInputs>> {
+    let width = meta.count_or("embedding_length_per_layer_input", 0)?;
+    if !arch.gemma4 || width == 0 {
+        return Ok(None);
+    }
+    let all = width.checked_mul(c.n_layer).ok_or_else(|| {
+        Error::InvalidModel(format!("{width} per-layer inputs for {} layers", c.n_layer))
+    })?;
+    Ok(Some(PerLayerInputs {
+        token_embd: ld.embedding("per_layer_token_embd.weight", all, c.n_vocab)?,
+        model_proj: ld.matrix("per_layer_model_proj.weight", c.n_embd, all)?,
+        norm: norm(ld, "per_layer_proj_norm", width, c, arch)?,
+        width,
+    }))
 }
 
 /// Block `i`'s tensors, without its RoPE and window (the caller sets those).
@@ -201,24 +225,44 @@ fn layer(
     i: usize,
     (c, meta): (&ModelConfig, &Meta<'_>),
     arch: &Arch,
-    (qw, kw, vw): (usize, usize, usize),
 ) -> Result<Layer> {
     let p = |s: &str| format!("blk.{i}.{s}");
     let d = c.n_embd;
+    let ls = &c.layers[i];
+    let (qw, kw, vw) = (
+        ls.n_head * ls.head_dim,
+        ls.n_head_kv * ls.head_dim,
+        ls.n_head_kv * ls.head_dim_v,
+    );
     // Query, key and value: three matrices, or one fused `attn_qkv` (Phi-3).
+    // Gemma 4: a layer reading another's cache has no keys or values of its own, and one
+    // without `attn_v` takes its values from the keys' projection.
+    let own_kv = ls.has_kv(i);
     let (wq, wk, wv, fused_bias) = if ld.has(&p("attn_qkv.weight")) {
         let mut w = ld.matrix_split(&p("attn_qkv.weight"), d, &[qw, kw, vw])?;
         let (wv, wk, wq) = (w.remove(2), w.remove(1), w.remove(0));
         let bias = ld.opt_vector(&p("attn_qkv.bias"), qw + kw + vw)?;
-        (wq, wk, wv, bias)
+        (wq, Some(wk), Some(wv), bias)
     } else {
-        (
-            ld.matrix(&p("attn_q.weight"), d, qw)?,
-            ld.matrix(&p("attn_k.weight"), d, kw)?,
-            ld.matrix(&p("attn_v.weight"), d, vw)?,
-            None,
-        )
+        let wv = match !own_kv || (arch.gemma4 && !ld.has(&p("attn_v.weight"))) {
+            true => None,
+            false => Some(ld.matrix(&p("attn_v.weight"), d, vw)?),
+        };
+        let wk = match own_kv {
+            true => Some(ld.matrix(&p("attn_k.weight"), d, kw)?),
+            false => None,
+        };
+        (ld.matrix(&p("attn_q.weight"), d, qw)?, wk, wv, None)
     };
+    let (wk, wv) = match own_kv {
+        true => (wk, wv),
+        false => (None, None),
+    };
+    if own_kv && wv.is_none() && kw != vw {
+        return Err(Error::InvalidModel(format!(
+            "layer {i} has no attn_v, and its keys ({kw} values) cannot be its values ({vw})"
+        )));
+    }
     let bias = |s: &str, len| match arch.biases {
         Biases::Required => ld.vector(&p(s), len).map(Some),
         Biases::Optional => ld.opt_vector(&p(s), len),
@@ -235,7 +279,7 @@ fn layer(
             bias("attn_v.bias", vw)?,
         ),
     };
-    let hd = c.head_dim;
+    let hd = ls.head_dim;
     let qk_norm = |s: &str, n_heads: usize| -> Result<Option<Norm>> {
         let rms = |len| ld.vector(&p(s), len).map(|w| Some(Norm::rms(w, c.rms_eps)));
         match arch.qk_norm {
@@ -275,7 +319,7 @@ fn layer(
         wq,
         wk,
         wv,
-        wo: ld.matrix(&p("attn_output.weight"), qw / c.head_dim * c.head_dim_v, d)?,
+        wo: ld.matrix(&p("attn_output.weight"), ls.n_head * ls.head_dim_v, d)?,
         bq,
         bk,
         bv,
@@ -285,14 +329,27 @@ fn layer(
         } else {
             ld.opt_vector(&p("attn_output.bias"), d)?
         },
-        q_norm: qk_norm("attn_q_norm.weight", c.n_head)?,
-        k_norm: qk_norm("attn_k_norm.weight", c.n_head_kv)?,
+        q_norm: qk_norm("attn_q_norm.weight", ls.n_head)?,
+        k_norm: match own_kv {
+            true => qk_norm("attn_k_norm.weight", ls.n_head_kv)?,
+            false => None,
+        },
         post_attn_norm: match post_ln {
             true => Some(norm(ld, &p("attn_output_norm"), d, c, arch)?),
             false => block_norm(arch.post_norms, "post_attention_norm")?,
         },
         ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
-        ffn: if ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
+        ffn: if arch.gemma4 && ld.has(&p("ffn_gate_inp.weight")) {
+            Ffn::DenseAndExperts(Box::new(DenseAndExperts {
+                dense: dense(ld, i, c, arch)?,
+                dense_norm: norm(ld, &p("post_ffw_norm_1"), d, c, arch)?,
+                moe: gemma4_experts(ld, i, (c, meta))?,
+                moe_in_norm: norm(ld, &p("pre_ffw_norm_2"), d, c, arch)?,
+                moe_out_norm: norm(ld, &p("post_ffw_norm_2"), d, c, arch)?,
+                router_norm: Norm::rms(vec![1.0; d], c.rms_eps),
+                router_scale: ld.vector(&p("ffn_gate_inp.scale"), d)?,
+            }))
+        } else if ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
             Ffn::Moe(moe(ld, i, (c, meta), arch)?)
         } else {
             Ffn::Dense(dense(ld, i, c, arch)?)
@@ -309,6 +366,24 @@ fn layer(
             post_ln && !arch.pre_norms && ld.has(&p("attn_norm_2.weight")),
             "attn_norm_2",
         )?,
+        v_norm: (arch.gemma4 && own_kv).then(|| Norm::rms(vec![1.0; ls.head_dim_v], c.rms_eps)),
+        per_layer: match arch.gemma4 && ld.has(&p("inp_gate.weight")) {
+            true => {
+                let width = meta.count_or("embedding_length_per_layer_input", 0)?;
+                Some(PerLayerBlock {
+                    gate: ld.matrix(&p("inp_gate.weight"), d, width)?,
+                    proj: ld.matrix(&p("proj.weight"), width, d)?,
+                    post_norm: norm(ld, &p("post_norm"), d, c, arch)?,
+                })
+            }
+            false => None,
+        },
+        out_scale: match arch.gemma4 {
+            true => ld
+                .opt_vector(&p("layer_output_scale.weight"), 1)?
+                .map(|v| v[0]),
+            false => None,
+        },
     })
 }
 
@@ -398,43 +473,43 @@ fn classifier(
 /// Block `i`'s dense feed-forward.
 fn dense(ld: &Loader<'_>, i: usize, c: &ModelConfig, arch: &Arch) -> Result<Dense> {
     let p = |s: &str| format!("blk.{i}.{s}");
-    let d = c.n_embd;
+    let (d, n_ff) = (c.n_embd, c.layers[i].n_ff);
     // Gate and up: two matrices, or one `ffn_up` of twice the rows, gate first (Phi-3); or up
     // alone (not gated).
     // An `ffn_up` of `n_ff` rows without a gate is not gated (jina-bert-v2 allows it).
     let fused = arch.gated_ffn
         && !ld.has(&p("ffn_gate.weight"))
-        && ld.rows(&p("ffn_up.weight")) != Some(c.n_ff);
+        && ld.rows(&p("ffn_up.weight")) != Some(n_ff);
     let (gate, up) = if fused {
-        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[c.n_ff, c.n_ff])?;
+        let mut w = ld.matrix_split(&p("ffn_up.weight"), d, &[n_ff, n_ff])?;
         let up = w.remove(1);
         (Some(w.remove(0)), up)
     } else if arch.gated_ffn && ld.has(&p("ffn_gate.weight")) {
         (
-            Some(ld.matrix(&p("ffn_gate.weight"), d, c.n_ff)?),
-            ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?,
+            Some(ld.matrix(&p("ffn_gate.weight"), d, n_ff)?),
+            ld.matrix(&p("ffn_up.weight"), d, n_ff)?,
         )
     } else {
-        (None, ld.matrix(&p("ffn_up.weight"), d, c.n_ff)?)
+        (None, ld.matrix(&p("ffn_up.weight"), d, n_ff)?)
     };
     // A fused `ffn_up`'s bias covers both halves (gate first).
     let (b_gate, b_up) = match fused {
-        true => match ld.opt_vector(&p("ffn_up.bias"), 2 * c.n_ff)? {
+        true => match ld.opt_vector(&p("ffn_up.bias"), 2 * n_ff)? {
             Some(mut b) => {
-                let up = b.split_off(c.n_ff);
+                let up = b.split_off(n_ff);
                 (Some(b), Some(up))
             }
             None => (None, None),
         },
         false => (
-            ld.opt_vector(&p("ffn_gate.bias"), c.n_ff)?,
-            ld.opt_vector(&p("ffn_up.bias"), c.n_ff)?,
+            ld.opt_vector(&p("ffn_gate.bias"), n_ff)?,
+            ld.opt_vector(&p("ffn_up.bias"), n_ff)?,
         ),
     };
     Ok(Dense {
         gate,
         up,
-        down: ld.matrix(&p("ffn_down.weight"), c.n_ff, d)?,
+        down: ld.matrix(&p("ffn_down.weight"), n_ff, d)?,
         b_gate,
         b_up,
         b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
@@ -496,6 +571,58 @@ fn moe(
         norm_weights: true,
         scale: (scale != 0.0 && scale != 1.0).then_some(scale),
         shared,
+        activation: FfnActivation::Silu,
+        down_scale: None,
+    })
+}
+
+/// Block `i`'s experts in Gemma 4 26B A4B: `expert_count` GeGLU experts of
+/// `expert_feed_forward_length` (one value, or one per layer), `expert_used_count` per token,
+/// gate and up as two tensors or one `ffn_gate_up_exps` (gate rows first), and each expert's
+/// output scale `ffn_down_exps.scale`.
+fn gemma4_experts(ld: &Loader<'_>, i: usize, (c, meta): (&ModelConfig, &Meta<'_>)) -> Result<Moe> {
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let d = c.n_embd;
+    let n_expert = meta.dim("expert_count")?;
+    let n_used = meta.dim("expert_used_count")?;
+    if n_used > n_expert {
+        return Err(Error::InvalidModel(format!(
+            "{n_used} experts used per token of {n_expert}"
+        )));
+    }
+    let n_ff = meta.dims_per_layer("expert_feed_forward_length", c.n_layer, None)?[i];
+    let (gate, up) = if ld.has(&p("ffn_gate_up_exps.weight")) {
+        let name = p("ffn_gate_up_exps.weight");
+        let both = ld.experts_split(&name, d, &[n_ff, n_ff], n_expert)?;
+        let (mut gate, mut up) = (Vec::new(), Vec::new());
+        for mut w in both {
+            up.push(w.remove(1));
+            gate.push(w.remove(0));
+        }
+        (gate, up)
+    } else {
+        (
+            ld.experts(&p("ffn_gate_exps.weight"), d, n_ff, n_expert)?,
+            ld.experts(&p("ffn_up_exps.weight"), d, n_ff, n_expert)?,
+        )
+    };
+    let down = ld.experts(&p("ffn_down_exps.weight"), n_ff, d, n_expert)?;
+    let experts = gate
+        .into_iter()
+        .zip(up)
+        .zip(down)
+        .map(|((gate, up), down)| Expert { gate, up, down })
+        .collect();
+    Ok(Moe {
+        router: ld.matrix(&p("ffn_gate_inp.weight"), d, n_expert)?,
+        experts,
+        n_used,
+        n_ff,
+        norm_weights: true,
+        scale: None,
+        shared: None,
+        activation: FfnActivation::GeluTanh,
+        down_scale: ld.opt_vector(&p("ffn_down_exps.scale"), n_expert)?,
     })
 }
 
@@ -599,6 +726,11 @@ impl Ropes {
             freq_scale: if local_scaled { c.rope_freq_scale } else { 1.0 },
             ..global.clone()
         };
+        if arch.gemma4 {
+            // Local layers rotate their own (smaller) heads, without the global factors.
+            local.n_dims = meta.dim_or("rope.dimension_count_swa", n_dims)?;
+            local.freq_factors = None;
+        }
         let attn_factor = meta.f32_or("rope.scaling.attn_factor", 1.0)?;
         global.mscale = attn_factor;
         local.mscale = attn_factor;

@@ -41,6 +41,45 @@ pub struct ModelConfig {
     pub rope_freq_scale: f32,
     /// Rotated dimensions per head.
     pub rope_dims: usize,
+    /// Each block's attention and feed-forward sizes. The fields above are the global layers'
+    /// (the largest KV head count and feed-forward); Gemma 4's sliding-window layers have
+    /// their own head size and KV heads, and its last layers reuse earlier layers' caches.
+    pub layers: Vec<LayerShape>,
+}
+
+/// One block's attention and feed-forward sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerShape {
+    /// Attention (query) heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_head_kv: usize,
+    /// Dimension of one key (and query) head.
+    pub head_dim: usize,
+    /// Dimension of one value head.
+    pub head_dim_v: usize,
+    /// Feed-forward hidden size.
+    pub n_ff: usize,
+    /// Rotated dimensions per head.
+    pub rope_dims: usize,
+    /// The layer whose cached keys and values this one attends to: itself, or (Gemma 4's
+    /// last layers) an earlier layer of the same kind, whose cache it reads without writing.
+    pub kv_layer: usize,
+}
+
+impl LayerShape {
+    /// Whether the layer keeps keys and values of its own.
+    pub fn has_kv(&self, layer: usize) -> bool {
+        self.kv_layer == layer
+    }
+
+    /// Elements of one position's keys and of its values (all KV heads).
+    pub fn kv_widths(&self) -> (usize, usize) {
+        (
+            self.n_head_kv * self.head_dim,
+            self.n_head_kv * self.head_dim_v,
+        )
+    }
 }
 
 /// Reads `{arch}.*` keys with typed errors.
@@ -123,6 +162,38 @@ impl<'a> Meta<'a> {
         self.gguf.get_str(&key)
     }
 
+    /// One dimension per layer: the key's array (of `n_layer` entries, each 1..=MAX_DIM),
+    /// or its single value for every layer (`default` when absent; required without one).
+    pub(crate) fn dims_per_layer(
+        &self,
+        suffix: &str,
+        n_layer: usize,
+        default: Option<usize>,
+    ) -> Result<Vec<usize>> {
+        let key = self.key(suffix);
+        let Some(array) = self.gguf.get_array(&key) else {
+            let one = match default {
+                Some(d) => self.dim_or(suffix, d)?,
+                None => self.dim(suffix)?,
+            };
+            return Ok(vec![one; n_layer]);
+        };
+        if array.len() != n_layer {
+            return Err(Error::InvalidModel(format!(
+                "metadata '{key}' has {} entries for {n_layer} layers",
+                array.len()
+            )));
+        }
+        (0..n_layer)
+            .map(|i| match array.get(i).and_then(|v| v.as_u64()) {
+                Some(v) if (1..=MAX_DIM).contains(&v) => Ok(v as usize),
+                _ => Err(Error::InvalidModel(format!(
+                    "metadata '{key}' entry {i} is not a dimension"
+                ))),
+            })
+            .collect()
+    }
+
     /// The length of an array, if the key holds one.
     pub(crate) fn array_len(&self, suffix: &str) -> Option<usize> {
         self.gguf.get_array(&self.key(suffix)).map(|a| a.len())
@@ -160,35 +231,99 @@ impl ModelConfig {
     /// Bytes a KV cache of `n_ctx` positions stored as `types` takes (saturating; types
     /// whose blocks do not fit the heads count as f16, [`KvTypes::check`] refuses them).
     pub fn kv_cache_bytes(&self, n_ctx: usize, types: KvTypes) -> u64 {
-        let (kw, vw) = (
-            self.n_head_kv * self.head_dim,
-            self.n_head_kv * self.head_dim_v,
-        );
-        let per_position = types
-            .bytes_per_position(self.n_layer, kw, vw)
-            .or_else(|| KvTypes::default().bytes_per_position(self.n_layer, kw, vw))
-            .unwrap_or(u64::MAX);
+        let per_position = self
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(il, l)| l.has_kv(*il))
+            .map(|(_, l)| {
+                let (kw, vw) = l.kv_widths();
+                types
+                    .bytes_per_position(1, kw, vw)
+                    .or_else(|| KvTypes::default().bytes_per_position(1, kw, vw))
+                    .unwrap_or(u64::MAX)
+            })
+            .fold(0u64, u64::saturating_add);
         per_position.saturating_mul(n_ctx as u64)
+    }
+
+    /// Checks that every layer's heads can be cached as `types` ([`KvTypes::check`]).
+    pub fn check_kv_types(&self, types: KvTypes) -> Result<()> {
+        self.layers
+            .iter()
+            .try_for_each(|l| types.check(l.head_dim, l.head_dim_v))
     }
 
     /// Read the common hyper-parameters for architecture `arch`.
     pub(crate) fn read(gguf: &GgufFile, arch: &str) -> Result<Self> {
         let m = Meta::new(gguf, arch);
         let n_embd = m.dim("embedding_length")?;
-        let n_head = m.dim("attention.head_count")?;
-        let n_head_kv = m.dim_or("attention.head_count_kv", n_head)?;
-        if n_head % n_head_kv != 0 {
-            return Err(Error::InvalidModel(format!(
-                "{n_head} attention heads is not a multiple of {n_head_kv} KV heads"
-            )));
-        }
+        let n_layer = m.dim("block_count")?;
+        let heads = m.dims_per_layer("attention.head_count", n_layer, None)?;
+        let n_head = heads.iter().copied().max().unwrap_or(1);
+        let heads_kv = m.dims_per_layer("attention.head_count_kv", n_layer, Some(n_head))?;
         let head_dim = m.dim_or("attention.key_length", n_embd / n_head)?;
         let head_dim_v = m.dim_or("attention.value_length", head_dim)?;
         let rope_dims = m.dim_or("rope.dimension_count", head_dim)?;
-        if rope_dims > head_dim || rope_dims % 2 != 0 {
+        // Gemma 4: sliding-window layers (`attention.sliding_window_pattern`, one bool per
+        // layer) have heads of `key_length_swa` and rotate `rope.dimension_count_swa`.
+        let swa = m.bools("attention.sliding_window_pattern");
+        let head_dim_swa = m.dim_or("attention.key_length_swa", head_dim)?;
+        let head_dim_v_swa = m.dim_or("attention.value_length_swa", head_dim_swa)?;
+        let rope_dims_swa = m.dim_or("rope.dimension_count_swa", rope_dims)?;
+        let n_ffs = m.dims_per_layer("feed_forward_length", n_layer, None)?;
+        // Gemma 4: the last `attention.shared_kv_layers` layers attend to the cache of the
+        // last layer of their kind before them (llama.cpp: n_layer_kv_from_start − 2 for
+        // sliding-window layers, − 1 for global ones).
+        let shared = m.count_or("attention.shared_kv_layers", 0)?;
+        let kv_from = n_layer.saturating_sub(shared);
+        if shared > 0 && (kv_from < 2 || swa.is_none()) {
             return Err(Error::InvalidModel(format!(
-                "RoPE dimension count {rope_dims} does not fit head size {head_dim}"
+                "{shared} of {n_layer} layers share KV caches: needs at least two layers with \
+                 their own and a sliding-window pattern"
             )));
+        }
+        let mut layers = Vec::with_capacity(n_layer);
+        for il in 0..n_layer {
+            let is_swa = swa.as_ref().is_some_and(|f| f.get(il) == Some(&true));
+            let (hd, hdv, rd) = match is_swa {
+                true => (head_dim_swa, head_dim_v_swa, rope_dims_swa),
+                false => (head_dim, head_dim_v, rope_dims),
+            };
+            let (nh, nkv) = (heads[il], heads_kv[il]);
+            if nh % nkv != 0 {
+                return Err(Error::InvalidModel(format!(
+                    "{nh} attention heads is not a multiple of {nkv} KV heads"
+                )));
+            }
+            if rd > hd || rd % 2 != 0 {
+                return Err(Error::InvalidModel(format!(
+                    "RoPE dimension count {rd} does not fit head size {hd}"
+                )));
+            }
+            let kv_layer = match il >= kv_from {
+                true => kv_from - if is_swa { 2 } else { 1 },
+                false => il,
+            };
+            layers.push(LayerShape {
+                n_head: nh,
+                n_head_kv: nkv,
+                head_dim: hd,
+                head_dim_v: hdv,
+                n_ff: n_ffs[il],
+                rope_dims: rd,
+                kv_layer,
+            });
+        }
+        for (il, l) in layers.iter().enumerate() {
+            let source = &layers[l.kv_layer];
+            if !l.has_kv(il) && (source.kv_widths() != l.kv_widths() || !source.has_kv(l.kv_layer))
+            {
+                return Err(Error::InvalidModel(format!(
+                    "layer {il} shares the KV cache of layer {}, whose heads differ",
+                    l.kv_layer
+                )));
+            }
         }
         let scaling_type = m.str("rope.scaling.type").unwrap_or("none");
         let factor = m.f32_or("rope.scaling.factor", 0.0)?;
@@ -213,17 +348,18 @@ impl ModelConfig {
             name: gguf.get_str("general.name").map(str::to_string),
             n_vocab,
             n_embd,
-            n_layer: m.dim("block_count")?,
+            n_layer,
             n_head,
-            n_head_kv,
+            n_head_kv: heads_kv.iter().copied().max().unwrap_or(1),
             head_dim,
             head_dim_v,
-            n_ff: m.dim("feed_forward_length")?,
+            n_ff: n_ffs.iter().copied().max().unwrap_or(1),
             n_ctx_train: m.dim_or("context_length", 2048)?,
             rms_eps: m.f32_or("attention.layer_norm_rms_epsilon", 1e-5)?,
             rope_base: m.f32_or("rope.freq_base", 10000.0)?,
             rope_freq_scale,
             rope_dims,
+            layers,
         })
     }
 }

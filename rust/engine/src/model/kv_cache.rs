@@ -192,28 +192,26 @@ pub struct KvCache {
     capacity: usize,
     len: usize,
     types: KvTypes,
-    k_width: usize,
-    v_width: usize,
+    /// Each layer's key and value elements per position (all KV heads; 0 for a layer that
+    /// reads another layer's cache).
+    widths: Vec<(usize, usize)>,
     keys: Vec<Vec<f16>>,
     values: Vec<Vec<f16>>,
 }
 
 impl KvCache {
-    /// A cache for `n_layer` layers, `capacity` positions, `k_width` key values and `v_width`
-    /// value values per position (all KV heads together), stored as `types` (checked by the
-    /// caller with [`KvTypes::check`]). Allocation is fallible: a cache the process cannot
-    /// hold (e.g. under an address-space limit) is an [`Error::InsufficientMemory`], not an
-    /// abort.
-    pub fn new(
-        n_layer: usize,
-        capacity: usize,
-        (k_width, v_width): (usize, usize),
-        types: KvTypes,
-    ) -> Result<Self> {
-        let (ku, vu) = (units(types.k, k_width), units(types.v, v_width));
-        let total = (ku + vu)
-            .checked_mul(capacity)
-            .and_then(|n| n.checked_mul(n_layer))
+    /// A cache of `capacity` positions for layers of `widths` key and value elements per
+    /// position (all KV heads together; `(0, 0)` for a layer without a cache of its own),
+    /// stored as `types` (checked by the caller with [`KvTypes::check`]). Allocation is
+    /// fallible: a cache the process cannot hold (e.g. under an address-space limit) is an
+    /// [`Error::InsufficientMemory`], not an abort.
+    pub fn new(capacity: usize, widths: &[(usize, usize)], types: KvTypes) -> Result<Self> {
+        let units_per_position = widths.iter().try_fold(0usize, |sum, &(kw, vw)| {
+            sum.checked_add(units(types.k, kw))?
+                .checked_add(units(types.v, vw))
+        });
+        let total = units_per_position
+            .and_then(|n| n.checked_mul(capacity))
             .and_then(|n| n.checked_mul(2));
         let fail = || {
             Error::InsufficientMemory(format!(
@@ -229,18 +227,17 @@ impl KvCache {
             v.resize(capacity * units, f16::ZERO);
             Ok(v)
         };
-        let mut keys = Vec::with_capacity(n_layer);
-        let mut values = Vec::with_capacity(n_layer);
-        for _ in 0..n_layer {
-            keys.push(buffer(ku)?);
-            values.push(buffer(vu)?);
+        let mut keys = Vec::with_capacity(widths.len());
+        let mut values = Vec::with_capacity(widths.len());
+        for &(kw, vw) in widths {
+            keys.push(buffer(units(types.k, kw))?);
+            values.push(buffer(units(types.v, vw))?);
         }
         Ok(KvCache {
             capacity,
             len: 0,
             types,
-            k_width,
-            v_width,
+            widths: widths.to_vec(),
             keys,
             values,
         })
@@ -268,8 +265,8 @@ impl KvCache {
 
     /// Bytes held by the cache.
     pub fn size_bytes(&self) -> usize {
-        let (_, ku, vu) = self.layout();
-        self.keys.len() * self.capacity * (ku + vu) * 2
+        let units: usize = self.keys.iter().chain(&self.values).map(Vec::len).sum();
+        units * 2
     }
 
     /// The element types of the keys and values.
@@ -279,6 +276,11 @@ impl KvCache {
 
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity);
+    }
+
+    /// The number of layers.
+    pub(crate) fn n_layer(&self) -> usize {
+        self.widths.len()
     }
 
     /// Cached keys of `layer` (`capacity` rows of [`KvCache::layout`]'s key units).
@@ -291,18 +293,15 @@ impl KvCache {
         &self.values[layer]
     }
 
-    /// Layers, and the 2-byte units of one position's keys and of its values.
-    pub(crate) fn layout(&self) -> (usize, usize, usize) {
-        (
-            self.keys.len(),
-            units(self.types.k, self.k_width),
-            units(self.types.v, self.v_width),
-        )
+    /// The 2-byte units of one position's keys and of its values in `layer`.
+    pub(crate) fn layout(&self, layer: usize) -> (usize, usize) {
+        let (kw, vw) = self.widths[layer];
+        (units(self.types.k, kw), units(self.types.v, vw))
     }
 
-    /// Elements of one position's keys and of its values (all KV heads).
-    pub(crate) fn widths(&self) -> (usize, usize) {
-        (self.k_width, self.v_width)
+    /// Elements of one position's keys and of its values in `layer` (all KV heads).
+    pub(crate) fn widths(&self, layer: usize) -> (usize, usize) {
+        self.widths[layer]
     }
 
     /// Cached keys and values of `layer`, writable (context shift, state restore).

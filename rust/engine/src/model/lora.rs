@@ -179,25 +179,22 @@ impl LoraAdapter {
             return Err(bad(format!("adapter.lora.alpha is {alpha}")));
         }
         let has = |name: &str| gguf.tensor(name).is_some();
-        let (qd, kd) = (
-            config.n_head * config.head_dim,
-            config.n_head_kv * config.head_dim,
-        );
-        let (vd, od) = (
-            config.n_head_kv * config.head_dim_v,
-            config.n_head * config.head_dim_v,
-        );
         let d = config.n_embd;
-        // (inputs, outputs) of each block target.
-        let dims = [
-            (d, qd),
-            (d, kd),
-            (d, vd),
-            (od, d),
-            (d, config.n_ff),
-            (d, config.n_ff),
-            (config.n_ff, d),
-        ];
+        // (inputs, outputs) of each block target of layer `il`.
+        let dims = |il: usize| {
+            let l = &config.layers[il];
+            let (qd, kd) = (l.n_head * l.head_dim, l.n_head_kv * l.head_dim);
+            let (vd, od) = (l.n_head_kv * l.head_dim_v, l.n_head * l.head_dim_v);
+            [
+                (d, qd),
+                (d, kd),
+                (d, vd),
+                (od, d),
+                (d, l.n_ff),
+                (d, l.n_ff),
+                (l.n_ff, d),
+            ]
+        };
         let mut n_tensors = 0;
         // The pair for `base` (`cols` inputs, `rows` outputs). The token embedding's A is
         // flipped (llama.cpp's layout): one row of `rank` values per token, gathered rather
@@ -253,7 +250,7 @@ impl LoraAdapter {
         for il in 0..config.n_layer {
             let mut targets: [Option<LoraPair>; 7] = Default::default();
             for (slot, (name, &(cols, rows))) in
-                targets.iter_mut().zip(BLOCK_TARGETS.iter().zip(&dims))
+                targets.iter_mut().zip(BLOCK_TARGETS.iter().zip(&dims(il)))
             {
                 *slot = pair(&format!("blk.{il}.{name}.weight"), cols, rows)?;
             }

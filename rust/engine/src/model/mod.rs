@@ -7,6 +7,7 @@ mod batch;
 mod build;
 mod config;
 mod embedding;
+mod gemma4;
 mod kv_cache;
 mod lora;
 mod lora_kernels;
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use batch::SeqTokens;
-pub use config::ModelConfig;
+pub use config::{LayerShape, ModelConfig};
 pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
 pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
 pub use lora::{ActiveLora, LoraAdapter};
@@ -140,13 +141,14 @@ impl Model {
     /// cannot be cached in).
     pub fn new_cache(&self, n_ctx: usize, types: KvTypes) -> Result<KvCache> {
         let c = &self.net.config;
-        types.check(c.head_dim, c.head_dim_v)?;
-        KvCache::new(
-            c.n_layer,
-            n_ctx,
-            (c.n_head_kv * c.head_dim, c.n_head_kv * c.head_dim_v),
-            types,
-        )
+        c.check_kv_types(types)?;
+        let widths: Vec<(usize, usize)> = (c.layers.iter().enumerate())
+            .map(|(il, layer)| match layer.has_kv(il) {
+                true => layer.kv_widths(),
+                false => (0, 0),
+            })
+            .collect();
+        KvCache::new(n_ctx, &widths, types)
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).
@@ -209,20 +211,30 @@ impl Model {
     }
 
     /// Every matrix a token is multiplied with (layers and output head).
-    fn matmul_weights(&self) -> impl Iterator<Item = &crate::backend::Weight> {
+    fn matmul_weights<'a>(&'a self) -> impl Iterator<Item = &'a crate::backend::Weight> {
         self.net
             .layers
             .iter()
             .flat_map(|l| {
+                let dense =
+                    |f: &'a transformer::Dense| [&f.up, &f.down].into_iter().chain(f.gate.as_ref());
                 let ffn: Box<dyn Iterator<Item = &crate::backend::Weight>> = match &l.ffn {
-                    transformer::Ffn::Dense(f) => {
-                        Box::new([&f.up, &f.down].into_iter().chain(f.gate.as_ref()))
-                    }
+                    transformer::Ffn::Dense(f) => Box::new(dense(f)),
                     transformer::Ffn::Moe(m) => Box::new(m.weights()),
+                    transformer::Ffn::DenseAndExperts(b) => {
+                        Box::new(dense(&b.dense).chain(b.moe.weights()))
+                    }
                 };
-                [&l.wq, &l.wk, &l.wv, &l.wo].into_iter().chain(ffn)
+                let ple = l.per_layer.as_ref().map(|p| [&p.gate, &p.proj]);
+                [&l.wq, &l.wo]
+                    .into_iter()
+                    .chain(l.wk.as_ref())
+                    .chain(l.wv.as_ref())
+                    .chain(ffn)
+                    .chain(ple.into_iter().flatten())
             })
             .chain(self.net.output.as_ref())
+            .chain(self.net.per_layer_inputs.as_ref().map(|p| &p.model_proj))
     }
 
     /// Bytes of weights a decoding step reads: every matrix once, of a mixture of experts the
@@ -232,6 +244,7 @@ impl Model {
         let all: u64 = self.matmul_weights().map(|w| w.bytes().len() as u64).sum();
         let moe = self.net.layers.iter().filter_map(|l| match &l.ffn {
             transformer::Ffn::Moe(m) => Some(m),
+            transformer::Ffn::DenseAndExperts(b) => Some(&b.moe),
             transformer::Ffn::Dense(_) => None,
         });
         let unused: u64 = moe

@@ -1,12 +1,14 @@
-//! Mixture-of-experts feed-forwards (Qwen 3 MoE, Granite MoE), as llama.cpp's `build_moe_ffn`
-//! with softmax gating: a router scores every expert per token, the `n_used` most probable
-//! run (SwiGLU each), and their outputs are summed weighted by their probabilities
-//! (renormalised over the chosen ones, optionally scaled), in the order of the choice.
+//! Mixture-of-experts feed-forwards (Qwen 3 MoE, Granite MoE, Gemma 4 26B A4B), as llama.cpp's
+//! `build_moe_ffn` with softmax gating: a router scores every expert per token, the `n_used`
+//! most probable run (gated feed-forwards: SwiGLU, or GeGLU for Gemma 4), and their outputs are
+//! summed weighted by their probabilities (renormalised over the chosen ones, optionally
+//! scaled), in the order of the choice.
 //!
 //! Experts are byte ranges of the file's 3-D expert tensors (one weight per expert, nothing
 //! copied); each expert runs once per forward pass on the tokens routed to it.
 
 use super::ops;
+use super::transformer::FfnActivation;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Result};
 
@@ -32,6 +34,10 @@ pub(crate) struct Moe {
     pub(crate) scale: Option<f32>,
     /// An expert every token uses besides the routed ones (Granite MoE shared), unweighted.
     pub(crate) shared: Option<(Expert, usize)>,
+    /// The experts' activation.
+    pub(crate) activation: FfnActivation,
+    /// Each expert's output multiplier (Gemma 4's `ffn_down_exps.scale`), before its weight.
+    pub(crate) down_scale: Option<Vec<f32>>,
 }
 
 /// Smallest sum the renormalisation divides by (the smallest normal f16, as llama.cpp).
@@ -42,23 +48,27 @@ impl Expert {
         [&self.gate, &self.up, &self.down]
     }
 
-    /// `out = down(silu(gate(x)) * up(x))` for `n` rows of `x`; `hidden` of `n × n_ff` twice.
+    /// `out = down(act(gate(x)) * up(x))` for `n` rows of `x`; `hidden` of `n × n_ff` twice.
     fn run(
         &self,
         x: &[f32],
         n: usize,
         (g, u): (&mut [f32], &mut [f32]),
         out: &mut [f32],
-        threads: &Threads,
+        (activation, threads): (FfnActivation, &Threads),
     ) -> Result<()> {
         Weight::matmul_shared_input(&[&self.gate, &self.up], x, n, &mut [g, u], threads)?;
-        ops::silu_mul(g, u);
+        match activation {
+            FfnActivation::Silu => ops::silu_mul(g, u),
+            FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+        }
         self.down.matmul(g, n, out, threads)
     }
 }
 
 impl Moe {
-    /// Each token's chosen experts and their weights, `n_used` per token, most probable first.
+    /// Each token's chosen experts and their weights, `n_used` per token, most probable first,
+    /// from the router's input `h`.
     fn route(&self, h: &[f32], n: usize, threads: &Threads) -> Result<Vec<(usize, f32)>> {
         let n_expert = self.experts.len();
         let mut logits = Vec::new();
@@ -88,16 +98,18 @@ impl Moe {
         Ok(chosen)
     }
 
-    /// The feed-forward of `n` rows of `h` (`d` values each) into `out`.
+    /// The feed-forward of `n` rows of `h` (`d` values each) into `out`, routed by `route_by`
+    /// (the rows the router scores: `h`, or Gemma 4's own input).
     pub(crate) fn forward(
         &self,
-        h: &[f32],
+        (h, route_by): (&[f32], &[f32]),
         n: usize,
         d: usize,
         out: &mut [f32],
         threads: &Threads,
     ) -> Result<()> {
-        let chosen = self.route(h, n, threads)?;
+        let chosen = self.route(route_by, n, threads)?;
+        let run = (self.activation, threads);
         let k = self.n_used;
         // Each (token, slot)'s expert output, summed in slot order at the end.
         let mut parts = Vec::new();
@@ -127,7 +139,10 @@ impl Moe {
             fallible::resize(&mut g, m * self.n_ff, 0.0, "an expert's activations")?;
             fallible::resize(&mut u, m * self.n_ff, 0.0, "an expert's activations")?;
             fallible::resize(&mut y, m * d, 0.0, "an expert's output")?;
-            expert.run(&x, m, (&mut g, &mut u), &mut y, threads)?;
+            expert.run(&x, m, (&mut g, &mut u), &mut y, run)?;
+            if let Some(scale) = &self.down_scale {
+                y.iter_mut().for_each(|v| *v *= scale[e]);
+            }
             for (src, &i) in y.chunks_exact(d).zip(&rows) {
                 let w = chosen[i].1;
                 for (p, v) in parts[i * d..(i + 1) * d].iter_mut().zip(src) {
@@ -145,7 +160,7 @@ impl Moe {
             fallible::resize(&mut g, n * n_ff, 0.0, "the shared expert's activations")?;
             fallible::resize(&mut u, n * n_ff, 0.0, "the shared expert's activations")?;
             fallible::resize(&mut y, n * d, 0.0, "the shared expert's output")?;
-            shared.run(h, n, (&mut g, &mut u), &mut y, threads)?;
+            shared.run(h, n, (&mut g, &mut u), &mut y, run)?;
             out.iter_mut().zip(&y).for_each(|(o, v)| *o += v);
         }
         Ok(())

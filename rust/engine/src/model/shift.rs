@@ -27,14 +27,17 @@ impl Model {
         let c = &self.net.config;
         // Quantized keys are widened, rotated and stored again, as llama.cpp does (undoing and
         // redoing their Hadamard rotation around the RoPE one).
-        let (n_layer, kw, vw) = cache.layout();
         let ty = cache.types().k;
-        let hadamard_n = cache.types().key_rotation(c.head_dim);
         let moved = n_keep..len - n_discard;
         let n_ctx = cache.capacity();
         let mut table = Vec::new();
-        let mut row = vec![0f32; cache.widths().0];
+        let n_layer = cache.n_layer();
         for (il, layer) in self.net.layers.iter().enumerate().take(n_layer) {
+            // A layer reading another's cache has none to move.
+            let (kw, vw) = cache.layout(il);
+            let head_dim = c.layers[il].head_dim;
+            let hadamard_n = cache.types().key_rotation(head_dim);
+            let mut row = vec![0f32; cache.widths(il).0];
             let (keys, values) = cache.layer_mut(il);
             values.copy_within((n_keep + n_discard) * vw..len * vw, n_keep * vw);
             let Some(rope) = self.net.rope_of(layer, n_ctx) else {
@@ -51,7 +54,7 @@ impl Model {
                 if let Some(n) = hadamard_n {
                     hadamard(&mut row, n);
                 }
-                for head in row.chunks_exact_mut(c.head_dim) {
+                for head in row.chunks_exact_mut(head_dim) {
                     rope.apply(head, &table);
                 }
                 if let Some(n) = hadamard_n {
@@ -69,11 +72,11 @@ impl KvCache {
     /// The cached key of `layer` at position `pos` (every KV head, widened to f32), `None`
     /// outside the cached positions. For inspecting the cache, e.g. after a shift.
     pub fn key_at(&self, layer: usize, pos: usize) -> Option<Vec<f32>> {
-        let (n_layer, kw, _) = self.layout();
-        if layer >= n_layer || pos >= self.len() {
+        if layer >= self.n_layer() || pos >= self.len() {
             return None;
         }
-        let mut out = vec![0f32; self.widths().0];
+        let (kw, _) = self.layout(layer);
+        let mut out = vec![0f32; self.widths(layer).0];
         load(
             self.types().k,
             &self.keys(layer)[pos * kw..(pos + 1) * kw],

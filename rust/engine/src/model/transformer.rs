@@ -8,7 +8,9 @@ use std::cell::Cell;
 
 use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
+use super::config::LayerShape;
 use super::embedding::Embedding;
+pub(crate) use super::gemma4::{DenseAndExperts, PerLayerBlock, PerLayerInputs};
 use super::lora::{self, ActiveLora, Target};
 use super::moe::Moe;
 use super::norm::Norm;
@@ -43,8 +45,10 @@ pub(crate) struct Layer {
     /// Norm of the attention input (`None`: the block's input as it is, OLMo 2).
     pub(crate) attn_norm: Option<Norm>,
     pub(crate) wq: Weight,
-    pub(crate) wk: Weight,
-    pub(crate) wv: Weight,
+    /// None in a layer that reads another layer's cache.
+    pub(crate) wk: Option<Weight>,
+    /// None also where the keys' projection gives the values (Gemma 4).
+    pub(crate) wv: Option<Weight>,
     pub(crate) wo: Weight,
     pub(crate) bq: Option<Vec<f32>>,
     pub(crate) bk: Option<Vec<f32>>,
@@ -71,6 +75,12 @@ pub(crate) struct Layer {
     /// After the normalised attention sum, add the block's input again and normalise with
     /// this (jina-bert-v2's `attn_norm_2`; a block without `attn_norm`, so its input is `h`).
     pub(crate) attn_norm_2: Option<Norm>,
+    /// The values' norm (Gemma 4: per head, weights of 1).
+    pub(crate) v_norm: Option<Norm>,
+    /// Gemma 4's per-layer input block after the feed-forward.
+    pub(crate) per_layer: Option<PerLayerBlock>,
+    /// Gemma 4's `layer_output_scale`: multiplies the block's output.
+    pub(crate) out_scale: Option<f32>,
 }
 
 /// A block's feed-forward.
@@ -78,6 +88,8 @@ pub(crate) enum Ffn {
     Dense(Dense),
     /// A mixture of experts (Qwen 3 MoE, Granite MoE).
     Moe(Moe),
+    /// A dense feed-forward and a mixture of experts side by side (Gemma 4 26B A4B).
+    DenseAndExperts(Box<DenseAndExperts>),
 }
 
 /// A dense feed-forward: gated (SwiGLU, GeGLU) when it has a gate.
@@ -138,6 +150,8 @@ pub(crate) struct Transformer {
     pub(crate) residual_scale: Option<f32>,
     pub(crate) activation: FfnActivation,
     pub(crate) layers: Vec<Layer>,
+    /// Gemma 4's per-layer inputs, if the file has them.
+    pub(crate) per_layer_inputs: Option<PerLayerInputs>,
     /// The norm of the last hidden states (`None`: encoders, whose blocks end with one).
     pub(crate) output_norm: Option<Norm>,
     /// The output head (`None`: encoders, which compute no logits).
@@ -172,8 +186,11 @@ impl Scratch {
     /// Size every buffer for `n` tokens ([`Error::InsufficientMemory`] when they do not fit).
     /// Their contents are not cleared: the forward pass writes every element before reading it.
     fn size_for(&mut self, n: usize, c: &ModelConfig) -> Result<()> {
-        let (qw, kvw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
-        let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
+        let widest = |f: fn(&LayerShape) -> usize| c.layers.iter().map(f).max().unwrap_or(0);
+        let qw = widest(|l| l.n_head * l.head_dim);
+        let kvw = widest(|l| l.n_head_kv * l.head_dim);
+        let vw = widest(|l| l.n_head_kv * l.head_dim_v);
+        let ow = widest(|l| l.n_head * l.head_dim_v);
         for (buf, width) in [
             (&mut self.x, c.n_embd),
             (&mut self.h, c.n_embd),
@@ -260,6 +277,44 @@ fn add_residual(
 }
 
 impl Transformer {
+    /// `proj = down(act(gate(h)) · up(h))` (with biases and LoRA deltas) for `n` rows of `h`, a
+    /// feed-forward of `n_ff` in layer `il`; `gate` and `up` are working buffers.
+    fn dense_ffn(
+        &self,
+        dense: &Dense,
+        h: &[f32],
+        (n, n_ff): (usize, usize),
+        (lora, il): (&[ActiveLora], usize),
+        (gate, up, proj): (&mut [f32], &mut [f32], &mut [f32]),
+        threads: &Threads,
+    ) -> Result<()> {
+        let block = |index| Target::Block { layer: il, index };
+        let (gate, up) = (&mut gate[..n * n_ff], &mut up[..n * n_ff]);
+        if let Some(w_gate) = &dense.gate {
+            let outs: &mut [&mut [f32]] = &mut [gate, up];
+            let (weights, targets) = ([w_gate, &dense.up], [block(4), block(5)]);
+            lora::matmul(lora, &weights, &targets, h, n, outs, threads)?;
+            add_bias(gate, &dense.b_gate);
+            add_bias(up, &dense.b_up);
+            threads.for_each_rows2(gate, n_ff, up, n_ff, |_, g, u| match self.activation {
+                FfnActivation::Silu => ops::silu_mul(g, u),
+                FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+            });
+        } else {
+            // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
+            lora::matmul(lora, &[&dense.up], &[block(5)], h, n, &mut [gate], threads)?;
+            add_bias(gate, &dense.b_up);
+            threads.for_each_rows(gate, n_ff, |_, g| match self.activation {
+                FfnActivation::Silu => g.iter_mut().for_each(|v| *v /= 1.0 + ops::exp(-*v)),
+                FfnActivation::GeluTanh => ops::gelu(g),
+            });
+        }
+        let down = &[&dense.down];
+        lora::matmul(lora, down, &[block(6)], gate, n, &mut [proj], threads)?;
+        add_bias(proj, &dense.b_down);
+        Ok(())
+    }
+
     /// The rotation `layer` uses in a context of `n_ctx` positions (LongRoPE's long one
     /// beyond `long_from`).
     pub(crate) fn rope_of<'a>(&self, layer: &'a Layer, n_ctx: usize) -> Option<&'a Rope> {
@@ -358,8 +413,6 @@ impl Transformer {
         let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let c = &self.config;
         let d = c.n_embd;
-        let (qw, kw) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim);
-        let (vw, ow) = (c.n_head_kv * c.head_dim_v, c.n_head * c.head_dim_v);
         // Each layer's RoPE table block (layers with the same rotation share one).
         let n_ctx = seqs.first().map_or(0, |s| s.cache.capacity());
         let mut ropes: Vec<&Rope> = Vec::new();
@@ -407,7 +460,7 @@ impl Transformer {
             self.embedding.row(id, row)?;
         }
         if !lora.is_empty() {
-            lora::add_embedding(lora, tokens.copied(), x, d)?;
+            lora::add_embedding(lora, tokens.clone().copied(), x, d)?;
         }
         if let Some(s) = self.embed_scale {
             x.iter_mut().for_each(|v| *v *= s);
@@ -415,16 +468,51 @@ impl Transformer {
         if let Some(enc) = &self.encoder {
             self.encoder_input(enc, seqs, x, threads)?;
         }
+        let per_layer = match &self.per_layer_inputs {
+            Some(p) => Some(p.rows(tokens.copied(), x, (n, self.layers.len()), threads)?),
+            None => None,
+        };
         for (il, layer) in self.layers.iter().enumerate() {
             let block = |index| Target::Block { layer: il, index };
+            let ls = &c.layers[il];
+            let (qw, kw) = (ls.n_head * ls.head_dim, ls.n_head_kv * ls.head_dim);
+            let (vw, ow) = (ls.n_head_kv * ls.head_dim_v, ls.n_head * ls.head_dim_v);
+            let (q, k, v, attn) = (
+                &mut q[..n * qw],
+                &mut k[..n * kw],
+                &mut v[..n * vw],
+                &mut attn[..n * ow],
+            );
             norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
-            let qkv = [&layer.wq, &layer.wk, &layer.wv];
-            let outs: &mut [&mut [f32]] = &mut [q, k, v];
-            let targets = [block(0), block(1), block(2)];
-            lora::matmul(lora, &qkv, &targets, h, n, outs, threads)?;
+            // Queries, and the keys and values the layer has.
+            let mut weights = vec![&layer.wq];
+            let mut outs: Vec<&mut [f32]> = vec![&mut *q];
+            let mut targets = vec![block(0)];
+            if let Some(wk) = &layer.wk {
+                weights.push(wk);
+                outs.push(&mut *k);
+                targets.push(block(1));
+            }
+            if let Some(wv) = &layer.wv {
+                weights.push(wv);
+                outs.push(&mut *v);
+                targets.push(block(2));
+            }
+            lora::matmul(lora, &weights, &targets, h, n, &mut outs, threads)?;
+            drop(outs);
             add_bias(q, &layer.bq);
-            add_bias(k, &layer.bk);
-            add_bias(v, &layer.bv);
+            let own_kv = ls.has_kv(il);
+            if own_kv {
+                add_bias(k, &layer.bk);
+                add_bias(v, &layer.bv);
+                if layer.wv.is_none() {
+                    // Gemma 4: the values are the keys' projection (before the keys' norm).
+                    v.copy_from_slice(k);
+                }
+                if let Some(norm) = &layer.v_norm {
+                    norm.rows_par(v, threads);
+                }
+            }
             if !self.qk_norm_after_rope {
                 if let Some(n) = &layer.q_norm {
                     n.rows_par(q, threads);
@@ -434,10 +522,10 @@ impl Transformer {
                 }
             }
             let shape = AttentionShape {
-                n_head: c.n_head,
-                n_head_kv: c.n_head_kv,
-                head_dim: c.head_dim,
-                head_dim_v: c.head_dim_v,
+                n_head: ls.n_head,
+                n_head_kv: ls.n_head_kv,
+                head_dim: ls.head_dim,
+                head_dim_v: ls.head_dim_v,
                 scale: self.kq_scale,
                 softcap: self.attn_softcap,
                 window: layer.window,
@@ -447,6 +535,7 @@ impl Transformer {
                     .first()
                     .map_or_else(Default::default, |s| s.cache.types()),
                 alibi: self.alibi,
+                store: own_kv,
             };
             let (start, half) = rope_of[il];
             let tables = &rope[start..start + n * half];
@@ -455,10 +544,12 @@ impl Transformer {
                 if let Some(layer_rope) = layer_rope {
                     let row = first_token[i] + t;
                     let table = &tables[row * half..(row + 1) * half];
-                    for head in q.chunks_exact_mut(c.head_dim) {
+                    for head in q.chunks_exact_mut(ls.head_dim) {
                         layer_rope.apply(head, table);
                     }
-                    layer_rope.apply(k, table);
+                    if !k.is_empty() {
+                        layer_rope.apply(k, table);
+                    }
                 }
                 if self.qk_norm_after_rope {
                     if let Some(n) = &layer.q_norm {
@@ -492,7 +583,11 @@ impl Transformer {
                 let (out, rest) = std::mem::take(&mut outs).split_at_mut(ns * ow);
                 outs = rest;
                 let pos0 = seq.cache.len();
-                let (keys, values) = seq.cache.layer_mut(il);
+                let (keys, values) = seq.cache.layer_mut(ls.kv_layer);
+                let (sk, sv) = match own_kv {
+                    true => (sk, sv),
+                    false => (&mut [][..], &[][..]),
+                };
                 parts.push(SeqAttention {
                     q: sq,
                     k: sk,
@@ -530,46 +625,41 @@ impl Transformer {
             if layer.ffn_norm.is_some() || layer.attn_norm.is_none() {
                 norm_into(h, x, d, layer.ffn_norm.as_ref(), threads);
             }
-            let dense = match &layer.ffn {
-                Ffn::Dense(dense) => dense,
+            let bufs = (&mut gate[..], &mut up[..], &mut proj[..]);
+            let moe_lora = || {
+                if (4..7).any(|i| lora::adapts(lora, block(i))) {
+                    return Err(Error::InvalidOption(
+                        "LoRA adapters of a mixture-of-experts feed-forward are not supported"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            };
+            let sums = match &layer.ffn {
+                Ffn::Dense(dense) => {
+                    self.dense_ffn(dense, h, (n, ls.n_ff), (lora, il), bufs, threads)?;
+                    layer.norm_sums
+                }
                 Ffn::Moe(moe) => {
-                    if (4..7).any(|i| lora::adapts(lora, block(i))) {
-                        return Err(Error::InvalidOption(
-                            "LoRA adapters of a mixture-of-experts feed-forward are not supported"
-                                .into(),
-                        ));
-                    }
-                    moe.forward(h, n, d, proj, threads)?;
-                    let norm = layer.post_ffn_norm.as_ref();
-                    add_residual(x, proj, d, (norm, self.residual_scale, false), threads);
-                    continue;
+                    moe_lora()?;
+                    moe.forward((h, h), n, d, proj, threads)?;
+                    false
+                }
+                Ffn::DenseAndExperts(both) => {
+                    moe_lora()?;
+                    self.dense_ffn(&both.dense, h, (n, ls.n_ff), (lora, il), bufs, threads)?;
+                    both.add_experts(x, proj, (n, d), threads)?;
+                    false
                 }
             };
-            if let Some(w_gate) = &dense.gate {
-                let outs: &mut [&mut [f32]] = &mut [gate, up];
-                let (weights, targets) = ([w_gate, &dense.up], [block(4), block(5)]);
-                lora::matmul(lora, &weights, &targets, h, n, outs, threads)?;
-                add_bias(gate, &dense.b_gate);
-                add_bias(up, &dense.b_up);
-                threads.for_each_rows2(gate, c.n_ff, up, c.n_ff, |_, g, u| match self.activation {
-                    FfnActivation::Silu => ops::silu_mul(g, u),
-                    FfnActivation::GeluTanh => ops::gelu_mul(g, u),
-                });
-            } else {
-                // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
-                lora::matmul(lora, &[&dense.up], &[block(5)], h, n, &mut [gate], threads)?;
-                add_bias(gate, &dense.b_up);
-                threads.for_each_rows(gate, c.n_ff, |_, g| match self.activation {
-                    FfnActivation::Silu => g.iter_mut().for_each(|v| *v /= 1.0 + ops::exp(-*v)),
-                    FfnActivation::GeluTanh => ops::gelu(g),
-                });
-            }
-            let down = &[&dense.down];
-            lora::matmul(lora, down, &[block(6)], gate, n, &mut [proj], threads)?;
-            add_bias(proj, &dense.b_down);
             let norm = layer.post_ffn_norm.as_ref();
-            let sums = layer.norm_sums;
             add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
+            if let (Some(block), Some(inputs)) = (&layer.per_layer, &per_layer) {
+                block.add(x, inputs, (il, n, d), (&mut *gate, &mut *proj), threads)?;
+            }
+            if let Some(s) = layer.out_scale {
+                x.iter_mut().for_each(|v| *v *= s);
+            }
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();

@@ -110,6 +110,24 @@ impl<'a> Loader<'a> {
         self.split_rows(info, cols, &vec![rows; n_expert])
     }
 
+    /// The experts of a 3-D tensor whose rows stack several matrices (GGUF dims
+    /// `[cols, Σ parts, n_expert]`, e.g. `ffn_gate_up_exps`): per expert, one weight per part.
+    pub(crate) fn experts_split(
+        &self,
+        name: &str,
+        cols: usize,
+        parts: &[usize],
+        n_expert: usize,
+    ) -> Result<Vec<Vec<Weight>>> {
+        let info = self.info(name)?;
+        Self::check_dims(info, &[cols, parts.iter().sum(), n_expert])?;
+        let all: Vec<usize> = (0..n_expert).flat_map(|_| parts.iter().copied()).collect();
+        let mut weights = self.split_rows(info, cols, &all)?.into_iter();
+        Ok((0..n_expert)
+            .map(|_| weights.by_ref().take(parts.len()).collect())
+            .collect())
+    }
+
     /// `info`'s rows (of `cols` inputs) in consecutive blocks of `parts` rows, one weight each.
     fn split_rows(&self, info: &TensorInfo, cols: usize, parts: &[usize]) -> Result<Vec<Weight>> {
         self.check_weight_type(info)?;

@@ -141,7 +141,7 @@ impl Context {
     /// to `path`; returns the number of tokens saved.
     pub fn save_state(&self, path: &Path) -> Result<usize> {
         let n = self.seqs[0].cached.len();
-        let (n_layer, kw, vw) = self.seqs[0].cache.layout();
+        let (n_layer, (kw, vw)) = header_layout(&self.seqs[0].cache);
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
@@ -171,6 +171,7 @@ impl Context {
             }
         };
         for layer in 0..n_layer {
+            let (kw, vw) = self.seqs[0].cache.layout(layer);
             write(types.k, &self.seqs[0].cache.keys(layer)[..n * kw]);
             write(types.v, &self.seqs[0].cache.values(layer)[..n * vw]);
         }
@@ -229,7 +230,7 @@ impl Context {
                 name(types.v.code())
             )));
         }
-        let (n_layer, kw, vw) = self.seqs[0].cache.layout();
+        let (n_layer, (kw, vw)) = header_layout(&self.seqs[0].cache);
         if layout != (n_layer, kw, vw) {
             return Err(bad(format!(
                 "the session file's cache layout {layout:?} (layers, key and value widths) is \
@@ -239,7 +240,13 @@ impl Context {
         }
         // In u128: a corrupt count cannot overflow, and nothing is allocated before it agrees
         // with the file's length.
-        let per_token = 4 + 2 * (kw + vw) as u128 * n_layer as u128;
+        let units: usize = (0..n_layer)
+            .map(|il| {
+                let (k, v) = self.seqs[0].cache.layout(il);
+                k + v
+            })
+            .sum();
+        let per_token = 4 + 2 * units as u128;
         let expected = HEADER_LEN as u128 + per_token * n as u128 + 4;
         if u128::from(file_len) != expected {
             return Err(bad(format!(
@@ -296,6 +303,7 @@ impl Context {
             at += src.len();
         };
         for layer in 0..n_layer {
+            let (kw, vw) = self.seqs[0].cache.layout(layer);
             let (keys, values) = self.seqs[0].cache.layer_mut(layer);
             read(types.k, &mut keys[..n * kw]);
             read(types.v, &mut values[..n * vw]);
@@ -305,6 +313,21 @@ impl Context {
         self.seqs[0].reusable = if reusable >= n { usize::MAX } else { reusable };
         Ok(tokens)
     }
+}
+
+/// The layout a session file's header states: the layer count and the first layer's key and
+/// value units per position. (The layers after it follow from the model, which the file's
+/// fingerprint pins.)
+fn header_layout(cache: &crate::model::KvCache) -> (usize, (usize, usize)) {
+    let n_layer = cache.n_layer();
+    (
+        n_layer,
+        if n_layer == 0 {
+            (0, 0)
+        } else {
+            cache.layout(0)
+        },
+    )
 }
 
 #[cfg(test)]

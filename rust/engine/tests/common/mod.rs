@@ -174,6 +174,8 @@ pub const ARCH_KINDS: &[&str] = &[
     "gemma",
     "gemma2",
     "gemma3",
+    "gemma4",
+    "gemma4-moe",
     "phi3",
     "qwen3moe",
     "smollm3",
@@ -228,7 +230,7 @@ pub fn synth_model(kind: &str) -> PathBuf {
     }
     let synth = repo_root().join("tools/synth");
     let mut hasher = DefaultHasher::new();
-    for file in ["make_model.py", "make_encoder.py", "vocab.py"] {
+    for file in ["make_model.py", "gemma4.py", "make_encoder.py", "vocab.py"] {
         std::fs::read(synth.join(file))
             .unwrap_or_else(|e| panic!("reading tools/synth/{file}: {e}"))
             .hash(&mut hasher);

@@ -1,0 +1,131 @@
+//! Gemma 4's layer plan through the runtime, on the synthetic `gemma4` model
+//! (`tools/synth/gemma4.py`: local and global layers with different head sizes and KV heads,
+//! the last two layers reading layers 2 and 3's caches): the KV cache holds only the layers
+//! with keys and values of their own; a batch of four sequences equals each sequence alone
+//! (with prompts longer than the 32-position window; also with `gemma4-moe`'s experts); a saved and restored state continues as
+//! the context it came from; a context shift keeps generating. (The logits themselves are
+//! compared with llama.cpp's by `rust/cli/tests/architectures.rs`.)
+
+mod common;
+
+use std::sync::Arc;
+
+use local_llm_engine::model::KvTypes;
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    ContextShift, FinishReason, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+};
+
+fn model() -> Arc<LoadedModel> {
+    let path = common::synth_model("gemma4");
+    LoadedModel::load(&path, &LoadOptions::default()).expect("gemma4 loads")
+}
+
+/// Greedy, `max_tokens` tokens whatever the model says (a random model ends early otherwise).
+fn request(prompt: &str, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(Prompt::Text(prompt.into()));
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = max_tokens;
+    r.stop_at_eog = false;
+    r
+}
+
+#[test]
+fn the_cache_holds_only_the_layers_with_keys_and_values_of_their_own() {
+    let model = model();
+    let config = model.model().config();
+    // Layers 0 and 2: 2 KV heads of 16; layers 1 and 3: 1 KV head of 32; keys and values in
+    // f16; layers 4 and 5 read layers 2 and 3's.
+    let per_position = 2 * (2 * 16 + 2 * 16) + 2 * (32 + 32);
+    let kv: Vec<usize> = config.layers.iter().map(|l| l.kv_layer).collect();
+    assert_eq!(kv, [0, 1, 2, 3, 2, 3]);
+    let bytes = 2 * per_position * 100;
+    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), bytes as u64);
+    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
+    assert_eq!(cache.size_bytes(), bytes);
+}
+
+#[test]
+fn a_batch_of_four_equals_each_sequence_alone() {
+    batch_equals_solo("gemma4");
+    batch_equals_solo("gemma4-moe");
+}
+
+fn batch_equals_solo(kind: &str) {
+    let path = common::synth_model(kind);
+    let model = LoadedModel::load(&path, &LoadOptions::default()).expect("loads");
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(6);
+    let requests = [
+        request("The sea was calm", 24),
+        request(&format!("{long} and then"), 20),
+        request("List three colours", 16),
+        request(&format!("Once upon a time {long}"), 28),
+    ];
+    let alone: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| {
+            let mut ctx = common::context(&model, 256, 2, 1);
+            ctx.generate(r, &mut |_| {}, None).unwrap().tokens
+        })
+        .collect();
+    for i in 0..alone.len() {
+        for j in i + 1..alone.len() {
+            assert_ne!(
+                alone[i], alone[j],
+                "requests {i} and {j} give the same tokens"
+            );
+        }
+    }
+    let mut ctx = common::context(&model, 256, 2, 4);
+    let batch = ctx.generate_batch(&requests, None).unwrap();
+    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
+        assert_eq!(&b.as_ref().unwrap().tokens, a, "{kind}: request {i}");
+    }
+}
+
+#[test]
+fn a_restored_state_continues_as_the_context_it_came_from() {
+    let model = model();
+    let dir = std::env::temp_dir().join(format!("local-llm-gemma4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gemma4.state");
+    let mut direct = common::context(&model, 256, 2, 1);
+    let first = request("A short story about a robot who learns to paint", 40);
+    let g1 = direct.generate(&first, &mut |_| {}, None).unwrap();
+    direct.save_state(&file).unwrap();
+    let mut tokens = model
+        .tokenize(
+            "A short story about a robot who learns to paint",
+            true,
+            false,
+        )
+        .unwrap();
+    tokens.extend(&g1.tokens);
+    let mut next = GenerateRequest::new(Prompt::Tokens(tokens));
+    next.sampling = SamplingParams::greedy();
+    next.max_tokens = 24;
+    next.stop_at_eog = false;
+    let want = direct.generate(&next, &mut |_| {}, None).unwrap();
+    let mut restored = common::context(&model, 256, 2, 1);
+    restored.load_state(&file).unwrap();
+    let got = restored.generate(&next, &mut |_| {}, None).unwrap();
+    // The prompt was restored, not evaluated again.
+    assert!(
+        got.timings.prompt_tokens < 4,
+        "{}",
+        got.timings.prompt_tokens
+    );
+    assert_eq!(got.tokens, want.tokens);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_context_shift_keeps_generating_past_the_context() {
+    let model = model();
+    let mut ctx = common::context(&model, 64, 2, 1);
+    let mut r = request("The sea was calm and the sky was grey", 100);
+    r.context_shift = Some(ContextShift { n_keep: Some(4) });
+    let g = ctx.generate(&r, &mut |_| {}, None).unwrap();
+    assert_eq!(g.tokens.len(), 100);
+    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
+}
