@@ -1,9 +1,10 @@
-//! Reasoning blocks (issue 31): `<think>` … `</think>` split from the answer as llama.cpp's
-//! `--reasoning-format deepseek` does, streamed apart, capped by a token budget, and
+//! Reasoning blocks (issue 31): `<think>` … `</think>` (and Gemma 4's `<|channel>thought` …
+//! `<channel|>`) split from the answer as llama.cpp's `--reasoning-format deepseek` does,
+//! streamed apart, capped by a token budget, and
 //! `chat_template_kwargs` (`enable_thinking`) reaching the template. The model is a synthetic
 //! qwen3 (`tools/synth/make_model.py`) carrying real templates from llama.cpp's
-//! `models/templates` (Qwen3 0.6B's and DeepSeek-R1-Distill-Qwen-32B's); a grammar makes its
-//! random weights write a block.
+//! `models/templates` (Qwen3 0.6B's, DeepSeek-R1-Distill-Qwen-32B's, Gemma 4 31B's); a grammar
+//! makes its random weights write a block.
 
 mod common;
 mod tokenizer_support;
@@ -107,6 +108,34 @@ fn a_thinking_block_is_split_from_the_answer() {
     assert_eq!(same.text, whole.text);
 }
 
+/// Gemma 4's template writes its thoughts in a channel (`<|channel>thought` … `<channel|>`,
+/// llama.cpp's thinking tags for it): split as a `<think>` block is.
+#[test]
+fn a_gemma4_thought_channel_is_split_from_the_answer() {
+    let model = model_with_template("google-gemma-4-31B-it");
+    assert!(model.thinks());
+    let mut ctx = context(&model);
+    let grammar = r#"root ::= "<|channel>thought\n" [a-z ]{4,30} "<channel|>" [a-z ]{1,20}"#;
+    let request = |reasoning| GenerateRequest {
+        max_tokens: 120,
+        ..request(reasoning, Some(grammar))
+    };
+    let (whole, _, _) = run(&mut ctx, &request(None));
+    let rest = whole
+        .text
+        .strip_prefix("<|channel>thought\n")
+        .expect("a channel");
+    let (thought, answer) = rest.split_once("<channel|>").expect("closed");
+    let (split, reasoning, text) = run(&mut ctx, &request(Some(SPLIT)));
+    assert_eq!(split.tokens, whole.tokens, "the same generation");
+    assert_eq!(split.reasoning, thought.trim_end());
+    assert_eq!(split.text, answer.trim_start());
+    assert_eq!(
+        (reasoning, text),
+        (split.reasoning.clone(), split.text.clone())
+    );
+}
+
 /// `enable_thinking: false` reaches Qwen 3's template, which then writes an empty block into
 /// the prompt; a model whose template has no blocks ignores reasoning options.
 #[test]
@@ -184,6 +213,35 @@ fn a_tool_call_after_a_thinking_block_is_a_call() {
     assert_eq!(g.tool_calls.len(), 1, "{g:?}");
     assert_eq!(g.tool_calls[0].name, "get_weather");
     assert!(g.tool_calls[0].arguments.contains("city"), "{g:?}");
+    assert_eq!(g.text, "");
+    assert_eq!(text, "", "call markup never streams as content");
+}
+
+/// Gemma 4's own call syntax after its thought channel: the call is parsed (its `<|"|>`
+/// strings and bare keys become JSON), the channel is the reasoning, the content is empty.
+#[test]
+fn a_gemma4_tool_call_after_its_thought_channel_is_a_call() {
+    let model = model_with_template("google-gemma-4-31B-it");
+    let mut ctx = context(&model);
+    let grammar = r#"root ::= "<|channel>thought\nthe user wants the weather<channel|><|tool_call>call:get_weather{city:<|\"|>" [a-z]{2,8} "<|\"|>,days:2}<tool_call|>""#;
+    let mut with_tools = request(Some(SPLIT), Some(grammar));
+    with_tools.max_tokens = 200;
+    with_tools.tools = vec![local_llm_engine::chat::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city".into()),
+        parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
+    }];
+    let (g, reasoning, text) = run(&mut ctx, &with_tools);
+    assert_eq!(g.reasoning, "the user wants the weather");
+    assert_eq!(reasoning, g.reasoning);
+    assert_eq!(g.tool_calls.len(), 1, "{g:?}");
+    assert_eq!(g.tool_calls[0].name, "get_weather");
+    let args: serde_json::Value = serde_json::from_str(&g.tool_calls[0].arguments).unwrap();
+    assert!(
+        args["city"].as_str().is_some_and(|c| c.len() >= 2),
+        "{args}"
+    );
+    assert_eq!(args["days"], 2);
     assert_eq!(g.text, "");
     assert_eq!(text, "", "call markup never streams as content");
 }

@@ -17,6 +17,7 @@
 mod builtin;
 mod compile;
 mod env;
+mod gemma4_calls;
 mod guard;
 mod json;
 mod pyrepr;

@@ -1,17 +1,32 @@
 //! Reasoning ("thinking") output: a block between an open and a close tag (`<think>` …
 //! `</think>` for Qwen 3, SmolLM3, DeepSeek-R1 distills and the other templates that write
-//! them) at the start of the answer, split from the answer as llama.cpp's
-//! `--reasoning-format deepseek` does, as the text streams.
+//! them; Gemma 4's thought channel `<|channel>thought` … `<channel|>`) at the start of the
+//! answer, split from the answer as llama.cpp's `--reasoning-format deepseek` does, as the
+//! text streams.
 //!
 //! Only a block at the start counts (after white space); when the prompt already opened it
 //! (a template that forces thinking, e.g. DeepSeek-R1's generation prompt ends with
 //! `<think>\n`), the output starts inside it. White space around the reasoning and before the
 //! answer is dropped. An output that ends inside the block is all reasoning.
 
-/// The tags of the templates this engine recognises.
-pub const THINK_OPEN: &str = "<think>";
-/// See [`THINK_OPEN`].
-pub const THINK_CLOSE: &str = "</think>";
+/// A reasoning block's open and close tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasoningTags {
+    pub open: &'static str,
+    pub close: &'static str,
+}
+
+/// `<think>` … `</think>`.
+pub const THINK: ReasoningTags = ReasoningTags {
+    open: "<think>",
+    close: "</think>",
+};
+
+/// Gemma 4's thought channel (llama.cpp's `thinking_start_tag` and end tag for it).
+pub const GEMMA4_THOUGHT: ReasoningTags = ReasoningTags {
+    open: "<|channel>thought",
+    close: "<channel|>",
+};
 
 /// How a request treats reasoning blocks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -164,15 +179,20 @@ impl ReasoningSplitter {
     }
 }
 
-/// Whether a template writes reasoning blocks with the tags this engine recognises.
-pub fn template_thinks(source: &str) -> bool {
-    source.contains(THINK_OPEN) && source.contains(THINK_CLOSE)
+/// The tags of the reasoning blocks a template writes, if it writes tags this engine
+/// recognises.
+pub fn template_tags(source: &str) -> Option<ReasoningTags> {
+    [THINK, GEMMA4_THOUGHT]
+        .into_iter()
+        .find(|t| source.contains(t.open) && source.contains(t.close))
 }
 
-/// Whether `prompt` (its end) leaves a block open: the template forced thinking.
-pub fn prompt_opens(prompt_tail: &str) -> bool {
-    let t = prompt_tail.trim_end();
-    t.ends_with(THINK_OPEN)
+impl ReasoningTags {
+    /// Whether `prompt_tail` (a prompt's end) leaves a block open: the template forced
+    /// thinking.
+    pub fn prompt_opens(&self, prompt_tail: &str) -> bool {
+        prompt_tail.trim_end().ends_with(self.open)
+    }
 }
 
 #[cfg(test)]
@@ -181,7 +201,7 @@ mod tests {
 
     /// Feeds `pieces` and returns (reasoning, answer).
     fn run(inside: bool, pieces: &[&str]) -> (String, String) {
-        let mut s = ReasoningSplitter::new(THINK_OPEN, THINK_CLOSE, inside);
+        let mut s = ReasoningSplitter::new(THINK.open, THINK.close, inside);
         let (mut r, mut a) = (String::new(), String::new());
         for p in pieces {
             let out = s.push(p);
@@ -237,13 +257,15 @@ mod tests {
             ("still thinking </th".into(), "".into())
         );
         assert_eq!(run(true, &["a \n", " b\n\n"]), ("a \n b".into(), "".into()));
-        assert!(prompt_opens("<|im_start|>assistant\n<think>\n"));
-        assert!(!prompt_opens("<|im_start|>assistant\n"));
+        assert!(THINK.prompt_opens("<|im_start|>assistant\n<think>\n"));
+        assert!(!THINK.prompt_opens("<|im_start|>assistant\n"));
+        assert!(GEMMA4_THOUGHT.prompt_opens("<|turn>model\n<|channel>thought\n"));
+        assert!(!GEMMA4_THOUGHT.prompt_opens("<|turn>model\n<|channel>thought\n<channel|>"));
     }
 
     #[test]
     fn the_splitter_says_when_it_is_inside() {
-        let mut s = ReasoningSplitter::new(THINK_OPEN, THINK_CLOSE, false);
+        let mut s = ReasoningSplitter::new(THINK.open, THINK.close, false);
         assert!(!s.in_reasoning());
         s.push("<think>a");
         assert!(s.in_reasoning());

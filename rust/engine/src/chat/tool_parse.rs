@@ -5,6 +5,7 @@
 //!   blocks (the closing tag may be missing at the end of the output);
 //! - Mistral: `[TOOL_CALLS]` followed by a JSON array (or object) of calls;
 //! - Llama 3.x: `{"name": ..., "parameters": {...}}`, optionally after `<|python_tag|>`;
+//! - Gemma 4: `<|tool_call>call:NAME{key:value,...}<tool_call|>` ([`super::gemma4_calls`]);
 //! - plain JSON: the whole output is a call object `{"name": ..., "arguments": {...}}` or an
 //!   array of them (optionally inside a Markdown code fence).
 //!
@@ -19,10 +20,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use super::gemma4_calls;
 use super::tools::{Tool, ToolCall, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 
 /// Text that starts a call in one of the marked formats.
-const MARKERS: [&str; 3] = [TOOL_CALL_OPEN, "[TOOL_CALLS]", "<|python_tag|>"];
+const MARKERS: [&str; 4] = [
+    TOOL_CALL_OPEN,
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    gemma4_calls::OPEN,
+];
 
 /// The calls found in a response and the text outside them.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -109,6 +116,12 @@ pub fn parse_tool_calls(text: &str, tools: &[Tool]) -> ParsedResponse {
             let body = &text[at..];
             let calls = if marker == TOOL_CALL_OPEN {
                 hermes_calls(body, tools)
+            } else if marker == gemma4_calls::OPEN {
+                gemma4_calls::parse(body).filter(|calls| {
+                    calls
+                        .iter()
+                        .all(|(name, _)| tools.iter().any(|t| &t.name == name))
+                })
             } else {
                 calls_from_json(&body[marker.len()..], tools)
             };

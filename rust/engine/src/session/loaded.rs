@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::backend::Registry;
-use crate::chat::reasoning::{self, ReasoningSplitter};
+use crate::chat::reasoning::{self, ReasoningSplitter, ReasoningTags};
 use crate::chat::{
     offered_tools, validate_tools, ChatMessage, ChatTemplate, TemplateVars, Tool, ToolChoice,
 };
@@ -55,7 +55,8 @@ pub struct LoadedModel {
     template: ChatTemplate,
     template_is_builtin: bool,
     /// Whether the template writes reasoning blocks (decided once, at load).
-    thinks: bool,
+    /// The tags of the template's reasoning blocks, if it writes any.
+    reasoning: Option<ReasoningTags>,
     load_ms: f64,
     /// Every token's bytes for grammar-constrained sampling, built on first use.
     token_table: OnceLock<Arc<TokenTable>>,
@@ -110,7 +111,7 @@ impl MemoryEstimate {
     /// [`crate::Error::InvalidOption`] when the model's heads cannot be cached as them).
     pub fn for_file_with(gguf: &GgufFile, n_ctx: u32, types: KvTypes) -> Result<Self> {
         let config = ModelConfig::from_gguf(gguf)?;
-        types.check(config.head_dim, config.head_dim_v)?;
+        config.check_kv_types(types)?;
         Ok(Self::new(&config, gguf, n_ctx, types))
     }
 
@@ -164,7 +165,7 @@ impl LoadedModel {
             gguf,
             model,
             tokenizer,
-            thinks: reasoning::template_thinks(template.source()),
+            reasoning: reasoning::template_tags(template.source()),
             template,
             template_is_builtin: builtin,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -200,22 +201,23 @@ impl LoadedModel {
     }
 
     /// The chat template in use (the file's, or a built-in one for its architecture).
-    /// Whether the chat template writes reasoning blocks (`<think>` … `</think>`).
+    /// Whether the chat template writes reasoning blocks (`<think>` … `</think>`, or Gemma 4's
+    /// `<|channel>thought` … `<channel|>`).
     pub fn thinks(&self) -> bool {
-        self.thinks
+        self.reasoning.is_some()
     }
 
     /// Whether `prompt` ends inside a reasoning block (a template that forces thinking).
     pub fn prompt_opens_reasoning(&self, prompt: &[u32]) -> bool {
-        self.thinks()
-            && reasoning::prompt_opens(
-                &self.detokenize(&prompt[prompt.len().saturating_sub(8)..], true),
-            )
+        self.reasoning.is_some_and(|tags| {
+            tags.prompt_opens(&self.detokenize(&prompt[prompt.len().saturating_sub(8)..], true))
+        })
     }
 
     /// A splitter for this model's reasoning blocks (`opened`: the prompt opened one).
     pub(crate) fn reasoning_splitter(&self, opened: bool) -> ReasoningSplitter {
-        ReasoningSplitter::new(reasoning::THINK_OPEN, reasoning::THINK_CLOSE, opened)
+        let tags = self.reasoning.unwrap_or(reasoning::THINK);
+        ReasoningSplitter::new(tags.open, tags.close, opened)
     }
 
     pub fn chat_template(&self) -> &ChatTemplate {
@@ -240,7 +242,7 @@ impl LoadedModel {
     /// be cached as them).
     pub fn estimate_memory(&self, n_ctx: u32, types: KvTypes) -> Result<MemoryEstimate> {
         let config = self.model.config();
-        types.check(config.head_dim, config.head_dim_v)?;
+        config.check_kv_types(types)?;
         Ok(MemoryEstimate::new(config, &self.gguf, n_ctx, types))
     }
 
