@@ -135,7 +135,13 @@ pub fn quantize_file(
     if !crate::model::SUPPORTED_ARCHITECTURES.contains(&arch.as_str()) {
         return Err(Error::UnsupportedArchitecture(arch));
     }
-    let key = |k: &str| file.get_u64(&format!("{arch}.{k}"));
+    // A per-layer array (Gemma 4's KV heads) counts by its first layer, as llama.cpp's
+    // n_gqa() does.
+    let key = |k: &str| {
+        let k = format!("{arch}.{k}");
+        file.get_u64(&k)
+            .or_else(|| file.get_array(&k)?.get(0)?.as_u64())
+    };
     let n_layer = key("block_count")
         .ok_or_else(|| Error::InvalidModel(format!("{arch}.block_count is missing")))?;
     let n_head = key("attention.head_count").unwrap_or(0);
