@@ -10,6 +10,7 @@ mod common;
 mod tokenizer_support;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use local_llm_engine::chat::{ChatMessage, ReasoningOptions, TemplateVars};
@@ -24,10 +25,13 @@ use local_llm_engine::session::{
 fn model_with_template(name: &str) -> Arc<LoadedModel> {
     let dir = std::env::temp_dir().join(format!("local-llm-reasoning-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let template = dir.join(format!("{name}.jinja"));
+    // One file per call: the tests run in parallel and may want the same template.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    let template = dir.join(format!("{name}-{n}.jinja"));
     let source = tokenizer_support::llama_cpp_file(&format!("models/templates/{name}.jinja"));
     std::fs::write(&template, source).unwrap();
-    let path: PathBuf = dir.join(format!("{name}.gguf"));
+    let path: PathBuf = dir.join(format!("{name}-{n}.gguf"));
     let script = common::repo_root().join("tools/synth/make_model.py");
     common::run_python(
         &script,
@@ -202,11 +206,7 @@ fn a_tool_call_after_a_thinking_block_is_a_call() {
     let grammar = r#"root ::= "<think>\nthe user wants the weather\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [a-z]{2,8} "\"}}\n</tool_call>""#;
     let mut with_tools = request(Some(SPLIT), Some(grammar));
     with_tools.max_tokens = 120;
-    with_tools.tools = vec![local_llm_engine::chat::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city".into()),
-        parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
-    }];
+    with_tools.tools = vec![weather_tool()];
     let (g, reasoning, text) = run(&mut ctx, &with_tools);
     assert_eq!(g.reasoning, "the user wants the weather");
     assert_eq!(reasoning, g.reasoning);
@@ -226,11 +226,7 @@ fn a_gemma4_tool_call_after_its_thought_channel_is_a_call() {
     let grammar = r#"root ::= "<|channel>thought\nthe user wants the weather<channel|><|tool_call>call:get_weather{city:<|\"|>" [a-z]{2,8} "<|\"|>,days:2}<tool_call|>""#;
     let mut with_tools = request(Some(SPLIT), Some(grammar));
     with_tools.max_tokens = 200;
-    with_tools.tools = vec![local_llm_engine::chat::Tool {
-        name: "get_weather".into(),
-        description: Some("The weather in a city".into()),
-        parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
-    }];
+    with_tools.tools = vec![weather_tool()];
     let (g, reasoning, text) = run(&mut ctx, &with_tools);
     assert_eq!(g.reasoning, "the user wants the weather");
     assert_eq!(reasoning, g.reasoning);
@@ -244,4 +240,13 @@ fn a_gemma4_tool_call_after_its_thought_channel_is_a_call() {
     assert_eq!(args["days"], 2);
     assert_eq!(g.text, "");
     assert_eq!(text, "", "call markup never streams as content");
+}
+
+/// The tool the tool-call tests offer.
+fn weather_tool() -> local_llm_engine::chat::Tool {
+    local_llm_engine::chat::Tool {
+        name: "get_weather".into(),
+        description: Some("The weather in a city".into()),
+        parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
+    }
 }
