@@ -159,6 +159,12 @@ fn starcoder_digits_bpe() {
     check_vocab("starcoder");
 }
 
+/// Refact's pre type, StarCoder's pattern (single digits).
+#[test]
+fn refact_bpe() {
+    check_vocab("refact");
+}
+
 #[test]
 fn command_r_bpe() {
     check_vocab("command-r");
