@@ -13,7 +13,7 @@ use std::sync::Arc;
 use local_llm_engine::model::KvTypes;
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    ContextShift, FinishReason, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+    inspect, ContextShift, FinishReason, GenerateRequest, LoadOptions, LoadedModel, Prompt,
 };
 
 fn model() -> Arc<LoadedModel> {
@@ -43,6 +43,10 @@ fn the_cache_holds_only_the_layers_with_keys_and_values_of_their_own() {
     assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), bytes as u64);
     let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
     assert_eq!(cache.size_bytes(), bytes);
+    // Reading only the header says the same, and the most KV heads any layer has.
+    let info = inspect(common::synth_model("gemma4"), 100).unwrap();
+    assert_eq!(info.memory.unwrap().kv_cache_bytes, bytes as u64);
+    assert_eq!((info.n_head, info.n_head_kv), (Some(4), Some(2)));
 }
 
 #[test]

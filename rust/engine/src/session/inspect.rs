@@ -99,6 +99,11 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
     }
     tensor_types.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.type_name.cmp(&b.type_name)));
     let config = ModelConfig::from_gguf(gguf).ok();
+    // Per-layer head counts (Gemma 4's arrays): the most any layer has.
+    let (heads, heads_kv) = config
+        .as_ref()
+        .map(|c| (c.n_head as u64, c.n_head_kv as u64))
+        .unzip();
     let metadata = metadata_strings(gguf);
     ModelFileInfo {
         supported: SUPPORTED_ARCHITECTURES.contains(&architecture.as_str()) && config.is_some(),
@@ -118,8 +123,10 @@ pub fn describe(gguf: &GgufFile, n_ctx: u32) -> ModelFileInfo {
         context_length: key("context_length"),
         embedding_length: key("embedding_length"),
         n_layer: key("block_count"),
-        n_head: key("attention.head_count"),
-        n_head_kv: key("attention.head_count_kv").or_else(|| key("attention.head_count")),
+        n_head: key("attention.head_count").or(heads),
+        n_head_kv: key("attention.head_count_kv")
+            .or(heads_kv)
+            .or_else(|| key("attention.head_count")),
         n_vocab: gguf
             .get_array("tokenizer.ggml.tokens")
             .map(|a| a.len() as u64),
