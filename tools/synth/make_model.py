@@ -187,6 +187,24 @@ ALL_F16 = {name: Q.F16 for name in ("token_embd", "attn_q", "attn_k", "attn_v", 
                                     "ffn_gate", "ffn_up", "ffn_down", "output")}
 
 
+# Gemma 4's layer plan and per-layer inputs: see gemma4.py.
+GEMMA4 = Spec(
+    arch="gemma4",
+    tokenizer="bpe",
+    pre="llama-bpe",
+    n_layer=6,
+    eps=1e-6,
+    rope_base=1000000.0,
+    qk_norm=True,
+    tied=True,
+    resid_gain=1.0,
+    post_norms=True,
+    types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
+               attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16,
+               per_layer_token_embd=Q.F16, per_layer_model_proj=Q.BF16, inp_gate=Q.F16,
+               proj=Q.F16),
+)
+
 KINDS: dict[str, Spec] = {
     "llama-spm": Spec(
         arch="llama",
@@ -434,43 +452,12 @@ KINDS.update({
         types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
                    attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
     ),
-    "gemma4": Spec(
-        # Gemma 4's layer plan and per-layer inputs: see gemma4.py.
-        arch="gemma4",
-        tokenizer="bpe",
-        pre="llama-bpe",
-        n_layer=6,
-        eps=1e-6,
-        rope_base=1000000.0,
-        qk_norm=True,
-        tied=True,
-        resid_gain=1.0,
-        post_norms=True,
-        post_norm_gain=1.0,
-        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
-                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16,
-                   per_layer_token_embd=Q.F16, per_layer_model_proj=Q.BF16, inp_gate=Q.F16,
-                   proj=Q.F16),
-    ),
-    "gemma4-moe": Spec(
-        arch="gemma4",
-        tokenizer="bpe",
-        pre="llama-bpe",
-        n_layer=4,
-        eps=1e-6,
-        rope_base=1000000.0,
-        qk_norm=True,
-        tied=True,
-        resid_gain=1.0,
-        post_norms=True,
-        n_expert=4,
-        n_expert_used=2,
-        expert_ff=32,
-        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
-                   attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16,
-                   ffn_gate_inp=Q.F32, ffn_gate_up_exps=Q.Q8_0, ffn_gate_exps=Q.Q8_0,
-                   ffn_up_exps=Q.Q4_0, ffn_down_exps=Q.F16),
-    ),
+    "gemma4": GEMMA4,
+    # The 26B A4B's feed-forward: 4 experts (2 used) beside each dense one, 4 layers.
+    "gemma4-moe": dataclasses.replace(
+        GEMMA4, n_layer=4, n_expert=4, n_expert_used=2, expert_ff=32,
+        types=dict(GEMMA4.types, ffn_gate_inp=Q.F32, ffn_gate_up_exps=Q.Q8_0,
+                   ffn_gate_exps=Q.Q8_0, ffn_up_exps=Q.Q4_0, ffn_down_exps=Q.F16)),
     "qwen3moe": Spec(
         arch="qwen3moe",
         # Qwen3-30B-A3B's block: per-head Q/K norms and 8 experts, 2 used per token.

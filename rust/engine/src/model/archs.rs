@@ -178,6 +178,17 @@ const GEMMA: Arch = Arch {
     ..LLAMA
 };
 
+/// Gemma's 512-position windows on five layers of six (the file's pattern may say otherwise),
+/// the local RoPE base from the file.
+const GEMMA_WINDOW_512: Sliding = Sliding {
+    when: SlidingWhen::Always { window: 512 },
+    pattern: 6,
+    local_base: None,
+    local_scaled: false,
+    rope_local_only: false,
+    dense_first: false,
+};
+
 /// The supported architectures.
 pub(crate) const ARCHS: &[Arch] = &[
     LLAMA,
@@ -240,14 +251,7 @@ pub(crate) const ARCHS: &[Arch] = &[
         post_norms: true,
         gemma_scales: false,
         gemma4: true,
-        sliding: Some(Sliding {
-            when: SlidingWhen::Always { window: 512 },
-            pattern: 6,
-            local_base: None,
-            local_scaled: false,
-            rope_local_only: false,
-            dense_first: false,
-        }),
+        sliding: Some(GEMMA_WINDOW_512),
         scalars: Scalars {
             final_softcap: true,
             ..LLAMA.scalars
@@ -443,14 +447,7 @@ pub(crate) const ARCHS: &[Arch] = &[
         name: "gemma-embedding",
         qk_norm: QkNorm::Heads,
         post_norms: true,
-        sliding: Some(Sliding {
-            when: SlidingWhen::Always { window: 512 },
-            pattern: 6,
-            local_base: None,
-            local_scaled: false,
-            rope_local_only: false,
-            dense_first: false,
-        }),
+        sliding: Some(GEMMA_WINDOW_512),
         embeddings_only: true,
         bidirectional: true,
         ..GEMMA

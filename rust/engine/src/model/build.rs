@@ -528,13 +528,7 @@ fn moe(
 ) -> Result<Moe> {
     let p = |s: &str| format!("blk.{i}.{s}");
     let d = c.n_embd;
-    let n_expert = meta.dim("expert_count")?;
-    let n_used = meta.dim("expert_used_count")?;
-    if n_used > n_expert {
-        return Err(Error::InvalidModel(format!(
-            "{n_used} experts used per token of {n_expert}"
-        )));
-    }
+    let (n_expert, n_used) = expert_counts(meta)?;
     let default_ff = if arch.scalars.granite {
         c.n_ff
     } else {
@@ -583,13 +577,7 @@ fn moe(
 fn gemma4_experts(ld: &Loader<'_>, i: usize, (c, meta): (&ModelConfig, &Meta<'_>)) -> Result<Moe> {
     let p = |s: &str| format!("blk.{i}.{s}");
     let d = c.n_embd;
-    let n_expert = meta.dim("expert_count")?;
-    let n_used = meta.dim("expert_used_count")?;
-    if n_used > n_expert {
-        return Err(Error::InvalidModel(format!(
-            "{n_used} experts used per token of {n_expert}"
-        )));
-    }
+    let (n_expert, n_used) = expert_counts(meta)?;
     let n_ff = meta.dims_per_layer("expert_feed_forward_length", c.n_layer, None)?[i];
     let (gate, up) = if ld.has(&p("ffn_gate_up_exps.weight")) {
         let name = p("ffn_gate_up_exps.weight");
@@ -624,6 +612,18 @@ fn gemma4_experts(ld: &Loader<'_>, i: usize, (c, meta): (&ModelConfig, &Meta<'_>
         activation: FfnActivation::GeluTanh,
         down_scale: ld.opt_vector(&p("ffn_down_exps.scale"), n_expert)?,
     })
+}
+
+/// `{arch}.expert_count` and `expert_used_count` (at most the count).
+fn expert_counts(meta: &Meta<'_>) -> Result<(usize, usize)> {
+    let n_expert = meta.dim("expert_count")?;
+    let n_used = meta.dim("expert_used_count")?;
+    if n_used > n_expert {
+        return Err(Error::InvalidModel(format!(
+            "{n_used} experts used per token of {n_expert}"
+        )));
+    }
+    Ok((n_expert, n_used))
 }
 
 /// The norm `{name}.weight` over rows of `width` (with `{name}.bias` for LayerNorm models).
