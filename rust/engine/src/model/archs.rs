@@ -5,8 +5,8 @@
 //! The names are llama.cpp's `general.architecture` values, and each description follows
 //! that architecture's graph in llama.cpp's `src/models/<name>.cpp` (commit 0c1e570).
 
+use super::ffn::FfnActivation;
 use super::ops::RopeStyle;
-use super::transformer::FfnActivation;
 
 /// Whether the attention's query, key and value projections have biases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,10 +3,10 @@
 //! dense feed-forward and the experts run side by side.
 
 use super::embedding::Embedding;
+use super::ffn::Dense;
 use super::moe::Moe;
 use super::norm::Norm;
 use super::ops;
-use super::transformer::Dense;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Result};
 

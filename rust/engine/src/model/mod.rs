@@ -7,6 +7,7 @@ mod batch;
 mod build;
 mod config;
 mod embedding;
+mod ffn;
 mod gemma4;
 mod kv_cache;
 mod lora;

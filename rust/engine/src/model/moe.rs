@@ -7,8 +7,8 @@
 //! Experts are byte ranges of the file's 3-D expert tensors (one weight per expert, nothing
 //! copied); each expert runs once per forward pass on the tokens routed to it.
 
+use super::ffn::FfnActivation;
 use super::ops;
-use super::transformer::FfnActivation;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Result};
 

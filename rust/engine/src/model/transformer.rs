@@ -10,6 +10,7 @@ use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::config::LayerShape;
 use super::embedding::Embedding;
+pub(crate) use super::ffn::{Dense, FfnActivation};
 pub(crate) use super::gemma4::{DenseAndExperts, PerLayerBlock, PerLayerInputs};
 use super::lora::{self, ActiveLora, Target};
 use super::moe::Moe;
@@ -19,15 +20,6 @@ use super::pooling::{Classifier, DenseOut, Pooling};
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Error, Result};
-
-/// The gated feed-forward activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FfnActivation {
-    /// SwiGLU (llama, qwen).
-    Silu,
-    /// GeGLU with tanh-approximated GELU (gemma).
-    GeluTanh,
-}
 
 /// What a forward pass returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,17 +82,6 @@ pub(crate) enum Ffn {
     Moe(Moe),
     /// A dense feed-forward and a mixture of experts side by side (Gemma 4 26B A4B).
     DenseAndExperts(Box<DenseAndExperts>),
-}
-
-/// A dense feed-forward: gated (SwiGLU, GeGLU) when it has a gate.
-pub(crate) struct Dense {
-    /// `None`: not gated (StarCoder 2).
-    pub(crate) gate: Option<Weight>,
-    pub(crate) up: Weight,
-    pub(crate) down: Weight,
-    pub(crate) b_gate: Option<Vec<f32>>,
-    pub(crate) b_up: Option<Vec<f32>>,
-    pub(crate) b_down: Option<Vec<f32>>,
 }
 
 /// What an encoder adds to its token embeddings before the first block (BERT family).
