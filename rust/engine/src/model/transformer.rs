@@ -164,9 +164,10 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// Size every buffer for `n` tokens ([`Error::InsufficientMemory`] when they do not fit).
-    /// Their contents are not cleared: the forward pass writes every element before reading it.
-    fn size_for(&mut self, n: usize, c: &ModelConfig) -> Result<()> {
+    /// Size every buffer for `n` tokens ([`Error::InsufficientMemory`] when they do not fit),
+    /// `gate` also for Gemma 4's `per_layer` input values per token. Their contents are not
+    /// cleared: the forward pass writes every element before reading it.
+    fn size_for(&mut self, n: usize, c: &ModelConfig, per_layer: usize) -> Result<()> {
         let widest = |f: fn(&LayerShape) -> usize| c.layers.iter().map(f).max().unwrap_or(0);
         let qw = widest(|l| l.n_head * l.head_dim);
         let kvw = widest(|l| l.n_head_kv * l.head_dim);
@@ -180,7 +181,7 @@ impl Scratch {
             (&mut self.v, vw),
             (&mut self.attn, ow),
             (&mut self.proj, c.n_embd),
-            (&mut self.gate, c.n_ff),
+            (&mut self.gate, c.n_ff.max(per_layer)),
             (&mut self.up, c.n_ff),
         ] {
             let len = n.saturating_mul(width);
@@ -375,7 +376,7 @@ impl Transformer {
         let n = seqs.iter().map(|s| s.tokens.len()).sum();
         let mut buffers = SCRATCH.take();
         let result = buffers
-            .size_for(n, c)
+            .size_for(n, c, self.per_layer_inputs.as_ref().map_or(0, |p| p.width))
             .and_then(|()| self.forward_with(seqs, threads, output, &mut buffers, out, lora));
         SCRATCH.set(buffers);
         result
