@@ -208,10 +208,7 @@ fn a_tool_call_after_a_thinking_block_is_a_call() {
     with_tools.max_tokens = 120;
     with_tools.tools = vec![weather_tool()];
     let (g, reasoning, text) = run(&mut ctx, &with_tools);
-    assert_eq!(g.reasoning, "the user wants the weather");
-    assert_eq!(reasoning, g.reasoning);
-    assert_eq!(g.tool_calls.len(), 1, "{g:?}");
-    assert_eq!(g.tool_calls[0].name, "get_weather");
+    assert_weather_call_after_reasoning(&g, &reasoning);
     assert!(g.tool_calls[0].arguments.contains("city"), "{g:?}");
     assert_eq!(g.text, "");
     assert_eq!(text, "", "call markup never streams as content");
@@ -228,10 +225,7 @@ fn a_gemma4_tool_call_after_its_thought_channel_is_a_call() {
     with_tools.max_tokens = 200;
     with_tools.tools = vec![weather_tool()];
     let (g, reasoning, text) = run(&mut ctx, &with_tools);
-    assert_eq!(g.reasoning, "the user wants the weather");
-    assert_eq!(reasoning, g.reasoning);
-    assert_eq!(g.tool_calls.len(), 1, "{g:?}");
-    assert_eq!(g.tool_calls[0].name, "get_weather");
+    assert_weather_call_after_reasoning(&g, &reasoning);
     let args: serde_json::Value = serde_json::from_str(&g.tool_calls[0].arguments).unwrap();
     assert!(
         args["city"].as_str().is_some_and(|c| c.len() >= 2),
@@ -249,4 +243,12 @@ fn weather_tool() -> local_llm_engine::chat::Tool {
         description: Some("The weather in a city".into()),
         parameters: Some(r#"{"type":"object","properties":{"city":{"type":"string"}}}"#.into()),
     }
+}
+
+/// The reasoning of both tool-call tests, streamed as returned, and one `get_weather` call.
+fn assert_weather_call_after_reasoning(g: &Generation, streamed_reasoning: &str) {
+    assert_eq!(g.reasoning, "the user wants the weather");
+    assert_eq!(streamed_reasoning, g.reasoning);
+    assert_eq!(g.tool_calls.len(), 1, "{g:?}");
+    assert_eq!(g.tool_calls[0].name, "get_weather");
 }
