@@ -67,6 +67,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
                  rope.scaling.alpha 1000 (llama.cpp raises the base to
                  1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
+  lfm2           6 layers: gated short convolutions and attention (per-head Q/K norms),
+                 see lfm2.py; pre "lfm2"; tied; Q8_0/F16/Q5_0/Q4_0/BF16 weights.
 
 Phone-scale kinds for speed measurements (F16 matrices, to be quantized by
 llama.cpp's llama-quantize; the vocabulary is padded with unused tokens to the
@@ -74,6 +76,8 @@ real model's size, so the output head costs what it costs there):
 
   llama-1b       Llama 3.2 1B's shape: d_model 2048, 16 layers, 32 heads, 8 KV
                  heads, FFN 8192, 128256 tokens, tied embeddings (~1.24 B).
+  lfm2-1.2b      LFM2 1.2B's shape: d_model 2048, 16 layers (10 short convolutions, 6
+                 attention: 32 heads, 8 KV heads), FFN 8192, 65536 tokens, tied.
   qwen3-1.7b     Qwen3 1.7B's shape: d_model 2048, 28 layers, 16 heads of 128,
                  8 KV heads, FFN 6144, QK norms, 151936 tokens, tied (~2.0 B).
 
@@ -559,6 +563,26 @@ KINDS.update({
                    attn_output=Q.Q8_0, ffn_gate=Q.Q5_0, ffn_up=Q.Q8_0, ffn_down=Q.F16,
                    output=Q.Q8_0),
     ),
+    # LFM2's conv/attention layer plan: see lfm2.py.
+    "lfm2-1.2b": Spec(
+        arch="lfm2", tokenizer="bpe", pre="lfm2", n_layer=16, d_model=2048, n_head=32,
+        n_kv=8, head_dim=64, ffn=8192, ctx=4096, rope_base=1000000.0, qk_norm=True,
+        tied=True, n_vocab=65536,
+        types={**ALL_F16, "shortconv.in_proj": Q.F16, "shortconv.out_proj": Q.F16},
+    ),
+    "lfm2": Spec(
+        arch="lfm2",
+        tokenizer="bpe",
+        pre="lfm2",
+        n_layer=6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        resid_gain=3.0,  # the branches outweigh the tied input embedding
+        types={"token_embd": Q.Q8_0, "shortconv.in_proj": Q.Q8_0, "shortconv.out_proj": Q.F16,
+               "attn_q": Q.Q8_0, "attn_k": Q.Q5_0, "attn_v": Q.F16, "attn_output": Q.Q8_0,
+               "ffn_gate": Q.Q4_0, "ffn_up": Q.Q8_0, "ffn_down": Q.BF16},
+    ),
 })
 
 # qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
@@ -755,6 +779,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if spec.arch == "gemma4":
         import gemma4  # noqa: E402 (its own tensors and per-layer metadata)
         return gemma4.write(base, spec, voc, path, seed, chat_template)
+    if spec.arch == "lfm2":
+        import lfm2  # noqa: E402 (conv layers, per-layer KV head counts)
+        return lfm2.write(base, spec, voc, path, seed, chat_template)
     # A reranker is its base model's weights with a head taken from them.
     rng = np.random.default_rng([seed, sum(base.removesuffix("-rerank").encode())])
     arch = spec.arch
