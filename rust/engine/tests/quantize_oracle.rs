@@ -220,3 +220,16 @@ fn gemma3_some_mixes_match_llama_quantize() {
         ],
     );
 }
+
+/// LFM2's convolution kernels stay F32, as llama-quantize keeps them (ggml's `ssm_conv` reads
+/// F32 only); the other tensors get its types and bytes.
+#[test]
+fn lfm2_mixes_match_llama_quantize() {
+    let Some(llama) = llama_quantize() else {
+        return;
+    };
+    let src = common::synth_model("lfm2+f32");
+    for t in [FileType::Q4_K_M, FileType::Q8_0] {
+        compare("lfm2", &src, t, &llama);
+    }
+}

@@ -187,6 +187,8 @@ fn quantizable(t: &TensorInfo) -> bool {
         && !n.contains("altup")
         && !n.contains("laurel")
         && !n.contains("per_layer_model_proj")
+        && !n.contains("ssm_conv1d")
+        && !n.contains("shortconv.conv.weight")
         && n != "position_embd.weight"
         && n != "token_types.weight"
 }

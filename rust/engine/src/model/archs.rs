@@ -138,6 +138,9 @@ pub(crate) struct Arch {
     /// (`per_layer_token_embd`, `inp_gate`, `proj`) and a `layer_output_scale` when the file
     /// has them.
     pub(crate) gemma4: bool,
+    /// LFM2's parts: layers of 0 KV heads have a short convolution instead of attention
+    /// (`short_conv.rs`); the final norm is `token_embd_norm`.
+    pub(crate) lfm2: bool,
 }
 
 const LLAMA: Arch = Arch {
@@ -168,6 +171,7 @@ const LLAMA: Arch = Arch {
     encoder: None,
     activation_key: false,
     gemma4: false,
+    lfm2: false,
 };
 
 const GEMMA: Arch = Arch {
@@ -257,6 +261,13 @@ pub(crate) const ARCHS: &[Arch] = &[
             ..LLAMA.scalars
         },
         ..GEMMA
+    },
+    Arch {
+        name: "lfm2",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Heads,
+        lfm2: true,
+        ..LLAMA
     },
     Arch {
         name: "phi3",

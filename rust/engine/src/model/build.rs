@@ -10,6 +10,7 @@ use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
 use super::pooling::{Classifier, DenseOut, Pooling};
+use super::short_conv::ShortConv;
 use super::transformer::{
     Dense, DenseAndExperts, EncoderInput, Ffn, FfnActivation, Layer, PerLayerBlock, PerLayerInputs,
     Transformer,
@@ -157,10 +158,22 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     // Gemma 2 caps with llama.cpp's defaults; Gemma 3 only when its file says so.
     let gemma2 = arch.scalars.attn_softcap;
     let final_default = if gemma2 { 30.0 } else { 0.0 };
+    // llama.cpp gives LFM2's attention layers a window when the file has one (LFM2-VL's
+    // larger models); not here yet.
+    if arch.lfm2 && meta.count_or("attention.sliding_window", 0)? > 0 {
+        return Err(Error::InvalidModel(
+            "LFM2 with sliding-window attention layers is not supported".into(),
+        ));
+    }
+    let output_norm = if arch.lfm2 {
+        "token_embd_norm"
+    } else {
+        "output_norm"
+    };
     Ok(Transformer {
         output_norm: match post_ln {
             true => None,
-            false => Some(norm(&ld, "output_norm", d, &config, arch)?),
+            false => Some(norm(&ld, output_norm, d, &config, arch)?),
         },
         causal: meta.bool_or("attention.causal", !arch.bidirectional),
         classifier: classifier(&ld, &config, &meta, arch)?,
@@ -229,6 +242,14 @@ fn layer(
     let p = |s: &str| format!("blk.{i}.{s}");
     let d = c.n_embd;
     let ls = &c.layers[i];
+    if ls.short_conv.is_some() {
+        let norms = (
+            norm(ld, &p("attn_norm"), d, c, arch)?,
+            norm(ld, &p("ffn_norm"), d, c, arch)?,
+        );
+        let conv = ShortConv::load(ld, i, c)?;
+        return Ok(Layer::short_conv(norms, conv, dense(ld, i, c, arch)?));
+    }
     let (qw, kw, vw) = (
         ls.n_head * ls.head_dim,
         ls.n_head_kv * ls.head_dim,
@@ -384,6 +405,7 @@ fn layer(
                 .map(|v| v[0]),
             false => None,
         },
+        conv: None,
     })
 }
 

@@ -1,8 +1,12 @@
 //! Hyper-parameters read from GGUF metadata.
 
+use super::conv_state::ROLLBACK;
 use super::kv_cache::KvTypes;
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
+
+/// Longest short convolution accepted (LFM2's is 3).
+const MAX_CONV: usize = 64;
 
 /// Largest dimension accepted from metadata, so that a hostile file cannot make us allocate
 /// absurd buffers before tensor shapes are checked.
@@ -65,6 +69,9 @@ pub struct LayerShape {
     /// The layer whose cached keys and values this one attends to: itself, or (Gemma 4's
     /// last layers) an earlier layer of the same kind, whose cache it reads without writing.
     pub kv_layer: usize,
+    /// The kernel length of the layer's short convolution, which replaces its attention
+    /// (LFM2: a layer of 0 KV heads); `None` for attention layers.
+    pub short_conv: Option<usize>,
 }
 
 impl LayerShape {
@@ -170,6 +177,17 @@ impl<'a> Meta<'a> {
         n_layer: usize,
         default: Option<usize>,
     ) -> Result<Vec<usize>> {
+        self.per_layer(suffix, n_layer, default, 1)
+    }
+
+    /// [`Meta::dims_per_layer`] with entries from `min` (0 or 1) on.
+    fn per_layer(
+        &self,
+        suffix: &str,
+        n_layer: usize,
+        default: Option<usize>,
+        min: u64,
+    ) -> Result<Vec<usize>> {
         let key = self.key(suffix);
         let Some(array) = self.gguf.get_array(&key) else {
             let one = match default {
@@ -186,7 +204,7 @@ impl<'a> Meta<'a> {
         }
         (0..n_layer)
             .map(|i| match array.get(i).and_then(|v| v.as_u64()) {
-                Some(v) if (1..=MAX_DIM).contains(&v) => Ok(v as usize),
+                Some(v) if (min..=MAX_DIM).contains(&v) => Ok(v as usize),
                 _ => Err(Error::InvalidModel(format!(
                     "metadata '{key}' entry {i} is not a dimension"
                 ))),
@@ -244,7 +262,32 @@ impl ModelConfig {
                     .unwrap_or(u64::MAX)
             })
             .fold(0u64, u64::saturating_add);
-        per_position.saturating_mul(n_ctx as u64)
+        per_position
+            .saturating_mul(n_ctx as u64)
+            .saturating_add(self.conv_state_bytes())
+    }
+
+    /// Bytes of a sequence's short-convolution state ([`ConvHistory`]; 0 without one): the
+    /// inputs of the kernel's reach and [`ROLLBACK`] positions, in f32, per such layer.
+    ///
+    /// [`ConvHistory`]: super::conv_state::ConvHistory
+    pub fn conv_state_bytes(&self) -> u64 {
+        let reach = self.layers.iter().filter_map(|l| l.short_conv).max();
+        let Some(reach) = reach.map(|l| l - 1) else {
+            return 0;
+        };
+        let n_conv = self
+            .layers
+            .iter()
+            .filter(|l| l.short_conv.is_some())
+            .count();
+        (n_conv * self.n_embd * (reach + ROLLBACK) * 4) as u64
+    }
+
+    /// Each layer's short convolution as `(channels, reach)`, `(0, 0)` for the others.
+    pub(crate) fn conv_layers(&self) -> Vec<(usize, usize)> {
+        let conv = |l: &LayerShape| l.short_conv.map_or((0, 0), |len| (self.n_embd, len - 1));
+        self.layers.iter().map(conv).collect()
     }
 
     /// Checks that every layer's heads can be cached as `types` ([`KvTypes::check`]).
@@ -261,7 +304,15 @@ impl ModelConfig {
         let n_layer = m.dim("block_count")?;
         let heads = m.dims_per_layer("attention.head_count", n_layer, None)?;
         let n_head = heads.iter().copied().max().unwrap_or(1);
-        let heads_kv = m.dims_per_layer("attention.head_count_kv", n_layer, Some(n_head))?;
+        // LFM2: layers of 0 KV heads have a short convolution of this length instead.
+        let conv_len = m.count_or("shortconv.l_cache", 0)?;
+        if conv_len == 1 || conv_len > MAX_CONV {
+            return Err(Error::InvalidModel(format!(
+                "short convolution length {conv_len} is not in 2..={MAX_CONV}"
+            )));
+        }
+        let min_kv = u64::from(conv_len == 0);
+        let heads_kv = m.per_layer("attention.head_count_kv", n_layer, Some(n_head), min_kv)?;
         let head_dim = m.dim_or("attention.key_length", n_embd / n_head)?;
         let head_dim_v = m.dim_or("attention.value_length", head_dim)?;
         let rope_dims = m.dim_or("rope.dimension_count", head_dim)?;
@@ -291,7 +342,8 @@ impl ModelConfig {
                 false => (head_dim, head_dim_v, rope_dims),
             };
             let (nh, nkv) = (heads[il], heads_kv[il]);
-            if nh % nkv != 0 {
+            let short_conv = (nkv == 0).then_some(conv_len);
+            if nkv != 0 && nh % nkv != 0 {
                 return Err(Error::InvalidModel(format!(
                     "{nh} attention heads is not a multiple of {nkv} KV heads"
                 )));
@@ -313,6 +365,7 @@ impl ModelConfig {
                 n_ff: n_ffs[il],
                 rope_dims: rd,
                 kv_layer,
+                short_conv,
             });
         }
         for (il, l) in layers.iter().enumerate() {
@@ -350,7 +403,7 @@ impl ModelConfig {
             n_embd,
             n_layer,
             n_head,
-            n_head_kv: heads_kv.iter().copied().max().unwrap_or(1),
+            n_head_kv: heads_kv.iter().copied().max().unwrap_or(1).max(1),
             head_dim,
             head_dim_v,
             n_ff: n_ffs.iter().copied().max().unwrap_or(1),

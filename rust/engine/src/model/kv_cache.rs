@@ -6,6 +6,7 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use super::conv_state::ConvHistory;
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
@@ -197,6 +198,8 @@ pub struct KvCache {
     widths: Vec<(usize, usize)>,
     keys: Vec<Vec<f16>>,
     values: Vec<Vec<f16>>,
+    /// The short convolutions' recent inputs (LFM2), if the model has any.
+    conv: ConvHistory,
 }
 
 impl KvCache {
@@ -240,7 +243,15 @@ impl KvCache {
             widths: widths.to_vec(),
             keys,
             values,
+            conv: ConvHistory::default(),
         })
+    }
+
+    /// The cache with the recurrent state of short convolutions of `(channels, reach)` per
+    /// layer (`(0, 0)`: none), see [`ConvHistory`].
+    pub(crate) fn with_conv(mut self, layers: &[(usize, usize)]) -> Result<Self> {
+        self.conv = ConvHistory::new(layers)?;
+        Ok(self)
     }
 
     /// Positions the cache can hold.
@@ -258,15 +269,38 @@ impl KvCache {
         self.len == 0
     }
 
-    /// Forget cached positions from `len` on (`0` clears the cache).
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+    /// Forget cached positions from `len` on (`0` clears the cache) and return how many are
+    /// kept: `len` (or fewer if fewer were cached), except where a recurrent state cannot go
+    /// back that far (LFM2's short convolutions keep [`ROLLBACK`](super::conv_state::ROLLBACK)
+    /// positions): then none, and the tokens must be evaluated again.
+    pub fn truncate(&mut self, len: usize) -> usize {
+        self.len = self.conv.truncate(self.len, len);
+        if self.len == 0 {
+            self.conv.clear();
+        }
+        self.len
+    }
+
+    /// Whether part of the memory is a recurrent state (it cannot be shifted, and goes back
+    /// only a few positions).
+    pub fn is_recurrent(&self) -> bool {
+        self.conv.is_some()
     }
 
     /// Bytes held by the cache.
     pub fn size_bytes(&self) -> usize {
         let units: usize = self.keys.iter().chain(&self.values).map(Vec::len).sum();
-        units * 2
+        units * 2 + self.conv.size_bytes()
+    }
+
+    /// The short convolutions' recent inputs.
+    pub(crate) fn conv(&self) -> &ConvHistory {
+        &self.conv
+    }
+
+    /// The short convolutions' recent inputs, writable.
+    pub(crate) fn conv_mut(&mut self) -> &mut ConvHistory {
+        &mut self.conv
     }
 
     /// The element types of the keys and values.

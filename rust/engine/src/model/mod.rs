@@ -6,6 +6,7 @@ mod attention;
 mod batch;
 mod build;
 mod config;
+mod conv_state;
 mod embedding;
 mod ffn;
 mod gemma4;
@@ -17,6 +18,7 @@ mod norm;
 pub mod ops;
 mod pooling;
 mod shift;
+mod short_conv;
 mod transformer;
 mod weights;
 
@@ -25,6 +27,7 @@ use std::sync::Arc;
 
 pub use batch::SeqTokens;
 pub use config::{LayerShape, ModelConfig};
+pub(crate) use conv_state::ROLLBACK as RECURRENT_ROLLBACK;
 pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
 pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
 pub use lora::{ActiveLora, LoraAdapter};
@@ -149,7 +152,7 @@ impl Model {
                 false => (0, 0),
             })
             .collect();
-        KvCache::new(n_ctx, &widths, types)
+        KvCache::new(n_ctx, &widths, types)?.with_conv(&c.conv_layers())
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).

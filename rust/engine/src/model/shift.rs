@@ -24,6 +24,13 @@ impl Model {
                 "cannot discard {n_discard} positions after {n_keep} of {len} cached"
             )));
         }
+        if cache.is_recurrent() {
+            return Err(Error::InvalidOption(
+                "this model's memory is partly a recurrent state (short convolutions), which \
+                 cannot be shifted: evaluate the kept tokens again instead"
+                    .into(),
+            ));
+        }
         let c = &self.net.config;
         // Quantized keys are widened, rotated and stored again, as llama.cpp does (undoing and
         // redoing their Hadamard rotation around the RoPE one).

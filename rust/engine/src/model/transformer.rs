@@ -17,6 +17,7 @@ use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::{self, Rope};
 use super::pooling::{Classifier, DenseOut, Pooling};
+use super::short_conv::ShortConv;
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Error, Result};
@@ -73,6 +74,46 @@ pub(crate) struct Layer {
     pub(crate) per_layer: Option<PerLayerBlock>,
     /// Gemma 4's `layer_output_scale`: multiplies the block's output.
     pub(crate) out_scale: Option<f32>,
+    /// LFM2: a short convolution instead of attention (`wq` is its `in_proj`, `wo` its
+    /// `out_proj`; no keys or values).
+    pub(crate) conv: Option<ShortConv>,
+}
+
+impl Layer {
+    /// An LFM2 block with a short convolution instead of attention: `attn_norm`, the
+    /// convolution with its `in_proj` and `out_proj`, `ffn_norm` and the feed-forward.
+    pub(crate) fn short_conv(
+        (attn_norm, ffn_norm): (Norm, Norm),
+        (conv, in_proj, out_proj): (ShortConv, Weight, Weight),
+        ffn: Dense,
+    ) -> Layer {
+        Layer {
+            attn_norm: Some(attn_norm),
+            wq: in_proj,
+            wk: None,
+            wv: None,
+            wo: out_proj,
+            bq: None,
+            bk: None,
+            bv: None,
+            bo: None,
+            q_norm: None,
+            k_norm: None,
+            post_attn_norm: None,
+            ffn_norm: Some(ffn_norm),
+            ffn: Ffn::Dense(ffn),
+            post_ffn_norm: None,
+            rope: None,
+            rope_long: None,
+            window: None,
+            norm_sums: false,
+            attn_norm_2: None,
+            v_norm: None,
+            per_layer: None,
+            out_scale: None,
+            conv: Some(conv),
+        }
+    }
 }
 
 /// A block's feed-forward.
@@ -173,6 +214,11 @@ impl Scratch {
         let kvw = widest(|l| l.n_head_kv * l.head_dim);
         let vw = widest(|l| l.n_head_kv * l.head_dim_v);
         let ow = widest(|l| l.n_head * l.head_dim_v);
+        // LFM2's short convolutions: `in_proj`'s three rows in `gate`, their output in `up`.
+        let conv = match c.layers.iter().any(|l| l.short_conv.is_some()) {
+            true => c.n_embd,
+            false => 0,
+        };
         for (buf, width) in [
             (&mut self.x, c.n_embd),
             (&mut self.h, c.n_embd),
@@ -181,8 +227,8 @@ impl Scratch {
             (&mut self.v, vw),
             (&mut self.attn, ow),
             (&mut self.proj, c.n_embd),
-            (&mut self.gate, c.n_ff.max(per_layer)),
-            (&mut self.up, c.n_ff),
+            (&mut self.gate, c.n_ff.max(per_layer).max(3 * conv)),
+            (&mut self.up, c.n_ff.max(conv)),
         ] {
             let len = n.saturating_mul(width);
             fallible::resize(buf, len, 0.0, "the forward pass's activations")?;
@@ -466,132 +512,138 @@ impl Transformer {
                 &mut attn[..n * ow],
             );
             norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
-            // Queries, and the keys and values the layer has.
-            let mut weights = vec![&layer.wq];
-            let mut outs: Vec<&mut [f32]> = vec![&mut *q];
-            let mut targets = vec![block(0)];
-            if let Some(wk) = &layer.wk {
-                weights.push(wk);
-                outs.push(&mut *k);
-                targets.push(block(1));
-            }
-            if let Some(wv) = &layer.wv {
-                weights.push(wv);
-                outs.push(&mut *v);
-                targets.push(block(2));
-            }
-            lora::matmul(lora, &weights, &targets, h, n, &mut outs, threads)?;
-            drop(outs);
-            add_bias(q, &layer.bq);
-            let own_kv = ls.has_kv(il);
-            if own_kv {
-                add_bias(k, &layer.bk);
-                add_bias(v, &layer.bv);
-                if layer.wv.is_none() {
-                    // Gemma 4: the values are the keys' projection (before the keys' norm).
-                    v.copy_from_slice(k);
+            if let Some(conv) = &layer.conv {
+                let bufs = (&mut gate[..], &mut up[..], &mut proj[..]);
+                let ws = (&layer.wq, &layer.wo);
+                conv.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
+            } else {
+                // Queries, and the keys and values the layer has.
+                let mut weights = vec![&layer.wq];
+                let mut outs: Vec<&mut [f32]> = vec![&mut *q];
+                let mut targets = vec![block(0)];
+                if let Some(wk) = &layer.wk {
+                    weights.push(wk);
+                    outs.push(&mut *k);
+                    targets.push(block(1));
                 }
-                if let Some(norm) = &layer.v_norm {
-                    norm.rows_par(v, threads);
+                if let Some(wv) = &layer.wv {
+                    weights.push(wv);
+                    outs.push(&mut *v);
+                    targets.push(block(2));
                 }
-            }
-            if !self.qk_norm_after_rope {
-                if let Some(n) = &layer.q_norm {
-                    n.rows_par(q, threads);
-                }
-                if let Some(n) = &layer.k_norm {
-                    n.rows_par(k, threads);
-                }
-            }
-            let shape = AttentionShape {
-                n_head: ls.n_head,
-                n_head_kv: ls.n_head_kv,
-                head_dim: ls.head_dim,
-                head_dim_v: ls.head_dim_v,
-                scale: self.kq_scale,
-                softcap: self.attn_softcap,
-                window: layer.window,
-                causal: self.causal,
-                // The sequences of a batch are one context's: their caches share types.
-                types: seqs
-                    .first()
-                    .map_or_else(Default::default, |s| s.cache.types()),
-                alibi: self.alibi,
-                store: own_kv,
-            };
-            let (start, half) = rope_of[il];
-            let tables = &rope[start..start + n * half];
-            let layer_rope = self.rope_of(layer, n_ctx);
-            let rotate = |i: usize, t: usize, q: &mut [f32], k: &mut [f32]| {
-                if let Some(layer_rope) = layer_rope {
-                    let row = first_token[i] + t;
-                    let table = &tables[row * half..(row + 1) * half];
-                    for head in q.chunks_exact_mut(ls.head_dim) {
-                        layer_rope.apply(head, table);
+                lora::matmul(lora, &weights, &targets, h, n, &mut outs, threads)?;
+                drop(outs);
+                add_bias(q, &layer.bq);
+                let own_kv = ls.has_kv(il);
+                if own_kv {
+                    add_bias(k, &layer.bk);
+                    add_bias(v, &layer.bv);
+                    if layer.wv.is_none() {
+                        // Gemma 4: the values are the keys' projection (before the keys' norm).
+                        v.copy_from_slice(k);
                     }
-                    if !k.is_empty() {
-                        layer_rope.apply(k, table);
+                    if let Some(norm) = &layer.v_norm {
+                        norm.rows_par(v, threads);
                     }
                 }
-                if self.qk_norm_after_rope {
+                if !self.qk_norm_after_rope {
                     if let Some(n) = &layer.q_norm {
-                        n.rows(q);
+                        n.rows_par(q, threads);
                     }
                     if let Some(n) = &layer.k_norm {
-                        n.rows(k);
+                        n.rows_par(k, threads);
                     }
                 }
-                if let Some(s) = self.query_scale {
-                    q.iter_mut().for_each(|v| *v *= s);
-                }
-                if let Some((scale, floor)) = self.attn_temperature {
-                    let p = (pos0[i] + t) as f32;
-                    let s = ((p / floor).floor() + 1.0).ln() * scale + 1.0;
-                    q.iter_mut().for_each(|v| *v *= s);
-                }
-            };
-            // Every sequence's attention in one dispatch (which also rotates and caches).
-            let (mut qs, mut ks, mut vs, mut outs) =
-                (&mut q[..], &mut k[..], &v[..], &mut attn[..]);
-            let mut parts = Vec::with_capacity(seqs.len());
-            for seq in seqs.iter_mut() {
-                let ns = seq.tokens.len();
-                let (sq, rest) = std::mem::take(&mut qs).split_at_mut(ns * qw);
-                qs = rest;
-                let (sk, rest) = std::mem::take(&mut ks).split_at_mut(ns * kw);
-                ks = rest;
-                let (sv, rest) = vs.split_at(ns * vw);
-                vs = rest;
-                let (out, rest) = std::mem::take(&mut outs).split_at_mut(ns * ow);
-                outs = rest;
-                let pos0 = seq.cache.len();
-                let (keys, values) = seq.cache.layer_mut(ls.kv_layer);
-                let (sk, sv) = match own_kv {
-                    true => (sk, sv),
-                    false => (&mut [][..], &[][..]),
+                let shape = AttentionShape {
+                    n_head: ls.n_head,
+                    n_head_kv: ls.n_head_kv,
+                    head_dim: ls.head_dim,
+                    head_dim_v: ls.head_dim_v,
+                    scale: self.kq_scale,
+                    softcap: self.attn_softcap,
+                    window: layer.window,
+                    causal: self.causal,
+                    // The sequences of a batch are one context's: their caches share types.
+                    types: seqs
+                        .first()
+                        .map_or_else(Default::default, |s| s.cache.types()),
+                    alibi: self.alibi,
+                    store: own_kv,
                 };
-                parts.push(SeqAttention {
-                    q: sq,
-                    k: sk,
-                    v: sv,
-                    keys,
-                    values,
-                    n: ns,
-                    pos0,
-                    out,
-                });
+                let (start, half) = rope_of[il];
+                let tables = &rope[start..start + n * half];
+                let layer_rope = self.rope_of(layer, n_ctx);
+                let rotate = |i: usize, t: usize, q: &mut [f32], k: &mut [f32]| {
+                    if let Some(layer_rope) = layer_rope {
+                        let row = first_token[i] + t;
+                        let table = &tables[row * half..(row + 1) * half];
+                        for head in q.chunks_exact_mut(ls.head_dim) {
+                            layer_rope.apply(head, table);
+                        }
+                        if !k.is_empty() {
+                            layer_rope.apply(k, table);
+                        }
+                    }
+                    if self.qk_norm_after_rope {
+                        if let Some(n) = &layer.q_norm {
+                            n.rows(q);
+                        }
+                        if let Some(n) = &layer.k_norm {
+                            n.rows(k);
+                        }
+                    }
+                    if let Some(s) = self.query_scale {
+                        q.iter_mut().for_each(|v| *v *= s);
+                    }
+                    if let Some((scale, floor)) = self.attn_temperature {
+                        let p = (pos0[i] + t) as f32;
+                        let s = ((p / floor).floor() + 1.0).ln() * scale + 1.0;
+                        q.iter_mut().for_each(|v| *v *= s);
+                    }
+                };
+                // Every sequence's attention in one dispatch (which also rotates and caches).
+                let (mut qs, mut ks, mut vs, mut outs) =
+                    (&mut q[..], &mut k[..], &v[..], &mut attn[..]);
+                let mut parts = Vec::with_capacity(seqs.len());
+                for seq in seqs.iter_mut() {
+                    let ns = seq.tokens.len();
+                    let (sq, rest) = std::mem::take(&mut qs).split_at_mut(ns * qw);
+                    qs = rest;
+                    let (sk, rest) = std::mem::take(&mut ks).split_at_mut(ns * kw);
+                    ks = rest;
+                    let (sv, rest) = vs.split_at(ns * vw);
+                    vs = rest;
+                    let (out, rest) = std::mem::take(&mut outs).split_at_mut(ns * ow);
+                    outs = rest;
+                    let pos0 = seq.cache.len();
+                    let (keys, values) = seq.cache.layer_mut(ls.kv_layer);
+                    let (sk, sv) = match own_kv {
+                        true => (sk, sv),
+                        false => (&mut [][..], &[][..]),
+                    };
+                    parts.push(SeqAttention {
+                        q: sq,
+                        k: sk,
+                        v: sv,
+                        keys,
+                        values,
+                        n: ns,
+                        pos0,
+                        out,
+                    });
+                }
+                attention(&shape, &mut parts, &rotate, threads)?;
+                lora::matmul(
+                    lora,
+                    &[&layer.wo],
+                    &[block(3)],
+                    attn,
+                    n,
+                    &mut [proj],
+                    threads,
+                )?;
+                add_bias(proj, &layer.bo);
             }
-            attention(&shape, &mut parts, &rotate, threads)?;
-            lora::matmul(
-                lora,
-                &[&layer.wo],
-                &[block(3)],
-                attn,
-                n,
-                &mut [proj],
-                threads,
-            )?;
-            add_bias(proj, &layer.bo);
             let norm = layer.post_attn_norm.as_ref();
             let sums = layer.norm_sums;
             add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);

@@ -2,7 +2,8 @@
 //! the rest and move what follows down (llama.cpp's context shift, see
 //! [`Model::shift_cache`](crate::model::Model::shift_cache)).
 
-use crate::model::{KvCache, Model};
+use super::{Runner, SeqState};
+use crate::model::{KvCache, Output};
 use crate::Result;
 
 /// How a generation continues when the context fills up (none in a request: it ends with
@@ -35,8 +36,12 @@ impl ContextShift {
 /// `n_prompt` tokens: the number of positions kept at the start (later prompts may reuse only
 /// those), or `None` when nothing can be dropped (the generation then ends as without a
 /// shift). Single generations and batched sequences shift alike.
+///
+/// A recurrent state (LFM2's short convolutions) cannot be shifted: there the same tokens are
+/// dropped, and what remains is evaluated again from an empty cache with `run` (exact, and
+/// all of it reusable; it costs a prompt of that length).
 pub(super) fn shift_sequence(
-    model: &Model,
+    run: &Runner<'_>,
     bos: Option<u32>,
     cache: &mut KvCache,
     cached: &mut Vec<u32>,
@@ -47,7 +52,15 @@ pub(super) fn shift_sequence(
     let Some((n_keep, n_discard)) = shift.plan(n_prompt, bos, cache.len()) else {
         return Ok(None);
     };
-    model.shift_cache(cache, n_keep, n_discard)?;
+    if cache.is_recurrent() {
+        cached.drain(n_keep..n_keep + n_discard);
+        let tokens = std::mem::take(cached);
+        cache.truncate(0);
+        let seq = SeqState { cache, cached };
+        run.eval(seq, &tokens, Output::LastLogits, &mut |_, _| {}, None)?;
+        return Ok(Some(tokens.len()));
+    }
+    run.model.shift_cache(cache, n_keep, n_discard)?;
     cached.drain(n_keep..n_keep + n_discard);
     Ok(Some(n_keep))
 }

@@ -59,6 +59,9 @@ speculative_options_table!(options_struct);
 /// Most tokens one step may draft (bounds the verification batch and its logits).
 pub const MAX_DRAFT: u32 = 64;
 
+// A rejected draft is rolled back in a recurrent state too (see `KvCache::truncate`).
+const _: () = assert!((MAX_DRAFT as usize) < crate::model::RECURRENT_ROLLBACK);
+
 /// Longest n-gram prompt lookup matches.
 pub const MAX_LOOKUP_NGRAM: u32 = 16;
 
@@ -173,7 +176,7 @@ impl DraftCache {
         cancel: Option<&AtomicBool>,
     ) -> Result<Vec<f32>> {
         let common = super::common_prefix(&self.cached, history);
-        self.cache.truncate(common);
+        let common = self.cache.truncate(common);
         self.cached.truncate(common);
         // The draft model runs without adapters (they are for the target model).
         let run = Runner {

@@ -13,6 +13,7 @@
 //! | key and value cache types (GGUF type codes, e.g. 1 = f16, 8 = q8_0) | 4 × 2 |
 //! | tokens | 4 × n |
 //! | per layer: keys (n × key width), values (n × value width) | 2 × n × (kw + vw) × layers |
+//! | per short-convolution layer (LFM2): its inputs at the last `L − 1` positions, f32 | 4 × (L − 1) × n_embd × layers |
 //!
 //! An f16 cache is written as little-endian halves; the other types as their row bytes (f32
 //! and bf16 little-endian, blocks in GGUF's layout).
@@ -175,6 +176,14 @@ impl Context {
             write(types.k, &self.seqs[0].cache.keys(layer)[..n * kw]);
             write(types.v, &self.seqs[0].cache.values(layer)[..n * vw]);
         }
+        let conv = self.seqs[0].cache.conv();
+        for (layer, _) in conv.widths() {
+            for pos in conv.saved(n) {
+                conv.row(layer, pos)
+                    .iter()
+                    .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            }
+        }
         let mut crc = Crc32::new();
         crc.update(&out);
         out.extend_from_slice(&crc.finish().to_le_bytes());
@@ -247,7 +256,11 @@ impl Context {
             })
             .sum();
         let per_token = 4 + 2 * units as u128;
-        let expected = HEADER_LEN as u128 + per_token * n as u128 + 4;
+        let conv = self.seqs[0].cache.conv();
+        let conv_width: usize = conv.widths().map(|(_, w)| w).sum();
+        let conv_rows = conv.saved(n);
+        let conv_bytes = 4 * conv_width as u128 * conv_rows.len() as u128;
+        let expected = HEADER_LEN as u128 + per_token * n as u128 + conv_bytes + 4;
         if u128::from(file_len) != expected {
             return Err(bad(format!(
                 "the session file is {file_len} bytes but its header (context {n_ctx}, {n} \
@@ -308,6 +321,22 @@ impl Context {
             read(types.k, &mut keys[..n * kw]);
             read(types.v, &mut values[..n * vw]);
         }
+        let conv = self.seqs[0].cache.conv_mut();
+        let layers: Vec<(usize, usize)> = conv.widths().collect();
+        let mut row = Vec::new();
+        for (layer, width) in layers {
+            for pos in conv_rows.clone() {
+                let src = &body[at..at + 4 * width];
+                row.clear();
+                row.extend(
+                    src.chunks_exact(4)
+                        .map(|b| f32::from_le_bytes(b.try_into().expect("4"))),
+                );
+                conv.store(layer, pos, &row);
+                at += src.len();
+            }
+        }
+        conv.restored(conv_rows);
         self.seqs[0].cache.set_len(n);
         self.seqs[0].cached = tokens.clone();
         self.seqs[0].reusable = if reusable >= n { usize::MAX } else { reusable };

@@ -138,7 +138,8 @@ impl Context {
             lora: &self.lora,
         };
         let seq = &mut self.seqs[id];
-        seq.cache.truncate(common);
+        // A recurrent state may not go back that far: then the whole prompt is evaluated.
+        let common = seq.cache.truncate(common);
         seq.cached.truncate(common);
         // What stays in the cache is the kept start and this prompt: all reusable again.
         seq.reusable = usize::MAX;
@@ -315,7 +316,13 @@ fn prepare(
     if cache.len() >= cache.capacity() {
         let kept = match &run.shift {
             Some(shift) => {
-                shift_sequence(env.model, env.bos, cache, cached, shift, run.prompt_tokens)?
+                let runner = Runner {
+                    model: env.model,
+                    threads: env.threads,
+                    n_batch: env.n_batch,
+                    lora: env.lora,
+                };
+                shift_sequence(&runner, env.bos, cache, cached, shift, run.prompt_tokens)?
             }
             None => None,
         };
@@ -389,8 +396,14 @@ fn take_rows<'a>(
             }
             Next::Done(reason) => Some(reason),
         };
-        seq.cache.truncate(base + 1 + i);
-        seq.cached.truncate(base + 1 + i);
+        // A recurrent state goes back this far: drafts are at most `MAX_DRAFT` tokens.
+        let kept = seq.cache.truncate(base + 1 + i);
+        debug_assert_eq!(
+            kept,
+            base + 1 + i,
+            "a draft longer than the recurrent state holds"
+        );
+        seq.cached.truncate(kept);
         break ended;
     };
     own.for_each(drop);

@@ -176,6 +176,7 @@ pub const ARCH_KINDS: &[&str] = &[
     "gemma3",
     "gemma4",
     "gemma4-moe",
+    "lfm2",
     "phi3",
     "qwen3moe",
     "smollm3",
@@ -230,7 +231,13 @@ pub fn synth_model(kind: &str) -> PathBuf {
     }
     let synth = repo_root().join("tools/synth");
     let mut hasher = DefaultHasher::new();
-    for file in ["make_model.py", "gemma4.py", "make_encoder.py", "vocab.py"] {
+    for file in [
+        "make_model.py",
+        "gemma4.py",
+        "lfm2.py",
+        "make_encoder.py",
+        "vocab.py",
+    ] {
         std::fs::read(synth.join(file))
             .unwrap_or_else(|e| panic!("reading tools/synth/{file}: {e}"))
             .hash(&mut hasher);

@@ -1,0 +1,260 @@
+//! LFM2's recurrent state through the runtime, on the synthetic `lfm2` model
+//! (`tools/synth/lfm2.py`: short-convolution layers 0, 1, 3 and 5, attention layers 2 and 4).
+//! Part of each sequence's memory is the convolutions' recent inputs, not a KV cache: the
+//! memory estimate counts it; a batch of four sequences equals each sequence alone; a saved
+//! and restored state continues as the context it came from; a later prompt reuses the cached
+//! prefix, going back a few positions exactly and re-evaluating when the state cannot go back
+//! that far; speculative decoding (prompt lookup, and the model as its own draft) rolls back
+//! rejected drafts and equals plain decoding; a context shift evaluates the kept tokens again
+//! and keeps generating. (The logits themselves are compared with llama.cpp's by
+//! `rust/cli/tests/architectures.rs`.)
+
+mod common;
+
+use std::sync::Arc;
+
+use local_llm_engine::backend::Threads;
+use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::sampling::SamplingParams;
+use local_llm_engine::session::{
+    inspect, Context, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
+    LoadedModel, Prompt, SpeculativeOptions,
+};
+
+fn model() -> Arc<LoadedModel> {
+    let path = common::synth_model("lfm2");
+    LoadedModel::load(&path, &LoadOptions::default()).expect("lfm2 loads")
+}
+
+/// Greedy, `max_tokens` tokens whatever the model says (a random model ends early otherwise).
+fn request(prompt: Prompt, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(prompt);
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = max_tokens;
+    r.stop_at_eog = false;
+    r
+}
+
+fn text(prompt: &str, max_tokens: usize) -> GenerateRequest {
+    request(Prompt::Text(prompt.into()), max_tokens)
+}
+
+fn generate(ctx: &mut Context, r: &GenerateRequest) -> Generation {
+    ctx.generate(r, &mut |_| {}, None).expect("generation")
+}
+
+#[test]
+fn the_memory_is_the_attention_layers_cache_and_the_convolutions_state() {
+    let model = model();
+    let config = model.model().config();
+    let conv: Vec<bool> = config
+        .layers
+        .iter()
+        .map(|l| l.short_conv.is_some())
+        .collect();
+    assert_eq!(conv, [true, true, false, true, false, true]);
+    // Layers 2 and 4: 2 KV heads of 16, keys and values in f16.
+    let kv = 2 * (2 * 16 + 2 * 16) * 2 * 100;
+    // Four convolution layers of 64 channels: kernel 3 reads 2 earlier inputs, and 65 more
+    // positions are kept for rollbacks, in f32.
+    let state = 4 * 64 * (2 + 65) * 4;
+    assert_eq!(config.conv_state_bytes(), state as u64);
+    assert_eq!(
+        config.kv_cache_bytes(100, KvTypes::default()),
+        (kv + state) as u64
+    );
+    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
+    assert_eq!(cache.size_bytes(), kv + state);
+    assert!(cache.is_recurrent());
+    let info = inspect(common::synth_model("lfm2"), 100).unwrap();
+    assert_eq!(info.memory.unwrap().kv_cache_bytes, (kv + state) as u64);
+}
+
+#[test]
+fn a_batch_of_four_equals_each_sequence_alone() {
+    let model = model();
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(6);
+    let requests = [
+        text("The sea was calm", 24),
+        text(&format!("{long} and then"), 20),
+        text("List three colours", 16),
+        text(&format!("Once upon a time {long}"), 28),
+    ];
+    let alone: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| generate(&mut common::context(&model, 256, 2, 1), r).tokens)
+        .collect();
+    for i in 0..alone.len() {
+        for j in i + 1..alone.len() {
+            assert_ne!(
+                alone[i], alone[j],
+                "requests {i} and {j} give the same tokens"
+            );
+        }
+    }
+    let mut ctx = common::context(&model, 256, 2, 4);
+    let batch = ctx.generate_batch(&requests, None).unwrap();
+    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
+        assert_eq!(&b.as_ref().unwrap().tokens, a, "request {i}");
+    }
+}
+
+#[test]
+fn a_restored_state_continues_as_the_context_it_came_from() {
+    let model = model();
+    let dir = std::env::temp_dir().join(format!("local-llm-lfm2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lfm2.state");
+    let prompt = "A short story about a robot who learns to paint";
+    let mut direct = common::context(&model, 256, 2, 1);
+    let g1 = generate(&mut direct, &text(prompt, 40));
+    direct.save_state(&file).unwrap();
+    let mut tokens = model.tokenize(prompt, true, false).unwrap();
+    tokens.extend(&g1.tokens);
+    let next = request(Prompt::Tokens(tokens), 24);
+    let want = generate(&mut direct, &next);
+    let mut restored = common::context(&model, 256, 2, 1);
+    restored.load_state(&file).unwrap();
+    let got = generate(&mut restored, &next);
+    // The prompt was restored, not evaluated again.
+    assert!(
+        got.timings.prompt_tokens < 4,
+        "{}",
+        got.timings.prompt_tokens
+    );
+    assert_eq!(got.tokens, want.tokens);
+    // A fresh context evaluating everything agrees.
+    let fresh = generate(&mut common::context(&model, 256, 2, 1), &next);
+    assert_eq!(fresh.tokens, want.tokens);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_later_prompt_reuses_what_the_state_can_go_back_to() {
+    let model = model();
+    let base = model
+        .tokenize(
+            &"the quick brown fox jumps over the lazy dog ".repeat(12),
+            true,
+            false,
+        )
+        .unwrap();
+    assert!(base.len() > 100, "{}", base.len());
+    let mut ctx = common::context(&model, 512, 2, 1);
+    generate(&mut ctx, &request(Prompt::Tokens(base.clone()), 8));
+    // The same start with its last 5 tokens changed: the state goes back 5 positions.
+    let mut near = base[..base.len() - 5].to_vec();
+    near.extend(
+        model
+            .tokenize(" and then the cat sat", false, false)
+            .unwrap(),
+    );
+    let reused = generate(&mut ctx, &request(Prompt::Tokens(near.clone()), 12));
+    assert_eq!(
+        reused.timings.prompt_tokens,
+        near.len() - (base.len() - 5),
+        "only the new tokens are evaluated"
+    );
+    let fresh = generate(
+        &mut common::context(&model, 512, 2, 1),
+        &request(Prompt::Tokens(near.clone()), 12),
+    );
+    assert_eq!(reused.tokens, fresh.tokens);
+    // Cut 90 positions back, further than the state keeps: everything is evaluated again.
+    let mut far = near[..near.len() - 90].to_vec();
+    far.extend(model.tokenize(" a different ending", false, false).unwrap());
+    let again = generate(&mut ctx, &request(Prompt::Tokens(far.clone()), 12));
+    assert_eq!(again.timings.prompt_tokens, far.len());
+    let fresh = generate(
+        &mut common::context(&model, 512, 2, 1),
+        &request(Prompt::Tokens(far), 12),
+    );
+    assert_eq!(again.tokens, fresh.tokens);
+}
+
+#[test]
+fn speculative_decoding_rolls_the_state_back_and_equals_plain_decoding() {
+    let model = model();
+    // A prompt that repeats itself, so that prompt lookup drafts (and the random model
+    // rejects most of them).
+    let r = text(&"one two three four five six seven eight ".repeat(4), 48);
+    let plain = generate(&mut common::context(&model, 256, 2, 1), &r);
+    let lookup = SpeculativeOptions {
+        lookup_ngram_max: 3,
+        ..SpeculativeOptions::default()
+    };
+    let self_draft = SpeculativeOptions {
+        draft_n_max: 8,
+        ..SpeculativeOptions::default()
+    };
+    for (spec, draft) in [(lookup, None), (self_draft, Some(model.clone()))] {
+        let mut ctx = common::context(&model, 256, 2, 1);
+        ctx.set_speculative(&spec, draft.clone())
+            .expect("speculation");
+        let fast = generate(&mut ctx, &r);
+        assert_eq!(
+            fast.tokens,
+            plain.tokens,
+            "draft model: {}",
+            draft.is_some()
+        );
+        let t = &fast.timings;
+        assert!(t.draft_tokens > 0, "nothing drafted");
+        if draft.is_none() {
+            assert!(
+                t.draft_accepted < t.draft_tokens,
+                "no draft rejected: no rollback"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_context_shift_evaluates_the_kept_tokens_again() {
+    let model = model();
+    let mut ctx = common::context(&model, 64, 2, 1);
+    let mut r = text("The sea was calm and the sky was grey", 100);
+    r.context_shift = Some(ContextShift { n_keep: Some(4) });
+    let g = generate(&mut ctx, &r);
+    assert_eq!(g.tokens.len(), 100);
+    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
+    // Shifting the cache itself is refused with a reason.
+    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+    let tokens = model
+        .tokenize("The sea was calm and the sky", true, false)
+        .unwrap();
+    let threads = Threads::new(2).unwrap();
+    model
+        .model()
+        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
+        .unwrap();
+    let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
+    assert!(err.to_string().contains("recurrent"), "{err}");
+}
+
+#[test]
+fn token_by_token_gives_the_logits_of_one_batch() {
+    let model = model();
+    let threads = Threads::new(2).unwrap();
+    let tokens = model
+        .tokenize(
+            "The sea was calm and the sky was grey over the harbour",
+            true,
+            false,
+        )
+        .unwrap();
+    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+    let whole = model
+        .model()
+        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
+        .unwrap();
+    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+    let mut last = Vec::new();
+    for t in &tokens {
+        last = model
+            .model()
+            .forward(&[*t], &mut cache, &threads, Output::LastLogits)
+            .unwrap();
+    }
+    assert_eq!(last, whole);
+}
