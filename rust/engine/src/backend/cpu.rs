@@ -231,7 +231,15 @@ impl Operands<'_> {
     /// decoding kernel; without, the decoding kernel on every row and token.
     fn run(&self, range: Range<usize>, tile: Option<TileShape>) {
         let mut r = range.start;
-        if let Some(shape) = tile {
+        if let (Some(shape), true) = (tile, self.group > 0) {
+            // Packed activations are the larger operand: each group of 8 tokens is used by
+            // every group of rows of the range while it is in the cache (the rows, a few KiB
+            // each, are read again per group of tokens).
+            let end = r + (range.end - r) / shape.rows * shape.rows;
+            let t = self.packed_tiles(r..end, shape);
+            self.rows_tokens(r..end, t);
+            r = end;
+        } else if let Some(shape) = tile {
             while r + shape.rows <= range.end {
                 let t = self.tiles(r, shape);
                 self.rows_tokens(r..r + shape.rows, t);
@@ -271,19 +279,33 @@ impl Operands<'_> {
             });
         }
         self.token_groups(r0, shape, |t, out| {
-            if self.group > 0 {
-                let packed = &self.packed[t / MAX_TILE_TOKENS * self.group..][..self.group];
-                let Some(v) = self.kernels.dot_packed(self.cols, w, packed) else {
-                    return false;
-                };
-                *out = v;
-            } else {
-                let acts = self.tile_acts(t, shape);
-                let (w, acts) = (&w[..shape.rows], &acts[..shape.tokens]);
-                self.kernels.dot_tile(self.cols, w, acts, out);
-            }
+            let acts = self.tile_acts(t, shape);
+            let (w, acts) = (&w[..shape.rows], &acts[..shape.tokens]);
+            self.kernels.dot_tile(self.cols, w, acts, out);
             true
         })
+    }
+
+    /// Rows `range` (whole groups of `shape.rows`) against every whole group of 8 tokens, token
+    /// groups outermost, with the packed tile; returns the first token not done.
+    fn packed_tiles(&self, range: Range<usize>, shape: TileShape) -> usize {
+        let mut t = 0;
+        while !range.is_empty() && t + MAX_TILE_TOKENS <= self.n_tokens {
+            let packed = &self.packed[t / MAX_TILE_TOKENS * self.group..][..self.group];
+            for r0 in range.clone().step_by(shape.rows) {
+                let w: [&[u8]; 4] = std::array::from_fn(|i| self.weight(r0 + i));
+                let Some(out) = self.kernels.dot_packed(self.cols, w, packed) else {
+                    return t;
+                };
+                for (i, row) in out.iter().take(shape.rows).enumerate() {
+                    for (k, &x) in row.iter().enumerate() {
+                        self.write(t + k, r0 + i, x);
+                    }
+                }
+            }
+            t += MAX_TILE_TOKENS;
+        }
+        t
     }
 
     /// The activation rows of tokens `t..t + shape.tokens` (the rest empty).

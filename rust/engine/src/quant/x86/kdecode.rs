@@ -3,12 +3,12 @@
 //! 256-bit kernels in `kquants`). The table passes four rows a quarter of the matrix apart:
 //! four sequential streams read memory faster than one.
 //!
-//! Bit identity with the one-row kernels of `kquants`: per (row, token) and super-block the two
-//! 256-bit halves of the integer sums are added before the conversion, so each of the eight
-//! i32 lanes holds the exact value of the same lane of the 256-bit kernel (integer additions
-//! may be regrouped freely); the floating-point operations are that kernel's, in its order:
-//! `acc += (d_y · d_x) · float(sumi)` with one FMA per super-block, for Q4_K the min correction
-//! `m += (d_y · dmin) · float(min_sum)`, then `hsum(acc) − m`.
+//! Bit identity with the one-row kernels of `kquants`: per (row, token) and super-block the
+//! integer sums are exact (integer additions may be regrouped freely) and the floating-point
+//! operations are that kernel's, in its order. Q4_K (as the portable kernel):
+//! `acc += (d_y · d_x) · float(isum) − (d_y · dmin) · float(min_sum)` per super-block; Q6_K:
+//! the eight i32 lanes (the two 256-bit halves added) hold the same lanes as the 256-bit
+//! kernel's, `acc += (d_y · d_x) · float(sumi)` with one FMA per super-block, then `hsum(acc)`.
 //!
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.
@@ -40,8 +40,7 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
     let m4 = _mm512_set1_epi8(0x0f);
     // Low nibbles in the low 256 bits, high nibbles in the high 256 bits.
     let nibble_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
-    let mut acc_m = [[0f32; T]; R];
+    let mut acc = [[0f32; T]; R];
     for b in 0..nb {
         for r in 0..R {
             let xp = x[r].add(BlockQ4_K::SIZE * b);
@@ -52,12 +51,6 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
             // Each min twice (i16 pairs), for `pmaddwd` with the pairwise group sums.
             let m = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(m as i64));
             let m2 = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
-            for t in 0..T {
-                let yb = y[t].add(q8k_at(b));
-                let bsums = load(yb.add(BlockQ8_K::BSUMS));
-                let min_sum = hsum_epi32(_mm256_madd_epi16(bsums, m2));
-                acc_m[r][t] += q8k_scale(yb) * dmin * min_sum as f32;
-            }
             let mut sumi = [_mm512_setzero_si512(); T];
             for j in 0..4 {
                 // Sub-blocks 2j (low nibbles, low half) and 2j + 1 (high nibbles, high half).
@@ -72,12 +65,16 @@ pub(super) unsafe fn q4k<const R: usize, const T: usize>(
                 }
             }
             for t in 0..T {
-                let dd = _mm256_set1_ps(q8k_scale(y[t].add(q8k_at(b))) * d);
-                acc[r][t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(fold(sumi[t])), acc[r][t]);
+                let yb = y[t].add(q8k_at(b));
+                let bsums = load(yb.add(BlockQ8_K::BSUMS));
+                let summ = hsum_epi32(_mm256_madd_epi16(bsums, m2));
+                let isum = hsum_epi32(fold(sumi[t]));
+                let yd = q8k_scale(yb);
+                acc[r][t] += yd * d * isum as f32 - yd * dmin * summ as f32;
             }
         }
     }
-    std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t]) - acc_m[r][t]))
+    acc
 }
 
 /// `R` Q6_K rows `x` × `T` Q8_K rows `y`: quants used unsigned (0..=63) with the offset 32

@@ -1,7 +1,8 @@
 //! AVX2 kernels for the K formats (Q2_K..Q6_K × Q8_K). Each super-block's integer sum is exact.
-//! Q4_K/Q5_K/Q6_K apply `d` with one FMA into 8 f32 lanes and accumulate the min correction
-//! separately, like ggml's AVX2 kernels; Q2_K/Q3_K reduce the integer sum per super-block and
-//! combine it exactly as the portable kernels do (same result bit for bit).
+//! Q6_K applies `d` with one FMA into 8 f32 lanes, like ggml's AVX2 kernel; Q2_K..Q5_K reduce
+//! the integer sums per super-block and combine them exactly as the portable kernels do (same
+//! result bit for bit), which lets the AVX-512 Q4_K prompt tile (`klanes`) hold tokens in its
+//! lanes.
 //!
 //! Safety: requires AVX2, FMA and F16C, and `nb` whole super-blocks in both rows.
 
@@ -52,8 +53,7 @@ macro_rules! q45k_rows_kernel {
             };
             let m4 = _mm256_set1_epi8(0x0f);
             let one = _mm256_set1_epi8(1);
-            let mut acc = [[_mm256_setzero_ps(); T]; R];
-            let mut acc_m = [[0f32; T]; R];
+            let mut acc = [[0f32; T]; R];
             for b in 0..nb {
                 for r in 0..R {
                     let xp = x[r].add(size * b);
@@ -62,10 +62,6 @@ macro_rules! q45k_rows_kernel {
                     let (sc, m) = q4k_scales_mins(&xb[Q45K_SCALES..Q45K_SCALES + 12]);
                     let dmin = half(xp.add(Q45K_DMIN));
                     let mins = _mm256_cvtepu8_epi32(_mm_loadl_epi64(m.as_ptr().cast()));
-                    for t in 0..T {
-                        let yb = q8k_block(y[t], b);
-                        acc_m[r][t] += q8k_d(yb) * dmin * min_sum(mins, yb.as_ptr()) as f32;
-                    }
                     let qs = xp.add(if FIVE { BlockQ5_K::QS } else { BlockQ4_K::QS });
                     let hbits = if FIVE {
                         load(xp.add(BlockQ5_K::QH))
@@ -105,13 +101,15 @@ macro_rules! q45k_rows_kernel {
                     }
                     let dx = half(xp.add(Q45K_D));
                     for t in 0..T {
-                        let s = _mm256_add_epi32(sumi[t], sumh[t]);
-                        let d = _mm256_set1_ps(q8k_d(q8k_block(y[t], b)) * dx);
-                        acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r][t]);
+                        let yb = q8k_block(y[t], b);
+                        let isum = hsum_epi32(_mm256_add_epi32(sumi[t], sumh[t]));
+                        let summ = min_sum(mins, yb.as_ptr());
+                        let yd = q8k_d(yb);
+                        acc[r][t] += yd * dx * isum as f32 - yd * dmin * summ as f32;
                     }
                 }
             }
-            std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t]) - acc_m[r][t]))
+            acc
         }
     };
 }

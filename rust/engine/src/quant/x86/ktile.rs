@@ -1,8 +1,5 @@
-//! AVX-512 VNNI prompt tiles for Q4_K and Q6_K. Q4_K: 4 weight rows × 8 tokens per call (two
-//! pairs of rows) over activations packed once per matmul ([`pack_q4k`]: the quants, the
-//! tokens' scales laid out as the FMA takes them, and each sub-block's quant sum transposed so
-//! that the min correction of all 8 tokens is two `vpdpwssd`); Q6_K: `R` rows × `T` tokens as
-//! they are (`T` a multiple of 4), the backend's 2 × 8.
+//! The AVX-512 VNNI prompt tile for Q6_K (`R` rows × `T` tokens as they are, `T` a multiple of
+//! 4, the backend's 2 × 8; Q4_K's is in `klanes`), and helpers the K kernels share.
 //!
 //! Each weight super-block is unpacked once for the tokens and each 64-byte activation chunk
 //! is loaded once for the rows; 512-bit `pmaddubsw`/`vpdpwssd` take two 32-quant chunks at
@@ -10,9 +7,8 @@
 //! added, hold in each of the eight i32 lanes the value of the same lane of the one-row
 //! kernels of `kquants` (integer additions may be regrouped freely), and the floating-point
 //! operations are the one-row kernel's, in its order: `acc += (d_y · d_x) · float(sumi)` per
-//! lane with one FMA per super-block, the Q4_K min correction
-//! `m += (d_y · dmin) · float(min_sum)` (here one lane per token, the same operations lane by
-//! lane), then `hsum(acc) − m`. So every result is bit-identical to [`super::Kernels::dot`].
+//! lane with one FMA per super-block, then `hsum(acc)`. So every result is bit-identical to
+//! [`super::Kernels::dot`].
 //!
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.
@@ -20,9 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::{hsum_ps, load};
-use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
-use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
-use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
+use crate::quant::blocks::{BlockQ6_K, BlockQ8_K};
 
 /// Byte offset of super-block `b`'s Q8_K block in an activation row.
 #[inline]
@@ -143,167 +137,6 @@ pub(super) unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
         options(pure, nomem, nostack, preserves_flags),
     );
     acc
-}
-
-/// Packed lines per super-block of 8 tokens for the Q4_K tile: each token's 256 quants
-/// (4 lines each, lines `0..32`), the scale pairs of [`fma_pair`] (lines `32..36`: line `32 + p`
-/// is token `2p`'s scale in lanes 0..8 and token `2p + 1`'s in lanes 8..16), the 8 scales (line
-/// 36) and the pairwise group sums for the min correction (lines 37 and 38, see [`pack_q4k`]).
-pub(super) const Q4K_LINES: usize = 39;
-
-/// Packs 8 Q8_K activation rows of `nb` super-blocks for [`q4k_packed`] (`Q4K_LINES × nb`
-/// lines). Lines 37 and 38 hold, per i32 lane `L` (token `t = L mod 8`, half `h = L / 8`), the
-/// i16 pair `(P_{2h}, P_{2h+1})` (line 37) and `(P_{4+2h}, P_{5+2h})` (line 38) of that token,
-/// where `P_j = bsum_{2j} + bsum_{2j+1}` is the sum of the quants of sub-block `j`.
-///
-/// # Safety
-/// Every activation row holds `nb` whole Q8_K blocks; `out` holds `Q4K_LINES × nb` lines.
-pub(super) unsafe fn pack_q4k(nb: usize, acts: [&[u8]; MAX_TILE_TOKENS], out: &mut [PackLine]) {
-    for (b, lines) in out.chunks_exact_mut(Q4K_LINES).take(nb).enumerate() {
-        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
-        let yd = yb.map(q8k_d);
-        for (t, y) in yb.iter().enumerate() {
-            for j in 0..4 {
-                let at = BlockQ8_K::QS + 64 * j;
-                lines[4 * t + j].0.copy_from_slice(&y[at..at + 64]);
-            }
-        }
-        let put = |line: &mut PackLine, v: [f32; 16]| {
-            for (c, v) in line.0.chunks_exact_mut(4).zip(v) {
-                c.copy_from_slice(&v.to_le_bytes());
-            }
-        };
-        for p in 0..4 {
-            put(
-                &mut lines[32 + p],
-                std::array::from_fn(|l| yd[2 * p + l / 8]),
-            );
-        }
-        put(
-            &mut lines[36],
-            std::array::from_fn(|l| yd.get(l).copied().unwrap_or(0.0)),
-        );
-        let pairs: [[i16; 8]; MAX_TILE_TOKENS] = yb
-            .map(|y| std::array::from_fn(|j| (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)) as i16));
-        for (k, line) in lines[37..39].iter_mut().enumerate() {
-            for (l, c) in line.0.chunks_exact_mut(4).enumerate() {
-                let j = 4 * k + 2 * (l / 8);
-                let pair = pairs[l % 8];
-                c[..2].copy_from_slice(&pair[j].to_le_bytes());
-                c[2..].copy_from_slice(&pair[j + 1].to_le_bytes());
-            }
-        }
-    }
-}
-
-/// The packed Q4_K tile: 4 weight rows × the 8 tokens packed by [`pack_q4k`], as two pairs of
-/// rows.
-///
-/// # Safety
-/// As [`q4k`].
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(super) unsafe fn q4k_packed(
-    nb: usize,
-    w: [*const u8; 4],
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let a = q4k::<2>(nb, [w[0], w[1]], packed);
-    let b = q4k::<2>(nb, [w[2], w[3]], packed);
-    [a[0], a[1], b[0], b[1]]
-}
-
-/// Q4_K weights (`R` rows) × the 8 tokens packed by [`pack_q4k`] (see the module
-/// documentation for why each result equals the one-row kernel's bit for bit; the min
-/// correction `Σ_j m_j·P_j` of all 8 tokens is two `vpdpwssd` and a fold per row).
-///
-/// # Safety
-/// AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI; `nb` whole super-blocks behind every row pointer
-/// and `Q4K_LINES × nb` lines written by [`pack_q4k`] behind `packed`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-unsafe fn q4k<const R: usize>(
-    nb: usize,
-    x: [*const u8; R],
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; R] {
-    const T: usize = MAX_TILE_TOKENS;
-    let m4 = _mm512_set1_epi8(0x0f);
-    // Low nibbles in the low 256 bits, high nibbles in the high 256 bits.
-    let nibble_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    // The i16 pairs of mins (m0, m1) | (m2, m3), and (m4, m5) | (m6, m7), per lane half.
-    let min_index = [
-        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1),
-        _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_set1_epi32(3), 1),
-    ];
-    // Float accumulators, two tokens per vector.
-    let mut acc = [[_mm512_setzero_ps(); T / 2]; R];
-    // Min corrections, one lane per token.
-    let mut acc_m = [_mm256_setzero_ps(); R];
-    for b in 0..nb {
-        let lines = packed.add(Q4K_LINES * b);
-        let line = |i: usize| lines.add(i).cast::<u8>();
-        let mut sumi = [[_mm512_setzero_si512(); R]; T];
-        let mut dx = [_mm512_setzero_ps(); R];
-        let mut scales = [_mm512_setzero_si512(); R];
-        let yd8 = _mm256_load_ps(line(36).cast());
-        for r in 0..R {
-            let xp = x[r].add(BlockQ4_K::SIZE * b);
-            let (d, dmin) = halves(xp.add(Q45K_D));
-            dx[r] = _mm512_set1_ps(d);
-            let (sc, m) = q4k_scales_mins_words(xp.add(Q45K_SCALES));
-            let sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64));
-            scales[r] = _mm512_broadcast_i32x4(sc);
-            let m = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(m as i64)));
-            let p0 = _mm512_load_si512(line(37).cast());
-            let p1 = _mm512_load_si512(line(38).cast());
-            let ms = _mm512_permutexvar_epi32(min_index[0], m);
-            let ms = dpwssd(_mm512_setzero_si512(), p0, ms);
-            let ms = dpwssd(ms, p1, _mm512_permutexvar_epi32(min_index[1], m));
-            let ms = _mm256_add_epi32(
-                _mm512_castsi512_si256(ms),
-                _mm512_extracti64x4_epi64::<1>(ms),
-            );
-            let f = _mm256_mul_ps(
-                _mm256_mul_ps(yd8, _mm256_set1_ps(dmin)),
-                _mm256_cvtepi32_ps(ms),
-            );
-            acc_m[r] = _mm256_add_ps(acc_m[r], f);
-        }
-        for j in 0..4 {
-            // Sub-blocks 2j (low nibbles, low half) and 2j + 1 (high nibbles, high half).
-            let mut q = [_mm512_setzero_si512(); R];
-            let mut sc = [_mm512_setzero_si512(); R];
-            for r in 0..R {
-                let bits = x[r].add(BlockQ4_K::SIZE * b + BlockQ4_K::QS + 32 * j);
-                let bits = _mm512_broadcast_i64x4(load(bits));
-                q[r] = _mm512_and_si512(_mm512_srlv_epi16(bits, nibble_shift), m4);
-                let w = 2 * j as i32;
-                sc[r] = _mm512_shuffle_epi8(scales[r], word_mask4([w, w, w + 1, w + 1]));
-            }
-            for (t, sumi) in sumi.iter_mut().enumerate() {
-                let yv = _mm512_load_si512(line(4 * t + j).cast());
-                for r in 0..R {
-                    let p = _mm512_maddubs_epi16(q[r], yv);
-                    sumi[r] = dpwssd(sumi[r], p, sc[r]);
-                }
-            }
-        }
-        for p in 0..T / 2 {
-            let yd = _mm512_load_ps(line(32 + p).cast());
-            for r in 0..R {
-                let d = _mm512_mul_ps(yd, dx[r]);
-                acc[r][p] = fma_pair(acc[r][p], d, sumi[2 * p][r], sumi[2 * p + 1][r]);
-            }
-        }
-    }
-    let mut out = [[0f32; T]; R];
-    for r in 0..R {
-        let mut m = [0f32; T];
-        _mm256_storeu_ps(m.as_mut_ptr(), acc_m[r]);
-        for t in 0..T {
-            out[r][t] = hsum_ps(pair_half(acc[r][t / 2], t)) - m[t];
-        }
-    }
-    out
 }
 
 /// Unpacks Q6_K quants two 32-quant chunks at a time.

@@ -18,6 +18,7 @@ mod decode_avx2;
 mod half;
 mod iq4xs;
 mod kdecode;
+mod klanes;
 mod kquants;
 mod ktile;
 pub(super) mod table;

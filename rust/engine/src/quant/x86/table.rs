@@ -7,7 +7,8 @@ use std::marker::PhantomData;
 use super::tile::{tile, with_prepared, Block32};
 use super::unpacked as x86_unpacked;
 use super::{
-    codebook, decode, decode_avx2, half, iq4xs, kdecode, kquants, ktile, ternary as tq, wide,
+    codebook, decode, decode_avx2, half, iq4xs, kdecode, klanes, kquants, ktile, ternary as tq,
+    wide,
 };
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
@@ -71,9 +72,9 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
     let wide = isa == Isa::Wide;
     let q4k_tile = Tile::Packed {
-        lines: ktile::Q4K_LINES,
-        pack: ktile::pack_q4k,
-        run: ktile::q4k_packed,
+        lines: klanes::Q4K_LANES_LINES,
+        pack: klanes::pack_q4k_lanes,
+        run: klanes::q4k_lanes,
     };
     entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
     entry(k_format::<Q45K<true>>(isa, None));

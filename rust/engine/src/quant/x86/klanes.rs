@@ -1,0 +1,227 @@
+//! The AVX-512 VNNI Q4_K prompt tile with tokens in its lanes: 4 weight rows × 8 tokens per
+//! call, over activations packed once per matmul ([`pack_q4k_lanes`]).
+//!
+//! A 512-bit vector holds one pair of rows × the 8 tokens: lane `2t + h` is token `t` and row
+//! `h` of the pair. Each super-block's weight quants (unsigned, 0..=15) are first unpacked to
+//! bytes, each group of 4 quants of the two rows side by side (8 bytes); then for each group one
+//! `vpbroadcastq` load (no shuffle) spreads the pair's 8 bytes over the lanes and one
+//! `vpdpbusd` adds their products with the tokens' 4 activation quants (packed once per matmul,
+//! each token's 4 bytes twice): 64 products per instruction, against 32 per `pmaddubsw` +
+//! `vpdpwssd` pair when the quants lie along the lanes. Each 32-quant sub-block's sum is
+//! multiplied by its row's 6-bit scale (`vpmulld`), and the min correction
+//! `Σ_j m_j·(Σ y over sub-block j)` is four `vpdpwssd` on the packed sub-block sums.
+//!
+//! Bit identity: per (row, token) and super-block both integer sums are exact (integer
+//! additions may be regrouped freely), and the floating-point operations are the portable
+//! kernel's (`kquants::dot_q4_k`), in its order, lane by lane:
+//! `acc += (d_y · d) · float(isum) − (d_y · dmin) · float(min_sum)`. The x86 one-row and decoding
+//! kernels of Q4_K compute the same (`kquants`, `kdecode`).
+//!
+//! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
+//! every row.
+
+use std::arch::x86_64::*;
+
+use super::ktile::{dpwssd, halves, q4k_scales_mins_words, q8k_at};
+use crate::quant::blocks::{BlockQ4_K, BlockQ8_K};
+use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
+use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
+
+/// Packed lines per super-block of 8 tokens: line `G` (`G < 64`) holds quants `4G..4G + 4` of
+/// the 8 tokens (token `t` at bytes `8t..8t + 4` and again at `8t + 4..8t + 8`); line 64 the
+/// tokens' scales (f32 lanes `2t` and `2t + 1`: token `t`); lines `65 + k` (`k < 4`) the i16
+/// pairs `(P_{2k}, P_{2k+1})` of each token (i32 lanes `2t` and `2t + 1`), `P_j` being the sum of
+/// the quants of sub-block `j`.
+pub(super) const Q4K_LANES_LINES: usize = 69;
+
+/// Packs 8 Q8_K activation rows of `nb` super-blocks for [`q4k_lanes`] (`Q4K_LANES_LINES × nb`
+/// lines).
+///
+/// # Safety
+/// Every activation row holds `nb` whole Q8_K blocks; `out` holds `Q4K_LANES_LINES × nb` lines.
+pub(super) unsafe fn pack_q4k_lanes(
+    nb: usize,
+    acts: [&[u8]; MAX_TILE_TOKENS],
+    out: &mut [PackLine],
+) {
+    for (b, lines) in out.chunks_exact_mut(Q4K_LANES_LINES).take(nb).enumerate() {
+        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
+        for (g, line) in lines[..64].iter_mut().enumerate() {
+            for (pair, y) in line.0.chunks_exact_mut(8).zip(yb) {
+                let quants = &y[BlockQ8_K::QS + 4 * g..][..4];
+                pair[..4].copy_from_slice(quants);
+                pair[4..].copy_from_slice(quants);
+            }
+        }
+        for (l, c) in lines[64].0.chunks_exact_mut(4).enumerate() {
+            c.copy_from_slice(&q8k_d(yb[l / 2]).to_le_bytes());
+        }
+        for k in 0..4 {
+            for (l, c) in lines[65 + k].0.chunks_exact_mut(4).enumerate() {
+                let y = yb[l / 2];
+                let pair = |j: usize| (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)) as i16;
+                c[..2].copy_from_slice(&pair(2 * k).to_le_bytes());
+                c[2..].copy_from_slice(&pair(2 * k + 1).to_le_bytes());
+            }
+        }
+    }
+}
+
+/// `acc + Σ` of the products of unsigned bytes `a` and signed bytes `b`, four per i32 lane, as
+/// one `vpdpbusd` (written as assembly, as [`dpwssd`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn dpbusd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+    let mut acc = acc;
+    std::arch::asm!(
+        "vpdpbusd {acc}, {a}, {b}",
+        acc = inout(zmm_reg) acc,
+        a = in(zmm_reg) a,
+        b = in(zmm_reg) b,
+        options(pure, nomem, nostack, preserves_flags),
+    );
+    acc
+}
+
+/// The 8 bytes at `p` in every 64-bit lane, as one `vpbroadcastq` load (written as assembly:
+/// the compiler would otherwise rebuild the value from the registers just stored there, with
+/// shuffles).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn broadcast8(p: *const u8) -> __m512i {
+    let out: __m512i;
+    std::arch::asm!(
+        "vpbroadcastq {out}, qword ptr [{p}]",
+        out = out(zmm_reg) out,
+        p = in(reg) p,
+        options(pure, readonly, nostack, preserves_flags),
+    );
+    out
+}
+
+/// Two rows' values as one vector: `a` in the even f32 lanes, `b` in the odd ones.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn pair_ps(a: f32, b: f32) -> __m512 {
+    let bits = u64::from(a.to_bits()) | (u64::from(b.to_bits()) << 32);
+    _mm512_castsi512_ps(_mm512_set1_epi64(bits as i64))
+}
+
+/// One pair of rows' super-block, unpacked: `codes[8G..8G + 8]` the 4 quants of group `G` of the
+/// first row, then of the second; `scales[8s..8s + 8]` sub-block `s`'s scales as two i32;
+/// `mins[8k..8k + 8]` the i16 pairs `(m_2k, m_2k+1)` of both rows.
+#[repr(C, align(64))]
+struct Unpacked {
+    codes: [u8; 512],
+    scales: [u8; 64],
+    mins: [u8; 32],
+}
+
+/// Unpacks super-block `x0`, `x1` (two Q4_K blocks) into `u`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+unsafe fn unpack(x0: *const u8, x1: *const u8, u: &mut Unpacked) {
+    let m4 = _mm512_set1_epi8(0x0f);
+    // i32 elements 0..8 (first row) and 8..16 (second row) interleaved: 0, 8, 1, 9, ...
+    let zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    for j in 0..4 {
+        let lo = _mm256_loadu_si256(x0.add(BlockQ4_K::QS + 32 * j).cast());
+        let hi = _mm256_loadu_si256(x1.add(BlockQ4_K::QS + 32 * j).cast());
+        let bits = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        // Sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles).
+        let low = _mm512_and_si512(bits, m4);
+        let high = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
+        let at = u.codes.as_mut_ptr().add(128 * j);
+        _mm512_store_si512(at.cast(), _mm512_permutexvar_epi32(zip, low));
+        _mm512_store_si512(at.add(64).cast(), _mm512_permutexvar_epi32(zip, high));
+    }
+    let (sc0, mn0) = q4k_scales_mins_words(x0.add(Q45K_SCALES));
+    let (sc1, mn1) = q4k_scales_mins_words(x1.add(Q45K_SCALES));
+    let sc = _mm512_cvtepu8_epi32(_mm_set_epi64x(sc1 as i64, sc0 as i64));
+    _mm512_store_si512(
+        u.scales.as_mut_ptr().cast(),
+        _mm512_permutexvar_epi32(zip, sc),
+    );
+    // Mins as i16: elements 0..8 of the first row, 8..16 of the second; as i32 pairs,
+    // elements 0..4 and 4..8, interleaved.
+    let mins = _mm256_cvtepu8_epi16(_mm_set_epi64x(mn1 as i64, mn0 as i64));
+    let zip4 = _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0);
+    let mins = _mm256_permutevar8x32_epi32(mins, zip4);
+    _mm256_store_si256(u.mins.as_mut_ptr().cast(), mins);
+}
+
+/// Q4_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`].
+///
+/// # Safety
+/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn q4k_lanes(
+    nb: usize,
+    w: [*const u8; 4],
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    let mut u = [Unpacked::new(), Unpacked::new()];
+    let mut acc = [_mm512_setzero_ps(); 2];
+    for b in 0..nb {
+        let lines = packed.add(Q4K_LANES_LINES * b);
+        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ4_K::SIZE * b));
+        let mut summ = [_mm512_setzero_si512(); 2];
+        let mut dd = [_mm512_setzero_ps(); 2];
+        let mut dm = [_mm512_setzero_ps(); 2];
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack(x0, x1, &mut u[p]);
+            let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
+            (dd[p], dm[p]) = (pair_ps(d0, d1), pair_ps(m0, m1));
+            for k in 0..4 {
+                let mk = broadcast8(u[p].mins.as_ptr().add(8 * k));
+                summ[p] = dpwssd(summ[p], mk, line(65 + k));
+            }
+        }
+        let mut isum = [_mm512_setzero_si512(); 2];
+        for s in 0..8 {
+            // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
+            let mut sub = [[_mm512_setzero_si512(); 4]; 2];
+            for g in 0..8 {
+                let y = line(8 * s + g);
+                for p in 0..2 {
+                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (8 * s + g)));
+                    sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
+                }
+            }
+            for p in 0..2 {
+                let [a, b, c, d] = sub[p];
+                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
+                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
+                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+            }
+        }
+        let yd = _mm512_load_ps(lines.add(64).cast());
+        for p in 0..2 {
+            let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd[p]), _mm512_cvtepi32_ps(isum[p]));
+            let m = _mm512_mul_ps(_mm512_mul_ps(yd, dm[p]), _mm512_cvtepi32_ps(summ[p]));
+            acc[p] = _mm512_add_ps(acc[p], _mm512_sub_ps(a, m));
+        }
+    }
+    let mut out = [[0f32; MAX_TILE_TOKENS]; 4];
+    for p in 0..2 {
+        let mut lanes = [0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), acc[p]);
+        for t in 0..MAX_TILE_TOKENS {
+            out[2 * p][t] = lanes[2 * t];
+            out[2 * p + 1][t] = lanes[2 * t + 1];
+        }
+    }
+    out
+}
+
+impl Unpacked {
+    fn new() -> Self {
+        Unpacked {
+            codes: [0; 512],
+            scales: [0; 64],
+            mins: [0; 32],
+        }
+    }
+}
