@@ -57,10 +57,10 @@ fn simd_kernels_agree_with_scalar() {
                     GgmlType::IQ1_S,
                     GgmlType::IQ1_M,
                 ];
-                // x86's Q4_K/Q5_K kernels combine each super-block's integers as the portable
-                // kernel does (which lets the Q4_K prompt tile hold tokens in its lanes).
-                let x86_exact =
-                    cfg!(target_arch = "x86_64") && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
+                // x86's Q4_K/Q5_K/Q6_K kernels combine each super-block's integers as the
+                // portable kernel does (which lets the prompt tiles hold tokens in their lanes).
+                let x86_exact = cfg!(target_arch = "x86_64")
+                    && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
                 if exact.contains(&ty) || codebook.contains(&ty) || x86_exact {
                     // These SIMD kernels reduce to the same integer and combine it like scalar.
                     assert_eq!(simd.to_bits(), scalar.to_bits(), "{ty} n={n}");

@@ -5,10 +5,9 @@
 //!
 //! Bit identity with the one-row kernels of `kquants`: per (row, token) and super-block the
 //! integer sums are exact (integer additions may be regrouped freely) and the floating-point
-//! operations are that kernel's, in its order. Q4_K (as the portable kernel):
-//! `acc += (d_y · d_x) · float(isum) − (d_y · dmin) · float(min_sum)` per super-block; Q6_K:
-//! the eight i32 lanes (the two 256-bit halves added) hold the same lanes as the 256-bit
-//! kernel's, `acc += (d_y · d_x) · float(sumi)` with one FMA per super-block, then `hsum(acc)`.
+//! operations are that kernel's, in its order (the portable kernel's) per super-block: Q4_K
+//! `acc += (d_y · d_x) · float(isum) − (d_y · dmin) · float(min_sum)`, Q6_K
+//! `acc += (d_x · d_y) · float(isum)`.
 //!
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.
@@ -19,7 +18,7 @@ use super::kquants::hsum_epi32;
 use super::ktile::{
     dpwssd, half, halves, q4k_scales_mins_words, q8k_at, q8k_scale, word_mask4, Q6kBits,
 };
-use super::{hsum_ps, load, prefetch};
+use super::{load, prefetch};
 use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kquants::{Q45K_D, Q45K_SCALES};
 
@@ -88,7 +87,7 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
     type W = BlockQ6_K;
     let bits = Q6kBits::new();
     let k32 = _mm512_set1_epi8(32);
-    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    let mut acc = [[0f32; T]; R];
     for b in 0..nb {
         for r in 0..R {
             let xp = x[r].add(W::SIZE * b);
@@ -116,10 +115,10 @@ pub(super) unsafe fn q6k<const R: usize, const T: usize>(
             }
             let dx = half(xp.add(W::D));
             for t in 0..T {
-                let d = _mm256_set1_ps(dx * q8k_scale(y[t].add(q8k_at(b))));
-                acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold(sumi[t])), acc[r][t]);
+                let isum = hsum_epi32(fold(sumi[t]));
+                acc[r][t] += dx * q8k_scale(y[t].add(q8k_at(b))) * isum as f32;
             }
         }
     }
-    std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t])))
+    acc
 }

@@ -22,8 +22,8 @@
 
 use std::arch::x86_64::*;
 
-use super::ktile::{dpwssd, halves, q4k_scales_mins_words, q8k_at};
-use crate::quant::blocks::{BlockQ4_K, BlockQ8_K};
+use super::ktile::{dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
+use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
 use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
 
@@ -46,22 +46,55 @@ pub(super) unsafe fn pack_q4k_lanes(
 ) {
     for (b, lines) in out.chunks_exact_mut(Q4K_LANES_LINES).take(nb).enumerate() {
         let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
-        for (g, line) in lines[..64].iter_mut().enumerate() {
-            for (pair, y) in line.0.chunks_exact_mut(8).zip(yb) {
-                let quants = &y[BlockQ8_K::QS + 4 * g..][..4];
-                pair[..4].copy_from_slice(quants);
-                pair[4..].copy_from_slice(quants);
-            }
-        }
-        for (l, c) in lines[64].0.chunks_exact_mut(4).enumerate() {
-            c.copy_from_slice(&q8k_d(yb[l / 2]).to_le_bytes());
-        }
+        pack_quants(&yb, lines);
         for k in 0..4 {
             for (l, c) in lines[65 + k].0.chunks_exact_mut(4).enumerate() {
                 let y = yb[l / 2];
                 let pair = |j: usize| (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)) as i16;
                 c[..2].copy_from_slice(&pair(2 * k).to_le_bytes());
                 c[2..].copy_from_slice(&pair(2 * k + 1).to_le_bytes());
+            }
+        }
+    }
+}
+
+/// Lines 0..65 of a super-block of 8 tokens `yb` (Q8_K blocks), as both tiles take them.
+fn pack_quants(yb: &[&[u8]; MAX_TILE_TOKENS], lines: &mut [PackLine]) {
+    for (g, line) in lines[..64].iter_mut().enumerate() {
+        for (pair, y) in line.0.chunks_exact_mut(8).zip(yb) {
+            let quants = &y[BlockQ8_K::QS + 4 * g..][..4];
+            pair[..4].copy_from_slice(quants);
+            pair[4..].copy_from_slice(quants);
+        }
+    }
+    for (l, c) in lines[64].0.chunks_exact_mut(4).enumerate() {
+        c.copy_from_slice(&q8k_d(yb[l / 2]).to_le_bytes());
+    }
+}
+
+/// Packed lines per super-block of 8 tokens for the Q6_K tile: lines `0..65` as for Q4_K, then
+/// lines `65 + k` (`k < 8`) the i16 pairs `(bsum_{2k}, bsum_{2k+1})` of each token (i32 lanes
+/// `2t` and `2t + 1`), the sums of its 16-quant groups.
+pub(super) const Q6K_LANES_LINES: usize = 73;
+
+/// Packs 8 Q8_K activation rows of `nb` super-blocks for [`q6k_lanes`] (`Q6K_LANES_LINES × nb`
+/// lines).
+///
+/// # Safety
+/// Every activation row holds `nb` whole Q8_K blocks; `out` holds `Q6K_LANES_LINES × nb` lines.
+pub(super) unsafe fn pack_q6k_lanes(
+    nb: usize,
+    acts: [&[u8]; MAX_TILE_TOKENS],
+    out: &mut [PackLine],
+) {
+    for (b, lines) in out.chunks_exact_mut(Q6K_LANES_LINES).take(nb).enumerate() {
+        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
+        pack_quants(&yb, lines);
+        for k in 0..8 {
+            for (l, c) in lines[65 + k].0.chunks_exact_mut(4).enumerate() {
+                let y = yb[l / 2];
+                c[..2].copy_from_slice(&(q8k_bsum(y, 2 * k) as i16).to_le_bytes());
+                c[2..].copy_from_slice(&(q8k_bsum(y, 2 * k + 1) as i16).to_le_bytes());
             }
         }
     }
@@ -204,6 +237,14 @@ pub(super) unsafe fn q4k_lanes(
             acc[p] = _mm512_add_ps(acc[p], _mm512_sub_ps(a, m));
         }
     }
+    lanes_out(acc)
+}
+
+/// Two pairs' accumulators (lane `2t + h`: token `t`, row `h` of the pair) as the tile's
+/// results.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn lanes_out(acc: [__m512; 2]) -> [[f32; MAX_TILE_TOKENS]; 4] {
     let mut out = [[0f32; MAX_TILE_TOKENS]; 4];
     for p in 0..2 {
         let mut lanes = [0f32; 16];
@@ -222,6 +263,119 @@ impl Unpacked {
             codes: [0; 512],
             scales: [0; 64],
             mins: [0; 32],
+        }
+    }
+}
+
+/// One pair of rows' Q6_K super-block, unpacked: `codes` as [`Unpacked`]'s (quants 0..=63);
+/// `scales[8s..8s + 8]` the scales of 16-quant group `s` as two i32; `pairs[8k..8k + 8]` the
+/// i16 pairs `(s_2k, s_2k+1)` of both rows.
+#[repr(C, align(64))]
+struct Unpacked6 {
+    codes: [u8; 512],
+    scales: [u8; 128],
+    pairs: [u8; 64],
+}
+
+/// Unpacks super-block `x0`, `x1` (two Q6_K blocks) into `u`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+unsafe fn unpack6(x0: *const u8, x1: *const u8, bits: &Q6kBits, u: &mut Unpacked6) {
+    // Elements i of the first vector and i of the second side by side: 0, 16, 1, 17, ...
+    let zip_lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    let zip_hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    for n in 0..2 {
+        for p in 0..2 {
+            let (q0, q1) = (bits.chunks(x0, n, p), bits.chunks(x1, n, p));
+            // Quants 128n + 64p.. are groups 32n + 16p..
+            let at = u.codes.as_mut_ptr().add(8 * (32 * n + 16 * p));
+            _mm512_store_si512(at.cast(), _mm512_permutex2var_epi32(q0, zip_lo, q1));
+            _mm512_store_si512(at.add(64).cast(), _mm512_permutex2var_epi32(q0, zip_hi, q1));
+        }
+    }
+    let sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(x0.add(BlockQ6_K::SCALES).cast()));
+    let sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(x1.add(BlockQ6_K::SCALES).cast()));
+    let at = u.scales.as_mut_ptr();
+    _mm512_store_si512(at.cast(), _mm512_permutex2var_epi32(sc0, zip_lo, sc1));
+    _mm512_store_si512(
+        at.add(64).cast(),
+        _mm512_permutex2var_epi32(sc0, zip_hi, sc1),
+    );
+    // The scales as i16: element k of the first row's 8 pairs, then of the second's, zipped.
+    let p0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x0.add(BlockQ6_K::SCALES).cast()));
+    let p1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(x1.add(BlockQ6_K::SCALES).cast()));
+    let both = _mm512_inserti64x4(_mm512_castsi256_si512(p0), p1, 1);
+    let zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    _mm512_store_si512(
+        u.pairs.as_mut_ptr().cast(),
+        _mm512_permutexvar_epi32(zip, both),
+    );
+}
+
+/// Q6_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q6k_lanes`]: per (row,
+/// token) the exact `isum = Σ_s s_s·Σ q·y − 32·Σ_s s_s·bsum_s` (quants 0..=63; the portable
+/// kernel's `Σ_s s_s·Σ (q − 32)·y`), then `acc += (d · d_y) · float(isum)`.
+///
+/// # Safety
+/// The module's; `packed` holds `Q6K_LANES_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn q6k_lanes(
+    nb: usize,
+    w: [*const u8; 4],
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    let bits = Q6kBits::new();
+    let mut u = [Unpacked6::new(), Unpacked6::new()];
+    let mut acc = [_mm512_setzero_ps(); 2];
+    for b in 0..nb {
+        let lines = packed.add(Q6K_LANES_LINES * b);
+        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ6_K::SIZE * b));
+        let mut corr = [_mm512_setzero_si512(); 2];
+        let mut dd = [_mm512_setzero_ps(); 2];
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack6(x0, x1, &bits, &mut u[p]);
+            dd[p] = pair_ps(half(x0.add(BlockQ6_K::D)), half(x1.add(BlockQ6_K::D)));
+            for k in 0..8 {
+                let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
+                corr[p] = dpwssd(corr[p], sk, line(65 + k));
+            }
+        }
+        let mut isum = [_mm512_setzero_si512(); 2];
+        for s in 0..16 {
+            // One chain per group and pair, so that the dependent `vpdpbusd` overlap.
+            let mut sub = [[_mm512_setzero_si512(); 2]; 4];
+            for (g, chains) in sub.iter_mut().enumerate() {
+                let y = line(4 * s + g);
+                for (p, chain) in chains.iter_mut().enumerate() {
+                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (4 * s + g)));
+                    *chain = dpbusd(*chain, q, y);
+                }
+            }
+            for p in 0..2 {
+                let [a, b, c, d] = sub.map(|chains| chains[p]);
+                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
+                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
+                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+            }
+        }
+        let yd = _mm512_load_ps(lines.add(64).cast());
+        for p in 0..2 {
+            let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<5>(corr[p]));
+            let v = _mm512_mul_ps(_mm512_mul_ps(dd[p], yd), _mm512_cvtepi32_ps(total));
+            acc[p] = _mm512_add_ps(acc[p], v);
+        }
+    }
+    lanes_out(acc)
+}
+
+impl Unpacked6 {
+    fn new() -> Self {
+        Unpacked6 {
+            codes: [0; 512],
+            scales: [0; 128],
+            pairs: [0; 64],
         }
     }
 }

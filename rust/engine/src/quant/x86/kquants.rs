@@ -1,14 +1,13 @@
-//! AVX2 kernels for the K formats (Q2_K..Q6_K × Q8_K). Each super-block's integer sum is exact.
-//! Q6_K applies `d` with one FMA into 8 f32 lanes, like ggml's AVX2 kernel; Q2_K..Q5_K reduce
-//! the integer sums per super-block and combine them exactly as the portable kernels do (same
-//! result bit for bit), which lets the AVX-512 Q4_K prompt tile (`klanes`) hold tokens in its
+//! AVX2 kernels for the K formats (Q2_K..Q6_K × Q8_K). Each super-block's integer sum is exact
+//! and is combined with the scales exactly as the portable kernels do (same result bit for
+//! bit), which lets the AVX-512 Q4_K and Q6_K prompt tiles (`klanes`) hold tokens in their
 //! lanes.
 //!
 //! Safety: requires AVX2, FMA and F16C, and `nb` whole super-blocks in both rows.
 
 use std::arch::x86_64::*;
 
-use super::{half, hsum_ps, load, prefetch};
+use super::{half, load, prefetch};
 use crate::quant::blocks::{BlockQ2_K, BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::float::f16_at;
 use crate::quant::kquants::{
@@ -150,7 +149,7 @@ macro_rules! q6k_rows_kernel {
             let m4 = _mm256_set1_epi8(0x0f);
             let m30 = _mm256_set1_epi8(0x30);
             let k32 = _mm256_set1_epi8(32);
-            let mut acc = [[_mm256_setzero_ps(); T]; R];
+            let mut acc = [[0f32; T]; R];
             for b in 0..nb {
                 for r in 0..R {
                     type W = BlockQ6_K;
@@ -207,13 +206,12 @@ macro_rules! q6k_rows_kernel {
                     }
                     let dx = half(xp.add(W::D));
                     for t in 0..T {
-                        let s = _mm256_add_epi32(sumi[t], sumh[t]);
-                        let d = _mm256_set1_ps(dx * q8k_d(q8k_block(y[t], b)));
-                        acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r][t]);
+                        let isum = hsum_epi32(_mm256_add_epi32(sumi[t], sumh[t]));
+                        acc[r][t] += dx * q8k_d(q8k_block(y[t], b)) * isum as f32;
                     }
                 }
             }
-            std::array::from_fn(|r| std::array::from_fn(|t| hsum_ps(acc[r][t])))
+            acc
         }
     };
 }

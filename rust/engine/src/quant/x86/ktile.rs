@@ -1,21 +1,12 @@
-//! The AVX-512 VNNI prompt tile for Q6_K (`R` rows × `T` tokens as they are, `T` a multiple of
-//! 4, the backend's 2 × 8; Q4_K's is in `klanes`), and helpers the K kernels share.
-//!
-//! Each weight super-block is unpacked once for the tokens and each 64-byte activation chunk
-//! is loaded once for the rows; 512-bit `pmaddubsw`/`vpdpwssd` take two 32-quant chunks at
-//! once. Per (row, token) the integer sums are exact and, once the two 256-bit halves are
-//! added, hold in each of the eight i32 lanes the value of the same lane of the one-row
-//! kernels of `kquants` (integer additions may be regrouped freely), and the floating-point
-//! operations are the one-row kernel's, in its order: `acc += (d_y · d_x) · float(sumi)` per
-//! lane with one FMA per super-block, then `hsum(acc)`. So every result is bit-identical to
-//! [`super::Kernels::dot`].
+//! Helpers the AVX-512 K kernels share (`kdecode`, `klanes`): reading Q4_K/Q6_K blocks and
+//! Q8_K activations, `vpdpwssd`, and the Q6_K quants unpacked 64 at a time.
 //!
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.
 
 use std::arch::x86_64::*;
 
-use super::{hsum_ps, load};
+use super::load;
 use crate::quant::blocks::{BlockQ6_K, BlockQ8_K};
 
 /// Byte offset of super-block `b`'s Q8_K block in an activation row.
@@ -85,43 +76,6 @@ pub(super) unsafe fn word_mask4(w: [i32; 4]) -> __m512i {
     _mm512_inserti64x4(lo, word_mask(w[2], w[3]), 1)
 }
 
-/// `acc + d · float(sums)` for two tokens at once: lanes 0..8 belong to one token (its sums
-/// `a`, folded to eight lanes, and its scale product in lanes 0..8 of `d`), lanes 8..16 to the
-/// next (`b`, lanes 8..16 of `d`); lane by lane the one-row kernel's conversion and FMA.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn fma_pair(acc: __m512, d: __m512, a: __m512i, b: __m512i) -> __m512 {
-    let lo = _mm512_shuffle_i64x2(a, b, 0b01_00_01_00);
-    let hi = _mm512_shuffle_i64x2(a, b, 0b11_10_11_10);
-    let sums = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
-    _mm512_fmadd_ps(d, sums, acc)
-}
-
-/// Two scales as a [`fma_pair`] vector: `d0` in lanes 0..8, `d1` in lanes 8..16.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn pair_scales(d0: f32, d1: f32) -> __m512 {
-    let d = _mm512_insertf64x4(
-        _mm512_castps_pd(_mm512_set1_ps(d0)),
-        _mm256_castps_pd(_mm256_set1_ps(d1)),
-        1,
-    );
-    _mm512_castpd_ps(d)
-}
-
-/// The eight accumulator lanes of token `t` in a pair vector of [`fma_pair`] (`t` even: the
-/// low lanes).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn pair_half(acc: __m512, t: usize) -> __m256 {
-    let acc = _mm512_castps_pd(acc);
-    _mm256_castpd_ps(if t.is_multiple_of(2) {
-        _mm512_castpd512_pd256(acc)
-    } else {
-        _mm512_extractf64x4_pd(acc, 1)
-    })
-}
-
 /// `acc + Σ pairs a·b` (i16 pairs into i32 lanes) as one `vpdpwssd`. Written as assembly because
 /// LLVM's generic tuning splits the intrinsic into `vpmaddwd` + `vpaddd` (twice the
 /// instructions and more live registers in these register-bound loops).
@@ -180,85 +134,4 @@ impl Q6kBits {
         };
         _mm512_or_si512(_mm512_and_si512(l, self.m4), _mm512_and_si512(h, self.m30))
     }
-}
-
-/// Q6_K weights (`R` rows) × `T` Q8_K activation rows, `T` a multiple of 4 up to 16. The one-row kernel
-/// sums `s·(q·y − 32·y)` over the i16 pairs of each lane, with `q` in 0..=63; here the weights
-/// are the signed `q − 32` and the activations the unsigned `y + 128` (a sign flip), so per
-/// (row, token) one `pmaddubsw` and one `vpdpwssd` remain, and the weight-only excess
-/// `128·Σ s·(q − 32)` is summed once per row and super-block and subtracted per token. No i16
-/// pair saturates (|pair| ≤ 2·255·32), so every lane holds the one-row kernel's exact value.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(super) unsafe fn q6k<const R: usize, const T: usize>(
-    nb: usize,
-    x: [*const u8; R],
-    y: [*const u8; T],
-) -> [[f32; T]; R] {
-    type W = BlockQ6_K;
-    debug_assert!(T.is_multiple_of(4) && T <= 16, "4, 8, 12 or 16 tokens");
-    let bits = Q6kBits::new();
-    let k32 = _mm512_set1_epi8(32);
-    let sign = _mm512_set1_epi8(-128);
-    let ones = _mm512_set1_epi8(1);
-    // Float accumulators, two tokens per vector (at most 16 tokens).
-    let mut acc = [[_mm512_setzero_ps(); 8]; R];
-    for b in 0..nb {
-        let mut sumi = [[_mm512_setzero_si512(); T]; R];
-        // Σ s·(pair sums of q − 32) per lane, per row.
-        let mut excess = [_mm512_setzero_si512(); R];
-        for n in 0..2 {
-            // Scales 8n..8n+8 as i16 in every 128-bit lane.
-            let sc: [__m512i; R] = std::array::from_fn(|r| {
-                let p = x[r].add(W::SIZE * b + W::SCALES + 8 * n);
-                _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_loadl_epi64(p.cast())))
-            });
-            // Chunks 2p and 2p + 1 (32 quants each) per vector.
-            for p in 0..2 {
-                let mut q = [_mm512_setzero_si512(); R];
-                let mut scales = [_mm512_setzero_si512(); R];
-                for r in 0..R {
-                    let xp = x[r].add(W::SIZE * b);
-                    q[r] = _mm512_sub_epi8(bits.chunks(xp, n, p), k32);
-                    let g = 4 * p as i32;
-                    scales[r] = _mm512_shuffle_epi8(sc[r], word_mask4([g, g + 1, g + 2, g + 3]));
-                    let pairs = _mm512_maddubs_epi16(ones, q[r]);
-                    excess[r] = dpwssd(excess[r], pairs, scales[r]);
-                }
-                for t in 0..T {
-                    let at = q8k_at(b) + BlockQ8_K::QS + 128 * n + 64 * p;
-                    let yu = _mm512_xor_si512(_mm512_loadu_si512(y[t].add(at).cast()), sign);
-                    for r in 0..R {
-                        let prod = _mm512_maddubs_epi16(yu, q[r]);
-                        sumi[r][t] = dpwssd(sumi[r][t], prod, scales[r]);
-                    }
-                }
-            }
-        }
-        for r in 0..R {
-            let excess = _mm512_slli_epi32(excess[r], 7);
-            for s in &mut sumi[r] {
-                *s = _mm512_sub_epi32(*s, excess);
-            }
-        }
-        let dx: [f32; R] = std::array::from_fn(|r| half(x[r].add(W::SIZE * b + W::D)));
-        for t in (0..T).step_by(2) {
-            let yd = [t, t + 1].map(|t| q8k_scale(y[t].add(q8k_at(b))));
-            for r in 0..R {
-                let (d0, d1) = (dx[r] * yd[0], dx[r] * yd[1]);
-                acc[r][t / 2] = fma_pair(
-                    acc[r][t / 2],
-                    pair_scales(d0, d1),
-                    sumi[r][t],
-                    sumi[r][t + 1],
-                );
-            }
-        }
-    }
-    let mut out = [[0f32; T]; R];
-    for r in 0..R {
-        for t in 0..T {
-            out[r][t] = hsum_ps(pair_half(acc[r][t / 2], t));
-        }
-    }
-    out
 }

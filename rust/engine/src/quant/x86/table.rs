@@ -7,8 +7,7 @@ use std::marker::PhantomData;
 use super::tile::{tile, with_prepared, Block32};
 use super::unpacked as x86_unpacked;
 use super::{
-    codebook, decode, decode_avx2, half, iq4xs, kdecode, klanes, kquants, ktile, ternary as tq,
-    wide,
+    codebook, decode, decode_avx2, half, iq4xs, kdecode, klanes, kquants, ternary as tq, wide,
 };
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
@@ -80,7 +79,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(k_format::<Q45K<true>>(isa, None));
     entry(k_format::<Q6K>(
         isa,
-        wide.then_some(Tile::Plain(TILE_2X8, ktile_q6k)),
+        wide.then_some(Tile::Packed {
+            lines: klanes::Q6K_LANES_LINES,
+            pack: klanes::pack_q6k_lanes,
+            run: klanes::q6k_lanes,
+        }),
     ));
     entry(k_format::<IQ4XS>(
         isa,
@@ -549,15 +552,6 @@ impl<K: KFormat, L: Level> ForTokens for KRows<K, L> {
 unsafe fn k_rows<K: KFormat, L: Level>(nb: usize, m: Matrix, a: &[*const u8], out: &[*mut f32]) {
     let format = PhantomData;
     for_tokens(KRows::<K, L> { nb, m, format }, a, out);
-}
-
-/// The AVX-512 2 × 8 Q6_K tile.
-///
-/// # Safety
-/// As `TileFn` (AVX-512 F/VL/VNNI/BW).
-unsafe fn ktile_q6k(nb: usize, w: &[*const u8], a: &[*const u8], out: &mut TileOut) {
-    let a: [*const u8; MAX_TILE_TOKENS] = std::array::from_fn(|t| a[t]);
-    store(ktile::q6k::<2, MAX_TILE_TOKENS>(nb, [w[0], w[1]], a), out);
 }
 
 // The packed tile's activation groups are the table's.
