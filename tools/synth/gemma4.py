@@ -77,28 +77,14 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
         w.add_uint32(f"{arch}.expert_feed_forward_length", spec.expert_ff)
     w.add_float32(f"{arch}.final_logit_softcapping", 30.0)
     mm.add_vocab(w, spec, voc, chat_template)
-    for name, data, qtype in tensors(spec, len(voc.tokens), rng):
-        w.add_tensor(name, mm.encode(data, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    import os
-    os.replace(tmp, path)
+    mm.finish(w, tensors(spec, len(voc.tokens), rng), tmp, path)
 
 
 def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
     d, L = spec.d_model, spec.n_layer
 
-    def ty(name: str) -> Q:
-        return spec.types.get(name, Q.F32)
-
-    def mat(rows: int, cols: int, gain: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * (gain / np.sqrt(cols))).astype(np.float32)
-
-    def norm(n: int, gain: float = 1.0) -> np.ndarray:
-        return (gain * (1.0 + 0.2 * rng.uniform(-1.0, 1.0, n))).astype(np.float32)
+    ty, mat, norm = mm.draws(spec, rng)
 
     # Rows of RMS 1 (× √d = 8 in the residual stream); the MoE kind's 4 layers would not get
     # past that (every prediction would repeat the token), so its rows have RMS 1/2.

@@ -25,7 +25,6 @@ at seed 0, ~50% with gain 1); the final norm's weights ~0.5 give logits of std ~
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -69,27 +68,14 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
     w.add_shortconv_l_cache(L_CACHE)
     w.add_layer_norm_rms_eps(spec.eps)
     mm.add_vocab(w, spec, voc, chat_template)
-    for name, data, qtype in tensors(spec, len(voc.tokens), rng):
-        w.add_tensor(name, mm.encode(data, qtype), raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    os.replace(tmp, path)
+    mm.finish(w, tensors(spec, len(voc.tokens), rng), tmp, path)
 
 
 def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
     d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
 
-    def ty(name: str) -> Q:
-        return spec.types.get(name, Q.F32)
-
-    def mat(rows: int, cols: int, gain: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * (gain / np.sqrt(cols))).astype(np.float32)
-
-    def norm(n: int, gain: float = 1.0) -> np.ndarray:
-        return (gain * (1.0 + 0.2 * rng.uniform(-1.0, 1.0, n))).astype(np.float32)
+    ty, mat, norm = mm.draws(spec, rng)
 
     embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
     yield "token_embd.weight", embd, ty("token_embd")

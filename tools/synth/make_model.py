@@ -824,9 +824,30 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
         w.add_chat_template([{"name": "rerank", "template": RERANK_TEMPLATE}])
         cls_rows = rerank_token_ids(voc)
 
-    for name, data, qtype in make_tensors(spec, len(voc.tokens), rng, cls_rows):
-        w.add_tensor(name, encode(data, qtype), raw_dtype=qtype)
+    finish(w, make_tensors(spec, len(voc.tokens), rng, cls_rows), tmp, path)
 
+
+def draws(spec: Spec, rng: np.random.Generator):
+    """The tensor helpers of the architecture modules (gemma4.py, lfm2.py): a tensor's type
+    (F32 unless ``spec.types`` says otherwise), a random matrix whose rows map unit-RMS inputs
+    to outputs of RMS ``gain``, and norm weights within 20% of ``gain``."""
+    def ty(name: str) -> Q:
+        return spec.types.get(name, Q.F32)
+
+    def mat(rows: int, cols: int, gain: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * (gain / np.sqrt(cols))).astype(np.float32)
+
+    def norm(n: int, gain: float = 1.0) -> np.ndarray:
+        return (gain * (1.0 + 0.2 * rng.uniform(-1.0, 1.0, n))).astype(np.float32)
+
+    return ty, mat, norm
+
+
+def finish(w: gguf.GGUFWriter, tensors, tmp: str, path: str) -> None:
+    """Adds ``tensors`` ((name, float32 array, type) triples) to ``w``, writes the file to
+    ``tmp`` and moves it to ``path``."""
+    for name, data, qtype in tensors:
+        w.add_tensor(name, encode(data, qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

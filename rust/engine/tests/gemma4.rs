@@ -58,33 +58,7 @@ fn a_batch_of_four_equals_each_sequence_alone() {
 fn batch_equals_solo(kind: &str) {
     let path = common::synth_model(kind);
     let model = LoadedModel::load(&path, &LoadOptions::default()).expect("loads");
-    let long = "the quick brown fox jumps over the lazy dog ".repeat(6);
-    let requests = [
-        request("The sea was calm", 24),
-        request(&format!("{long} and then"), 20),
-        request("List three colours", 16),
-        request(&format!("Once upon a time {long}"), 28),
-    ];
-    let alone: Vec<Vec<u32>> = requests
-        .iter()
-        .map(|r| {
-            let mut ctx = common::context(&model, 256, 2, 1);
-            ctx.generate(r, &mut |_| {}, None).unwrap().tokens
-        })
-        .collect();
-    for i in 0..alone.len() {
-        for j in i + 1..alone.len() {
-            assert_ne!(
-                alone[i], alone[j],
-                "requests {i} and {j} give the same tokens"
-            );
-        }
-    }
-    let mut ctx = common::context(&model, 256, 2, 4);
-    let batch = ctx.generate_batch(&requests, None).unwrap();
-    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
-        assert_eq!(&b.as_ref().unwrap().tokens, a, "{kind}: request {i}");
-    }
+    common::assert_batch_of_four_equals_alone(&model, kind);
 }
 
 #[test]

@@ -72,31 +72,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_convolutions_state() {
 
 #[test]
 fn a_batch_of_four_equals_each_sequence_alone() {
-    let model = model();
-    let long = "the quick brown fox jumps over the lazy dog ".repeat(6);
-    let requests = [
-        text("The sea was calm", 24),
-        text(&format!("{long} and then"), 20),
-        text("List three colours", 16),
-        text(&format!("Once upon a time {long}"), 28),
-    ];
-    let alone: Vec<Vec<u32>> = requests
-        .iter()
-        .map(|r| generate(&mut common::context(&model, 256, 2, 1), r).tokens)
-        .collect();
-    for i in 0..alone.len() {
-        for j in i + 1..alone.len() {
-            assert_ne!(
-                alone[i], alone[j],
-                "requests {i} and {j} give the same tokens"
-            );
-        }
-    }
-    let mut ctx = common::context(&model, 256, 2, 4);
-    let batch = ctx.generate_batch(&requests, None).unwrap();
-    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
-        assert_eq!(&b.as_ref().unwrap().tokens, a, "request {i}");
-    }
+    common::assert_batch_of_four_equals_alone(&model(), "lfm2");
 }
 
 #[test]

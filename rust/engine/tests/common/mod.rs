@@ -285,6 +285,47 @@ pub fn context(model: &Arc<LoadedModel>, n_ctx: u32, threads: u32, max_sequences
     Context::new(model.clone(), &options).expect("context")
 }
 
+/// A greedy text request of exactly `max_tokens` tokens (a random model would end early).
+pub fn greedy_text(prompt: &str, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(Prompt::Text(prompt.into()));
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = max_tokens;
+    r.stop_at_eog = false;
+    r
+}
+
+/// Four different greedy requests (two prompts longer than a 32-position window) generate in
+/// one batch of four sequences exactly what each generates alone.
+pub fn assert_batch_of_four_equals_alone(model: &Arc<LoadedModel>, label: &str) {
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(6);
+    let requests = [
+        greedy_text("The sea was calm", 24),
+        greedy_text(&format!("{long} and then"), 20),
+        greedy_text("List three colours", 16),
+        greedy_text(&format!("Once upon a time {long}"), 28),
+    ];
+    let alone: Vec<Vec<u32>> = requests
+        .iter()
+        .map(|r| {
+            let mut ctx = context(model, 256, 2, 1);
+            ctx.generate(r, &mut |_| {}, None).unwrap().tokens
+        })
+        .collect();
+    for i in 0..alone.len() {
+        for j in i + 1..alone.len() {
+            assert_ne!(
+                alone[i], alone[j],
+                "{label}: requests {i} and {j} give the same tokens"
+            );
+        }
+    }
+    let mut ctx = context(model, 256, 2, 4);
+    let batch = ctx.generate_batch(&requests, None).unwrap();
+    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
+        assert_eq!(&b.as_ref().unwrap().tokens, a, "{label}: request {i}");
+    }
+}
+
 /// A greedy chat request: one user message, at most `max_tokens` generated tokens.
 pub fn greedy_chat(text: &str, max_tokens: usize) -> GenerateRequest {
     let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));

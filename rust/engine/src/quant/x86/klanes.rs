@@ -22,7 +22,7 @@
 
 use std::arch::x86_64::*;
 
-use super::ktile::{dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
+use super::ktile::{dpbusd, dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
 use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
 use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
@@ -98,22 +98,6 @@ pub(super) unsafe fn pack_q6k_lanes(
             }
         }
     }
-}
-
-/// `acc + Σ` of the products of unsigned bytes `a` and signed bytes `b`, four per i32 lane, as
-/// one `vpdpbusd` (written as assembly, as [`dpwssd`]).
-#[inline]
-#[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn dpbusd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    let mut acc = acc;
-    std::arch::asm!(
-        "vpdpbusd {acc}, {a}, {b}",
-        acc = inout(zmm_reg) acc,
-        a = in(zmm_reg) a,
-        b = in(zmm_reg) b,
-        options(pure, nomem, nostack, preserves_flags),
-    );
-    acc
 }
 
 /// The 8 bytes at `p` in every 64-bit lane, as one `vpbroadcastq` load (written as assembly:

@@ -76,22 +76,39 @@ pub(super) unsafe fn word_mask4(w: [i32; 4]) -> __m512i {
     _mm512_inserti64x4(lo, word_mask(w[2], w[3]), 1)
 }
 
-/// `acc + Σ pairs a·b` (i16 pairs into i32 lanes) as one `vpdpwssd`. Written as assembly because
-/// LLVM's generic tuning splits the intrinsic into `vpmaddwd` + `vpaddd` (twice the
+/// A VNNI instruction `$insn acc, a, b` as a function, written as assembly because LLVM's
+/// generic tuning splits the intrinsics (`vpdpwssd` into `vpmaddwd` + `vpaddd`: twice the
 /// instructions and more live registers in these register-bound loops).
-#[inline]
-#[target_feature(enable = "avx512f,avx512vnni")]
-pub(super) unsafe fn dpwssd(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
-    let mut acc = acc;
-    std::arch::asm!(
-        "vpdpwssd {acc}, {a}, {b}",
-        acc = inout(zmm_reg) acc,
-        a = in(zmm_reg) a,
-        b = in(zmm_reg) b,
-        options(pure, nomem, nostack, preserves_flags),
-    );
-    acc
+macro_rules! vnni {
+    ($(#[$doc:meta])* $name:ident, $insn:literal) => {
+        $(#[$doc])*
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512vnni")]
+        pub(super) unsafe fn $name(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+            let mut acc = acc;
+            std::arch::asm!(
+                concat!($insn, " {acc}, {a}, {b}"),
+                acc = inout(zmm_reg) acc,
+                a = in(zmm_reg) a,
+                b = in(zmm_reg) b,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+            acc
+        }
+    };
 }
+
+vnni!(
+    /// `acc + Σ pairs a·b` (i16 pairs into i32 lanes) as one `vpdpwssd`.
+    dpwssd,
+    "vpdpwssd"
+);
+vnni!(
+    /// `acc + Σ` of the products of unsigned bytes `a` and signed bytes `b`, four per i32
+    /// lane, as one `vpdpbusd`.
+    dpbusd,
+    "vpdpbusd"
+);
 
 /// Unpacks Q6_K quants two 32-quant chunks at a time.
 #[derive(Clone, Copy)]
