@@ -46,14 +46,7 @@ def per_layer(spec: mm.Spec) -> int:
 def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: str) -> None:
     """Writes the model ``kind`` (``gemma4`` or ``gemma4-moe``, without ``+f32``) of ``spec``."""
     arch, L = spec.arch, spec.n_layer
-    # Seeded by the kind, as make_model.py's other kinds.
-    rng = np.random.default_rng([seed, sum(kind.encode())])
-    tmp = path + ".tmp"
-    w = gguf.GGUFWriter(tmp, arch)
-    w.add_name(spec.name or f"synthetic-{kind}")
-    w.add_context_length(spec.ctx)
-    w.add_embedding_length(spec.d_model)
-    w.add_block_count(L)
+    w, tmp, rng = mm.start(kind, spec, path, seed)
     w.add_array(f"{arch}.feed_forward_length", [n_ff(spec, il) for il in range(L)])
     w.add_head_count(spec.n_head)
     w.add_array(f"{arch}.attention.head_count_kv",

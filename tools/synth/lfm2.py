@@ -51,16 +51,9 @@ def is_conv(il: int, n_layer: int = len(PLAN)) -> bool:
 
 def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: str) -> None:
     """Writes the model ``kind`` (``lfm2``, without ``+f32``) of ``spec``."""
-    arch, L = spec.arch, spec.n_layer
+    L = spec.n_layer
     assert L == len(plan(L)) and spec.n_head * spec.head_dim == spec.d_model
-    # Seeded by the kind, as make_model.py's other kinds.
-    rng = np.random.default_rng([seed, sum(kind.encode())])
-    tmp = path + ".tmp"
-    w = gguf.GGUFWriter(tmp, arch)
-    w.add_name(spec.name or f"synthetic-{kind}")
-    w.add_context_length(spec.ctx)
-    w.add_embedding_length(spec.d_model)
-    w.add_block_count(L)
+    w, tmp, rng = mm.start(kind, spec, path, seed)
     w.add_feed_forward_length(spec.ffn)
     w.add_head_count(spec.n_head)
     w.add_head_count_kv([0 if is_conv(il, L) else spec.n_kv for il in range(L)])

@@ -11,23 +11,13 @@ mod common;
 use std::sync::Arc;
 
 use local_llm_engine::model::KvTypes;
-use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    inspect, ContextShift, FinishReason, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+    inspect, ContextShift, FinishReason, LoadOptions, LoadedModel, Prompt,
 };
 
 fn model() -> Arc<LoadedModel> {
     let path = common::synth_model("gemma4");
     LoadedModel::load(&path, &LoadOptions::default()).expect("gemma4 loads")
-}
-
-/// Greedy, `max_tokens` tokens whatever the model says (a random model ends early otherwise).
-fn request(prompt: &str, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(Prompt::Text(prompt.into()));
-    r.sampling = SamplingParams::greedy();
-    r.max_tokens = max_tokens;
-    r.stop_at_eog = false;
-    r
 }
 
 #[test]
@@ -68,7 +58,7 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("gemma4.state");
     let mut direct = common::context(&model, 256, 2, 1);
-    let first = request("A short story about a robot who learns to paint", 40);
+    let first = common::greedy_text("A short story about a robot who learns to paint", 40);
     let g1 = direct.generate(&first, &mut |_| {}, None).unwrap();
     direct.save_state(&file).unwrap();
     let mut tokens = model
@@ -79,10 +69,7 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
         )
         .unwrap();
     tokens.extend(&g1.tokens);
-    let mut next = GenerateRequest::new(Prompt::Tokens(tokens));
-    next.sampling = SamplingParams::greedy();
-    next.max_tokens = 24;
-    next.stop_at_eog = false;
+    let next = common::greedy(Prompt::Tokens(tokens), 24);
     let want = direct.generate(&next, &mut |_| {}, None).unwrap();
     let mut restored = common::context(&model, 256, 2, 1);
     restored.load_state(&file).unwrap();
@@ -101,7 +88,7 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
 fn a_context_shift_keeps_generating_past_the_context() {
     let model = model();
     let mut ctx = common::context(&model, 64, 2, 1);
-    let mut r = request("The sea was calm and the sky was grey", 100);
+    let mut r = common::greedy_text("The sea was calm and the sky was grey", 100);
     r.context_shift = Some(ContextShift { n_keep: Some(4) });
     let g = ctx.generate(&r, &mut |_| {}, None).unwrap();
     assert_eq!(g.tokens.len(), 100);

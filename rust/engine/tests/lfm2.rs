@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use local_llm_engine::backend::Threads;
 use local_llm_engine::model::{KvTypes, Output};
-use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     inspect, Context, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
     LoadedModel, Prompt, SpeculativeOptions,
@@ -24,19 +23,6 @@ use local_llm_engine::session::{
 fn model() -> Arc<LoadedModel> {
     let path = common::synth_model("lfm2");
     LoadedModel::load(&path, &LoadOptions::default()).expect("lfm2 loads")
-}
-
-/// Greedy, `max_tokens` tokens whatever the model says (a random model ends early otherwise).
-fn request(prompt: Prompt, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(prompt);
-    r.sampling = SamplingParams::greedy();
-    r.max_tokens = max_tokens;
-    r.stop_at_eog = false;
-    r
-}
-
-fn text(prompt: &str, max_tokens: usize) -> GenerateRequest {
-    request(Prompt::Text(prompt.into()), max_tokens)
 }
 
 fn generate(ctx: &mut Context, r: &GenerateRequest) -> Generation {
@@ -83,11 +69,11 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
     let file = dir.join("lfm2.state");
     let prompt = "A short story about a robot who learns to paint";
     let mut direct = common::context(&model, 256, 2, 1);
-    let g1 = generate(&mut direct, &text(prompt, 40));
+    let g1 = generate(&mut direct, &common::greedy_text(prompt, 40));
     direct.save_state(&file).unwrap();
     let mut tokens = model.tokenize(prompt, true, false).unwrap();
     tokens.extend(&g1.tokens);
-    let next = request(Prompt::Tokens(tokens), 24);
+    let next = common::greedy(Prompt::Tokens(tokens), 24);
     let want = generate(&mut direct, &next);
     let mut restored = common::context(&model, 256, 2, 1);
     restored.load_state(&file).unwrap();
@@ -117,7 +103,7 @@ fn a_later_prompt_reuses_what_the_state_can_go_back_to() {
         .unwrap();
     assert!(base.len() > 100, "{}", base.len());
     let mut ctx = common::context(&model, 512, 2, 1);
-    generate(&mut ctx, &request(Prompt::Tokens(base.clone()), 8));
+    generate(&mut ctx, &common::greedy(Prompt::Tokens(base.clone()), 8));
     // The same start with its last 5 tokens changed: the state goes back 5 positions.
     let mut near = base[..base.len() - 5].to_vec();
     near.extend(
@@ -125,7 +111,7 @@ fn a_later_prompt_reuses_what_the_state_can_go_back_to() {
             .tokenize(" and then the cat sat", false, false)
             .unwrap(),
     );
-    let reused = generate(&mut ctx, &request(Prompt::Tokens(near.clone()), 12));
+    let reused = generate(&mut ctx, &common::greedy(Prompt::Tokens(near.clone()), 12));
     assert_eq!(
         reused.timings.prompt_tokens,
         near.len() - (base.len() - 5),
@@ -133,17 +119,17 @@ fn a_later_prompt_reuses_what_the_state_can_go_back_to() {
     );
     let fresh = generate(
         &mut common::context(&model, 512, 2, 1),
-        &request(Prompt::Tokens(near.clone()), 12),
+        &common::greedy(Prompt::Tokens(near.clone()), 12),
     );
     assert_eq!(reused.tokens, fresh.tokens);
     // Cut 90 positions back, further than the state keeps: everything is evaluated again.
     let mut far = near[..near.len() - 90].to_vec();
     far.extend(model.tokenize(" a different ending", false, false).unwrap());
-    let again = generate(&mut ctx, &request(Prompt::Tokens(far.clone()), 12));
+    let again = generate(&mut ctx, &common::greedy(Prompt::Tokens(far.clone()), 12));
     assert_eq!(again.timings.prompt_tokens, far.len());
     let fresh = generate(
         &mut common::context(&model, 512, 2, 1),
-        &request(Prompt::Tokens(far), 12),
+        &common::greedy(Prompt::Tokens(far), 12),
     );
     assert_eq!(again.tokens, fresh.tokens);
 }
@@ -153,7 +139,7 @@ fn speculative_decoding_rolls_the_state_back_and_equals_plain_decoding() {
     let model = model();
     // A prompt that repeats itself, so that prompt lookup drafts (and the random model
     // rejects most of them).
-    let r = text(&"one two three four five six seven eight ".repeat(4), 48);
+    let r = common::greedy_text(&"one two three four five six seven eight ".repeat(4), 48);
     let plain = generate(&mut common::context(&model, 256, 2, 1), &r);
     let lookup = SpeculativeOptions {
         lookup_ngram_max: 3,
@@ -189,7 +175,7 @@ fn speculative_decoding_rolls_the_state_back_and_equals_plain_decoding() {
 fn a_context_shift_evaluates_the_kept_tokens_again() {
     let model = model();
     let mut ctx = common::context(&model, 64, 2, 1);
-    let mut r = text("The sea was calm and the sky was grey", 100);
+    let mut r = common::greedy_text("The sea was calm and the sky was grey", 100);
     r.context_shift = Some(ContextShift { n_keep: Some(4) });
     let g = generate(&mut ctx, &r);
     assert_eq!(g.tokens.len(), 100);

@@ -1,6 +1,6 @@
 //! Hyper-parameters read from GGUF metadata.
 
-use super::conv_state::ROLLBACK;
+use super::conv_state::ConvHistory;
 use super::kv_cache::KvTypes;
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
@@ -268,20 +268,9 @@ impl ModelConfig {
     }
 
     /// Bytes of a sequence's short-convolution state ([`ConvHistory`]; 0 without one): the
-    /// inputs of the kernel's reach and [`ROLLBACK`] positions, in f32, per such layer.
-    ///
-    /// [`ConvHistory`]: super::conv_state::ConvHistory
+    /// inputs of the kernel's reach and `ROLLBACK` more positions, in f32, per such layer.
     pub fn conv_state_bytes(&self) -> u64 {
-        let reach = self.layers.iter().filter_map(|l| l.short_conv).max();
-        let Some(reach) = reach.map(|l| l - 1) else {
-            return 0;
-        };
-        let n_conv = self
-            .layers
-            .iter()
-            .filter(|l| l.short_conv.is_some())
-            .count();
-        (n_conv * self.n_embd * (reach + ROLLBACK) * 4) as u64
+        ConvHistory::bytes(&self.conv_layers())
     }
 
     /// Each layer's short convolution as `(channels, reach)`, `(0, 0)` for the others.

@@ -20,8 +20,6 @@ pub(crate) const ROLLBACK: usize = 65;
 struct Ring {
     /// Channels per position.
     width: usize,
-    /// Earlier inputs a position's convolution reads (`L − 1`).
-    reach: usize,
     /// Position `p`'s inputs are row `p % rows`.
     values: Vec<f32>,
 }
@@ -33,6 +31,8 @@ pub(crate) struct ConvHistory {
     layers: Vec<Option<Ring>>,
     /// Positions each ring holds.
     rows: usize,
+    /// Earlier inputs a position's convolution reads (`L − 1`, the longest kernel's).
+    reach: usize,
     /// The first position whose inputs are still held (the earlier ones were overwritten).
     oldest: usize,
 }
@@ -43,7 +43,7 @@ impl ConvHistory {
         let reach = layers.iter().map(|&(_, r)| r).max().unwrap_or(0);
         let rows = reach + ROLLBACK;
         let mut rings = Vec::with_capacity(layers.len());
-        for &(width, reach) in layers {
+        for &(width, _) in layers {
             if width == 0 {
                 rings.push(None);
                 continue;
@@ -53,17 +53,21 @@ impl ConvHistory {
                 .ok_or_else(|| Error::InsufficientMemory("the short convolutions' state".into()))?;
             let mut values = Vec::new();
             fallible::resize(&mut values, len, 0.0f32, "the short convolutions' state")?;
-            rings.push(Some(Ring {
-                width,
-                reach,
-                values,
-            }));
+            rings.push(Some(Ring { width, values }));
         }
         Ok(ConvHistory {
             layers: rings,
             rows,
+            reach,
             oldest: 0,
         })
+    }
+
+    /// The bytes [`ConvHistory::new`] allocates for `layers` (saturating).
+    pub(crate) fn bytes(layers: &[(usize, usize)]) -> u64 {
+        let reach = layers.iter().map(|&(_, r)| r).max().unwrap_or(0);
+        let widths = layers.iter().map(|&(w, _)| w as u64).sum::<u64>();
+        widths.saturating_mul((reach + ROLLBACK) as u64 * 4)
     }
 
     /// Whether any layer has a short convolution.
@@ -83,8 +87,7 @@ impl ConvHistory {
         if to >= len || !self.is_some() {
             return to.min(len);
         }
-        let reach = self.layers.iter().flatten().map(|r| r.reach).max();
-        match to.saturating_sub(reach.unwrap_or(0)) >= self.oldest {
+        match to.saturating_sub(self.reach) >= self.oldest {
             true => to,
             false => 0,
         }
@@ -126,8 +129,7 @@ impl ConvHistory {
     /// The positions whose inputs a state file keeps for a sequence of `len` positions: the
     /// kernel's reach before `len`.
     pub(crate) fn saved(&self, len: usize) -> std::ops::Range<usize> {
-        let reach = self.layers.iter().flatten().map(|r| r.reach).max();
-        len.saturating_sub(reach.unwrap_or(0))..len
+        len.saturating_sub(self.reach)..len
     }
 
     /// The layers with a short convolution and their channels.

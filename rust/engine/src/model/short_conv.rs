@@ -70,7 +70,6 @@ impl ShortConv {
                 b.iter_mut().zip(&rest[d..]).for_each(|(b, x)| *b *= x);
             }
         });
-        let zeros = vec![0f32; d];
         let mut first = 0;
         for seq in seqs.iter_mut() {
             let (ns, pos0) = (seq.tokens.len(), seq.cache.len());
@@ -79,13 +78,18 @@ impl ShortConv {
                 let out = &mut y[(first + t) * d..][..d];
                 out.fill(0.0);
                 for k in 0..self.len {
-                    // The input at position pos0 + t + k − (L − 1).
+                    let weights = &self.kernel[k * d..][..d];
+                    // The input at position pos0 + t + k − (L − 1); zeros before position 0.
                     let input = match (pos0 + t + k).checked_sub(self.len - 1) {
-                        None => &zeros[..],
+                        None => {
+                            out.iter_mut()
+                                .zip(weights)
+                                .for_each(|(o, &w)| *o += 0.0 * w);
+                            continue;
+                        }
                         Some(p) if p >= pos0 => &bcx[(first + p - pos0) * 3 * d..][..d],
                         Some(p) => history.row(il, p),
                     };
-                    let weights = &self.kernel[k * d..][..d];
                     for ((o, &v), &w) in out.iter_mut().zip(input).zip(weights) {
                         *o += v * w;
                     }

@@ -285,13 +285,18 @@ pub fn context(model: &Arc<LoadedModel>, n_ctx: u32, threads: u32, max_sequences
     Context::new(model.clone(), &options).expect("context")
 }
 
-/// A greedy text request of exactly `max_tokens` tokens (a random model would end early).
-pub fn greedy_text(prompt: &str, max_tokens: usize) -> GenerateRequest {
-    let mut r = GenerateRequest::new(Prompt::Text(prompt.into()));
+/// A greedy request of exactly `max_tokens` tokens (a random model would end early).
+pub fn greedy(prompt: Prompt, max_tokens: usize) -> GenerateRequest {
+    let mut r = GenerateRequest::new(prompt);
     r.sampling = SamplingParams::greedy();
     r.max_tokens = max_tokens;
     r.stop_at_eog = false;
     r
+}
+
+/// [`greedy`] with a text prompt.
+pub fn greedy_text(prompt: &str, max_tokens: usize) -> GenerateRequest {
+    greedy(Prompt::Text(prompt.into()), max_tokens)
 }
 
 /// Four different greedy requests (two prompts longer than a 32-position window) generate in

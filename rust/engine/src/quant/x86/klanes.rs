@@ -44,31 +44,39 @@ pub(super) unsafe fn pack_q4k_lanes(
     acts: [&[u8]; MAX_TILE_TOKENS],
     out: &mut [PackLine],
 ) {
-    for (b, lines) in out.chunks_exact_mut(Q4K_LANES_LINES).take(nb).enumerate() {
-        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
-        pack_quants(&yb, lines);
-        for k in 0..4 {
-            for (l, c) in lines[65 + k].0.chunks_exact_mut(4).enumerate() {
-                let y = yb[l / 2];
-                let pair = |j: usize| (q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1)) as i16;
-                c[..2].copy_from_slice(&pair(2 * k).to_le_bytes());
-                c[2..].copy_from_slice(&pair(2 * k + 1).to_le_bytes());
-            }
-        }
-    }
+    let sub_block = |y: &[u8], j: usize| q8k_bsum(y, 2 * j) + q8k_bsum(y, 2 * j + 1);
+    pack(nb, acts, out, Q4K_LANES_LINES, sub_block);
 }
 
-/// Lines 0..65 of a super-block of 8 tokens `yb` (Q8_K blocks), as both tiles take them.
-fn pack_quants(yb: &[&[u8]; MAX_TILE_TOKENS], lines: &mut [PackLine]) {
-    for (g, line) in lines[..64].iter_mut().enumerate() {
-        for (pair, y) in line.0.chunks_exact_mut(8).zip(yb) {
-            let quants = &y[BlockQ8_K::QS + 4 * g..][..4];
-            pair[..4].copy_from_slice(quants);
-            pair[4..].copy_from_slice(quants);
+/// `nb` super-blocks of 8 tokens (Q8_K rows `acts`) in `lines` lines each: lines `0..65` as
+/// both tiles take them, then in lines `65 + k` the i16 pairs `(sum(y, 2k), sum(y, 2k + 1))` of
+/// each token `y` (i32 lanes `2t` and `2t + 1`).
+fn pack(
+    nb: usize,
+    acts: [&[u8]; MAX_TILE_TOKENS],
+    out: &mut [PackLine],
+    lines: usize,
+    sum: impl Fn(&[u8], usize) -> i32,
+) {
+    for (b, lines) in out.chunks_exact_mut(lines).take(nb).enumerate() {
+        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
+        for (g, line) in lines[..64].iter_mut().enumerate() {
+            for (pair, y) in line.0.chunks_exact_mut(8).zip(yb) {
+                let quants = &y[BlockQ8_K::QS + 4 * g..][..4];
+                pair[..4].copy_from_slice(quants);
+                pair[4..].copy_from_slice(quants);
+            }
         }
-    }
-    for (l, c) in lines[64].0.chunks_exact_mut(4).enumerate() {
-        c.copy_from_slice(&q8k_d(yb[l / 2]).to_le_bytes());
+        for (l, c) in lines[64].0.chunks_exact_mut(4).enumerate() {
+            c.copy_from_slice(&q8k_d(yb[l / 2]).to_le_bytes());
+        }
+        for (k, line) in lines[65..].iter_mut().enumerate() {
+            for (l, c) in line.0.chunks_exact_mut(4).enumerate() {
+                let y = yb[l / 2];
+                c[..2].copy_from_slice(&(sum(y, 2 * k) as i16).to_le_bytes());
+                c[2..].copy_from_slice(&(sum(y, 2 * k + 1) as i16).to_le_bytes());
+            }
+        }
     }
 }
 
@@ -87,17 +95,7 @@ pub(super) unsafe fn pack_q6k_lanes(
     acts: [&[u8]; MAX_TILE_TOKENS],
     out: &mut [PackLine],
 ) {
-    for (b, lines) in out.chunks_exact_mut(Q6K_LANES_LINES).take(nb).enumerate() {
-        let yb: [&[u8]; MAX_TILE_TOKENS] = acts.map(|a| &a[q8k_at(b)..q8k_at(b + 1)]);
-        pack_quants(&yb, lines);
-        for k in 0..8 {
-            for (l, c) in lines[65 + k].0.chunks_exact_mut(4).enumerate() {
-                let y = yb[l / 2];
-                c[..2].copy_from_slice(&(q8k_bsum(y, 2 * k) as i16).to_le_bytes());
-                c[2..].copy_from_slice(&(q8k_bsum(y, 2 * k + 1) as i16).to_le_bytes());
-            }
-        }
-    }
+    pack(nb, acts, out, Q6K_LANES_LINES, q8k_bsum);
 }
 
 /// The 8 bytes at `p` in every 64-bit lane, as one `vpbroadcastq` load (written as assembly:
