@@ -27,6 +27,7 @@ const KINDS: [string, string][] = [
   ['gemma2', 'gemma2'],
   ['gemma4', 'gemma4'],
   ['gemma4-moe', 'gemma4'],
+  ['gemma3n', 'gemma3n'],
   ['lfm2', 'lfm2'],
   ['phi3', 'phi3'],
   ['qwen3moe', 'qwen3moe'],

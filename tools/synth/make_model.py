@@ -50,10 +50,15 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   mistral3       llama block with YaRN (factor 4 from 64 positions, beta 32/1, log
                  multiplier 1) and attention temperature 0.1; untied.
   gemma3         4 layers, heads of 32, per-head Q/K norms, post norms, sliding window
+                 32 with the file's sliding_window_pattern 2 and rope.freq_base_swa; tied.
+  gemma3n        25 layers (4 local, 1 global; llama.cpp has layers 20-23 read layer 18's
+                 cache, layer 24 layer 19's, and sparsifies layers 0-9's feed-forwards),
+                 4 AltUp streams, LAuReL of rank 64, per-layer inputs of 256 per layer,
+                 see gemma3n.py; tied;
+                 Q8_0/Q5_0/Q4_0/F16/BF16 weights, the AltUp tensors F32.
   gemma4         6 layers: local (heads of 16, 2 KV) and global (32, 1 KV, keys as values,
                  partial RoPE); the last two read earlier layers' caches; per-layer inputs
   gemma4-moe     gemma4's layers with 4 experts (2 used) beside each dense feed-forward
-                 32 with the file's sliding_window_pattern 2 and rope.freq_base_swa; tied.
   stablelm       StableLM 2 1.6B's layout: LayerNorm with biases, Q/K/V biases, 4 of 16
                  dims rotated (NEOX); untied.
   stablelm-parallel  StableLM 2 12B's layout: parallel block (no ffn_norm), per-head Q/K
@@ -456,6 +461,27 @@ KINDS.update({
         types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q8_0, attn_v=Q.Q5_0,
                    attn_output=Q.F16, ffn_gate=Q.Q4_0, ffn_up=Q.Q8_0, ffn_down=Q.BF16),
     ),
+    # Gemma 3n's AltUp streams, LAuReL, per-layer inputs and shared caches: see gemma3n.py.
+    "gemma3n": Spec(
+        arch="gemma3n",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=25,  # llama.cpp: layers 20-23 read layer 18's cache, layer 24 layer 19's
+        eps=1e-6,
+        rope_base=1000000.0,
+        qk_norm=True,
+        tied=True,
+        resid_gain=1.0,
+        post_norms=True,
+        post_norm_gain=0.5,  # small branches: 25 layers amplify rounding less
+        # The Q and F32 files agree on ~91% of the top-1 tokens (seeds 0-3). ffn_gate F16: its
+        # top 5% pass in layers 0-9, and its rounding there decides which (with Q8_0, llama.cpp's
+        # native and AVX2 builds differ by a mean KLD of ~4e-4, with F16 ~2e-4).
+        types=dict(token_embd=Q.F16, attn_q=Q.Q8_0, attn_k=Q.Q5_0, attn_v=Q.Q8_0,
+                   attn_output=Q.F16, ffn_gate=Q.F16, ffn_up=Q.Q5_0, ffn_down=Q.BF16,
+                   per_layer_token_embd=Q.F16, per_layer_model_proj=Q.BF16, inp_gate=Q.Q4_0,
+                   proj=Q.F16, laurel_l=Q.F16, laurel_r=Q.BF16),
+    ),
     "gemma4": GEMMA4,
     # The 26B A4B's feed-forward: 4 experts (2 used) beside each dense one, 4 layers.
     "gemma4-moe": dataclasses.replace(
@@ -779,6 +805,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if spec.arch == "gemma4":
         import gemma4  # noqa: E402 (its own tensors and per-layer metadata)
         return gemma4.write(base, spec, voc, path, seed, chat_template)
+    if spec.arch == "gemma3n":
+        import gemma3n  # noqa: E402 (AltUp, LAuReL, per-layer inputs, shared KV)
+        return gemma3n.write(base, spec, voc, path, seed, chat_template)
     if spec.arch == "lfm2":
         import lfm2  # noqa: E402 (conv layers, per-layer KV head counts)
         return lfm2.write(base, spec, voc, path, seed, chat_template)
@@ -828,9 +857,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
 
 
 def start(kind: str, spec: Spec, path: str, seed: int):
-    """The writer of an architecture module's file (gemma4.py, lfm2.py), its temporary path
-    and its random generator (seeded by the kind, as the other kinds), with the name, context,
-    embedding and block count written."""
+    """The writer of an architecture module's file (gemma3n.py, gemma4.py, lfm2.py), its
+    temporary path and its random generator (seeded by the kind, as the other kinds), with the
+    name, context, embedding and block count written."""
     rng = np.random.default_rng([seed, sum(kind.encode())])
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, spec.arch)
@@ -842,9 +871,9 @@ def start(kind: str, spec: Spec, path: str, seed: int):
 
 
 def draws(spec: Spec, rng: np.random.Generator):
-    """The tensor helpers of the architecture modules (gemma4.py, lfm2.py): a tensor's type
-    (F32 unless ``spec.types`` says otherwise), a random matrix whose rows map unit-RMS inputs
-    to outputs of RMS ``gain``, and norm weights within 20% of ``gain``."""
+    """The tensor helpers of the architecture modules (gemma3n.py, gemma4.py, lfm2.py): a
+    tensor's type (F32 unless ``spec.types`` says otherwise), a random matrix whose rows map
+    unit-RMS inputs to outputs of RMS ``gain``, and norm weights within 20% of ``gain``."""
     def ty(name: str) -> Q:
         return spec.types.get(name, Q.F32)
 

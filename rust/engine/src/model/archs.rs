@@ -138,6 +138,10 @@ pub(crate) struct Arch {
     /// (`per_layer_token_embd`, `inp_gate`, `proj`) and a `layer_output_scale` when the file
     /// has them.
     pub(crate) gemma4: bool,
+    /// Gemma 3n's parts (`gemma3n.rs`) on top of Gemma 4's (`gemma4` is set too): four AltUp
+    /// streams of the hidden state, LAuReL beside the attention, activation sparsity in the
+    /// first layers' feed-forward, per-layer inputs added to the inactive streams.
+    pub(crate) gemma3n: bool,
     /// LFM2's parts: layers of 0 KV heads have a short convolution instead of attention
     /// (`short_conv.rs`); the final norm is `token_embd_norm`.
     pub(crate) lfm2: bool,
@@ -171,6 +175,7 @@ const LLAMA: Arch = Arch {
     encoder: None,
     activation_key: false,
     gemma4: false,
+    gemma3n: false,
     lfm2: false,
 };
 
@@ -256,6 +261,25 @@ pub(crate) const ARCHS: &[Arch] = &[
         gemma_scales: false,
         gemma4: true,
         sliding: Some(GEMMA_WINDOW_512),
+        scalars: Scalars {
+            final_softcap: true,
+            ..LLAMA.scalars
+        },
+        ..GEMMA
+    },
+    // Gemma 3n (E2B, E4B): Gemma 4's attention and per-layer inputs (it came first) with
+    // AltUp, LAuReL and activation sparsity; local layers on four of five.
+    Arch {
+        name: "gemma3n",
+        qk_norm: QkNorm::Heads,
+        post_norms: true,
+        gemma_scales: false,
+        gemma4: true,
+        gemma3n: true,
+        sliding: Some(Sliding {
+            pattern: 5,
+            ..GEMMA_WINDOW_512
+        }),
         scalars: Scalars {
             final_softcap: true,
             ..LLAMA.scalars

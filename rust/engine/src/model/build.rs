@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
 use super::config::Meta;
+use super::gemma3n::{self, AltUp, AltUpBlock};
 use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::ops::{Rope, Yarn};
@@ -205,6 +206,10 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
         activation,
         layers,
         per_layer_inputs: per_layer_inputs(&ld, &config, &meta, arch)?,
+        altup: match arch.gemma3n {
+            true => Some(AltUp::load(&ld, &config, &meta)?),
+            false => None,
+        },
         config,
     })
 }
@@ -406,6 +411,10 @@ fn layer(
             false => None,
         },
         conv: None,
+        altup: match arch.gemma3n {
+            true => Some(AltUpBlock::load(ld, i, c)?),
+            false => None,
+        },
     })
 }
 
@@ -535,6 +544,7 @@ fn dense(ld: &Loader<'_>, i: usize, c: &ModelConfig, arch: &Arch) -> Result<Dens
         b_gate,
         b_up,
         b_down: ld.opt_vector(&p("ffn_down.bias"), d)?,
+        sparse: arch.gemma3n && i < gemma3n::SPARSE_LAYERS,
     })
 }
 

@@ -21,4 +21,6 @@ pub(crate) struct Dense {
     pub(crate) b_gate: Option<Vec<f32>>,
     pub(crate) b_up: Option<Vec<f32>>,
     pub(crate) b_down: Option<Vec<f32>>,
+    /// Gemma 3n's activation sparsity of the gate ([`super::gemma3n::sparsify`]).
+    pub(crate) sparse: bool,
 }

@@ -80,6 +80,25 @@ impl PerLayerBlock {
         (g, proj): (&mut [f32], &mut [f32]),
         threads: &Threads,
     ) -> Result<()> {
+        let proj = &mut proj[..n * d];
+        self.delta(x, inputs, (il, n), (g, proj), threads)?;
+        threads.for_each_rows2(x, d, proj, d, |_, x, p| {
+            x.iter_mut().zip(p.iter()).for_each(|(a, b)| *a += b);
+        });
+        Ok(())
+    }
+
+    /// `proj = norm(proj · (gelu(gate · x) ⊙ input))` for the `n` rows of `x` and layer
+    /// `il`'s per-layer inputs; `g` (at least `n × width`) is a working buffer, `proj` holds
+    /// `n` rows of the model's width.
+    pub(crate) fn delta(
+        &self,
+        x: &[f32],
+        inputs: &PerLayerRows,
+        (il, n): (usize, usize),
+        (g, proj): (&mut [f32], &mut [f32]),
+        threads: &Threads,
+    ) -> Result<()> {
         let width = inputs.width;
         let all = width * inputs.n_layer;
         let g = &mut g[..n * width];
@@ -89,12 +108,8 @@ impl PerLayerBlock {
             let input = &inputs.rows[t * all + il * width..][..width];
             g.iter_mut().zip(input).for_each(|(a, b)| *a *= b);
         }
-        let proj = &mut proj[..n * d];
         Weight::matmul_shared_input(&[&self.proj], g, n, &mut [&mut *proj], threads)?;
-        threads.for_each_rows2(x, d, proj, d, |_, x, p| {
-            self.post_norm.rows(p);
-            x.iter_mut().zip(p.iter()).for_each(|(a, b)| *a += b);
-        });
+        self.post_norm.rows_par(proj, threads);
         Ok(())
     }
 }

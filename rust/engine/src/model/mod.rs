@@ -9,6 +9,7 @@ mod config;
 mod conv_state;
 mod embedding;
 mod ffn;
+mod gemma3n;
 mod gemma4;
 mod kv_cache;
 mod lora;
@@ -230,15 +231,26 @@ impl Model {
                     }
                 };
                 let ple = l.per_layer.as_ref().map(|p| [&p.gate, &p.proj]);
+                let altup = l
+                    .altup
+                    .as_ref()
+                    .map(|a| [&a.router, &a.laurel_l, &a.laurel_r]);
                 [&l.wq, &l.wo]
                     .into_iter()
                     .chain(l.wk.as_ref())
                     .chain(l.wv.as_ref())
                     .chain(ffn)
                     .chain(ple.into_iter().flatten())
+                    .chain(altup.into_iter().flatten())
             })
             .chain(self.net.output.as_ref())
             .chain(self.net.per_layer_inputs.as_ref().map(|p| &p.model_proj))
+            .chain(
+                self.net
+                    .altup
+                    .iter()
+                    .flat_map(|(a, _)| a.proj.iter().chain(&a.unembd)),
+            )
     }
 
     /// Bytes of weights a decoding step reads: every matrix once, of a mixture of experts the

@@ -11,6 +11,7 @@ use super::batch::SeqTokens;
 use super::config::LayerShape;
 use super::embedding::Embedding;
 pub(crate) use super::ffn::{Dense, FfnActivation};
+use super::gemma3n::{self, AltUp, AltUpBlock, Streams};
 pub(crate) use super::gemma4::{DenseAndExperts, PerLayerBlock, PerLayerInputs};
 use super::lora::{self, ActiveLora, Target};
 use super::moe::Moe;
@@ -77,6 +78,9 @@ pub(crate) struct Layer {
     /// LFM2: a short convolution instead of attention (`wq` is its `in_proj`, `wo` its
     /// `out_proj`; no keys or values).
     pub(crate) conv: Option<ShortConv>,
+    /// Gemma 3n's AltUp and LAuReL weights (its `per_layer` block then feeds AltUp's
+    /// inactive streams).
+    pub(crate) altup: Option<AltUpBlock>,
 }
 
 impl Layer {
@@ -112,6 +116,7 @@ impl Layer {
             per_layer: None,
             out_scale: None,
             conv: Some(conv),
+            altup: None,
         }
     }
 }
@@ -174,6 +179,8 @@ pub(crate) struct Transformer {
     pub(crate) layers: Vec<Layer>,
     /// Gemma 4's per-layer inputs, if the file has them.
     pub(crate) per_layer_inputs: Option<PerLayerInputs>,
+    /// Gemma 3n's AltUp projections (with the LAuReL rank).
+    pub(crate) altup: Option<(AltUp, usize)>,
     /// The norm of the last hidden states (`None`: encoders, whose blocks end with one).
     pub(crate) output_norm: Option<Norm>,
     /// The output head (`None`: encoders, which compute no logits).
@@ -324,9 +331,14 @@ impl Transformer {
             lora::matmul(lora, &weights, &targets, h, n, outs, threads)?;
             add_bias(gate, &dense.b_gate);
             add_bias(up, &dense.b_up);
-            threads.for_each_rows2(gate, n_ff, up, n_ff, |_, g, u| match self.activation {
-                FfnActivation::Silu => ops::silu_mul(g, u),
-                FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+            threads.for_each_rows2(gate, n_ff, up, n_ff, |_, g, u| {
+                if dense.sparse {
+                    g.chunks_exact_mut(n_ff).for_each(gemma3n::sparsify);
+                }
+                match self.activation {
+                    FfnActivation::Silu => ops::silu_mul(g, u),
+                    FfnActivation::GeluTanh => ops::gelu_mul(g, u),
+                }
             });
         } else {
             // Not gated (StarCoder 2): the activation of `up`, in the gate's buffer.
@@ -500,6 +512,10 @@ impl Transformer {
             Some(p) => Some(p.rows(tokens.copied(), x, (n, self.layers.len()), threads)?),
             None => None,
         };
+        let mut streams = match &self.altup {
+            Some((altup, rank)) => Some(Streams::new(altup, x, (n, d, *rank), threads)?),
+            None => None,
+        };
         for (il, layer) in self.layers.iter().enumerate() {
             let block = |index| Target::Block { layer: il, index };
             let ls = &c.layers[il];
@@ -511,7 +527,14 @@ impl Transformer {
                 &mut v[..n * vw],
                 &mut attn[..n * ow],
             );
+            let altup = layer.altup.as_ref().zip(streams.as_mut());
+            if let Some((block, streams)) = altup {
+                streams.predict(block, x, threads)?;
+            }
             norm_into(h, x, d, layer.attn_norm.as_ref(), threads);
+            if let Some((block, streams)) = layer.altup.as_ref().zip(streams.as_mut()) {
+                streams.laurel(block, h, threads)?;
+            }
             if let Some(conv) = &layer.conv {
                 let bufs = (&mut gate[..], &mut up[..], &mut proj[..]);
                 let ws = (&layer.wq, &layer.wo);
@@ -647,6 +670,9 @@ impl Transformer {
             let norm = layer.post_attn_norm.as_ref();
             let sums = layer.norm_sums;
             add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
+            if let Some(streams) = &streams {
+                streams.add_laurel(x);
+            }
             if let Some(norm2) = &layer.attn_norm_2 {
                 // `h` still holds the block's input (no attention norm: checked when built).
                 threads.for_each_rows2(x, d, h, d, |_, x, h| {
@@ -688,12 +714,22 @@ impl Transformer {
             };
             let norm = layer.post_ffn_norm.as_ref();
             add_residual(x, proj, d, (norm, self.residual_scale, sums), threads);
-            if let (Some(block), Some(inputs)) = (&layer.per_layer, &per_layer) {
-                block.add(x, inputs, (il, n, d), (&mut *gate, &mut *proj), threads)?;
+            match (&layer.per_layer, &per_layer, &layer.altup, streams.as_mut()) {
+                (Some(block), Some(inputs), Some(altup), Some(streams)) => {
+                    let per_layer = (block, inputs, il);
+                    streams.correct(altup, x, per_layer, &mut *gate, threads)?;
+                }
+                (Some(block), Some(inputs), None, _) => {
+                    block.add(x, inputs, (il, n, d), (&mut *gate, &mut *proj), threads)?;
+                }
+                _ => {}
             }
             if let Some(s) = layer.out_scale {
                 x.iter_mut().for_each(|v| *v *= s);
             }
+        }
+        if let (Some((altup, _)), Some(streams)) = (&self.altup, streams.as_mut()) {
+            streams.merge(altup, x, threads)?;
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();

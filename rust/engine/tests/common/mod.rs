@@ -176,6 +176,7 @@ pub const ARCH_KINDS: &[&str] = &[
     "gemma3",
     "gemma4",
     "gemma4-moe",
+    "gemma3n",
     "lfm2",
     "phi3",
     "qwen3moe",
@@ -234,6 +235,7 @@ pub fn synth_model(kind: &str) -> PathBuf {
     for file in [
         "make_model.py",
         "gemma4.py",
+        "gemma3n.py",
         "lfm2.py",
         "make_encoder.py",
         "vocab.py",

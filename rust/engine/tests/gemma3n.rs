@@ -1,0 +1,106 @@
+//! Gemma 3n through the runtime, on the synthetic `gemma3n` model (`tools/synth/gemma3n.py`:
+//! 25 layers, local on four of five, the last five reading layers 18 (local) and 19 (global)'s
+//! caches; four AltUp streams, LAuReL, activation sparsity in layers 0-9, per-layer inputs):
+//! the KV cache holds only the first 20 layers; the hidden state's four streams carry over
+//! from token to token exactly (token by token equals one batch); a batch of four sequences
+//! equals each sequence alone; a saved and restored state continues as the context it came
+//! from. (The logits themselves are compared with llama.cpp's by
+//! `rust/cli/tests/architectures.rs`.)
+
+mod common;
+
+use std::sync::Arc;
+
+use local_llm_engine::backend::Threads;
+use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::session::{
+    inspect, Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
+};
+
+fn model() -> Arc<LoadedModel> {
+    let path = common::synth_model("gemma3n");
+    LoadedModel::load(&path, &LoadOptions::default()).expect("gemma3n loads")
+}
+
+fn generate(ctx: &mut Context, r: &GenerateRequest) -> Generation {
+    ctx.generate(r, &mut |_| {}, None).expect("generation")
+}
+
+#[test]
+fn the_cache_holds_the_first_twenty_layers() {
+    let model = model();
+    let config = model.model().config();
+    let kv: Vec<usize> = config.layers.iter().map(|l| l.kv_layer).collect();
+    let mut want: Vec<usize> = (0..20).collect();
+    want.extend([18, 18, 18, 18, 19]);
+    assert_eq!(kv, want);
+    // 20 layers of 2 KV heads of 16, keys and values in f16.
+    let bytes = 20 * 2 * (2 * 16) * 2 * 100;
+    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), bytes as u64);
+    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
+    assert_eq!(cache.size_bytes(), bytes);
+    let info = inspect(common::synth_model("gemma3n"), 100).unwrap();
+    assert_eq!(info.memory.unwrap().kv_cache_bytes, bytes as u64);
+}
+
+#[test]
+fn token_by_token_gives_the_logits_of_one_batch() {
+    let model = model();
+    let threads = Threads::new(2).unwrap();
+    // Longer than the 32-position window.
+    let tokens = model
+        .tokenize(
+            &"The sea was calm and the sky was grey over the harbour. ".repeat(4),
+            true,
+            false,
+        )
+        .unwrap();
+    assert!(tokens.len() > 40, "{}", tokens.len());
+    let mut cache = model.model().new_cache(128, KvTypes::default()).unwrap();
+    let whole = model
+        .model()
+        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
+        .unwrap();
+    let mut cache = model.model().new_cache(128, KvTypes::default()).unwrap();
+    let mut last = Vec::new();
+    for t in &tokens {
+        last = model
+            .model()
+            .forward(&[*t], &mut cache, &threads, Output::LastLogits)
+            .unwrap();
+    }
+    assert_eq!(last, whole);
+}
+
+#[test]
+fn a_batch_of_four_equals_each_sequence_alone() {
+    common::assert_batch_of_four_equals_alone(&model(), "gemma3n");
+}
+
+#[test]
+fn a_restored_state_continues_as_the_context_it_came_from() {
+    let model = model();
+    let dir = std::env::temp_dir().join(format!("local-llm-gemma3n-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gemma3n.state");
+    let prompt = "A short story about a robot who learns to paint";
+    let mut direct = common::context(&model, 256, 2, 1);
+    let g1 = generate(&mut direct, &common::greedy_text(prompt, 40));
+    direct.save_state(&file).unwrap();
+    let mut tokens = model.tokenize(prompt, true, false).unwrap();
+    tokens.extend(&g1.tokens);
+    let next = common::greedy(Prompt::Tokens(tokens), 24);
+    let want = generate(&mut direct, &next);
+    let mut restored = common::context(&model, 256, 2, 1);
+    restored.load_state(&file).unwrap();
+    let got = generate(&mut restored, &next);
+    assert!(
+        got.timings.prompt_tokens < 4,
+        "{}",
+        got.timings.prompt_tokens
+    );
+    assert_eq!(got.tokens, want.tokens);
+    let fresh = generate(&mut common::context(&model, 256, 2, 1), &next);
+    assert_eq!(fresh.tokens, want.tokens);
+    let _ = std::fs::remove_dir_all(&dir);
+}
