@@ -233,3 +233,16 @@ fn lfm2_mixes_match_llama_quantize() {
         compare("lfm2", &src, t, &llama);
     }
 }
+
+/// Gemma 3n's extra tensors (per-layer embeddings and projections, AltUp, LAuReL) get
+/// llama-quantize's types and bytes.
+#[test]
+fn gemma3n_mixes_match_llama_quantize() {
+    let Some(llama) = llama_quantize() else {
+        return;
+    };
+    let src = common::synth_model("gemma3n+f32");
+    for t in [FileType::Q4_K_M, FileType::Q8_0] {
+        compare("gemma3n", &src, t, &llama);
+    }
+}
