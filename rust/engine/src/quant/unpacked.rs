@@ -1,6 +1,6 @@
 //! Super-blocks unpacked for the prompt: the formats whose values are an integer `v` times a
-//! small integer scale per 16 values and a block scale (IQ4_XS and the codebook formats)
-//! become one layout, which a single SIMD tile per architecture multiplies with Q8_K
+//! small integer scale per 16 values and a block scale (the codebook formats; IQ4_XS has its
+//! own tile with tokens in the lanes, `x86/klanes.rs`) become one layout, which a single SIMD tile per architecture multiplies with Q8_K
 //! activations (llama.cpp's CPU backend unpacks K and i-quant tiles the same way). A prompt
 //! matmul unpacks a few weight rows once and runs them against all of its tokens, so reading
 //! a format's grids, signs and packed scales costs once per row instead of once per token.
@@ -13,13 +13,11 @@
 //! - bytes `544..548`: the block scale `d` as f32.
 //!
 //! Arithmetic: `(d_w · d_a) · (Σ_h s_h · Σ v·y) · K` per super-block with the integer sums
-//! exact, which is the formats' portable kernels' (`nonlinear::dot_iq4_xs_q8_k` with `K` 1,
-//! `iquants::dot`), so every tile over unpacked rows is bit-identical to them.
+//! exact, which is the formats' portable kernels' (`iquants::dot`), so every tile over unpacked
+//! rows is bit-identical to them.
 
-use super::blocks::{BlockIQ4_XS, QK_K};
-use super::float::f16_at;
+use super::blocks::QK_K;
 use super::iquants::{values, Codebook};
-use super::nonlinear::{iq4xs_scales, levels, IQ4NL_LEVELS};
 
 /// Bytes of one unpacked super-block (a whole number of 64-byte lines).
 pub(crate) const UNPACKED_SIZE: usize = 576;
@@ -60,24 +58,6 @@ pub(crate) trait Unpack {
             }
         }
         out[D..D + 4].copy_from_slice(&d.to_le_bytes());
-    }
-}
-
-/// IQ4_XS.
-pub(crate) struct IQ4XS;
-
-impl Unpack for IQ4XS {
-    const K: f32 = 1.0;
-    const SIZE: usize = BlockIQ4_XS::SIZE;
-    fn parts(block: &[u8]) -> (f32, [i8; QK_K], [i16; 16]) {
-        type B = BlockIQ4_XS;
-        let ls = iq4xs_scales(block);
-        let mut v = [0i8; QK_K];
-        for (ib, v) in v.chunks_exact_mut(32).enumerate() {
-            v.copy_from_slice(&levels(&block[B::QS + 16 * ib..][..16], &IQ4NL_LEVELS));
-        }
-        let s = std::array::from_fn(|h| ls[h / 2] as i16);
-        (f16_at(block, B::D), v, s)
     }
 }
 

@@ -79,7 +79,7 @@ pub(super) unsafe fn dot(nb: usize, x: &[u8], y: &[u8]) -> f32 {
 /// vector instructions: the block starts with `d`, the high bit pairs and the low nibbles).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
-unsafe fn scales_wide(p: *const u8) -> __m128i {
+pub(super) unsafe fn scales_wide(p: *const u8) -> __m128i {
     type W = BlockIQ4_XS;
     const _: () = assert!(W::SCALES_H == 2 && W::SCALES_L == 4);
     let head = _mm_loadl_epi64(p.cast());

@@ -22,10 +22,13 @@
 
 use std::arch::x86_64::*;
 
+use super::iq4xs::scales_wide;
 use super::ktile::{dpbusd, dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
-use crate::quant::blocks::{BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use super::level_table;
+use crate::quant::blocks::{BlockIQ4_XS, BlockQ4_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
 use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
+use crate::quant::nonlinear::IQ4NL_LEVELS;
 
 /// Packed lines per super-block of 8 tokens: line `G` (`G < 64`) holds quants `4G..4G + 4` of
 /// the 8 tokens (token `t` at bytes `8t..8t + 4` and again at `8t + 4..8t + 8`); line 64 the
@@ -358,6 +361,125 @@ impl Unpacked6 {
             codes: [0; 512],
             scales: [0; 128],
             pairs: [0; 64],
+        }
+    }
+}
+
+/// One pair of rows' IQ4_XS super-block, unpacked: `codes` as [`Unpacked`]'s, each level
+/// `+ 128` (1..=241, unsigned for `vpdpbusd`); `scales[8s..8s + 8]` sub-block `s`'s `ls − 32`
+/// as two i32; `pairs[8k..8k + 8]` the i16 pairs `(ls_2k − 32, ls_2k+1 − 32)` of both rows.
+#[repr(C, align(64))]
+struct UnpackedIq4 {
+    codes: [u8; 512],
+    scales: [u8; 64],
+    pairs: [u8; 32],
+}
+
+/// Unpacks super-block `x0`, `x1` (two IQ4_XS blocks) into `u`; `table` is the flipped level
+/// table ([`level_table`] with `flip`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+unsafe fn unpack_iq4(x0: *const u8, x1: *const u8, table: __m256i, u: &mut UnpackedIq4) {
+    // i32 elements 0..8 (first row) and 8..16 (second row) interleaved: 0, 8, 1, 9, ...
+    let zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(table));
+    let m4 = _mm512_set1_epi8(0x0f);
+    // Sub-block 2j's values 0..16 are the low nibbles of its 16 bytes (i32 elements 0..4 of
+    // the first row, 8..12 of the second), values 16..32 the high nibbles; 2j + 1 likewise
+    // from elements 4..8 and 12..16. Groups of 4 of the two rows side by side.
+    let even = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
+    let odd = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 20, 28, 21, 29, 22, 30, 23, 31);
+    for j in 0..4 {
+        let lo = _mm256_loadu_si256(x0.add(BlockIQ4_XS::QS + 32 * j).cast());
+        let hi = _mm256_loadu_si256(x1.add(BlockIQ4_XS::QS + 32 * j).cast());
+        let bits = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        let low = _mm512_shuffle_epi8(table, _mm512_and_si512(bits, m4));
+        let high = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4));
+        let at = u.codes.as_mut_ptr().add(128 * j);
+        _mm512_store_si512(at.cast(), _mm512_permutex2var_epi32(low, even, high));
+        _mm512_store_si512(at.add(64).cast(), _mm512_permutex2var_epi32(low, odd, high));
+    }
+    let (s0, s1) = (scales_wide(x0), scales_wide(x1));
+    let both = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_cvtepi16_epi32(s0)),
+        _mm256_cvtepi16_epi32(s1),
+        1,
+    );
+    _mm512_store_si512(
+        u.scales.as_mut_ptr().cast(),
+        _mm512_permutexvar_epi32(zip, both),
+    );
+    // i32 element k of each row's scales is its pair (ls_2k, ls_2k+1).
+    let pairs = u.pairs.as_mut_ptr();
+    _mm_store_si128(pairs.cast(), _mm_unpacklo_epi32(s0, s1));
+    _mm_store_si128(pairs.add(16).cast(), _mm_unpackhi_epi32(s0, s1));
+}
+
+/// IQ4_XS weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`] (the same
+/// lines: quants, scales, 32-quant sub-block sums): per (row, token) the exact
+/// `total = Σ_s ls_s·Σ (level + 128)·y − 128·Σ_s ls_s·P_s` (the portable kernel's
+/// `Σ_s ls_s·Σ level·y`: `nonlinear::dot_iq4_xs_q8_k`), then `acc += (d · d_y) · float(total)`.
+///
+/// # Safety
+/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn iq4xs_lanes(
+    nb: usize,
+    w: [*const u8; 4],
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    let table = level_table(&IQ4NL_LEVELS, true);
+    let mut u = [UnpackedIq4::new(), UnpackedIq4::new()];
+    let mut acc = [_mm512_setzero_ps(); 2];
+    for b in 0..nb {
+        let lines = packed.add(Q4K_LANES_LINES * b);
+        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let xs: [*const u8; 4] = w.map(|x| x.add(BlockIQ4_XS::SIZE * b));
+        let mut corr = [_mm512_setzero_si512(); 2];
+        let mut dd = [_mm512_setzero_ps(); 2];
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack_iq4(x0, x1, table, &mut u[p]);
+            dd[p] = pair_ps(half(x0.add(BlockIQ4_XS::D)), half(x1.add(BlockIQ4_XS::D)));
+            for k in 0..4 {
+                let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
+                corr[p] = dpwssd(corr[p], sk, line(65 + k));
+            }
+        }
+        let mut isum = [_mm512_setzero_si512(); 2];
+        for s in 0..8 {
+            // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
+            let mut sub = [[_mm512_setzero_si512(); 4]; 2];
+            for g in 0..8 {
+                let y = line(8 * s + g);
+                for p in 0..2 {
+                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (8 * s + g)));
+                    sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
+                }
+            }
+            for p in 0..2 {
+                let [a, b, c, d] = sub[p];
+                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
+                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
+                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+            }
+        }
+        let yd = _mm512_load_ps(lines.add(64).cast());
+        for p in 0..2 {
+            let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<7>(corr[p]));
+            let v = _mm512_mul_ps(_mm512_mul_ps(dd[p], yd), _mm512_cvtepi32_ps(total));
+            acc[p] = _mm512_add_ps(acc[p], v);
+        }
+    }
+    lanes_out(acc)
+}
+
+impl UnpackedIq4 {
+    fn new() -> Self {
+        UnpackedIq4 {
+            codes: [0; 512],
+            scales: [0; 64],
+            pairs: [0; 32],
         }
     }
 }

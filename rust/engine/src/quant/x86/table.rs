@@ -87,7 +87,11 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     ));
     entry(k_format::<IQ4XS>(
         isa,
-        wide.then(unpacked_tile::<unpacked::IQ4XS>),
+        wide.then_some(Tile::Packed {
+            lines: klanes::Q4K_LANES_LINES,
+            pack: klanes::pack_q4k_lanes,
+            run: klanes::iq4xs_lanes,
+        }),
     ));
     entry(codebook_format::<iquants::IQ2XXS>(isa));
     entry(codebook_format::<iquants::IQ2XS>(isa));
