@@ -25,7 +25,7 @@ use std::arch::x86_64::*;
 use super::iq4xs::scales_wide;
 use super::ktile::{dpbusd, dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
 use super::level_table;
-use crate::quant::blocks::{BlockIQ4_XS, BlockQ4_K, BlockQ6_K, BlockQ8_K};
+use crate::quant::blocks::{BlockIQ4_XS, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
 use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
 use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
 use crate::quant::nonlinear::IQ4NL_LEVELS;
@@ -135,20 +135,40 @@ struct Unpacked {
     mins: [u8; 32],
 }
 
-/// Unpacks super-block `x0`, `x1` (two Q4_K blocks) into `u`.
+/// Unpacks super-block `x0`, `x1` (two Q4_K blocks, or Q5_K ones when `FIVE`: quants
+/// 0..=31 with their fifth bits from `qh`) into `u`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
-unsafe fn unpack(x0: *const u8, x1: *const u8, u: &mut Unpacked) {
+unsafe fn unpack<const FIVE: bool>(x0: *const u8, x1: *const u8, u: &mut Unpacked) {
     let m4 = _mm512_set1_epi8(0x0f);
+    let one = _mm512_set1_epi8(1);
     // i32 elements 0..8 (first row) and 8..16 (second row) interleaved: 0, 8, 1, 9, ...
     let zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    let both = |at: usize| {
+        let lo = _mm256_loadu_si256(x0.add(at).cast());
+        let hi = _mm256_loadu_si256(x1.add(at).cast());
+        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+    };
+    let qs = if FIVE { BlockQ5_K::QS } else { BlockQ4_K::QS };
+    let qh = if FIVE {
+        both(BlockQ5_K::QH)
+    } else {
+        _mm512_setzero_si512()
+    };
+    // Bit k of each `qh` byte, as 16 (the fifth bit of the quants of sub-block k).
+    let fifth = |k: u32| {
+        let bit = _mm512_and_si512(_mm512_srlv_epi16(qh, _mm512_set1_epi16(k as i16)), one);
+        _mm512_slli_epi16::<4>(bit)
+    };
     for j in 0..4 {
-        let lo = _mm256_loadu_si256(x0.add(BlockQ4_K::QS + 32 * j).cast());
-        let hi = _mm256_loadu_si256(x1.add(BlockQ4_K::QS + 32 * j).cast());
-        let bits = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        let bits = both(qs + 32 * j);
         // Sub-blocks 2j (low nibbles) and 2j + 1 (high nibbles).
-        let low = _mm512_and_si512(bits, m4);
-        let high = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
+        let mut low = _mm512_and_si512(bits, m4);
+        let mut high = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
+        if FIVE {
+            low = _mm512_or_si512(low, fifth(2 * j as u32));
+            high = _mm512_or_si512(high, fifth(2 * j as u32 + 1));
+        }
         let at = u.codes.as_mut_ptr().add(128 * j);
         _mm512_store_si512(at.cast(), _mm512_permutexvar_epi32(zip, low));
         _mm512_store_si512(at.add(64).cast(), _mm512_permutexvar_epi32(zip, high));
@@ -172,24 +192,55 @@ unsafe fn unpack(x0: *const u8, x1: *const u8, u: &mut Unpacked) {
 ///
 /// # Safety
 /// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(super) unsafe fn q4k_lanes(
     nb: usize,
     w: [*const u8; 4],
     packed: *const PackLine,
 ) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    q45k_lanes::<false>(nb, w, packed)
+}
+
+/// Q5_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`]: the Q4_K
+/// tile with quants 0..=31 (the portable `kquants::dot_q5_k` combines its exact sums as
+/// `dot_q4_k` does).
+///
+/// # Safety
+/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
+pub(super) unsafe fn q5k_lanes(
+    nb: usize,
+    w: [*const u8; 4],
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    q45k_lanes::<true>(nb, w, packed)
+}
+
+/// [`q4k_lanes`], or [`q5k_lanes`] when `FIVE`.
+///
+/// # Safety
+/// As theirs.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn q45k_lanes<const FIVE: bool>(
+    nb: usize,
+    w: [*const u8; 4],
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
+    let size = if FIVE {
+        BlockQ5_K::SIZE
+    } else {
+        BlockQ4_K::SIZE
+    };
     let mut u = [Unpacked::new(), Unpacked::new()];
     let mut acc = [_mm512_setzero_ps(); 2];
     for b in 0..nb {
         let lines = packed.add(Q4K_LANES_LINES * b);
         let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
-        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ4_K::SIZE * b));
+        let xs: [*const u8; 4] = w.map(|x| x.add(size * b));
         let mut summ = [_mm512_setzero_si512(); 2];
         let mut dd = [_mm512_setzero_ps(); 2];
         let mut dm = [_mm512_setzero_ps(); 2];
         for p in 0..2 {
             let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack(x0, x1, &mut u[p]);
+            unpack::<FIVE>(x0, x1, &mut u[p]);
             let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
             (dd[p], dm[p]) = (pair_ps(d0, d1), pair_ps(m0, m1));
             for k in 0..4 {

@@ -76,7 +76,14 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
         run: klanes::q4k_lanes,
     };
     entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
-    entry(k_format::<Q45K<true>>(isa, None));
+    entry(k_format::<Q45K<true>>(
+        isa,
+        wide.then_some(Tile::Packed {
+            lines: klanes::Q4K_LANES_LINES,
+            pack: klanes::pack_q4k_lanes,
+            run: klanes::q5k_lanes,
+        }),
+    ));
     entry(k_format::<Q6K>(
         isa,
         wide.then_some(Tile::Packed {
