@@ -11,9 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use local_llm_engine::model::KvTypes;
-use local_llm_engine::session::{
-    inspect, ContextShift, FinishReason, LoadOptions, LoadedModel, Prompt,
-};
+use local_llm_engine::session::{inspect, ContextShift, FinishReason, LoadOptions, LoadedModel};
 
 fn model() -> Arc<LoadedModel> {
     let path = common::synth_model("gemma4");
@@ -53,35 +51,7 @@ fn batch_equals_solo(kind: &str) {
 
 #[test]
 fn a_restored_state_continues_as_the_context_it_came_from() {
-    let model = model();
-    let dir = std::env::temp_dir().join(format!("local-llm-gemma4-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("gemma4.state");
-    let mut direct = common::context(&model, 256, 2, 1);
-    let first = common::greedy_text("A short story about a robot who learns to paint", 40);
-    let g1 = direct.generate(&first, &mut |_| {}, None).unwrap();
-    direct.save_state(&file).unwrap();
-    let mut tokens = model
-        .tokenize(
-            "A short story about a robot who learns to paint",
-            true,
-            false,
-        )
-        .unwrap();
-    tokens.extend(&g1.tokens);
-    let next = common::greedy(Prompt::Tokens(tokens), 24);
-    let want = direct.generate(&next, &mut |_| {}, None).unwrap();
-    let mut restored = common::context(&model, 256, 2, 1);
-    restored.load_state(&file).unwrap();
-    let got = restored.generate(&next, &mut |_| {}, None).unwrap();
-    // The prompt was restored, not evaluated again.
-    assert!(
-        got.timings.prompt_tokens < 4,
-        "{}",
-        got.timings.prompt_tokens
-    );
-    assert_eq!(got.tokens, want.tokens);
-    let _ = std::fs::remove_dir_all(&dir);
+    common::assert_restored_state_continues(&model(), "gemma4");
 }
 
 #[test]

@@ -63,32 +63,7 @@ fn a_batch_of_four_equals_each_sequence_alone() {
 
 #[test]
 fn a_restored_state_continues_as_the_context_it_came_from() {
-    let model = model();
-    let dir = std::env::temp_dir().join(format!("local-llm-lfm2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("lfm2.state");
-    let prompt = "A short story about a robot who learns to paint";
-    let mut direct = common::context(&model, 256, 2, 1);
-    let g1 = generate(&mut direct, &common::greedy_text(prompt, 40));
-    direct.save_state(&file).unwrap();
-    let mut tokens = model.tokenize(prompt, true, false).unwrap();
-    tokens.extend(&g1.tokens);
-    let next = common::greedy(Prompt::Tokens(tokens), 24);
-    let want = generate(&mut direct, &next);
-    let mut restored = common::context(&model, 256, 2, 1);
-    restored.load_state(&file).unwrap();
-    let got = generate(&mut restored, &next);
-    // The prompt was restored, not evaluated again.
-    assert!(
-        got.timings.prompt_tokens < 4,
-        "{}",
-        got.timings.prompt_tokens
-    );
-    assert_eq!(got.tokens, want.tokens);
-    // A fresh context evaluating everything agrees.
-    let fresh = generate(&mut common::context(&model, 256, 2, 1), &next);
-    assert_eq!(fresh.tokens, want.tokens);
-    let _ = std::fs::remove_dir_all(&dir);
+    common::assert_restored_state_continues(&model(), "lfm2");
 }
 
 #[test]

@@ -333,6 +333,38 @@ pub fn assert_batch_of_four_equals_alone(model: &Arc<LoadedModel>, label: &str) 
     }
 }
 
+/// A context that generated from a prompt and saved its state: a context restored from that
+/// file continues exactly as the first one does, without evaluating the prompt again, and as
+/// a fresh context evaluating everything does.
+pub fn assert_restored_state_continues(model: &Arc<LoadedModel>, label: &str) {
+    let dir = std::env::temp_dir().join(format!("local-llm-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{label}.state"));
+    let prompt = "A short story about a robot who learns to paint";
+    let generate =
+        |ctx: &mut Context, r: &GenerateRequest| ctx.generate(r, &mut |_| {}, None).unwrap();
+    let mut direct = context(model, 256, 2, 1);
+    let g1 = generate(&mut direct, &greedy_text(prompt, 40));
+    direct.save_state(&file).unwrap();
+    let mut tokens = model.tokenize(prompt, true, false).unwrap();
+    tokens.extend(&g1.tokens);
+    let next = greedy(Prompt::Tokens(tokens), 24);
+    let want = generate(&mut direct, &next);
+    let mut restored = context(model, 256, 2, 1);
+    restored.load_state(&file).unwrap();
+    let got = generate(&mut restored, &next);
+    // The prompt was restored, not evaluated again.
+    let evaluated = got.timings.prompt_tokens;
+    assert!(
+        evaluated < 4,
+        "{label}: {evaluated} prompt tokens evaluated"
+    );
+    assert_eq!(got.tokens, want.tokens, "{label}: restored");
+    let fresh = generate(&mut context(model, 256, 2, 1), &next);
+    assert_eq!(fresh.tokens, want.tokens, "{label}: fresh");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A greedy chat request: one user message, at most `max_tokens` generated tokens.
 pub fn greedy_chat(text: &str, max_tokens: usize) -> GenerateRequest {
     let mut r = GenerateRequest::new(Prompt::Chat(vec![ChatMessage::new("user", text)]));

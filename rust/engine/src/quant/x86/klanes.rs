@@ -248,24 +248,11 @@ unsafe fn q45k_lanes<const FIVE: bool>(
                 summ[p] = dpwssd(summ[p], mk, line(65 + k));
             }
         }
-        let mut isum = [_mm512_setzero_si512(); 2];
-        for s in 0..8 {
-            // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
-            let mut sub = [[_mm512_setzero_si512(); 4]; 2];
-            for g in 0..8 {
-                let y = line(8 * s + g);
-                for p in 0..2 {
-                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (8 * s + g)));
-                    sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
-                }
-            }
-            for p in 0..2 {
-                let [a, b, c, d] = sub[p];
-                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
-                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
-                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
-            }
-        }
+        let isum = scaled_sums(
+            [u[0].codes.as_ptr(), u[1].codes.as_ptr()],
+            [u[0].scales.as_ptr(), u[1].scales.as_ptr()],
+            lines,
+        );
         let yd = _mm512_load_ps(lines.add(64).cast());
         for p in 0..2 {
             let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd[p]), _mm512_cvtepi32_ps(isum[p]));
@@ -274,6 +261,37 @@ unsafe fn q45k_lanes<const FIVE: bool>(
         }
     }
     lanes_out(acc)
+}
+
+/// Both pairs' exact `Σ_s scale_s · Σ code · y` over the 8 sub-blocks of 32 quants, from
+/// unpacked codes (512 bytes: [`Unpacked`]'s layout) and i32 scale pairs (64 bytes) against
+/// the 64 packed quant lines at `lines`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn scaled_sums(
+    codes: [*const u8; 2],
+    scales: [*const u8; 2],
+    lines: *const PackLine,
+) -> [__m512i; 2] {
+    let mut isum = [_mm512_setzero_si512(); 2];
+    for s in 0..8 {
+        // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
+        let mut sub = [[_mm512_setzero_si512(); 4]; 2];
+        for g in 0..8 {
+            let y = _mm512_load_si512(lines.add(8 * s + g).cast());
+            for p in 0..2 {
+                let q = broadcast8(codes[p].add(8 * (8 * s + g)));
+                sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
+            }
+        }
+        for p in 0..2 {
+            let [a, b, c, d] = sub[p];
+            let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
+            let sc = broadcast8(scales[p].add(8 * s));
+            isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+        }
+    }
+    isum
 }
 
 /// Two pairs' accumulators (lane `2t + h`: token `t`, row `h` of the pair) as the tile's
@@ -497,24 +515,11 @@ pub(super) unsafe fn iq4xs_lanes(
                 corr[p] = dpwssd(corr[p], sk, line(65 + k));
             }
         }
-        let mut isum = [_mm512_setzero_si512(); 2];
-        for s in 0..8 {
-            // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
-            let mut sub = [[_mm512_setzero_si512(); 4]; 2];
-            for g in 0..8 {
-                let y = line(8 * s + g);
-                for p in 0..2 {
-                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (8 * s + g)));
-                    sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
-                }
-            }
-            for p in 0..2 {
-                let [a, b, c, d] = sub[p];
-                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
-                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
-                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
-            }
-        }
+        let isum = scaled_sums(
+            [u[0].codes.as_ptr(), u[1].codes.as_ptr()],
+            [u[0].scales.as_ptr(), u[1].scales.as_ptr()],
+            lines,
+        );
         let yd = _mm512_load_ps(lines.add(64).cast());
         for p in 0..2 {
             let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<7>(corr[p]));
