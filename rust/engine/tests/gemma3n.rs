@@ -11,8 +11,7 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::backend::Threads;
-use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{inspect, LoadOptions, LoadedModel};
 
 fn model() -> Arc<LoadedModel> {
@@ -40,7 +39,6 @@ fn the_cache_holds_the_first_twenty_layers() {
 #[test]
 fn token_by_token_gives_the_logits_of_one_batch() {
     let model = model();
-    let threads = Threads::new(2).unwrap();
     // Longer than the 32-position window.
     let tokens = model
         .tokenize(
@@ -50,20 +48,7 @@ fn token_by_token_gives_the_logits_of_one_batch() {
         )
         .unwrap();
     assert!(tokens.len() > 40, "{}", tokens.len());
-    let mut cache = model.model().new_cache(128, KvTypes::default()).unwrap();
-    let whole = model
-        .model()
-        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
-        .unwrap();
-    let mut cache = model.model().new_cache(128, KvTypes::default()).unwrap();
-    let mut last = Vec::new();
-    for t in &tokens {
-        last = model
-            .model()
-            .forward(&[*t], &mut cache, &threads, Output::LastLogits)
-            .unwrap();
-    }
-    assert_eq!(last, whole);
+    common::assert_token_by_token_equals_one_batch(&model, &tokens, 128);
 }
 
 #[test]

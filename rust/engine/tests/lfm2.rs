@@ -172,7 +172,6 @@ fn a_context_shift_evaluates_the_kept_tokens_again() {
 #[test]
 fn token_by_token_gives_the_logits_of_one_batch() {
     let model = model();
-    let threads = Threads::new(2).unwrap();
     let tokens = model
         .tokenize(
             "The sea was calm and the sky was grey over the harbour",
@@ -180,18 +179,5 @@ fn token_by_token_gives_the_logits_of_one_batch() {
             false,
         )
         .unwrap();
-    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
-    let whole = model
-        .model()
-        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
-        .unwrap();
-    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
-    let mut last = Vec::new();
-    for t in &tokens {
-        last = model
-            .model()
-            .forward(&[*t], &mut cache, &threads, Output::LastLogits)
-            .unwrap();
-    }
-    assert_eq!(last, whole);
+    common::assert_token_by_token_equals_one_batch(&model, &tokens, 64);
 }

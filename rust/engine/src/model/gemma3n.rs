@@ -124,8 +124,12 @@ pub(crate) struct Streams {
     /// `n × d` working rows (normalised router inputs, LAuReL's output, projections).
     work: Vec<f32>,
     laurel: Vec<f32>,
-    /// `n × rank` and `n × width` working rows.
+    /// `n × rank` working rows (LAuReL's low-rank products).
     low: Vec<f32>,
+    /// `n × N_ALTUP` router outputs.
+    router: Vec<f32>,
+    /// `n × d` per-layer input rows ([`Streams::correct`]).
+    delta: Vec<f32>,
     n: usize,
     d: usize,
 }
@@ -156,6 +160,8 @@ impl Streams {
             work: zeros(n * d, "the AltUp working rows")?,
             laurel: zeros(n * d, "the LAuReL rows")?,
             low: zeros(n * rank, "the LAuReL low-rank rows")?,
+            router: zeros(n * N_ALTUP, "the AltUp router outputs")?,
+            delta: zeros(n * d, "the per-layer input rows")?,
             n,
             d,
         };
@@ -191,8 +197,8 @@ impl Streams {
             r.iter_mut().for_each(|v| *v *= inv_d);
         });
         let mut modalities = [0.0f32; N_ALTUP];
-        let mut m = vec![0.0f32; n * N_ALTUP];
-        Weight::matmul_shared_input(&[&block.router], &self.work, n, &mut [&mut m], threads)?;
+        let m = &mut self.router[..];
+        Weight::matmul_shared_input(&[&block.router], &self.work, n, &mut [&mut *m], threads)?;
         for (t, row) in m.chunks_exact(N_ALTUP).enumerate() {
             for (o, v) in modalities.iter_mut().zip(row) {
                 *o = v.tanh();
@@ -300,11 +306,13 @@ impl Streams {
                 .zip(&block.correct_scale)
                 .for_each(|(v, s)| *v *= s);
         }
-        let mut delta = Vec::new();
-        fallible::resize(&mut delta, n * d, 0.0, "the per-layer input rows")?;
-        inputs_block.delta(scaled, inputs, (il, n), (gate, &mut delta), threads)?;
+        let delta = &mut self.delta[..];
+        inputs_block.delta(scaled, inputs, (il, n), (gate, &mut *delta), threads)?;
         for stream in self.x[n * d..].chunks_exact_mut(n * d) {
-            stream.iter_mut().zip(&delta).for_each(|(a, b)| *a += b);
+            stream
+                .iter_mut()
+                .zip(delta.iter())
+                .for_each(|(a, b)| *a += b);
         }
         Ok(())
     }

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use local_llm_engine::backend::Threads;
 use local_llm_engine::chat::ChatMessage;
+use local_llm_engine::model::{KvCache, KvTypes, Output};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
     Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
@@ -363,6 +365,30 @@ pub fn assert_restored_state_continues(model: &Arc<LoadedModel>, label: &str) {
     let fresh = generate(&mut context(model, 256, 2, 1), &next);
     assert_eq!(fresh.tokens, want.tokens, "{label}: fresh");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Feeding `tokens` one at a time gives, bit for bit, the last logits of one forward pass over
+/// all of them (a cache of `n_ctx` positions, 2 threads).
+pub fn assert_token_by_token_equals_one_batch(
+    model: &Arc<LoadedModel>,
+    tokens: &[u32],
+    n_ctx: usize,
+) {
+    let threads = Threads::new(2).unwrap();
+    let forward = |tokens: &[u32], cache: &mut KvCache| {
+        model
+            .model()
+            .forward(tokens, cache, &threads, Output::LastLogits)
+            .unwrap()
+    };
+    let mut cache = model.model().new_cache(n_ctx, KvTypes::default()).unwrap();
+    let whole = forward(tokens, &mut cache);
+    let mut cache = model.model().new_cache(n_ctx, KvTypes::default()).unwrap();
+    let mut last = Vec::new();
+    for t in tokens {
+        last = forward(&[*t], &mut cache);
+    }
+    assert_eq!(last, whole);
 }
 
 /// A greedy chat request: one user message, at most `max_tokens` generated tokens.
