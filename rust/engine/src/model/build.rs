@@ -393,7 +393,7 @@ fn layer(
             "attn_norm_2",
         )?,
         v_norm: (arch.gemma4 && own_kv).then(|| Norm::rms(vec![1.0; ls.head_dim_v], c.rms_eps)),
-        per_layer: match arch.gemma4 && ld.has(&p("inp_gate.weight")) {
+        per_layer: match arch.gemma4 && (arch.gemma3n || ld.has(&p("inp_gate.weight"))) {
             true => {
                 let width = meta.count_or("embedding_length_per_layer_input", 0)?;
                 Some(PerLayerBlock {
