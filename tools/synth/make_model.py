@@ -72,6 +72,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
                  rope.scaling.alpha 1000 (llama.cpp raises the base to
                  1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
+  qwen35         8 layers: gated delta nets and gated attention (every fourth), see
+                 qwen35.py; pre "qwen2"; tied; Q8_0/Q5_0/Q5_1/Q4_0/F16/BF16 weights.
   lfm2           6 layers: gated short convolutions and attention (per-head Q/K norms),
                  see lfm2.py; pre "lfm2"; tied; Q8_0/F16/Q5_0/Q4_0/BF16 weights.
 
@@ -596,6 +598,27 @@ KINDS.update({
         tied=True, n_vocab=65536,
         types={**ALL_F16, "shortconv.in_proj": Q.F16, "shortconv.out_proj": Q.F16},
     ),
+    # Qwen 3.5's delta-net/attention layer plan: see qwen35.py.
+    "qwen35": Spec(
+        arch="qwen35",
+        tokenizer="bpe",
+        pre="qwen2",
+        n_layer=8,
+        d_model=128,
+        head_dim=64,
+        n_rot=16,
+        ffn=256,
+        eps=1e-6,
+        rope_base=10000000.0,
+        qk_norm=True,
+        tied=True,
+        add_bos=False,
+        resid_gain=2.0,  # the branches outweigh the tied input embedding
+        types={"token_embd": Q.Q8_0, "attn_qkv": Q.Q8_0, "attn_gate": Q.Q5_0,
+               "ssm_beta": Q.F16, "ssm_alpha": Q.F32, "ssm_out": Q.Q4_0, "attn_q": Q.Q8_0,
+               "attn_k": Q.Q5_1, "attn_v": Q.F16, "attn_output": Q.Q8_0, "ffn_gate": Q.Q4_0,
+               "ffn_up": Q.Q8_0, "ffn_down": Q.BF16},
+    ),
     "lfm2": Spec(
         arch="lfm2",
         tokenizer="bpe",
@@ -811,6 +834,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if spec.arch == "lfm2":
         import lfm2  # noqa: E402 (conv layers, per-layer KV head counts)
         return lfm2.write(base, spec, voc, path, seed, chat_template)
+    if spec.arch == "qwen35":
+        import qwen35  # noqa: E402 (delta-net layers, gated attention)
+        return qwen35.write(base, spec, voc, path, seed, chat_template)
     # A reranker is its base model's weights with a head taken from them.
     rng = np.random.default_rng([seed, sum(base.removesuffix("-rerank").encode())])
     arch = spec.arch

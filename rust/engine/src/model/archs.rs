@@ -145,6 +145,10 @@ pub(crate) struct Arch {
     /// LFM2's parts: layers of 0 KV heads have a short convolution instead of attention
     /// (`short_conv.rs`); the final norm is `token_embd_norm`.
     pub(crate) lfm2: bool,
+    /// Qwen 3.5's parts: gated delta nets instead of attention in the recurrent layers
+    /// (`delta_net.rs`); attention layers whose queries come with output gates; the
+    /// feed-forward's norm named `post_attention_norm`.
+    pub(crate) qwen35: bool,
 }
 
 const LLAMA: Arch = Arch {
@@ -177,6 +181,7 @@ const LLAMA: Arch = Arch {
     gemma4: false,
     gemma3n: false,
     lfm2: false,
+    qwen35: false,
 };
 
 const GEMMA: Arch = Arch {
@@ -291,6 +296,15 @@ pub(crate) const ARCHS: &[Arch] = &[
         rope: RopeStyle::Neox,
         qk_norm: QkNorm::Heads,
         lfm2: true,
+        ..LLAMA
+    },
+    // Qwen 3.5 (dense): gated delta nets in three layers of four, gated attention with
+    // partial NeoX RoPE (its interleaved M-RoPE on text) in the fourth.
+    Arch {
+        name: "qwen35",
+        rope: RopeStyle::Neox,
+        qk_norm: QkNorm::Heads,
+        qwen35: true,
         ..LLAMA
     },
     Arch {

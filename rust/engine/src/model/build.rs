@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
 use super::config::Meta;
+use super::delta_net::DeltaNet;
 use super::gemma3n::{self, AltUp, AltUpBlock};
 use super::moe::{Expert, Moe};
 use super::norm::Norm;
-use super::ops::{Rope, Yarn};
 use super::pooling::{Classifier, DenseOut, Pooling};
+use super::ropes::Ropes;
 use super::short_conv::ShortConv;
 use super::transformer::{
     Dense, DenseAndExperts, EncoderInput, Ffn, FfnActivation, Layer, PerLayerBlock, PerLayerInputs,
@@ -255,6 +256,14 @@ fn layer(
         let conv = ShortConv::load(ld, i, c)?;
         return Ok(Layer::short_conv(norms, conv, dense(ld, i, c, arch)?));
     }
+    if let Some(shape) = ls.delta_net {
+        let norms = (
+            norm(ld, &p("attn_norm"), d, c, arch)?,
+            norm(ld, &p("post_attention_norm"), d, c, arch)?,
+        );
+        let net = DeltaNet::load(ld, i, c, shape)?;
+        return Ok(Layer::delta_net(norms, net, dense(ld, i, c, arch)?));
+    }
     let (qw, kw, vw) = (
         ls.n_head * ls.head_dim,
         ls.n_head_kv * ls.head_dim,
@@ -278,7 +287,9 @@ fn layer(
             true => Some(ld.matrix(&p("attn_k.weight"), d, kw)?),
             false => None,
         };
-        (ld.matrix(&p("attn_q.weight"), d, qw)?, wk, wv, None)
+        // Qwen 3.5: each head's query is followed by its gate.
+        let q_rows = if arch.qwen35 { 2 * qw } else { qw };
+        (ld.matrix(&p("attn_q.weight"), d, q_rows)?, wk, wv, None)
     };
     let (wk, wv) = match own_kv {
         true => (wk, wv),
@@ -364,7 +375,11 @@ fn layer(
             true => Some(norm(ld, &p("attn_output_norm"), d, c, arch)?),
             false => block_norm(arch.post_norms, "post_attention_norm")?,
         },
-        ffn_norm: block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
+        // Qwen 3.5 calls its feed-forward's norm `post_attention_norm`.
+        ffn_norm: match arch.qwen35 {
+            true => Some(norm(ld, &p("post_attention_norm"), d, c, arch)?),
+            false => block_norm(arch.pre_norms && !parallel, "ffn_norm")?,
+        },
         ffn: if arch.gemma4 && ld.has(&p("ffn_gate_inp.weight")) {
             Ffn::DenseAndExperts(Box::new(DenseAndExperts {
                 dense: dense(ld, i, c, arch)?,
@@ -415,6 +430,8 @@ fn layer(
             true => Some(AltUpBlock::load(ld, i, c)?),
             false => None,
         },
+        delta: None,
+        attn_gate: arch.qwen35,
     })
 }
 
@@ -716,105 +733,4 @@ fn local_layers(
         }
     };
     Ok(Some((local, window)))
-}
-
-/// The rotations a model's layers use.
-struct Ropes {
-    /// Whether the model uses RoPE at all (Granite: `rope.scaling.finetuned` false turns it off).
-    enabled: bool,
-    global: Rope,
-    /// Local (sliding-window) layers' rotation.
-    local: Rope,
-    /// LongRoPE's rotation for contexts longer than `long_from` (Phi-3).
-    long: Option<Rope>,
-    long_from: usize,
-    /// Llama 4's attention temperature (Mistral 3): (scale, floor).
-    temperature: Option<(f32, f32)>,
-}
-
-impl Ropes {
-    fn read(c: &ModelConfig, meta: &Meta<'_>, ld: &Loader<'_>, arch: &Arch) -> Result<Self> {
-        let n_dims = c.rope_dims;
-        let mut base = c.rope_base;
-        if arch.scalars.rope_alpha {
-            let alpha = meta.f32_or("rope.scaling.alpha", 0.0)?;
-            if alpha > 0.0 {
-                let dim = c.head_dim as f32;
-                base *= alpha.powf(dim / (dim - 2.0));
-            }
-        }
-        let n_ctx_orig = meta.dim_or("rope.scaling.original_context_length", c.n_ctx_train)?;
-        let mut global = Rope::plain(arch.rope, n_dims, base, c.rope_freq_scale);
-        let mut long = None;
-        global.freq_factors = ld.opt_vector("rope_freqs.weight", n_dims / 2)?;
-        if global.freq_factors.is_none() {
-            global.freq_factors = ld.opt_vector("rope_factors_short.weight", n_dims / 2)?;
-            long = ld.opt_vector("rope_factors_long.weight", n_dims / 2)?;
-        }
-        let local_base = arch.sliding.and_then(|s| s.local_base).unwrap_or(base);
-        let local_scaled = arch.sliding.is_some_and(|s| s.local_scaled);
-        let mut local = Rope {
-            base: meta.f32_or("rope.freq_base_swa", local_base)?,
-            freq_scale: if local_scaled { c.rope_freq_scale } else { 1.0 },
-            ..global.clone()
-        };
-        if arch.gemma4 {
-            // Local layers rotate their own (smaller) heads, without the global factors.
-            local.n_dims = meta.dim_or("rope.dimension_count_swa", n_dims)?;
-            local.freq_factors = None;
-        }
-        let attn_factor = meta.f32_or("rope.scaling.attn_factor", 1.0)?;
-        global.mscale = attn_factor;
-        local.mscale = attn_factor;
-        if meta.str("rope.scaling.type") == Some("yarn") {
-            let m3 = arch.scalars.mistral3;
-            let key = |k: &str, default| {
-                if m3 {
-                    meta.f32_or(k, default)
-                } else {
-                    Ok(default)
-                }
-            };
-            let fast = key("rope.scaling.yarn_beta_fast", 32.0)?;
-            let slow = key("rope.scaling.yarn_beta_slow", 1.0)?;
-            let log_mul = key("rope.scaling.yarn_log_multiplier", 0.0)?;
-            // llama.cpp's attention factor (its context parameters), then the one ggml's
-            // rope_yarn applies itself for each rotation's frequency scale.
-            let factor = 1.0 / c.rope_freq_scale;
-            let get_mscale = |m: f32| {
-                if factor <= 1.0 {
-                    1.0
-                } else {
-                    0.1 * m * factor.ln() + 1.0
-                }
-            };
-            let context = if log_mul != 0.0 {
-                get_mscale(1.0) / get_mscale(log_mul) / (1.0 + 0.1 * factor.ln())
-            } else {
-                1.0
-            };
-            for rope in [&mut global, &mut local] {
-                rope.mscale *= context * (1.0 + 0.1 * (1.0 / rope.freq_scale).ln());
-                rope.yarn = Some(Yarn::new(n_dims, n_ctx_orig, rope.base, fast, slow));
-            }
-        }
-        let temperature = if arch.scalars.mistral3 {
-            let scale = meta.f32_or("attention.temperature_scale", 0.0)?;
-            (scale != 0.0).then_some((scale, n_ctx_orig as f32))
-        } else {
-            None
-        };
-        let enabled = !arch.scalars.granite || meta.bool_or("rope.scaling.finetuned", true);
-        Ok(Ropes {
-            enabled,
-            long: long.map(|f| Rope {
-                freq_factors: Some(f),
-                ..global.clone()
-            }),
-            long_from: n_ctx_orig,
-            global,
-            local,
-            temperature,
-        })
-    }
 }

@@ -1,6 +1,7 @@
 //! Hyper-parameters read from GGUF metadata.
 
 use super::conv_state::ConvHistory;
+use super::delta_state::DeltaStates;
 use super::kv_cache::KvTypes;
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
@@ -72,6 +73,63 @@ pub struct LayerShape {
     /// The kernel length of the layer's short convolution, which replaces its attention
     /// (LFM2: a layer of 0 KV heads); `None` for attention layers.
     pub short_conv: Option<usize>,
+    /// The layer's gated delta net, which replaces its attention (Qwen 3.5's linear
+    /// attention layers); `None` for the others.
+    pub delta_net: Option<DeltaShape>,
+}
+
+/// The sizes of a gated delta-net layer (Qwen 3.5), from the file's `ssm.*` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaShape {
+    /// Length of the causal convolution over the query, key and value channels.
+    pub conv_len: usize,
+    /// Query and key heads (`ssm.group_count`).
+    pub k_heads: usize,
+    /// Value heads (`ssm.time_step_rank`), a multiple of `k_heads`; value head `h` reads
+    /// key head `h % k_heads`.
+    pub v_heads: usize,
+    /// Dimension of every head (`ssm.state_size`; keys and values alike).
+    pub head_dim: usize,
+}
+
+impl DeltaShape {
+    /// Channels the convolution mixes: queries, keys and values of all heads.
+    pub fn conv_channels(&self) -> usize {
+        (2 * self.k_heads + self.v_heads) * self.head_dim
+    }
+
+    /// Values of the recurrent state: one `head_dim × head_dim` matrix per value head.
+    pub fn state_len(&self) -> usize {
+        self.v_heads * self.head_dim * self.head_dim
+    }
+
+    /// Read the delta-net sizes of a Qwen 3.5 file (`None` for other architectures).
+    fn read(m: &Meta<'_>, arch: &str) -> Result<Option<Self>> {
+        if arch != "qwen35" {
+            return Ok(None);
+        }
+        let shape = DeltaShape {
+            conv_len: m.dim("ssm.conv_kernel")?,
+            k_heads: m.dim("ssm.group_count")?,
+            v_heads: m.dim("ssm.time_step_rank")?,
+            head_dim: m.dim("ssm.state_size")?,
+        };
+        let inner = m.dim("ssm.inner_size")?;
+        if shape.conv_len < 2 || shape.conv_len > MAX_CONV {
+            return Err(Error::InvalidModel(format!(
+                "delta-net convolution length {} is not in 2..={MAX_CONV}",
+                shape.conv_len
+            )));
+        }
+        if !shape.v_heads.is_multiple_of(shape.k_heads) || inner != shape.v_heads * shape.head_dim {
+            return Err(Error::InvalidModel(format!(
+                "delta net of {} key heads, {} value heads of {} and inner size {inner}: the \
+                 value heads must be a multiple of the key heads and fill the inner size",
+                shape.k_heads, shape.v_heads, shape.head_dim
+            )));
+        }
+        Ok(Some(shape))
+    }
 }
 
 impl LayerShape {
@@ -212,6 +270,14 @@ impl<'a> Meta<'a> {
             .collect()
     }
 
+    /// An array of unsigned integers, if the key holds one.
+    pub(crate) fn counts(&self, suffix: &str) -> Option<Vec<u64>> {
+        let array = self.gguf.get_array(&self.key(suffix))?;
+        (0..array.len())
+            .map(|i| array.get(i).and_then(|v| v.as_u64()))
+            .collect()
+    }
+
     /// The length of an array, if the key holds one.
     pub(crate) fn array_len(&self, suffix: &str) -> Option<usize> {
         self.gguf.get_array(&self.key(suffix)).map(|a| a.len())
@@ -265,6 +331,20 @@ impl ModelConfig {
         per_position
             .saturating_mul(n_ctx as u64)
             .saturating_add(self.conv_state_bytes())
+            .saturating_add(self.delta_state_bytes())
+    }
+
+    /// Bytes of a sequence's delta-net states (0 without any): two f32 copies of each such
+    /// layer's state, the current one and the one before the last forward pass
+    /// ([`DeltaStates`]).
+    pub fn delta_state_bytes(&self) -> u64 {
+        DeltaStates::bytes(&self.delta_layers())
+    }
+
+    /// Each layer's delta-net state length, 0 for the others.
+    pub(crate) fn delta_layers(&self) -> Vec<usize> {
+        let len = |l: &LayerShape| l.delta_net.map_or(0, |dn| dn.state_len());
+        self.layers.iter().map(len).collect()
     }
 
     /// Bytes of a sequence's short-convolution state ([`ConvHistory`]; 0 without one): the
@@ -275,7 +355,11 @@ impl ModelConfig {
 
     /// Each layer's short convolution as `(channels, reach)`, `(0, 0)` for the others.
     pub(crate) fn conv_layers(&self) -> Vec<(usize, usize)> {
-        let conv = |l: &LayerShape| l.short_conv.map_or((0, 0), |len| (self.n_embd, len - 1));
+        let conv = |l: &LayerShape| match (l.short_conv, l.delta_net) {
+            (Some(len), _) => (self.n_embd, len - 1),
+            (None, Some(dn)) => (dn.conv_channels(), dn.conv_len - 1),
+            (None, None) => (0, 0),
+        };
         self.layers.iter().map(conv).collect()
     }
 
@@ -302,6 +386,25 @@ impl ModelConfig {
         }
         let min_kv = u64::from(conv_len == 0);
         let heads_kv = m.per_layer("attention.head_count_kv", n_layer, Some(n_head), min_kv)?;
+        // Qwen 3.5: gated delta nets instead of attention, in the layers the file marks
+        // recurrent, or else in all but every `full_attention_interval`-th.
+        let delta = DeltaShape::read(&m, arch)?;
+        let recurrent = match delta {
+            None => vec![false; n_layer],
+            Some(_) => match m.bools("attention.recurrent_layers") {
+                Some(flags) if flags.len() >= n_layer => flags[..n_layer].to_vec(),
+                Some(flags) => {
+                    return Err(Error::InvalidModel(format!(
+                        "{} recurrent-layer flags for {n_layer} layers",
+                        flags.len()
+                    )))
+                }
+                None => {
+                    let every = m.dim_or("full_attention_interval", 4)?;
+                    (0..n_layer).map(|il| (il + 1) % every != 0).collect()
+                }
+            },
+        };
         let head_dim = m.dim_or("attention.key_length", n_embd / n_head)?;
         let head_dim_v = m.dim_or("attention.value_length", head_dim)?;
         let rope_dims = m.dim_or("rope.dimension_count", head_dim)?;
@@ -330,8 +433,12 @@ impl ModelConfig {
                 true => (head_dim_swa, head_dim_v_swa, rope_dims_swa),
                 false => (head_dim, head_dim_v, rope_dims),
             };
-            let (nh, nkv) = (heads[il], heads_kv[il]);
-            let short_conv = (nkv == 0).then_some(conv_len);
+            let delta_net = delta.filter(|_| recurrent[il]);
+            let (nh, nkv) = match delta_net {
+                Some(_) => (0, 0),
+                None => (heads[il], heads_kv[il]),
+            };
+            let short_conv = (nkv == 0 && delta_net.is_none()).then_some(conv_len);
             if nkv != 0 && nh % nkv != 0 {
                 return Err(Error::InvalidModel(format!(
                     "{nh} attention heads is not a multiple of {nkv} KV heads"
@@ -355,6 +462,7 @@ impl ModelConfig {
                 rope_dims: rd,
                 kv_layer,
                 short_conv,
+                delta_net,
             });
         }
         for (il, l) in layers.iter().enumerate() {

@@ -7,6 +7,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::conv_state::ConvHistory;
+use super::delta_state::DeltaStates;
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
@@ -198,8 +199,11 @@ pub struct KvCache {
     widths: Vec<(usize, usize)>,
     keys: Vec<Vec<f16>>,
     values: Vec<Vec<f16>>,
-    /// The short convolutions' recent inputs (LFM2), if the model has any.
+    /// The short convolutions' recent inputs (LFM2, and Qwen 3.5's delta nets), if the
+    /// model has any.
     conv: ConvHistory,
+    /// The delta nets' states (Qwen 3.5), if the model has any.
+    delta: DeltaStates,
 }
 
 impl KvCache {
@@ -244,6 +248,7 @@ impl KvCache {
             keys,
             values,
             conv: ConvHistory::default(),
+            delta: DeltaStates::default(),
         })
     }
 
@@ -251,6 +256,13 @@ impl KvCache {
     /// layer (`(0, 0)`: none), see [`ConvHistory`].
     pub(crate) fn with_conv(mut self, layers: &[(usize, usize)]) -> Result<Self> {
         self.conv = ConvHistory::new(layers)?;
+        Ok(self)
+    }
+
+    /// The cache with delta-net states of `layers[i]` values for layer `i` (0: none), see
+    /// [`DeltaStates`].
+    pub(crate) fn with_delta(mut self, layers: &[usize]) -> Result<Self> {
+        self.delta = DeltaStates::new(layers)?;
         Ok(self)
     }
 
@@ -271,10 +283,14 @@ impl KvCache {
 
     /// Forget cached positions from `len` on (`0` clears the cache) and return how many are
     /// kept: `len` (or fewer if fewer were cached), except where a recurrent state cannot go
-    /// back that far (LFM2's short convolutions keep [`ROLLBACK`](super::conv_state::ROLLBACK)
-    /// positions): then none, and the tokens must be evaluated again.
+    /// back that far: then fewer (at worst none), and the tokens after them must be evaluated
+    /// again. LFM2's short convolutions go back [`ROLLBACK`](super::conv_state::ROLLBACK)
+    /// positions; Qwen 3.5's delta nets only to where the last forward pass started.
     pub fn truncate(&mut self, len: usize) -> usize {
-        self.len = self.conv.truncate(self.len, len);
+        let to = self.delta.reach(self.len, len);
+        let to = self.conv.truncate(self.len, to);
+        self.delta.go_back(self.len, to);
+        self.len = to;
         if self.len == 0 {
             self.conv.clear();
         }
@@ -284,13 +300,13 @@ impl KvCache {
     /// Whether part of the memory is a recurrent state (it cannot be shifted, and goes back
     /// only a few positions).
     pub fn is_recurrent(&self) -> bool {
-        self.conv.is_some()
+        self.conv.is_some() || self.delta.is_some()
     }
 
     /// Bytes held by the cache.
     pub fn size_bytes(&self) -> usize {
         let units: usize = self.keys.iter().chain(&self.values).map(Vec::len).sum();
-        units * 2 + self.conv.size_bytes()
+        units * 2 + self.conv.size_bytes() + self.delta.size_bytes()
     }
 
     /// The short convolutions' recent inputs.
@@ -310,6 +326,23 @@ impl KvCache {
 
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity);
+    }
+
+    /// After a forward pass appended positions `self.len()..len`: the new length, and the
+    /// delta nets' states it wrote become current.
+    pub(crate) fn advance(&mut self, len: usize) {
+        self.delta.advance(self.len);
+        self.set_len(len);
+    }
+
+    /// The delta nets' states.
+    pub(crate) fn delta(&self) -> &DeltaStates {
+        &self.delta
+    }
+
+    /// The delta nets' states, writable.
+    pub(crate) fn delta_mut(&mut self) -> &mut DeltaStates {
+        &mut self.delta
     }
 
     /// The number of layers.

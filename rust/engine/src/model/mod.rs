@@ -7,17 +7,21 @@ mod batch;
 mod build;
 mod config;
 mod conv_state;
+mod delta_net;
+mod delta_state;
 mod embedding;
 mod ffn;
 mod gemma3n;
 mod gemma4;
 mod kv_cache;
+mod layer;
 mod lora;
 mod lora_kernels;
 mod moe;
 mod norm;
 pub mod ops;
 mod pooling;
+mod ropes;
 mod shift;
 mod short_conv;
 mod transformer;
@@ -27,7 +31,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use batch::SeqTokens;
-pub use config::{LayerShape, ModelConfig};
+pub use config::{DeltaShape, LayerShape, ModelConfig};
 pub(crate) use conv_state::ROLLBACK as RECURRENT_ROLLBACK;
 pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
 pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
@@ -153,7 +157,9 @@ impl Model {
                 false => (0, 0),
             })
             .collect();
-        KvCache::new(n_ctx, &widths, types)?.with_conv(&c.conv_layers())
+        KvCache::new(n_ctx, &widths, types)?
+            .with_conv(&c.conv_layers())?
+            .with_delta(&c.delta_layers())
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).

@@ -34,15 +34,11 @@ impl ShortConv {
         let p = |s: &str| format!("blk.{i}.shortconv.{s}");
         let d = c.n_embd;
         let len = c.layers[i].short_conv.unwrap_or(2);
-        let file = ld.values(&p("conv.weight"), &[len, d])?;
-        let mut kernel = vec![0f32; len * d];
-        for (ch, weights) in file.chunks_exact(len).enumerate() {
-            for (k, &w) in weights.iter().enumerate() {
-                kernel[k * d + ch] = w;
-            }
-        }
         Ok((
-            ShortConv { kernel, len },
+            ShortConv {
+                kernel: load_kernel(ld, &p("conv.weight"), len, d)?,
+                len,
+            },
             ld.matrix(&p("in_proj.weight"), d, 3 * d)?,
             ld.matrix(&p("out_proj.weight"), d, d)?,
         ))
@@ -70,39 +66,78 @@ impl ShortConv {
                 b.iter_mut().zip(&rest[d..]).for_each(|(b, x)| *b *= x);
             }
         });
-        let mut first = 0;
-        for seq in seqs.iter_mut() {
-            let (ns, pos0) = (seq.tokens.len(), seq.cache.len());
-            let history = seq.cache.conv();
-            for t in 0..ns {
-                let out = &mut y[(first + t) * d..][..d];
-                out.fill(0.0);
-                for k in 0..self.len {
-                    let weights = &self.kernel[k * d..][..d];
-                    // The input at position pos0 + t + k − (L − 1); zeros before position 0.
-                    let input = match (pos0 + t + k).checked_sub(self.len - 1) {
-                        None => {
-                            out.iter_mut()
-                                .zip(weights)
-                                .for_each(|(o, &w)| *o += 0.0 * w);
-                            continue;
-                        }
-                        Some(p) if p >= pos0 => &bcx[(first + p - pos0) * 3 * d..][..d],
-                        Some(p) => history.row(il, p),
-                    };
-                    for ((o, &v), &w) in out.iter_mut().zip(input).zip(weights) {
-                        *o += v * w;
-                    }
-                }
-                let c = &bcx[(first + t) * 3 * d + d..][..d];
-                out.iter_mut().zip(c).for_each(|(o, c)| *o *= c);
-            }
-            let history = seq.cache.conv_mut();
-            for t in ns.saturating_sub(history.held())..ns {
-                history.store(il, pos0 + t, &bcx[(first + t) * 3 * d..][..d]);
-            }
-            first += ns;
+        convolve((&self.kernel, self.len), (il, d), (bcx, 3 * d), seqs, y);
+        // y ← c·conv(b·x)
+        for (out, row) in y.chunks_exact_mut(d).zip(bcx.chunks_exact(3 * d)) {
+            out.iter_mut()
+                .zip(&row[d..2 * d])
+                .for_each(|(o, c)| *o *= c);
         }
         Weight::matmul_shared_input(&[out_proj], y, n, &mut [proj], threads)
+    }
+}
+
+/// A convolution kernel of `len` weights for each of `width` channels, tensor `name` of shape
+/// `[len, width]`, transposed to `len` rows of the channels' weights (oldest position first).
+pub(crate) fn load_kernel(
+    ld: &Loader<'_>,
+    name: &str,
+    len: usize,
+    width: usize,
+) -> Result<Vec<f32>> {
+    let file = ld.values(name, &[len, width])?;
+    let mut kernel = vec![0f32; len * width];
+    for (ch, weights) in file.chunks_exact(len).enumerate() {
+        for (k, &w) in weights.iter().enumerate() {
+            kernel[k * width + ch] = w;
+        }
+    }
+    Ok(kernel)
+}
+
+/// The causal convolution of layer `il`'s `width` channels with `kernel` (`len` rows of the
+/// channels' weights, oldest position first): `out`'s row `t` (of `width` values) is the sum
+/// over the kernel's positions of the inputs `len − 1` positions before `t` up to `t` times
+/// their weights, from 0, in f32 (llama.cpp's `ggml_ssm_conv`). `input`'s row `t` holds the
+/// channels of the batch's row `t` at its start, rows `stride` apart; inputs before the
+/// batch come from each sequence's history (zeros before position 0), and the batch's are
+/// added to it.
+pub(crate) fn convolve(
+    (kernel, len): (&[f32], usize),
+    (il, width): (usize, usize),
+    (input, stride): (&[f32], usize),
+    seqs: &mut [SeqTokens<'_>],
+    out: &mut [f32],
+) {
+    let mut first = 0;
+    for seq in seqs.iter_mut() {
+        let (ns, pos0) = (seq.tokens.len(), seq.cache.len());
+        let history = seq.cache.conv();
+        for t in 0..ns {
+            let out = &mut out[(first + t) * width..][..width];
+            out.fill(0.0);
+            for k in 0..len {
+                let weights = &kernel[k * width..][..width];
+                // The input at position pos0 + t + k − (L − 1); zeros before position 0.
+                let row = match (pos0 + t + k).checked_sub(len - 1) {
+                    None => {
+                        out.iter_mut()
+                            .zip(weights)
+                            .for_each(|(o, &w)| *o += 0.0 * w);
+                        continue;
+                    }
+                    Some(p) if p >= pos0 => &input[(first + p - pos0) * stride..][..width],
+                    Some(p) => history.row(il, p),
+                };
+                for ((o, &v), &w) in out.iter_mut().zip(row).zip(weights) {
+                    *o += v * w;
+                }
+            }
+        }
+        let history = seq.cache.conv_mut();
+        for t in ns.saturating_sub(history.held())..ns {
+            history.store(il, pos0 + t, &input[(first + t) * stride..][..width]);
+        }
+        first += ns;
     }
 }

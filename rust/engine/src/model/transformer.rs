@@ -9,16 +9,16 @@ use std::cell::Cell;
 use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::config::LayerShape;
+use super::delta_net::DeltaBuffers;
 use super::embedding::Embedding;
 pub(crate) use super::ffn::{Dense, FfnActivation};
-use super::gemma3n::{self, AltUp, AltUpBlock, Streams};
+use super::gemma3n::{self, AltUp, Streams};
 pub(crate) use super::gemma4::{DenseAndExperts, PerLayerBlock, PerLayerInputs};
+pub(crate) use super::layer::{Ffn, Layer};
 use super::lora::{self, ActiveLora, Target};
-use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::{self, Rope};
 use super::pooling::{Classifier, DenseOut, Pooling};
-use super::short_conv::ShortConv;
 use super::ModelConfig;
 use crate::backend::{Threads, Weight};
 use crate::{fallible, Error, Result};
@@ -32,102 +32,6 @@ pub enum Output {
     AllLogits,
     /// Final normalised hidden states of every token (`n_tokens × n_embd`), for embeddings.
     Hidden,
-}
-
-/// One transformer block's weights and settings.
-pub(crate) struct Layer {
-    /// Norm of the attention input (`None`: the block's input as it is, OLMo 2).
-    pub(crate) attn_norm: Option<Norm>,
-    pub(crate) wq: Weight,
-    /// None in a layer that reads another layer's cache.
-    pub(crate) wk: Option<Weight>,
-    /// None also where the keys' projection gives the values (Gemma 4).
-    pub(crate) wv: Option<Weight>,
-    pub(crate) wo: Weight,
-    pub(crate) bq: Option<Vec<f32>>,
-    pub(crate) bk: Option<Vec<f32>>,
-    pub(crate) bv: Option<Vec<f32>>,
-    pub(crate) bo: Option<Vec<f32>>,
-    /// Norms of each query and key head (or of the whole query and key rows, OLMo 2).
-    pub(crate) q_norm: Option<Norm>,
-    pub(crate) k_norm: Option<Norm>,
-    pub(crate) post_attn_norm: Option<Norm>,
-    /// Norm of the feed-forward input (`None`: as it is; StableLM then feeds the attention's
-    /// normalised input, a parallel block).
-    pub(crate) ffn_norm: Option<Norm>,
-    pub(crate) ffn: Ffn,
-    pub(crate) post_ffn_norm: Option<Norm>,
-    /// The layer's rotary embedding (`None`: no positions in this layer, SmolLM3).
-    pub(crate) rope: Option<Rope>,
-    /// LongRoPE's rotation for contexts longer than [`Transformer::long_from`] (Phi-3).
-    pub(crate) rope_long: Option<Rope>,
-    /// Sliding attention window in positions (`None`: full causal attention).
-    pub(crate) window: Option<usize>,
-    /// Apply `post_attn_norm` and `post_ffn_norm` to the residual sums instead of to the
-    /// attention and feed-forward outputs (BERT's post-LN block).
-    pub(crate) norm_sums: bool,
-    /// After the normalised attention sum, add the block's input again and normalise with
-    /// this (jina-bert-v2's `attn_norm_2`; a block without `attn_norm`, so its input is `h`).
-    pub(crate) attn_norm_2: Option<Norm>,
-    /// The values' norm (Gemma 4: per head, weights of 1).
-    pub(crate) v_norm: Option<Norm>,
-    /// Gemma 4's per-layer input block after the feed-forward.
-    pub(crate) per_layer: Option<PerLayerBlock>,
-    /// Gemma 4's `layer_output_scale`: multiplies the block's output.
-    pub(crate) out_scale: Option<f32>,
-    /// LFM2: a short convolution instead of attention (`wq` is its `in_proj`, `wo` its
-    /// `out_proj`; no keys or values).
-    pub(crate) conv: Option<ShortConv>,
-    /// Gemma 3n's AltUp and LAuReL weights (its `per_layer` block then feeds AltUp's
-    /// inactive streams).
-    pub(crate) altup: Option<AltUpBlock>,
-}
-
-impl Layer {
-    /// An LFM2 block with a short convolution instead of attention: `attn_norm`, the
-    /// convolution with its `in_proj` and `out_proj`, `ffn_norm` and the feed-forward.
-    pub(crate) fn short_conv(
-        (attn_norm, ffn_norm): (Norm, Norm),
-        (conv, in_proj, out_proj): (ShortConv, Weight, Weight),
-        ffn: Dense,
-    ) -> Layer {
-        Layer {
-            attn_norm: Some(attn_norm),
-            wq: in_proj,
-            wk: None,
-            wv: None,
-            wo: out_proj,
-            bq: None,
-            bk: None,
-            bv: None,
-            bo: None,
-            q_norm: None,
-            k_norm: None,
-            post_attn_norm: None,
-            ffn_norm: Some(ffn_norm),
-            ffn: Ffn::Dense(ffn),
-            post_ffn_norm: None,
-            rope: None,
-            rope_long: None,
-            window: None,
-            norm_sums: false,
-            attn_norm_2: None,
-            v_norm: None,
-            per_layer: None,
-            out_scale: None,
-            conv: Some(conv),
-            altup: None,
-        }
-    }
-}
-
-/// A block's feed-forward.
-pub(crate) enum Ffn {
-    Dense(Dense),
-    /// A mixture of experts (Qwen 3 MoE, Granite MoE).
-    Moe(Moe),
-    /// A dense feed-forward and a mixture of experts side by side (Gemma 4 26B A4B).
-    DenseAndExperts(Box<DenseAndExperts>),
 }
 
 /// What an encoder adds to its token embeddings before the first block (BERT family).
@@ -226,16 +130,32 @@ impl Scratch {
             true => c.n_embd,
             false => 0,
         };
+        // Qwen 3.5: the delta nets' convolution inputs in `gate` and outputs in `up`, their
+        // gates in `attn`, head outputs in `q`, β and g in `k` ([`DeltaBuffers`]); the
+        // attention layers' queries with their gates in `gate`, the gates then in `up`.
+        let nets = c.layers.iter().filter_map(|l| l.delta_net);
+        let (channels, values, betas) = nets.fold((0, 0, 0), |(c, v, b), dn| {
+            let values = dn.v_heads * dn.head_dim;
+            (
+                c.max(dn.conv_channels()),
+                v.max(values),
+                b.max(2 * dn.v_heads),
+            )
+        });
+        let gated = if channels > 0 { 2 * qw } else { 0 };
         for (buf, width) in [
             (&mut self.x, c.n_embd),
             (&mut self.h, c.n_embd),
-            (&mut self.q, qw),
-            (&mut self.k, kvw),
+            (&mut self.q, qw.max(values)),
+            (&mut self.k, kvw.max(betas)),
             (&mut self.v, vw),
-            (&mut self.attn, ow),
+            (&mut self.attn, ow.max(values)),
             (&mut self.proj, c.n_embd),
-            (&mut self.gate, c.n_ff.max(per_layer).max(3 * conv)),
-            (&mut self.up, c.n_ff.max(conv)),
+            (
+                &mut self.gate,
+                c.n_ff.max(per_layer).max(3 * conv).max(channels).max(gated),
+            ),
+            (&mut self.up, c.n_ff.max(conv).max(channels).max(qw)),
         ] {
             let len = n.saturating_mul(width);
             fallible::resize(buf, len, 0.0, "the forward pass's activations")?;
@@ -265,6 +185,19 @@ impl Scratch {
 
 thread_local! {
     static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
+}
+
+/// Split rows of heads that hold a query of `head_dim` values followed by its gate (Qwen 3.5)
+/// into the queries `q` and the gates `gates`.
+fn split_gates(both: &[f32], head_dim: usize, q: &mut [f32], gates: &mut [f32]) {
+    let pairs = both.chunks_exact(2 * head_dim);
+    for ((pair, q), g) in pairs
+        .zip(q.chunks_exact_mut(head_dim))
+        .zip(gates.chunks_exact_mut(head_dim))
+    {
+        q.copy_from_slice(&pair[..head_dim]);
+        g.copy_from_slice(&pair[head_dim..]);
+    }
 }
 
 fn add_bias(x: &mut [f32], bias: &Option<Vec<f32>>) {
@@ -521,12 +454,6 @@ impl Transformer {
             let ls = &c.layers[il];
             let (qw, kw) = (ls.n_head * ls.head_dim, ls.n_head_kv * ls.head_dim);
             let (vw, ow) = (ls.n_head_kv * ls.head_dim_v, ls.n_head * ls.head_dim_v);
-            let (q, k, v, attn) = (
-                &mut q[..n * qw],
-                &mut k[..n * kw],
-                &mut v[..n * vw],
-                &mut attn[..n * ow],
-            );
             let altup = layer.altup.as_ref().zip(streams.as_mut());
             if let Some((block, streams)) = altup {
                 streams.predict(block, x, threads)?;
@@ -539,10 +466,31 @@ impl Transformer {
                 let bufs = (&mut gate[..], &mut up[..], &mut proj[..]);
                 let ws = (&layer.wq, &layer.wo);
                 conv.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
+            } else if let Some(net) = &layer.delta {
+                let bufs = DeltaBuffers {
+                    qkv: &mut gate[..],
+                    conv: &mut up[..],
+                    z: &mut attn[..],
+                    heads: &mut q[..],
+                    beta_g: &mut k[..],
+                    proj: &mut proj[..],
+                };
+                let ws = (&layer.wq, &layer.wo);
+                net.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
             } else {
-                // Queries, and the keys and values the layer has.
+                let (q, k, v, attn) = (
+                    &mut q[..n * qw],
+                    &mut k[..n * kw],
+                    &mut v[..n * vw],
+                    &mut attn[..n * ow],
+                );
+                // Queries (with their gates: in `gate` first), and the keys and values the
+                // layer has.
                 let mut weights = vec![&layer.wq];
-                let mut outs: Vec<&mut [f32]> = vec![&mut *q];
+                let mut outs: Vec<&mut [f32]> = match layer.attn_gate {
+                    true => vec![&mut gate[..n * 2 * qw]],
+                    false => vec![&mut *q],
+                };
                 let mut targets = vec![block(0)];
                 if let Some(wk) = &layer.wk {
                     weights.push(wk);
@@ -556,6 +504,9 @@ impl Transformer {
                 }
                 lora::matmul(lora, &weights, &targets, h, n, &mut outs, threads)?;
                 drop(outs);
+                if layer.attn_gate {
+                    split_gates(&gate[..n * 2 * qw], ls.head_dim, q, &mut up[..n * qw]);
+                }
                 add_bias(q, &layer.bq);
                 let own_kv = ls.has_kv(il);
                 if own_kv {
@@ -656,6 +607,13 @@ impl Transformer {
                     });
                 }
                 attention(&shape, &mut parts, &rotate, threads)?;
+                if layer.attn_gate {
+                    threads.for_each_rows2(attn, ow, &mut up[..n * qw], qw, |_, a, g| {
+                        for (a, g) in a.iter_mut().zip(g.iter()) {
+                            *a *= 1.0 / (1.0 + ops::exp(-*g));
+                        }
+                    });
+                }
                 lora::matmul(
                     lora,
                     &[&layer.wo],
@@ -733,7 +691,7 @@ impl Transformer {
         }
         for seq in seqs.iter_mut() {
             let len = seq.cache.len() + seq.tokens.len();
-            seq.cache.set_len(len);
+            seq.cache.advance(len);
         }
 
         // The rows asked for: each sequence's last, or all of them.

@@ -49,7 +49,7 @@ pub(super) fn shift_sequence(
     n_prompt: usize,
 ) -> Result<Option<usize>> {
     let bos = bos.is_some_and(|b| cached.first() == Some(&b));
-    let Some((n_keep, n_discard)) = shift.plan(n_prompt, bos, cache.len()) else {
+    let Some((n_keep, n_discard)) = shift.plan(n_prompt, bos, cached.len()) else {
         return Ok(None);
     };
     if cache.is_recurrent() {

@@ -33,8 +33,13 @@ enum Ahead {
 pub(super) struct Running {
     decoding: Decoding,
     next: Ahead,
-    /// The tokens the current step feeds: the chosen one, then the drafted ones.
+    /// The tokens the current step feeds: the `pending` ones, the chosen one, then the
+    /// drafted ones.
     fed: Vec<u32>,
+    /// Accepted tokens fed again at the start of `fed`: a delta net's state (Qwen 3.5) goes
+    /// back only to where the last step started, so after a partly rejected draft the
+    /// accepted drafts are in `cached` but not in the cache.
+    pending: usize,
     prompt_tokens: usize,
     /// How it shifts its sequence's cache when full (none: it ends there).
     shift: Option<ContextShift>,
@@ -181,6 +186,7 @@ impl Context {
             decoding,
             next: Ahead::Logits(logits),
             fed: Vec::new(),
+            pending: 0,
             prompt_tokens: prompt.len(),
             shift: request.context_shift,
             timings,
@@ -206,7 +212,8 @@ impl Context {
     ) -> Result<Vec<(usize, Result<Generation>)>> {
         let stepped = self.step_inner(ready, on_event);
         if stepped.is_err() {
-            self.seqs.iter_mut().for_each(|s| s.running = None);
+            let running = self.seqs.iter_mut().filter(|s| s.running.is_some());
+            running.for_each(|s| drop(end(s)));
         }
         stepped
     }
@@ -235,8 +242,7 @@ impl Context {
             }
             let emit = &mut |e: GenerateEvent| on_event(id, e);
             if let Some(reason) = prepare(seq, &env, emit)? {
-                let run = seq.running.take().expect("running");
-                finished.push((id, run.finish(reason, emit)));
+                finished.push((id, end(seq).finish(reason, emit)));
             }
         }
         let mut batch: Vec<SeqTokens> = self
@@ -269,15 +275,21 @@ impl Context {
                 continue;
             };
             let base = seq.cached.len();
-            seq.cached.extend_from_slice(&run.fed);
+            seq.cached.extend_from_slice(&run.fed[run.pending..]);
             let emit = &mut |e: GenerateEvent| on_event(id, e);
             if let Some(reason) = take_rows(seq, base, &mut rows, emit) {
-                let run = seq.running.take().expect("running");
-                finished.push((id, run.finish(reason, emit)));
+                finished.push((id, end(seq).finish(reason, emit)));
             }
         }
         Ok(finished)
     }
+}
+
+/// Take sequence `seq`'s running generation, dropping from `cached` the accepted tokens
+/// still pending (not in the cache, see [`Running::pending`]).
+fn end(seq: &mut Sequence) -> Running {
+    seq.cached.truncate(seq.cache.len());
+    seq.running.take().expect("running")
 }
 
 /// Choose sequence `seq`'s next token, shift its full cache, and draft after the token (with
@@ -313,7 +325,7 @@ fn prepare(
         Ahead::Token(_) if cancelled => return Ok(Some(FinishReason::Cancelled)),
         Ahead::Token(t) => *t,
     };
-    if cache.len() >= cache.capacity() {
+    if cached.len() >= cache.capacity() {
         let kept = match &run.shift {
             Some(shift) => {
                 let runner = Runner {
@@ -333,10 +345,12 @@ fn prepare(
             None => return Ok(Some(FinishReason::ContextFull)),
         }
     }
+    run.fed.extend_from_slice(&cached[cache.len()..]);
+    run.pending = run.fed.len();
     run.fed.push(token);
     if let (Some(spec), Some(drafting)) = (env.speculation, &mut run.drafting) {
         // Room in the cache after `token`, and no draft past the last token to generate.
-        let room = cache.capacity() - cache.len() - 1;
+        let room = cache.capacity() - cached.len() - 1;
         let n_max = drafting.n_max(room, run.decoding.remaining());
         if n_max > 0 && !cancelled {
             let drafts = drafting.propose(
@@ -366,7 +380,8 @@ fn take_rows<'a>(
     on_event: &mut dyn FnMut(GenerateEvent),
 ) -> Option<FinishReason> {
     let run = seq.running.as_mut().expect("running");
-    let n_fed = run.fed.len();
+    rows.by_ref().take(run.pending).for_each(drop);
+    let n_fed = run.fed.len() - run.pending;
     if n_fed == 1 {
         let row = rows.next().expect("a row per fed token");
         match &mut run.next {
@@ -386,7 +401,7 @@ fn take_rows<'a>(
         let cancelled = run.cancelled();
         let history = &seq.cached[..base + 1 + i];
         let ended = match run.decoding.step(row, history, cancelled, on_event) {
-            Next::Token(t) if run.fed.get(i + 1) == Some(&t) => {
+            Next::Token(t) if run.fed.get(run.pending + i + 1) == Some(&t) => {
                 accepted += 1;
                 continue;
             }
@@ -396,14 +411,11 @@ fn take_rows<'a>(
             }
             Next::Done(reason) => Some(reason),
         };
-        // A recurrent state goes back this far: drafts are at most `MAX_DRAFT` tokens.
-        let kept = seq.cache.truncate(base + 1 + i);
-        debug_assert_eq!(
-            kept,
-            base + 1 + i,
-            "a draft longer than the recurrent state holds"
-        );
-        seq.cached.truncate(kept);
+        // LFM2's short convolutions go back this far (drafts are at most `MAX_DRAFT`
+        // tokens); a delta net's state to `base` at most: the accepted tokens after what the
+        // cache keeps are fed again with the next step's.
+        seq.cache.truncate(base + 1 + i);
+        seq.cached.truncate(base + 1 + i);
         break ended;
     };
     own.for_each(drop);

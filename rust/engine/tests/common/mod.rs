@@ -180,6 +180,7 @@ pub const ARCH_KINDS: &[&str] = &[
     "gemma4-moe",
     "gemma3n",
     "lfm2",
+    "qwen35",
     "phi3",
     "qwen3moe",
     "smollm3",
@@ -239,6 +240,7 @@ pub fn synth_model(kind: &str) -> PathBuf {
         "gemma4.py",
         "gemma3n.py",
         "lfm2.py",
+        "qwen35.py",
         "make_encoder.py",
         "vocab.py",
     ] {

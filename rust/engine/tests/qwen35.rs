@@ -1,0 +1,194 @@
+//! Qwen 3.5's recurrent state through the runtime, on the synthetic `qwen35` model
+//! (`tools/synth/qwen35.py`: gated delta nets in layers 0-2 and 4-6, attention in 3 and 7).
+//! Part of each sequence's memory is the delta nets' states and their convolutions' recent
+//! inputs, not a KV cache: the memory estimate counts them; a batch of four sequences equals
+//! each sequence alone; feeding tokens one by one equals one batch; a saved and restored
+//! state continues as the context it came from; a later prompt reuses the cached prefix where
+//! the state can go back to it (the start of the last forward pass) and is evaluated again
+//! otherwise; speculative decoding (prompt lookup, and the model as its own draft) feeds
+//! accepted drafts again after a rejection and equals plain decoding; a context shift
+//! evaluates the kept tokens again. (The logits themselves are compared with llama.cpp's by
+//! `rust/cli/tests/architectures.rs`.)
+
+mod common;
+
+use std::sync::Arc;
+
+use local_llm_engine::backend::Threads;
+use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::session::{
+    inspect, Context, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
+    LoadedModel, Prompt, SpeculativeOptions,
+};
+
+fn model() -> Arc<LoadedModel> {
+    let path = common::synth_model("qwen35");
+    LoadedModel::load(&path, &LoadOptions::default()).expect("qwen35 loads")
+}
+
+fn generate(ctx: &mut Context, r: &GenerateRequest) -> Generation {
+    ctx.generate(r, &mut |_| {}, None).expect("generation")
+}
+
+#[test]
+fn the_memory_is_the_attention_layers_cache_and_the_delta_nets_state() {
+    let model = model();
+    let config = model.model().config();
+    let nets: Vec<bool> = config
+        .layers
+        .iter()
+        .map(|l| l.delta_net.is_some())
+        .collect();
+    assert_eq!(nets, [true, true, true, false, true, true, true, false]);
+    // Layers 3 and 7: 2 KV heads of 64, keys and values in f16.
+    let kv = 2 * (2 * 64 + 2 * 64) * 2 * 100;
+    // Six delta nets: a convolution of 4 taps over (2 + 2 + 4) heads of 32 channels reads 3
+    // earlier inputs, 65 more positions are kept for rollbacks; 4 states of 32 x 32, twice.
+    let conv = 6 * 256 * (3 + 65) * 4;
+    let states = 6 * 4 * 32 * 32 * 4 * 2;
+    assert_eq!(config.conv_state_bytes(), conv as u64);
+    assert_eq!(config.delta_state_bytes(), states as u64);
+    let total = kv + conv + states;
+    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), total as u64);
+    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
+    assert_eq!(cache.size_bytes(), total);
+    assert!(cache.is_recurrent());
+    let info = inspect(common::synth_model("qwen35"), 100).unwrap();
+    assert_eq!(info.memory.unwrap().kv_cache_bytes, total as u64);
+}
+
+#[test]
+fn a_batch_of_four_equals_each_sequence_alone() {
+    common::assert_batch_of_four_equals_alone(&model(), "qwen35");
+}
+
+#[test]
+fn a_restored_state_continues_as_the_context_it_came_from() {
+    common::assert_restored_state_continues(&model(), "qwen35");
+}
+
+#[test]
+fn token_by_token_gives_the_logits_of_one_batch() {
+    let model = model();
+    let tokens = model
+        .tokenize(
+            "The sea was calm and the sky was grey over the harbour",
+            true,
+            false,
+        )
+        .unwrap();
+    common::assert_token_by_token_equals_one_batch(&model, &tokens, 64);
+}
+
+#[test]
+fn a_later_prompt_reuses_the_prefix_the_state_can_go_back_to() {
+    let model = model();
+    let base = model
+        .tokenize(
+            &"the quick brown fox jumps over the lazy dog ".repeat(6),
+            true,
+            false,
+        )
+        .unwrap();
+    let mut ctx = common::context(&model, 512, 2, 1);
+    let first = generate(&mut ctx, &common::greedy(Prompt::Tokens(base.clone()), 8));
+    // The cache holds the prompt and 7 generated tokens; the last pass fed the 7th, so the
+    // state goes back to the 6th exactly.
+    let mut near = base.clone();
+    near.extend(&first.tokens[..6]);
+    near.extend(
+        model
+            .tokenize(" and then the cat sat", false, false)
+            .unwrap(),
+    );
+    let reused = generate(&mut ctx, &common::greedy(Prompt::Tokens(near.clone()), 12));
+    assert_eq!(
+        reused.timings.prompt_tokens,
+        near.len() - (base.len() + 6),
+        "only the new tokens are evaluated"
+    );
+    let fresh = generate(
+        &mut common::context(&model, 512, 2, 1),
+        &common::greedy(Prompt::Tokens(near.clone()), 12),
+    );
+    assert_eq!(reused.tokens, fresh.tokens);
+    // Cut further back than that: everything is evaluated again.
+    let mut far = near[..near.len() - 9].to_vec();
+    far.extend(model.tokenize(" a different ending", false, false).unwrap());
+    let again = generate(&mut ctx, &common::greedy(Prompt::Tokens(far.clone()), 12));
+    assert_eq!(again.timings.prompt_tokens, far.len());
+    let fresh = generate(
+        &mut common::context(&model, 512, 2, 1),
+        &common::greedy(Prompt::Tokens(far), 12),
+    );
+    assert_eq!(again.tokens, fresh.tokens);
+}
+
+#[test]
+fn speculative_decoding_feeds_accepted_drafts_again_and_equals_plain_decoding() {
+    let model = model();
+    // A draft model of other weights (seed 1, same vocabulary): it drafts tokens the target
+    // partly accepts, so rejections leave accepted drafts to feed again.
+    let dir = std::env::temp_dir().join(format!("qwen35-draft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("qwen35-seed1.gguf");
+    let script = common::repo_root().join("tools/synth/make_model.py");
+    common::run_python(&script, &["qwen35", path.to_str().unwrap(), "--seed", "1"]);
+    let draft = LoadedModel::load(&path, &LoadOptions::default()).expect("the draft loads");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let r = common::greedy_text("The history of the harbour", 48);
+    let plain = generate(&mut common::context(&model, 256, 2, 1), &r);
+    let spec = SpeculativeOptions {
+        draft_n_max: 8,
+        ..SpeculativeOptions::default()
+    };
+    let mut ctx = common::context(&model, 256, 2, 1);
+    ctx.set_speculative(&spec, Some(draft))
+        .expect("speculation");
+    let fast = generate(&mut ctx, &r);
+    assert_eq!(fast.tokens, plain.tokens);
+    let t = &fast.timings;
+    assert!(
+        0 < t.draft_accepted && t.draft_accepted < t.draft_tokens,
+        "{} of {} drafts accepted: no partial rejection",
+        t.draft_accepted,
+        t.draft_tokens
+    );
+    // After the generation the context continues as a fresh one (no pending token left).
+    let mut next = r.clone();
+    next.prompt = Prompt::Tokens(
+        [
+            model
+                .tokenize("The history of the harbour", true, false)
+                .unwrap(),
+            fast.tokens.clone(),
+        ]
+        .concat(),
+    );
+    let continued = generate(&mut ctx, &next);
+    let fresh = generate(&mut common::context(&model, 256, 2, 1), &next);
+    assert_eq!(continued.tokens, fresh.tokens);
+}
+
+#[test]
+fn a_context_shift_evaluates_the_kept_tokens_again() {
+    let model = model();
+    let mut ctx = common::context(&model, 64, 2, 1);
+    let mut r = common::greedy_text("The sea was calm and the sky was grey", 100);
+    r.context_shift = Some(ContextShift { n_keep: Some(4) });
+    let g = generate(&mut ctx, &r);
+    assert_eq!(g.tokens.len(), 100);
+    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
+    // Shifting the cache itself is refused with a reason.
+    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+    let tokens = model
+        .tokenize("The sea was calm and the sky", true, false)
+        .unwrap();
+    let threads = Threads::new(2).unwrap();
+    model
+        .model()
+        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
+        .unwrap();
+    let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
+    assert!(err.to_string().contains("recurrent"), "{err}");
+}

@@ -1,0 +1,103 @@
+"""Qwen 3.5 synthetic models for make_model.py: the hybrid layout llama.cpp's qwen35 graph reads.
+
+Eight layers: gated delta nets ("linear attention") in all but every fourth, which is full
+attention (`full_attention_interval` 4, as Qwen3_5TextModel writes it). Every layer has
+`attn_norm` before its mixer and a SwiGLU feed-forward behind `post_attention_norm`.
+
+- A delta-net layer: `attn_qkv` (queries and keys of K_HEADS heads, values of V_HEADS heads,
+  all of HEAD), a causal convolution of CONV taps over those channels (`ssm_conv1d`, F32),
+  per-value-head `ssm_beta`, `ssm_alpha`, `ssm_dt.bias` and `ssm_a` (-exp(A_log)), the output
+  gate `attn_gate`, the per-head `ssm_norm` and `ssm_out`. V_HEADS = 2 * K_HEADS, so that value
+  head h reading key head h % K_HEADS is exercised. The decay's parameters are drawn so that
+  e^g stays within ~0.6-0.99 (the state remembers several tokens) and β = sigmoid(N(0, 1)).
+- An attention layer: n_head heads whose `attn_q` rows hold each head's query then its gate,
+  n_kv KV heads, per-head Q/K norms, NeoX RoPE on a quarter of each head (interleaved M-RoPE
+  sections [3, 3, 2, 0], which is plain RoPE for text), `attn_output`.
+
+Metadata as convert_hf_to_gguf.py's Qwen3_5TextModel writes it: the `ssm.*` sizes,
+`full_attention_interval`, `rope.dimension_count` and `rope.dimension_sections`, key and value
+length. The output head is tied to `token_embd` (as in the small released models).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gguf import GGMLQuantizationType as Q
+
+import make_model as mm
+
+CONV = 4
+K_HEADS = 2
+V_HEADS = 4
+HEAD = 32
+INTERVAL = 4
+SECTIONS = [3, 3, 2, 0]
+
+
+def is_recurrent(il: int) -> bool:
+    return (il + 1) % INTERVAL != 0
+
+
+def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: str) -> None:
+    """Writes the model ``kind`` (``qwen35``, without ``+f32``) of ``spec``."""
+    assert spec.n_rot == 2 * sum(SECTIONS)
+    w, tmp, rng = mm.start(kind, spec, path, seed)
+    w.add_feed_forward_length(spec.ffn)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_kv)
+    w.add_key_length(spec.head_dim)
+    w.add_value_length(spec.head_dim)
+    w.add_rope_freq_base(spec.rope_base)
+    w.add_rope_dimension_count(spec.n_rot)
+    w.add_rope_dimension_sections(SECTIONS)
+    w.add_layer_norm_rms_eps(spec.eps)
+    w.add_ssm_conv_kernel(CONV)
+    w.add_ssm_state_size(HEAD)
+    w.add_ssm_group_count(K_HEADS)
+    w.add_ssm_time_step_rank(V_HEADS)
+    w.add_ssm_inner_size(V_HEADS * HEAD)
+    w.add_full_attention_interval(INTERVAL)
+    mm.add_vocab(w, spec, voc, chat_template)
+    mm.finish(w, tensors(spec, len(voc.tokens), rng), tmp, path)
+
+
+def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
+    """Yields (name, float32 array [rows, cols], type) for every tensor."""
+    d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
+    channels = (2 * K_HEADS + V_HEADS) * HEAD
+    values = V_HEADS * HEAD
+
+    ty, mat, norm = mm.draws(spec, rng)
+
+    embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
+    yield "token_embd.weight", embd, ty("token_embd")
+    for il in range(spec.n_layer):
+        p = f"blk.{il}."
+        yield p + "attn_norm.weight", norm(d), Q.F32
+        if is_recurrent(il):
+            yield p + "attn_qkv.weight", mat(channels, d, 1.0), ty("attn_qkv")
+            yield p + "attn_gate.weight", mat(values, d, 1.0), ty("attn_gate")
+            kernel = rng.standard_normal((channels, CONV)) / np.sqrt(CONV)
+            yield p + "ssm_conv1d.weight", kernel.astype(np.float32), Q.F32
+            dt_bias = (-2.0 + 0.5 * rng.standard_normal(V_HEADS)).astype(np.float32)
+            yield p + "ssm_dt.bias", dt_bias, Q.F32
+            a = -rng.uniform(0.05, 1.0, V_HEADS).astype(np.float32)
+            yield p + "ssm_a", a, Q.F32
+            yield p + "ssm_beta.weight", mat(V_HEADS, d, 1.0), ty("ssm_beta")
+            yield p + "ssm_alpha.weight", mat(V_HEADS, d, 1.0), ty("ssm_alpha")
+            yield p + "ssm_norm.weight", norm(HEAD), Q.F32
+            yield p + "ssm_out.weight", mat(d, values, spec.resid_gain), ty("ssm_out")
+        else:
+            yield p + "attn_q.weight", mat(2 * spec.n_head * hd, d, 1.5), ty("attn_q")
+            yield p + "attn_k.weight", mat(spec.n_kv * hd, d, 1.5), ty("attn_k")
+            yield p + "attn_v.weight", mat(spec.n_kv * hd, d, 1.0), ty("attn_v")
+            yield p + "attn_q_norm.weight", norm(hd), Q.F32
+            yield p + "attn_k_norm.weight", norm(hd), Q.F32
+            out = mat(d, spec.n_head * hd, spec.resid_gain)
+            yield p + "attn_output.weight", out, ty("attn_output")
+        yield p + "post_attention_norm.weight", norm(d), Q.F32
+        yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
+        yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
+        yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
+    yield "output_norm.weight", norm(d, 0.5), Q.F32
