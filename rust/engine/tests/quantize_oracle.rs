@@ -246,3 +246,17 @@ fn gemma3n_mixes_match_llama_quantize() {
         compare("gemma3n", &src, t, &llama);
     }
 }
+
+/// Qwen 3.5's delta-net tensors (`attn_qkv`, `attn_gate`, `ssm_beta`, `ssm_alpha`, `ssm_out`;
+/// the F32 convolution kernels, `ssm_a` and `ssm_dt`) and its gated `attn_q` get
+/// llama-quantize's types and bytes.
+#[test]
+fn qwen35_mixes_match_llama_quantize() {
+    let Some(llama) = llama_quantize() else {
+        return;
+    };
+    let src = common::synth_model("qwen35+f32");
+    for t in [FileType::Q4_K_M, FileType::Q8_0] {
+        compare("qwen35", &src, t, &llama);
+    }
+}

@@ -154,6 +154,8 @@ impl std::fmt::Display for FileType {
 enum Category {
     Output,
     TokenEmbd,
+    /// The values' projection: `attn_v`, or a fused `attn_qkv` (Phi-3; Qwen 3.5's delta
+    /// nets), counted together as llama.cpp's `category_is_attn_v` does.
     AttnV,
     AttnOutput,
     FfnDown,
@@ -165,7 +167,7 @@ fn category(name: &str) -> Category {
         Category::Output
     } else if name == "token_embd.weight" || name == "per_layer_token_embd.weight" {
         Category::TokenEmbd
-    } else if name.contains("attn_v.weight") {
+    } else if name.contains("attn_qkv.weight") || name.contains("attn_v.weight") {
         Category::AttnV
     } else if name.contains("attn_output.weight") {
         Category::AttnOutput
