@@ -6,7 +6,7 @@
 #
 #   scripts/bench/phone-models.sh KIND TYPE...   prints one model path per TYPE
 #
-# KIND: llama-1b (Llama 3.2 1B's shape), qwen3-1.7b or lfm2-1.2b; TYPE: a llama-quantize type name
+# KIND: llama-1b (Llama 3.2 1B's shape), qwen3-1.7b, lfm2-1.2b or qwen35-2b; TYPE: a llama-quantize type name
 # (Q4_K_M, Q4_0, Q8_0, IQ4_XS, IQ2_XXS, TQ2_0, ...). The i-quants that llama-quantize refuses
 # without an importance matrix get one from llama-imatrix (one 128-token chunk of the
 # evaluation text; the values do not matter for speed).

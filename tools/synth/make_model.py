@@ -74,6 +74,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
                  1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
   qwen35         8 layers: gated delta nets and gated attention (every fourth), see
                  qwen35.py; pre "qwen2"; tied; Q8_0/Q5_0/Q5_1/Q4_0/F16/BF16 weights.
+  qwen35-2b      Qwen3.5-2B's shape: d_model 2048, 24 layers (18 delta nets, 6 attention),
+                 vocabulary 248320, tied; F16 (for speed: quantize with llama-quantize).
   lfm2           6 layers: gated short convolutions and attention (per-head Q/K norms),
                  see lfm2.py; pre "lfm2"; tied; Q8_0/F16/Q5_0/Q4_0/BF16 weights.
 
@@ -599,6 +601,14 @@ KINDS.update({
         types={**ALL_F16, "shortconv.in_proj": Q.F16, "shortconv.out_proj": Q.F16},
     ),
     # Qwen 3.5's delta-net/attention layer plan: see qwen35.py.
+    "qwen35-2b": Spec(
+        arch="qwen35", tokenizer="bpe", pre="qwen2", n_layer=24, d_model=2048, n_head=8,
+        n_kv=2, head_dim=256, explicit_head_dim=True, n_rot=64, ffn=6144, ctx=4096,
+        eps=1e-6, rope_base=10000000.0, qk_norm=True, tied=True, add_bos=False,
+        n_vocab=248320,
+        types={**ALL_F16, **{n: Q.F16 for n in ("attn_qkv", "attn_gate", "ssm_beta",
+                                                "ssm_alpha", "ssm_out")}},
+    ),
     "qwen35": Spec(
         arch="qwen35",
         tokenizer="bpe",
