@@ -35,6 +35,7 @@ const KINDS: [string, string][] = [
   ['smollm3', 'smollm3'],
   ['granite', 'granite'],
   ['granitemoe', 'granitemoe'],
+  ['granitehybrid', 'granitehybrid'],
   ['olmo2', 'olmo2'],
   ['exaone4', 'exaone4'],
   ['ernie4_5', 'ernie4_5'],

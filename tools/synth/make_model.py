@@ -72,6 +72,8 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
   hunyuan-dense  per-head Q/K norms (applied after RoPE by llama.cpp), heads of 32,
                  rope.scaling.alpha 1000 (llama.cpp raises the base to
                  1e4 * 1000^(32/30)), pre "qwen2"; untied; Q8_0/F16/BF16/Q5_0 weights.
+  granitehybrid  6 layers: Mamba-2 mixers and attention (layers 2 and 5, no RoPE), Granite's
+                 multipliers, see granitehybrid.py; untied; Q8_0/Q5_0/F16/BF16/Q4_0 weights.
   qwen35         8 layers: gated delta nets and gated attention (every fourth), see
                  qwen35.py; pre "qwen2"; tied; Q8_0/Q5_0/Q5_1/Q4_0/F16/BF16 weights.
   qwen35-2b      Qwen3.5-2B's shape: d_model 2048, 24 layers (18 delta nets, 6 attention),
@@ -600,6 +602,18 @@ KINDS.update({
         tied=True, n_vocab=65536,
         types={**ALL_F16, "shortconv.in_proj": Q.F16, "shortconv.out_proj": Q.F16},
     ),
+    # Granite 4 hybrid's Mamba-2/attention layer plan: see granitehybrid.py.
+    "granitehybrid": Spec(
+        arch="granitehybrid",
+        tokenizer="bpe",
+        pre="llama-bpe",
+        n_layer=6,
+        resid_gain=24.0,  # branches x0.22 against a x12 embedding
+        out_gain=32.0,  # logits are divided by logit_scale 8
+        types={"token_embd": Q.F16, "ssm_in": Q.Q8_0, "ssm_out": Q.Q5_0, "attn_q": Q.Q8_0,
+               "attn_k": Q.F16, "attn_v": Q.Q5_0, "attn_output": Q.Q8_0, "ffn_gate": Q.BF16,
+               "ffn_up": Q.Q8_0, "ffn_down": Q.Q4_0, "output": Q.Q8_0},
+    ),
     # Qwen 3.5's delta-net/attention layer plan: see qwen35.py.
     "qwen35-2b": Spec(
         arch="qwen35", tokenizer="bpe", pre="qwen2", n_layer=24, d_model=2048, n_head=8,
@@ -844,6 +858,9 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     if spec.arch == "lfm2":
         import lfm2  # noqa: E402 (conv layers, per-layer KV head counts)
         return lfm2.write(base, spec, voc, path, seed, chat_template)
+    if spec.arch == "granitehybrid":
+        import granitehybrid  # noqa: E402 (Mamba-2 layers, per-layer KV head counts)
+        return granitehybrid.write(base, spec, voc, path, seed, chat_template)
     if spec.arch == "qwen35":
         import qwen35  # noqa: E402 (delta-net layers, gated attention)
         return qwen35.write(base, spec, voc, path, seed, chat_template)

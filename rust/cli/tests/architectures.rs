@@ -39,7 +39,7 @@ use support::{number_after, run, script_path, skip, test_size};
 
 /// Each architecture and the synthetic model kinds that test it (in `SUPPORTED_ARCHITECTURES`'
 /// order).
-const TESTED: [(&str, &str); 24] = [
+const TESTED: [(&str, &str); 25] = [
     ("llama", "llama-bpe"),
     ("qwen2", "qwen2"),
     ("qwen3", "qwen3"),
@@ -56,6 +56,7 @@ const TESTED: [(&str, &str); 24] = [
     ("smollm3", "smollm3"),
     ("granite", "granite"),
     ("granitemoe", "granitemoe"),
+    ("granitehybrid", "granitehybrid"),
     ("olmo2", "olmo2"),
     ("exaone4", "exaone4"),
     ("ernie4_5", "ernie4_5"),

@@ -13,11 +13,10 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::backend::Threads;
-use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{
-    inspect, Context, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
-    LoadedModel, Prompt, SpeculativeOptions,
+    inspect, Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
+    SpeculativeOptions,
 };
 
 fn model() -> Arc<LoadedModel> {
@@ -148,25 +147,7 @@ fn speculative_decoding_rolls_the_state_back_and_equals_plain_decoding() {
 
 #[test]
 fn a_context_shift_evaluates_the_kept_tokens_again() {
-    let model = model();
-    let mut ctx = common::context(&model, 64, 2, 1);
-    let mut r = common::greedy_text("The sea was calm and the sky was grey", 100);
-    r.context_shift = Some(ContextShift { n_keep: Some(4) });
-    let g = generate(&mut ctx, &r);
-    assert_eq!(g.tokens.len(), 100);
-    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
-    // Shifting the cache itself is refused with a reason.
-    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
-    let tokens = model
-        .tokenize("The sea was calm and the sky", true, false)
-        .unwrap();
-    let threads = Threads::new(2).unwrap();
-    model
-        .model()
-        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
-        .unwrap();
-    let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
-    assert!(err.to_string().contains("recurrent"), "{err}");
+    common::assert_recurrent_context_shift(&model());
 }
 
 #[test]

@@ -260,3 +260,17 @@ fn qwen35_mixes_match_llama_quantize() {
         compare("qwen35", &src, t, &llama);
     }
 }
+
+/// Granite 4 hybrid's Mamba-2 tensors (`ssm_in`, `ssm_out`; the F32 convolution kernels and
+/// biases, `ssm_a`, `ssm_d`, `ssm_dt` and the group norms) get llama-quantize's types and
+/// bytes.
+#[test]
+fn granitehybrid_mixes_match_llama_quantize() {
+    let Some(llama) = llama_quantize() else {
+        return;
+    };
+    let src = common::synth_model("granitehybrid+f32");
+    for t in [FileType::Q4_K_M, FileType::Q8_0] {
+        compare("granitehybrid", &src, t, &llama);
+    }
+}

@@ -14,11 +14,9 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::backend::Threads;
-use local_llm_engine::model::{KvTypes, Output};
+use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{
-    inspect, Context, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
-    LoadedModel, Prompt, SpeculativeOptions,
+    inspect, Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
 };
 
 fn model() -> Arc<LoadedModel> {
@@ -47,7 +45,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_delta_nets_state() {
     let conv = 6 * 256 * (3 + 65) * 4;
     let states = 6 * 4 * 32 * 32 * 4 * 2;
     assert_eq!(config.conv_state_bytes(), conv as u64);
-    assert_eq!(config.delta_state_bytes(), states as u64);
+    assert_eq!(config.matrix_state_bytes(), states as u64);
     let total = kv + conv + states;
     assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), total as u64);
     let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
@@ -126,69 +124,10 @@ fn a_later_prompt_reuses_the_prefix_the_state_can_go_back_to() {
 
 #[test]
 fn speculative_decoding_feeds_accepted_drafts_again_and_equals_plain_decoding() {
-    let model = model();
-    // A draft model of other weights (seed 1, same vocabulary): it drafts tokens the target
-    // partly accepts, so rejections leave accepted drafts to feed again.
-    let dir = std::env::temp_dir().join(format!("qwen35-draft-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("qwen35-seed1.gguf");
-    let script = common::repo_root().join("tools/synth/make_model.py");
-    common::run_python(&script, &["qwen35", path.to_str().unwrap(), "--seed", "1"]);
-    let draft = LoadedModel::load(&path, &LoadOptions::default()).expect("the draft loads");
-    std::fs::remove_dir_all(&dir).unwrap();
-    let r = common::greedy_text("The history of the harbour", 48);
-    let plain = generate(&mut common::context(&model, 256, 2, 1), &r);
-    let spec = SpeculativeOptions {
-        draft_n_max: 8,
-        ..SpeculativeOptions::default()
-    };
-    let mut ctx = common::context(&model, 256, 2, 1);
-    ctx.set_speculative(&spec, Some(draft))
-        .expect("speculation");
-    let fast = generate(&mut ctx, &r);
-    assert_eq!(fast.tokens, plain.tokens);
-    let t = &fast.timings;
-    assert!(
-        0 < t.draft_accepted && t.draft_accepted < t.draft_tokens,
-        "{} of {} drafts accepted: no partial rejection",
-        t.draft_accepted,
-        t.draft_tokens
-    );
-    // After the generation the context continues as a fresh one (no pending token left).
-    let mut next = r.clone();
-    next.prompt = Prompt::Tokens(
-        [
-            model
-                .tokenize("The history of the harbour", true, false)
-                .unwrap(),
-            fast.tokens.clone(),
-        ]
-        .concat(),
-    );
-    let continued = generate(&mut ctx, &next);
-    let fresh = generate(&mut common::context(&model, 256, 2, 1), &next);
-    assert_eq!(continued.tokens, fresh.tokens);
+    common::assert_other_draft_equals_plain(&model(), "qwen35");
 }
 
 #[test]
 fn a_context_shift_evaluates_the_kept_tokens_again() {
-    let model = model();
-    let mut ctx = common::context(&model, 64, 2, 1);
-    let mut r = common::greedy_text("The sea was calm and the sky was grey", 100);
-    r.context_shift = Some(ContextShift { n_keep: Some(4) });
-    let g = generate(&mut ctx, &r);
-    assert_eq!(g.tokens.len(), 100);
-    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
-    // Shifting the cache itself is refused with a reason.
-    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
-    let tokens = model
-        .tokenize("The sea was calm and the sky", true, false)
-        .unwrap();
-    let threads = Threads::new(2).unwrap();
-    model
-        .model()
-        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
-        .unwrap();
-    let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
-    assert!(err.to_string().contains("recurrent"), "{err}");
+    common::assert_recurrent_context_shift(&model());
 }

@@ -345,6 +345,17 @@ pub(crate) const ARCHS: &[Arch] = &[
         },
         ..LLAMA
     },
+    // Granite 4 hybrid: Granite's multipliers, Mamba-2 layers where the file gives 0 KV
+    // heads (`mamba2.rs`), dense or mixture-of-experts feed-forwards.
+    Arch {
+        name: "granitehybrid",
+        scalars: Scalars {
+            granite: true,
+            moe: true,
+            ..LLAMA.scalars
+        },
+        ..LLAMA
+    },
     Arch {
         name: "olmo2",
         rope: RopeStyle::Neox,

@@ -8,6 +8,7 @@ use super::archs::{Arch, Biases, QkNorm, SlidingWhen};
 use super::config::Meta;
 use super::delta_net::DeltaNet;
 use super::gemma3n::{self, AltUp, AltUpBlock};
+use super::mamba2::Mamba2;
 use super::moe::{Expert, Moe};
 use super::norm::Norm;
 use super::pooling::{Classifier, DenseOut, Pooling};
@@ -256,6 +257,18 @@ fn layer(
         let conv = ShortConv::load(ld, i, c)?;
         return Ok(Layer::short_conv(norms, conv, dense(ld, i, c, arch)?));
     }
+    if let Some(shape) = ls.mamba2 {
+        let norms = (
+            norm(ld, &p("attn_norm"), d, c, arch)?,
+            norm(ld, &p("ffn_norm"), d, c, arch)?,
+        );
+        let mamba = Mamba2::load(ld, i, c, shape)?;
+        let ffn = match ld.has(&p("ffn_gate_inp.weight")) && arch.scalars.moe {
+            true => Ffn::Moe(moe(ld, i, (c, meta), arch)?),
+            false => Ffn::Dense(dense(ld, i, c, arch)?),
+        };
+        return Ok(Layer::mamba2(norms, mamba, ffn));
+    }
     if let Some(shape) = ls.delta_net {
         let norms = (
             norm(ld, &p("attn_norm"), d, c, arch)?,
@@ -431,6 +444,7 @@ fn layer(
             false => None,
         },
         delta: None,
+        mamba: None,
         attn_gate: arch.qwen35,
     })
 }

@@ -1,8 +1,8 @@
 //! Hyper-parameters read from GGUF metadata.
 
 use super::conv_state::ConvHistory;
-use super::delta_state::DeltaStates;
 use super::kv_cache::KvTypes;
+use super::matrix_state::MatrixStates;
 use crate::gguf::GgufFile;
 use crate::{Error, Result};
 
@@ -76,6 +76,75 @@ pub struct LayerShape {
     /// The layer's gated delta net, which replaces its attention (Qwen 3.5's linear
     /// attention layers); `None` for the others.
     pub delta_net: Option<DeltaShape>,
+    /// The layer's Mamba-2 mixer, which replaces its attention (Granite 4 hybrid's layers of
+    /// 0 KV heads); `None` for the others.
+    pub mamba2: Option<Mamba2Shape>,
+}
+
+/// The sizes of a Mamba-2 layer (Granite 4 hybrid), from the file's `ssm.*` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mamba2Shape {
+    /// Length of the causal convolution over `x`, `B` and `C` (`ssm.conv_kernel`).
+    pub conv_len: usize,
+    /// Channels of `x` (`ssm.inner_size`): `heads` heads of `inner / heads`.
+    pub inner: usize,
+    /// State size per channel, and the length of `B` and `C` (`ssm.state_size`).
+    pub state: usize,
+    /// Heads (`ssm.time_step_rank`), each with one time step and decay.
+    pub heads: usize,
+    /// Groups of heads sharing `B` and `C`, and of channels normalised together
+    /// (`ssm.group_count`).
+    pub groups: usize,
+}
+
+impl Mamba2Shape {
+    /// Channels the convolution mixes: `x`, then `B` and `C` of every group.
+    pub fn conv_channels(&self) -> usize {
+        self.inner + 2 * self.groups * self.state
+    }
+
+    /// Rows of the input projection `ssm_in`: the gate `z`, the convolution's channels and
+    /// one time step per head.
+    pub fn in_proj(&self) -> usize {
+        self.inner + self.conv_channels() + self.heads
+    }
+
+    /// Values of the recurrent state: `state` per channel.
+    pub fn state_len(&self) -> usize {
+        self.inner * self.state
+    }
+
+    /// Read the Mamba-2 sizes of a Granite 4 hybrid file (`None` for other architectures).
+    fn read(m: &Meta<'_>, arch: &str) -> Result<Option<Self>> {
+        if arch != "granitehybrid" {
+            return Ok(None);
+        }
+        let shape = Mamba2Shape {
+            conv_len: m.dim("ssm.conv_kernel")?,
+            inner: m.dim("ssm.inner_size")?,
+            state: m.dim("ssm.state_size")?,
+            heads: m.dim("ssm.time_step_rank")?,
+            groups: m.dim("ssm.group_count")?,
+        };
+        if shape.conv_len < 2 || shape.conv_len > MAX_CONV {
+            return Err(Error::InvalidModel(format!(
+                "Mamba-2 convolution length {} is not in 2..={MAX_CONV}",
+                shape.conv_len
+            )));
+        }
+        let whole = |a: usize, b: usize| a.is_multiple_of(b);
+        if !whole(shape.inner, shape.heads)
+            || !whole(shape.heads, shape.groups)
+            || !whole(shape.inner, shape.groups)
+        {
+            return Err(Error::InvalidModel(format!(
+                "Mamba-2 of inner size {}, {} heads and {} groups: the heads must divide the \
+                 inner size and the groups the heads",
+                shape.inner, shape.heads, shape.groups
+            )));
+        }
+        Ok(Some(shape))
+    }
 }
 
 /// The sizes of a gated delta-net layer (Qwen 3.5), from the file's `ssm.*` keys.
@@ -331,19 +400,23 @@ impl ModelConfig {
         per_position
             .saturating_mul(n_ctx as u64)
             .saturating_add(self.conv_state_bytes())
-            .saturating_add(self.delta_state_bytes())
+            .saturating_add(self.matrix_state_bytes())
     }
 
-    /// Bytes of a sequence's delta-net states (0 without any): two f32 copies of each such
-    /// layer's state, the current one and the one before the last forward pass
-    /// ([`DeltaStates`]).
-    pub fn delta_state_bytes(&self) -> u64 {
-        DeltaStates::bytes(&self.delta_layers())
+    /// Bytes of a sequence's delta-net and Mamba-2 states (0 without any): two f32 copies of
+    /// each such layer's state, the current one and the one before the last forward pass
+    /// ([`MatrixStates`]).
+    pub fn matrix_state_bytes(&self) -> u64 {
+        MatrixStates::bytes(&self.matrix_state_layers())
     }
 
-    /// Each layer's delta-net state length, 0 for the others.
-    pub(crate) fn delta_layers(&self) -> Vec<usize> {
-        let len = |l: &LayerShape| l.delta_net.map_or(0, |dn| dn.state_len());
+    /// Each layer's matrix state length (delta nets, Mamba-2), 0 for the others.
+    pub(crate) fn matrix_state_layers(&self) -> Vec<usize> {
+        let len = |l: &LayerShape| match (l.delta_net, l.mamba2) {
+            (Some(dn), _) => dn.state_len(),
+            (None, Some(m)) => m.state_len(),
+            (None, None) => 0,
+        };
         self.layers.iter().map(len).collect()
     }
 
@@ -355,10 +428,11 @@ impl ModelConfig {
 
     /// Each layer's short convolution as `(channels, reach)`, `(0, 0)` for the others.
     pub(crate) fn conv_layers(&self) -> Vec<(usize, usize)> {
-        let conv = |l: &LayerShape| match (l.short_conv, l.delta_net) {
-            (Some(len), _) => (self.n_embd, len - 1),
-            (None, Some(dn)) => (dn.conv_channels(), dn.conv_len - 1),
-            (None, None) => (0, 0),
+        let conv = |l: &LayerShape| match (l.short_conv, l.delta_net, l.mamba2) {
+            (Some(len), _, _) => (self.n_embd, len - 1),
+            (None, Some(dn), _) => (dn.conv_channels(), dn.conv_len - 1),
+            (None, None, Some(m)) => (m.conv_channels(), m.conv_len - 1),
+            (None, None, None) => (0, 0),
         };
         self.layers.iter().map(conv).collect()
     }
@@ -384,7 +458,9 @@ impl ModelConfig {
                 "short convolution length {conv_len} is not in 2..={MAX_CONV}"
             )));
         }
-        let min_kv = u64::from(conv_len == 0);
+        // Granite 4 hybrid: layers of 0 KV heads are Mamba-2 layers.
+        let mamba = Mamba2Shape::read(&m, arch)?;
+        let min_kv = u64::from(conv_len == 0 && mamba.is_none());
         let heads_kv = m.per_layer("attention.head_count_kv", n_layer, Some(n_head), min_kv)?;
         // Qwen 3.5: gated delta nets instead of attention, in the layers the file marks
         // recurrent, or else in all but every `full_attention_interval`-th.
@@ -434,11 +510,13 @@ impl ModelConfig {
                 false => (head_dim, head_dim_v, rope_dims),
             };
             let delta_net = delta.filter(|_| recurrent[il]);
-            let (nh, nkv) = match delta_net {
-                Some(_) => (0, 0),
-                None => (heads[il], heads_kv[il]),
+            let mamba2 = mamba.filter(|_| heads_kv[il] == 0);
+            let mixer = delta_net.is_some() || mamba2.is_some();
+            let (nh, nkv) = match mixer {
+                true => (0, 0),
+                false => (heads[il], heads_kv[il]),
             };
-            let short_conv = (nkv == 0 && delta_net.is_none()).then_some(conv_len);
+            let short_conv = (nkv == 0 && !mixer).then_some(conv_len);
             if nkv != 0 && nh % nkv != 0 {
                 return Err(Error::InvalidModel(format!(
                     "{nh} attention heads is not a multiple of {nkv} KV heads"
@@ -463,6 +541,7 @@ impl ModelConfig {
                 kv_layer,
                 short_conv,
                 delta_net,
+                mamba2,
             });
         }
         for (il, l) in layers.iter().enumerate() {

@@ -5,7 +5,7 @@
 //! convolution (kernel `ssm_conv1d`, inputs of earlier positions from the sequence's
 //! [`ConvHistory`](super::conv_state::ConvHistory)) and SiLU, then splits into queries, keys
 //! (both L2-normalised per head) and values. Each value head `h` keeps a state matrix `S`
-//! (its [`DeltaStates`](super::delta_state::DeltaStates)) and reads query and key head
+//! (its [`MatrixStates`](super::matrix_state::MatrixStates)) and reads query and key head
 //! `h % k_heads`; per token, with `g = softplus(ssm_alpha·h + ssm_dt) · ssm_a` and `β =
 //! sigmoid(ssm_beta·h)`:
 //!
@@ -48,18 +48,19 @@ pub(crate) struct DeltaNet {
     eps: f32,
 }
 
-/// Working buffers of a delta-net layer for the `n` rows of a batch.
-pub(crate) struct DeltaBuffers<'a> {
-    /// `attn_qkv·h`: `n` rows of the convolution's channels.
-    pub(crate) qkv: &'a mut [f32],
+/// Working buffers of a recurrent mixer (a delta net, a Mamba-2 layer) for the `n` rows of a
+/// batch.
+pub(crate) struct MixerBuffers<'a> {
+    /// The input projection's rows (delta net: `attn_qkv·h`).
+    pub(crate) proj_in: &'a mut [f32],
     /// The convolution's output: `n` rows of its channels.
     pub(crate) conv: &'a mut [f32],
-    /// The gate `z`, then the gated output: `n` rows of the value channels.
-    pub(crate) z: &'a mut [f32],
-    /// The heads' outputs, head after head within each sequence: `n` rows of values.
+    /// The gated output (delta net: the gate `z` first), `n` rows of the mixer's width.
+    pub(crate) gated: &'a mut [f32],
+    /// The heads' outputs, head after head within each sequence: `n` rows of that width.
     pub(crate) heads: &'a mut [f32],
-    /// `β` and `g`: `n` rows of two values per value head.
-    pub(crate) beta_g: &'a mut [f32],
+    /// Per-head values of each token (delta net: `β` and `g`; Mamba-2: the time steps).
+    pub(crate) per_head: &'a mut [f32],
     /// The layer's output: `n` rows of `n_embd`.
     pub(crate) proj: &'a mut [f32],
 }
@@ -96,26 +97,26 @@ impl DeltaNet {
 
     /// The layer `il` for the `n` normalised rows `h` of `seqs` (of `d` values): `proj` as
     /// described in the module's documentation; each sequence's convolution inputs go into
-    /// its history and its states into the copies [`DeltaStates::pair`] gives
+    /// its history and its states into the copies [`MatrixStates::pair`] gives
     /// (`KvCache::advance` makes them current after the pass).
     ///
-    /// [`DeltaStates::pair`]: super::delta_state::DeltaStates::pair
+    /// [`MatrixStates::pair`]: super::matrix_state::MatrixStates::pair
     pub(crate) fn forward(
         &self,
         (qkv_w, out_w): (&Weight, &Weight),
         (il, n, d): (usize, usize, usize),
         h: &[f32],
         seqs: &mut [SeqTokens<'_>],
-        b: DeltaBuffers<'_>,
+        b: MixerBuffers<'_>,
         threads: &Threads,
     ) -> Result<()> {
         let sh = self.shape;
         let (channels, hv) = (sh.conv_channels(), sh.v_heads);
         let values = hv * sh.head_dim;
         let h = &h[..n * d];
-        let (qkv, conv) = (&mut b.qkv[..n * channels], &mut b.conv[..n * channels]);
-        let (z, heads) = (&mut b.z[..n * values], &mut b.heads[..n * values]);
-        let beta_g = &mut b.beta_g[..n * 2 * hv];
+        let (qkv, conv) = (&mut b.proj_in[..n * channels], &mut b.conv[..n * channels]);
+        let (z, heads) = (&mut b.gated[..n * values], &mut b.heads[..n * values]);
+        let beta_g = &mut b.per_head[..n * 2 * hv];
         let (beta, g) = beta_g.split_at_mut(n * hv);
         let outs: &mut [&mut [f32]] = &mut [&mut *qkv, &mut *z, &mut *beta, &mut *g];
         let weights = [qkv_w, &self.gate, &self.beta, &self.alpha];
@@ -168,7 +169,7 @@ impl DeltaNet {
         for seq in seqs.iter_mut() {
             let ns = seq.tokens.len();
             let rows = first..first + ns;
-            let (state, next) = seq.cache.delta_mut().pair(il);
+            let (state, next) = seq.cache.matrix_states_mut().pair(il);
             let out = &mut heads[first * values..(first + ns) * values];
             let (conv, beta, g) = (&*conv, &*beta, &*g);
             let size = sh.head_dim * sh.head_dim;

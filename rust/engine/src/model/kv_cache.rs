@@ -7,7 +7,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::conv_state::ConvHistory;
-use super::delta_state::DeltaStates;
+use super::matrix_state::MatrixStates;
 use crate::quant::{self, GgmlType};
 use crate::{Error, Result};
 
@@ -199,11 +199,11 @@ pub struct KvCache {
     widths: Vec<(usize, usize)>,
     keys: Vec<Vec<f16>>,
     values: Vec<Vec<f16>>,
-    /// The short convolutions' recent inputs (LFM2, and Qwen 3.5's delta nets), if the
-    /// model has any.
+    /// The short convolutions' recent inputs (LFM2's, and those of Qwen 3.5's delta nets
+    /// and Granite 4 hybrid's Mamba-2 layers), if the model has any.
     conv: ConvHistory,
-    /// The delta nets' states (Qwen 3.5), if the model has any.
-    delta: DeltaStates,
+    /// The delta nets' and Mamba-2 layers' states, if the model has any.
+    states: MatrixStates,
 }
 
 impl KvCache {
@@ -248,7 +248,7 @@ impl KvCache {
             keys,
             values,
             conv: ConvHistory::default(),
-            delta: DeltaStates::default(),
+            states: MatrixStates::default(),
         })
     }
 
@@ -259,10 +259,10 @@ impl KvCache {
         Ok(self)
     }
 
-    /// The cache with delta-net states of `layers[i]` values for layer `i` (0: none), see
-    /// [`DeltaStates`].
-    pub(crate) fn with_delta(mut self, layers: &[usize]) -> Result<Self> {
-        self.delta = DeltaStates::new(layers)?;
+    /// The cache with matrix states of `layers[i]` values for layer `i` (0: none), see
+    /// [`MatrixStates`].
+    pub(crate) fn with_matrix_states(mut self, layers: &[usize]) -> Result<Self> {
+        self.states = MatrixStates::new(layers)?;
         Ok(self)
     }
 
@@ -285,11 +285,11 @@ impl KvCache {
     /// kept: `len` (or fewer if fewer were cached), except where a recurrent state cannot go
     /// back that far: then fewer (at worst none), and the tokens after them must be evaluated
     /// again. LFM2's short convolutions go back [`ROLLBACK`](super::conv_state::ROLLBACK)
-    /// positions; Qwen 3.5's delta nets only to where the last forward pass started.
+    /// positions; delta nets and Mamba-2 layers only to where the last forward pass started.
     pub fn truncate(&mut self, len: usize) -> usize {
-        let to = self.delta.reach(self.len, len);
+        let to = self.states.reach(self.len, len);
         let to = self.conv.truncate(self.len, to);
-        self.delta.go_back(self.len, to);
+        self.states.go_back(self.len, to);
         self.len = to;
         if self.len == 0 {
             self.conv.clear();
@@ -300,13 +300,13 @@ impl KvCache {
     /// Whether part of the memory is a recurrent state (it cannot be shifted, and goes back
     /// only a few positions).
     pub fn is_recurrent(&self) -> bool {
-        self.conv.is_some() || self.delta.is_some()
+        self.conv.is_some() || self.states.is_some()
     }
 
     /// Bytes held by the cache.
     pub fn size_bytes(&self) -> usize {
         let units: usize = self.keys.iter().chain(&self.values).map(Vec::len).sum();
-        units * 2 + self.conv.size_bytes() + self.delta.size_bytes()
+        units * 2 + self.conv.size_bytes() + self.states.size_bytes()
     }
 
     /// The short convolutions' recent inputs.
@@ -329,20 +329,20 @@ impl KvCache {
     }
 
     /// After a forward pass appended positions `self.len()..len`: the new length, and the
-    /// delta nets' states it wrote become current.
+    /// matrix states it wrote become current.
     pub(crate) fn advance(&mut self, len: usize) {
-        self.delta.advance(self.len);
+        self.states.advance(self.len);
         self.set_len(len);
     }
 
-    /// The delta nets' states.
-    pub(crate) fn delta(&self) -> &DeltaStates {
-        &self.delta
+    /// The delta nets' and Mamba-2 layers' states.
+    pub(crate) fn matrix_states(&self) -> &MatrixStates {
+        &self.states
     }
 
-    /// The delta nets' states, writable.
-    pub(crate) fn delta_mut(&mut self) -> &mut DeltaStates {
-        &mut self.delta
+    /// The delta nets' and Mamba-2 layers' states, writable.
+    pub(crate) fn matrix_states_mut(&mut self) -> &mut MatrixStates {
+        &mut self.states
     }
 
     /// The number of layers.

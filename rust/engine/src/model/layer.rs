@@ -6,6 +6,7 @@ use super::delta_net::DeltaNet;
 use super::ffn::Dense;
 use super::gemma3n::AltUpBlock;
 use super::gemma4::{DenseAndExperts, PerLayerBlock};
+use super::mamba2::Mamba2;
 use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::Rope;
@@ -62,6 +63,9 @@ pub(crate) struct Layer {
     /// Qwen 3.5: a gated delta net instead of attention (`wq` is its `attn_qkv`, `wo` its
     /// `ssm_out`; no keys or values).
     pub(crate) delta: Option<Box<DeltaNet>>,
+    /// Granite 4 hybrid: a Mamba-2 layer instead of attention (`wq` is its `ssm_in`, `wo` its
+    /// `ssm_out`).
+    pub(crate) mamba: Option<Box<Mamba2>>,
     /// Qwen 3.5's attention layers: `wq` gives each head's query followed by its gate, and
     /// the attention's output is multiplied by the gates' sigmoid.
     pub(crate) attn_gate: bool,
@@ -77,7 +81,7 @@ impl Layer {
     ) -> Layer {
         Layer {
             conv: Some(conv),
-            ..Layer::recurrent(norms, (in_proj, out_proj), ffn)
+            ..Layer::recurrent(norms, (in_proj, out_proj), Ffn::Dense(ffn))
         }
     }
 
@@ -90,7 +94,20 @@ impl Layer {
     ) -> Layer {
         Layer {
             delta: Some(Box::new(net)),
-            ..Layer::recurrent(norms, (qkv, out), ffn)
+            ..Layer::recurrent(norms, (qkv, out), Ffn::Dense(ffn))
+        }
+    }
+
+    /// A Granite 4 hybrid block with a Mamba-2 layer instead of attention: `attn_norm`, the
+    /// layer with its `ssm_in` and `ssm_out`, `ffn_norm` and the feed-forward.
+    pub(crate) fn mamba2(
+        norms: (Norm, Norm),
+        (mamba, ssm_in, ssm_out): (Mamba2, Weight, Weight),
+        ffn: Ffn,
+    ) -> Layer {
+        Layer {
+            mamba: Some(Box::new(mamba)),
+            ..Layer::recurrent(norms, (ssm_in, ssm_out), ffn)
         }
     }
 
@@ -99,7 +116,7 @@ impl Layer {
     fn recurrent(
         (attn_norm, ffn_norm): (Norm, Norm),
         (wq, wo): (Weight, Weight),
-        ffn: Dense,
+        ffn: Ffn,
     ) -> Layer {
         Layer {
             attn_norm: Some(attn_norm),
@@ -115,7 +132,7 @@ impl Layer {
             k_norm: None,
             post_attn_norm: None,
             ffn_norm: Some(ffn_norm),
-            ffn: Ffn::Dense(ffn),
+            ffn,
             post_ffn_norm: None,
             rope: None,
             rope_long: None,
@@ -128,6 +145,7 @@ impl Layer {
             conv: None,
             altup: None,
             delta: None,
+            mamba: None,
             attn_gate: false,
         }
     }

@@ -8,7 +8,6 @@ mod build;
 mod config;
 mod conv_state;
 mod delta_net;
-mod delta_state;
 mod embedding;
 mod ffn;
 mod gemma3n;
@@ -17,6 +16,8 @@ mod kv_cache;
 mod layer;
 mod lora;
 mod lora_kernels;
+mod mamba2;
+mod matrix_state;
 mod moe;
 mod norm;
 pub mod ops;
@@ -31,7 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use batch::SeqTokens;
-pub use config::{DeltaShape, LayerShape, ModelConfig};
+pub use config::{DeltaShape, LayerShape, Mamba2Shape, ModelConfig};
 pub(crate) use conv_state::ROLLBACK as RECURRENT_ROLLBACK;
 pub(crate) use kv_cache::{bytes_of, bytes_of_mut};
 pub use kv_cache::{KvCache, KvTypes, KV_CACHE_TYPES};
@@ -159,7 +160,7 @@ impl Model {
             .collect();
         KvCache::new(n_ctx, &widths, types)?
             .with_conv(&c.conv_layers())?
-            .with_delta(&c.delta_layers())
+            .with_matrix_states(&c.matrix_state_layers())
     }
 
     /// Run `tokens` after the cache's contents (see [`Output`]).

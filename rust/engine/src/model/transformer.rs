@@ -9,7 +9,7 @@ use std::cell::Cell;
 use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::config::LayerShape;
-use super::delta_net::DeltaBuffers;
+use super::delta_net::MixerBuffers;
 use super::embedding::Embedding;
 pub(crate) use super::ffn::{Dense, FfnActivation};
 use super::gemma3n::{self, AltUp, Streams};
@@ -142,7 +142,16 @@ impl Scratch {
                 b.max(2 * dn.v_heads),
             )
         });
+        // Granite 4 hybrid: the Mamba-2 layers' input projection in `gate`, convolution
+        // outputs in `up`, head outputs in `q`, gated outputs in `attn`, time steps in `k`.
+        let mambas = c.layers.iter().filter_map(|l| l.mamba2);
+        let (m_in, m_conv, m_inner, m_heads) = mambas.fold((0, 0, 0, 0), |(a, b, c, e), m| {
+            let (inp, conv) = (m.in_proj(), m.conv_channels());
+            (a.max(inp), b.max(conv), c.max(m.inner), e.max(m.heads))
+        });
         let gated = if channels > 0 { 2 * qw } else { 0 };
+        let (channels, values) = (channels.max(m_conv), values.max(m_inner));
+        let (gated, betas) = (gated.max(m_in), betas.max(m_heads));
         for (buf, width) in [
             (&mut self.x, c.n_embd),
             (&mut self.h, c.n_embd),
@@ -467,16 +476,27 @@ impl Transformer {
                 let ws = (&layer.wq, &layer.wo);
                 conv.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
             } else if let Some(net) = &layer.delta {
-                let bufs = DeltaBuffers {
-                    qkv: &mut gate[..],
+                let bufs = MixerBuffers {
+                    proj_in: &mut gate[..],
                     conv: &mut up[..],
-                    z: &mut attn[..],
+                    gated: &mut attn[..],
                     heads: &mut q[..],
-                    beta_g: &mut k[..],
+                    per_head: &mut k[..],
                     proj: &mut proj[..],
                 };
                 let ws = (&layer.wq, &layer.wo);
                 net.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
+            } else if let Some(mamba) = &layer.mamba {
+                let bufs = MixerBuffers {
+                    proj_in: &mut gate[..],
+                    conv: &mut up[..],
+                    gated: &mut attn[..],
+                    heads: &mut q[..],
+                    per_head: &mut k[..],
+                    proj: &mut proj[..],
+                };
+                let ws = (&layer.wq, &layer.wo);
+                mamba.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
             } else {
                 let (q, k, v, attn) = (
                     &mut q[..n * qw],

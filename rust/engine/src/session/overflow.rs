@@ -37,7 +37,7 @@ impl ContextShift {
 /// those), or `None` when nothing can be dropped (the generation then ends as without a
 /// shift). Single generations and batched sequences shift alike.
 ///
-/// A recurrent state (LFM2's short convolutions) cannot be shifted: there the same tokens are
+/// A recurrent state (LFM2, Qwen 3.5, Granite 4 hybrid) cannot be shifted: there the same tokens are
 /// dropped, and what remains is evaluated again from an empty cache with `run` (exact, and
 /// all of it reusable; it costs a prompt of that length).
 pub(super) fn shift_sequence(

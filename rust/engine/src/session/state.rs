@@ -184,7 +184,7 @@ impl Context {
                     .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
             }
         }
-        for state in self.seqs[0].cache.delta().states() {
+        for state in self.seqs[0].cache.matrix_states().states() {
             state
                 .iter()
                 .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
@@ -265,7 +265,7 @@ impl Context {
         let conv_width: usize = conv.widths().map(|(_, w)| w).sum();
         let conv_rows = conv.saved(n);
         let conv_bytes = 4 * conv_width as u128 * conv_rows.len() as u128;
-        let delta = self.seqs[0].cache.delta();
+        let delta = self.seqs[0].cache.matrix_states();
         let delta_bytes = 4 * delta.states().map(|s| s.len() as u128).sum::<u128>();
         let expected = HEADER_LEN as u128 + per_token * n as u128 + conv_bytes + delta_bytes + 4;
         if u128::from(file_len) != expected {
@@ -344,7 +344,7 @@ impl Context {
             }
         }
         conv.restored(conv_rows);
-        for state in self.seqs[0].cache.delta_mut().states_mut() {
+        for state in self.seqs[0].cache.matrix_states_mut().states_mut() {
             let src = &body[at..at + 4 * state.len()];
             for (v, b) in state.iter_mut().zip(src.chunks_exact(4)) {
                 *v = f32::from_le_bytes(b.try_into().expect("4"));

@@ -36,9 +36,9 @@ pub(super) struct Running {
     /// The tokens the current step feeds: the `pending` ones, the chosen one, then the
     /// drafted ones.
     fed: Vec<u32>,
-    /// Accepted tokens fed again at the start of `fed`: a delta net's state (Qwen 3.5) goes
-    /// back only to where the last step started, so after a partly rejected draft the
-    /// accepted drafts are in `cached` but not in the cache.
+    /// Tokens fed again at the start of `fed`: a matrix state (Qwen 3.5, Granite 4 hybrid)
+    /// goes back only to where the last step started, so after a rejected draft the step's
+    /// chosen token and accepted drafts are in `cached` but not in the cache.
     pending: usize,
     prompt_tokens: usize,
     /// How it shifts its sequence's cache when full (none: it ends there).
@@ -412,7 +412,7 @@ fn take_rows<'a>(
             Next::Done(reason) => Some(reason),
         };
         // LFM2's short convolutions go back this far (drafts are at most `MAX_DRAFT`
-        // tokens); a delta net's state to `base` at most: the accepted tokens after what the
+        // tokens); a matrix state to `base` at most: the accepted tokens after what the
         // cache keeps are fed again with the next step's.
         seq.cache.truncate(base + 1 + i);
         seq.cached.truncate(base + 1 + i);

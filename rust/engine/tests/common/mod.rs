@@ -23,7 +23,8 @@ use local_llm_engine::chat::ChatMessage;
 use local_llm_engine::model::{KvCache, KvTypes, Output};
 use local_llm_engine::sampling::SamplingParams;
 use local_llm_engine::session::{
-    Context, ContextOptions, GenerateRequest, LoadOptions, LoadedModel, Prompt,
+    Context, ContextOptions, ContextShift, FinishReason, GenerateRequest, Generation, LoadOptions,
+    LoadedModel, Prompt, SpeculativeOptions,
 };
 use serde_json::Value;
 
@@ -186,6 +187,7 @@ pub const ARCH_KINDS: &[&str] = &[
     "smollm3",
     "granite",
     "granitemoe",
+    "granitehybrid",
     "olmo2",
     "exaone4",
     "ernie4_5",
@@ -241,6 +243,7 @@ pub fn synth_model(kind: &str) -> PathBuf {
         "gemma3n.py",
         "lfm2.py",
         "qwen35.py",
+        "granitehybrid.py",
         "make_encoder.py",
         "vocab.py",
     ] {
@@ -410,4 +413,80 @@ pub fn status_bytes(field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
     let kb: u64 = line.trim().trim_end_matches("kB").trim().parse().unwrap();
     kb * 1024
+}
+
+fn run(ctx: &mut Context, r: &GenerateRequest) -> Generation {
+    ctx.generate(r, &mut |_| {}, None).expect("generation")
+}
+
+/// Speculative decoding on `model` (the synthetic `kind`, recurrent) with a draft model of
+/// other weights (seed 1, same vocabulary) equals plain decoding, with drafts rejected (so a
+/// recurrent state goes back, and the chosen token and any accepted drafts may be fed
+/// again); the context then continues as a fresh one.
+pub fn assert_other_draft_equals_plain(model: &Arc<LoadedModel>, kind: &str) {
+    // A draft model of other weights (seed 1, same vocabulary): the target rejects its drafts
+    // (all or some), which leaves the step's chosen token and any accepted drafts to feed
+    // again where the state goes back only to the step's start.
+    let dir = std::env::temp_dir().join(format!("{kind}-draft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("seed1.gguf");
+    let script = repo_root().join("tools/synth/make_model.py");
+    run_python(&script, &[kind, path.to_str().unwrap(), "--seed", "1"]);
+    let draft = LoadedModel::load(&path, &LoadOptions::default()).expect("the draft loads");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let r = greedy_text("The history of the harbour", 48);
+    let plain = run(&mut context(model, 256, 2, 1), &r);
+    let spec = SpeculativeOptions {
+        draft_n_max: 8,
+        ..SpeculativeOptions::default()
+    };
+    let mut ctx = context(model, 256, 2, 1);
+    ctx.set_speculative(&spec, Some(draft))
+        .expect("speculation");
+    let fast = run(&mut ctx, &r);
+    assert_eq!(fast.tokens, plain.tokens);
+    let t = &fast.timings;
+    assert!(
+        t.draft_accepted < t.draft_tokens,
+        "{} of {} drafts accepted: no rejection",
+        t.draft_accepted,
+        t.draft_tokens
+    );
+    // After the generation the context continues as a fresh one (no pending token left).
+    let mut next = r.clone();
+    next.prompt = Prompt::Tokens(
+        [
+            model
+                .tokenize("The history of the harbour", true, false)
+                .unwrap(),
+            fast.tokens.clone(),
+        ]
+        .concat(),
+    );
+    let continued = run(&mut ctx, &next);
+    let fresh = run(&mut context(model, 256, 2, 1), &next);
+    assert_eq!(continued.tokens, fresh.tokens);
+}
+
+/// A recurrent `model`'s context shift: the generation goes on past the context (its kept
+/// tokens evaluated again), while shifting the cache itself is refused with a reason.
+pub fn assert_recurrent_context_shift(model: &Arc<LoadedModel>) {
+    let mut ctx = context(model, 64, 2, 1);
+    let mut r = greedy_text("The sea was calm and the sky was grey", 100);
+    r.context_shift = Some(ContextShift { n_keep: Some(4) });
+    let g = run(&mut ctx, &r);
+    assert_eq!(g.tokens.len(), 100);
+    assert_eq!(g.finish_reason, FinishReason::MaxTokens);
+    // Shifting the cache itself is refused with a reason.
+    let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+    let tokens = model
+        .tokenize("The sea was calm and the sky", true, false)
+        .unwrap();
+    let threads = Threads::new(2).unwrap();
+    model
+        .model()
+        .forward(&tokens, &mut cache, &threads, Output::LastLogits)
+        .unwrap();
+    let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
+    assert!(err.to_string().contains("recurrent"), "{err}");
 }

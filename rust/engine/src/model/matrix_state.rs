@@ -1,5 +1,6 @@
-//! The recurrent state of gated delta-net layers (Qwen 3.5's linear attention): per layer, one
-//! `head_dim × head_dim` matrix per value head, which every token updates.
+//! The recurrent state of the layers that keep matrices: Qwen 3.5's gated delta nets (one
+//! `head_dim × head_dim` matrix per value head) and Granite 4 hybrid's Mamba-2 layers (one
+//! `d_state` vector per channel), which every token updates.
 //!
 //! Each layer keeps two copies. A forward pass reads the current one and writes its result
 //! into the other, which then becomes current: so after a pass the previous copy is the state
@@ -11,10 +12,10 @@
 
 use crate::{fallible, Result};
 
-/// Every delta-net layer's state of one sequence, current and checkpoint.
+/// Every matrix-state layer's state of one sequence, current and checkpoint.
 #[derive(Default)]
-pub(crate) struct DeltaStates {
-    /// Per layer (empty for layers without a delta net): the two copies.
+pub(crate) struct MatrixStates {
+    /// Per layer (empty for layers without such a state): the two copies.
     layers: Vec<[Vec<f32>; 2]>,
     /// Which copy is current.
     current: usize,
@@ -22,25 +23,25 @@ pub(crate) struct DeltaStates {
     checkpoint: Option<usize>,
 }
 
-impl DeltaStates {
-    /// Zeroed states of `layers[i]` values for layer `i` (0: no delta net).
+impl MatrixStates {
+    /// Zeroed states of `layers[i]` values for layer `i` (0: no such state).
     pub(crate) fn new(layers: &[usize]) -> Result<Self> {
         let mut all = Vec::with_capacity(layers.len());
         for &len in layers {
             let mut pair = [Vec::new(), Vec::new()];
             for copy in &mut pair {
-                fallible::resize(copy, len, 0.0f32, "the delta-net state")?;
+                fallible::resize(copy, len, 0.0f32, "the recurrent layers' state")?;
             }
             all.push(pair);
         }
-        Ok(DeltaStates {
+        Ok(MatrixStates {
             layers: all,
             current: 0,
             checkpoint: None,
         })
     }
 
-    /// The bytes [`DeltaStates::new`] allocates for `layers` (saturating).
+    /// The bytes [`MatrixStates::new`] allocates for `layers` (saturating).
     pub(crate) fn bytes(layers: &[usize]) -> u64 {
         let values = layers
             .iter()
@@ -49,7 +50,7 @@ impl DeltaStates {
         values.saturating_mul(2 * 4)
     }
 
-    /// Whether any layer has a delta net.
+    /// Whether any layer has such a state.
     pub(crate) fn is_some(&self) -> bool {
         self.layers.iter().any(|l| !l[0].is_empty())
     }
@@ -75,7 +76,7 @@ impl DeltaStates {
         }
     }
 
-    /// Go back to position `to` of a sequence of `len` ([`DeltaStates::reach`] gave it): the
+    /// Go back to position `to` of a sequence of `len` ([`MatrixStates::reach`] gave it): the
     /// checkpoint's state becomes current, or at 0 every state is cleared.
     pub(crate) fn go_back(&mut self, len: usize, to: usize) {
         if to >= len || !self.is_some() {
@@ -112,7 +113,7 @@ impl DeltaStates {
         }
     }
 
-    /// The layers with a delta net, and their current states.
+    /// The layers with such a state, and their current states.
     pub(crate) fn states(&self) -> impl Iterator<Item = &[f32]> + '_ {
         let current = self.current;
         (self.layers.iter())
@@ -121,7 +122,7 @@ impl DeltaStates {
     }
 
     /// The current states, writable (a restored session's), in the order of
-    /// [`DeltaStates::states`]; the checkpoint is dropped.
+    /// [`MatrixStates::states`]; the checkpoint is dropped.
     pub(crate) fn states_mut(&mut self) -> impl Iterator<Item = &mut [f32]> + '_ {
         self.checkpoint = None;
         let current = self.current;
@@ -137,7 +138,7 @@ mod tests {
 
     #[test]
     fn the_checkpoint_is_the_state_before_the_last_pass() {
-        let mut s = DeltaStates::new(&[0, 2]).unwrap();
+        let mut s = MatrixStates::new(&[0, 2]).unwrap();
         assert_eq!(s.reach(0, 0), 0);
         // A pass over positions 0..3 writes [3, 3].
         let (cur, next) = s.pair(1);
@@ -156,7 +157,7 @@ mod tests {
         assert_eq!(s.reach(3, 2), 0);
         s.go_back(3, 0);
         assert_eq!(s.states().next().unwrap(), &[0.0, 0.0]);
-        assert_eq!(DeltaStates::bytes(&[0, 2]), 16);
+        assert_eq!(MatrixStates::bytes(&[0, 2]), 16);
         assert_eq!(s.size_bytes(), 16);
     }
 }
