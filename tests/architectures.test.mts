@@ -29,6 +29,7 @@ const KINDS: [string, string][] = [
   ['gemma4-moe', 'gemma4'],
   ['gemma3n', 'gemma3n'],
   ['lfm2', 'lfm2'],
+  ['lfm2-swa', 'lfm2'],
   ['qwen35', 'qwen35'],
   ['phi3', 'phi3'],
   ['qwen3moe', 'qwen3moe'],

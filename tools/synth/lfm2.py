@@ -12,6 +12,9 @@ operator norm (`attn_norm`) before its mixer and a SwiGLU feed-forward behind `f
 - An attention layer: 4 heads of 16, 2 KV heads, per-head Q/K RMS norms before NEOX RoPE
   (base 10^6), no biases; the output projection is d_model x d_model.
 
+`lfm2-swa` adds `attention.sliding_window` 16 (as LFM2-VL's larger models have one): llama.cpp
+then makes every attention layer local.
+
 Metadata as convert_hf_to_gguf.py's LFM2Model writes it: `attention.head_count_kv` is a per-layer
 array with 0 for the conv layers (llama.cpp's only mark of a recurrent layer),
 `shortconv.l_cache`, the RMS epsilon; no rope.dimension_count or key/value_length. The
@@ -60,6 +63,8 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
     w.add_rope_freq_base(spec.rope_base)
     w.add_shortconv_l_cache(L_CACHE)
     w.add_layer_norm_rms_eps(spec.eps)
+    for key, value in spec.extra_kv:
+        w.add_uint32(f"{spec.arch}.{key}", value)
     mm.add_vocab(w, spec, voc, chat_template)
     mm.finish(w, tensors(spec, len(voc.tokens), rng), tmp, path)
 

@@ -76,10 +76,9 @@ More architectures (kind = llama.cpp's `general.architecture`; byte-level BPE, p
                  multipliers, see granitehybrid.py; untied; Q8_0/Q5_0/F16/BF16/Q4_0 weights.
   qwen35         8 layers: gated delta nets and gated attention (every fourth), see
                  qwen35.py; pre "qwen2"; tied; Q8_0/Q5_0/Q5_1/Q4_0/F16/BF16 weights.
-  qwen35-2b      Qwen3.5-2B's shape: d_model 2048, 24 layers (18 delta nets, 6 attention),
-                 vocabulary 248320, tied; F16 (for speed: quantize with llama-quantize).
   lfm2           6 layers: gated short convolutions and attention (per-head Q/K norms),
                  see lfm2.py; pre "lfm2"; tied; Q8_0/F16/Q5_0/Q4_0/BF16 weights.
+  lfm2-swa       lfm2 with attention.sliding_window 16 (every attention layer local).
 
 Phone-scale kinds for speed measurements (F16 matrices, to be quantized by
 llama.cpp's llama-quantize; the vocabulary is padded with unused tokens to the
@@ -91,6 +90,9 @@ real model's size, so the output head costs what it costs there):
                  attention: 32 heads, 8 KV heads), FFN 8192, 65536 tokens, tied.
   qwen3-1.7b     Qwen3 1.7B's shape: d_model 2048, 28 layers, 16 heads of 128,
                  8 KV heads, FFN 6144, QK norms, 151936 tokens, tied (~2.0 B).
+  qwen35-2b      Qwen3.5-2B's shape: d_model 2048, 24 layers (18 delta nets of 16 + 16
+                 heads of 128, 6 attention: 8 heads of 256, 2 KV heads), FFN 6144,
+                 248320 tokens, tied (~1.9 B).
 
 Weights are deterministic for a given (kind, seed). Requires the PyPI `gguf`
 package (0.19.0) and numpy. K-quants are not used: gguf's numpy quantizer has
@@ -657,6 +659,9 @@ KINDS.update({
                "ffn_gate": Q.Q4_0, "ffn_up": Q.Q8_0, "ffn_down": Q.BF16},
     ),
 })
+
+# lfm2 with sliding-window attention layers (window 16).
+KINDS["lfm2-swa"] = dataclasses.replace(KINDS["lfm2"], extra_kv=(("attention.sliding_window", 16),))
 
 # qwen2 with Qwen2.5-Coder's fill-in-the-middle tokens.
 KINDS["qwen2-fim"] = dataclasses.replace(KINDS["qwen2"], fim=True)

@@ -39,7 +39,7 @@ use support::{number_after, run, script_path, skip, test_size};
 
 /// Each architecture and the synthetic model kinds that test it (in `SUPPORTED_ARCHITECTURES`'
 /// order).
-const TESTED: [(&str, &str); 25] = [
+const TESTED: [(&str, &str); 26] = [
     ("llama", "llama-bpe"),
     ("qwen2", "qwen2"),
     ("qwen3", "qwen3"),
@@ -50,6 +50,7 @@ const TESTED: [(&str, &str); 25] = [
     ("gemma4", "gemma4-moe"),
     ("gemma3n", "gemma3n"),
     ("lfm2", "lfm2"),
+    ("lfm2", "lfm2-swa"),
     ("qwen35", "qwen35"),
     ("phi3", "phi3"),
     ("qwen3moe", "qwen3moe"),

@@ -291,11 +291,21 @@ pub(crate) const ARCHS: &[Arch] = &[
         },
         ..GEMMA
     },
+    // LFM2: with `attention.sliding_window` above 0 (LFM2-VL's larger models), every
+    // attention layer is local, with the global RoPE.
     Arch {
         name: "lfm2",
         rope: RopeStyle::Neox,
         qk_norm: QkNorm::Heads,
         lfm2: true,
+        sliding: Some(Sliding {
+            when: SlidingWhen::IfWindowKey,
+            pattern: 0,
+            local_base: None,
+            local_scaled: true,
+            rope_local_only: false,
+            dense_first: false,
+        }),
         ..LLAMA
     },
     // Qwen 3.5 (dense): gated delta nets in three layers of four, gated attention with

@@ -161,13 +161,6 @@ pub(crate) fn load(gguf: &Arc<GgufFile>, registry: &Registry, arch: &Arch) -> Re
     // Gemma 2 caps with llama.cpp's defaults; Gemma 3 only when its file says so.
     let gemma2 = arch.scalars.attn_softcap;
     let final_default = if gemma2 { 30.0 } else { 0.0 };
-    // llama.cpp gives LFM2's attention layers a window when the file has one (LFM2-VL's
-    // larger models); not here yet.
-    if arch.lfm2 && meta.count_or("attention.sliding_window", 0)? > 0 {
-        return Err(Error::InvalidModel(
-            "LFM2 with sliding-window attention layers is not supported".into(),
-        ));
-    }
     let output_norm = if arch.lfm2 {
         "token_embd_norm"
     } else {

@@ -181,6 +181,7 @@ pub const ARCH_KINDS: &[&str] = &[
     "gemma4-moe",
     "gemma3n",
     "lfm2",
+    "lfm2-swa",
     "qwen35",
     "phi3",
     "qwen3moe",
