@@ -9,6 +9,15 @@ use crate::{Error, Result};
 /// Longest short convolution accepted (LFM2's is 3).
 const MAX_CONV: usize = 64;
 
+/// Largest head size of a delta net and state size of a Mamba-2 layer accepted (128 and 128
+/// in the released models): their states grow with its square or with the channels.
+const MAX_STATE_DIM: usize = 1024;
+
+/// The product of `parts`, if it fits in `usize`.
+fn checked(parts: &[usize]) -> Option<usize> {
+    parts.iter().try_fold(1usize, |p, &x| p.checked_mul(x))
+}
+
 /// Largest dimension accepted from metadata, so that a hostile file cannot make us allocate
 /// absurd buffers before tensor shapes are checked.
 const MAX_DIM: u64 = 1 << 20;
@@ -132,6 +141,17 @@ impl Mamba2Shape {
                 shape.conv_len
             )));
         }
+        let sizes = [
+            checked(&[2, shape.groups, shape.state]),
+            checked(&[shape.inner, shape.state]),
+        ];
+        let channels = sizes[0].and_then(|bc| bc.checked_add(2 * shape.inner + shape.heads));
+        if shape.state > MAX_STATE_DIM || channels.is_none() || sizes[1].is_none() {
+            return Err(Error::InvalidModel(format!(
+                "Mamba-2 states of {} (at most {MAX_STATE_DIM}) for {} channels are too large",
+                shape.state, shape.inner
+            )));
+        }
         let whole = |a: usize, b: usize| a.is_multiple_of(b);
         if !whole(shape.inner, shape.heads)
             || !whole(shape.heads, shape.groups)
@@ -188,6 +208,16 @@ impl DeltaShape {
             return Err(Error::InvalidModel(format!(
                 "delta-net convolution length {} is not in 2..={MAX_CONV}",
                 shape.conv_len
+            )));
+        }
+        let sizes = [
+            checked(&[2 * shape.k_heads + shape.v_heads, shape.head_dim]),
+            checked(&[shape.v_heads, shape.head_dim, shape.head_dim]),
+        ];
+        if shape.head_dim > MAX_STATE_DIM || sizes.iter().any(Option::is_none) {
+            return Err(Error::InvalidModel(format!(
+                "delta-net heads of {} (at most {MAX_STATE_DIM}) for {} value heads are too large",
+                shape.head_dim, shape.v_heads
             )));
         }
         if !shape.v_heads.is_multiple_of(shape.k_heads) || inner != shape.v_heads * shape.head_dim {

@@ -292,18 +292,60 @@ mod tests {
 
     /// A GGUF v3 file with only `general.architecture` set.
     fn gguf_with_architecture(arch: &str) -> GgufFile {
+        gguf_with(arch, &[])
+    }
+
+    /// A GGUF v3 file with `general.architecture` and the u32 values `{arch}.{key}` of `keys`.
+    fn gguf_with(arch: &str, keys: &[(&str, u32)]) -> GgufFile {
         let mut b = Vec::new();
         b.extend_from_slice(b"GGUF");
         b.extend_from_slice(&3u32.to_le_bytes());
         b.extend_from_slice(&0u64.to_le_bytes()); // tensors
-        b.extend_from_slice(&1u64.to_le_bytes()); // metadata pairs
+        b.extend_from_slice(&(1 + keys.len() as u64).to_le_bytes()); // metadata pairs
         let key = "general.architecture";
         b.extend_from_slice(&(key.len() as u64).to_le_bytes());
         b.extend_from_slice(key.as_bytes());
         b.extend_from_slice(&8u32.to_le_bytes()); // string
         b.extend_from_slice(&(arch.len() as u64).to_le_bytes());
         b.extend_from_slice(arch.as_bytes());
+        for (key, value) in keys {
+            let key = format!("{arch}.{key}");
+            b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(&4u32.to_le_bytes()); // u32
+            b.extend_from_slice(&value.to_le_bytes());
+        }
         GgufFile::from_bytes(b).expect("valid GGUF")
+    }
+
+    #[test]
+    fn recurrent_states_too_large_to_hold_are_refused_before_allocating() {
+        let common = [
+            ("embedding_length", 64),
+            ("block_count", 4),
+            ("attention.head_count", 4),
+            ("ssm.conv_kernel", 4),
+            ("ssm.group_count", 1),
+        ];
+        let qwen35 = [
+            ("ssm.time_step_rank", 1 << 20),
+            ("ssm.state_size", 1 << 20),
+            ("ssm.inner_size", 1 << 20),
+        ];
+        let mamba = [
+            ("ssm.time_step_rank", 8),
+            ("ssm.state_size", 1 << 20),
+            ("ssm.inner_size", 1 << 20),
+        ];
+        for (arch, extra) in [("qwen35", &qwen35[..]), ("granitehybrid", &mamba[..])] {
+            let mut keys = common.to_vec();
+            keys.extend_from_slice(extra);
+            let gguf = gguf_with(arch, &keys);
+            match ModelConfig::from_gguf(&gguf) {
+                Err(Error::InvalidModel(m)) => assert!(m.contains("too large"), "{arch}: {m}"),
+                other => panic!("{arch}: {other:?}"),
+            }
+        }
     }
 
     #[test]
