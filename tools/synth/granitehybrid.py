@@ -66,7 +66,7 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
 
 def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
-    d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
+    d = spec.d_model
     inner = 2 * d
     channels = inner + 2 * GROUPS * STATE
 
@@ -92,14 +92,7 @@ def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
             yield p + "ssm_norm.weight", norm(inner).reshape(GROUPS, inner // GROUPS), Q.F32
             yield p + "ssm_out.weight", mat(d, inner, spec.resid_gain), ty("ssm_out")
         else:
-            yield p + "attn_q.weight", mat(spec.n_head * hd, d, 1.5), ty("attn_q")
-            yield p + "attn_k.weight", mat(spec.n_kv * hd, d, 1.5), ty("attn_k")
-            yield p + "attn_v.weight", mat(spec.n_kv * hd, d, 1.0), ty("attn_v")
-            out = mat(d, spec.n_head * hd, spec.resid_gain)
-            yield p + "attn_output.weight", out, ty("attn_output")
-        yield p + "ffn_norm.weight", norm(d), Q.F32
-        yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
-        yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
-        yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
+            yield from mm.attention_tensors(p, spec, ty, mat, norm, qk_norm=False)
+        yield from mm.ffn_tensors(p, spec, ty, mat, norm)
     yield "output_norm.weight", norm(d), Q.F32
     yield "output.weight", mat(n_vocab, d, spec.out_gain), ty("output")

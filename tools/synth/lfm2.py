@@ -71,7 +71,7 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
 
 def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
-    d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
+    d = spec.d_model
 
     ty, mat, norm = mm.draws(spec, rng)
 
@@ -88,17 +88,8 @@ def tensors(spec: mm.Spec, n_vocab: int, rng: np.random.Generator):
             out = mat(d, d, spec.resid_gain)
             yield p + "shortconv.out_proj.weight", out, ty("shortconv.out_proj")
         else:
-            yield p + "attn_q.weight", mat(spec.n_head * hd, d, 1.5), ty("attn_q")
-            yield p + "attn_k.weight", mat(spec.n_kv * hd, d, 1.5), ty("attn_k")
-            yield p + "attn_v.weight", mat(spec.n_kv * hd, d, 1.0), ty("attn_v")
-            yield p + "attn_q_norm.weight", norm(hd), Q.F32
-            yield p + "attn_k_norm.weight", norm(hd), Q.F32
-            out = mat(d, spec.n_head * hd, spec.resid_gain)
-            yield p + "attn_output.weight", out, ty("attn_output")
-        yield p + "ffn_norm.weight", norm(d), Q.F32
-        yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
-        yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
-        yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
+            yield from mm.attention_tensors(p, spec, ty, mat, norm)
+        yield from mm.ffn_tensors(p, spec, ty, mat, norm)
     # LFM2's final norm (there is no output_norm), ahead of the tied head.
     yield "token_embd_norm.weight", norm(d, OUT_NORM_GAIN), Q.F32
 

@@ -944,6 +944,31 @@ def draws(spec: Spec, rng: np.random.Generator):
     return ty, mat, norm
 
 
+def attention_tensors(p: str, spec: Spec, ty, mat, norm, q_rows: int = 0, qk_norm: bool = True):
+    """The attention tensors of an architecture module's attention layer ``p`` (``blk.N.``):
+    ``attn_q`` (``q_rows`` rows, default n_head heads), ``attn_k``, ``attn_v``, per-head Q/K
+    norms if ``qk_norm``, ``attn_output`` (gain ``spec.resid_gain``); helpers from ``draws``."""
+    d, hd = spec.d_model, spec.head_dim
+    yield p + "attn_q.weight", mat(q_rows or spec.n_head * hd, d, 1.5), ty("attn_q")
+    yield p + "attn_k.weight", mat(spec.n_kv * hd, d, 1.5), ty("attn_k")
+    yield p + "attn_v.weight", mat(spec.n_kv * hd, d, 1.0), ty("attn_v")
+    if qk_norm:
+        yield p + "attn_q_norm.weight", norm(hd), Q.F32
+        yield p + "attn_k_norm.weight", norm(hd), Q.F32
+    out = mat(d, spec.n_head * hd, spec.resid_gain)
+    yield p + "attn_output.weight", out, ty("attn_output")
+
+
+def ffn_tensors(p: str, spec: Spec, ty, mat, norm, norm_name: str = "ffn_norm"):
+    """The SwiGLU feed-forward of an architecture module's layer ``p`` behind its norm
+    ``norm_name``; helpers from ``draws``."""
+    d, ff = spec.d_model, spec.ffn
+    yield p + norm_name + ".weight", norm(d), Q.F32
+    yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
+    yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
+    yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
+
+
 def finish(w: gguf.GGUFWriter, tensors, tmp: str, path: str) -> None:
     """Adds ``tensors`` ((name, float32 array, type) triples) to ``w``, writes the file to
     ``tmp`` and moves it to ``path``."""

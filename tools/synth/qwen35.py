@@ -84,7 +84,7 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
 
 def tensors(spec: mm.Spec, nets: Nets, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
-    d, hd, ff = spec.d_model, spec.head_dim, spec.ffn
+    d = spec.d_model
     channels = (2 * nets.k_heads + nets.v_heads) * nets.head
     values = nets.v_heads * nets.head
     n_v = nets.v_heads
@@ -110,15 +110,8 @@ def tensors(spec: mm.Spec, nets: Nets, n_vocab: int, rng: np.random.Generator):
             yield p + "ssm_norm.weight", norm(nets.head), Q.F32
             yield p + "ssm_out.weight", mat(d, values, spec.resid_gain), ty("ssm_out")
         else:
-            yield p + "attn_q.weight", mat(2 * spec.n_head * hd, d, 1.5), ty("attn_q")
-            yield p + "attn_k.weight", mat(spec.n_kv * hd, d, 1.5), ty("attn_k")
-            yield p + "attn_v.weight", mat(spec.n_kv * hd, d, 1.0), ty("attn_v")
-            yield p + "attn_q_norm.weight", norm(hd), Q.F32
-            yield p + "attn_k_norm.weight", norm(hd), Q.F32
-            out = mat(d, spec.n_head * hd, spec.resid_gain)
-            yield p + "attn_output.weight", out, ty("attn_output")
-        yield p + "post_attention_norm.weight", norm(d), Q.F32
-        yield p + "ffn_gate.weight", mat(ff, d, 1.0), ty("ffn_gate")
-        yield p + "ffn_up.weight", mat(ff, d, 1.0), ty("ffn_up")
-        yield p + "ffn_down.weight", mat(d, ff, spec.resid_gain), ty("ffn_down")
+            # Each head's query, then its gate.
+            q_rows = 2 * spec.n_head * spec.head_dim
+            yield from mm.attention_tensors(p, spec, ty, mat, norm, q_rows=q_rows)
+        yield from mm.ffn_tensors(p, spec, ty, mat, norm, norm_name="post_attention_norm")
     yield "output_norm.weight", norm(d, 0.5), Q.F32

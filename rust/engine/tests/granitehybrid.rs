@@ -12,8 +12,7 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::model::KvTypes;
-use local_llm_engine::session::{inspect, LoadOptions, LoadedModel};
+use local_llm_engine::session::{LoadOptions, LoadedModel};
 
 fn model() -> Arc<LoadedModel> {
     let path = common::synth_model("granitehybrid");
@@ -36,12 +35,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_mamba_state() {
     assert_eq!(config.conv_state_bytes(), conv as u64);
     assert_eq!(config.matrix_state_bytes(), states as u64);
     let total = kv + conv + states;
-    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), total as u64);
-    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
-    assert_eq!(cache.size_bytes(), total);
-    assert!(cache.is_recurrent());
-    let info = inspect(common::synth_model("granitehybrid"), 100).unwrap();
-    assert_eq!(info.memory.unwrap().kv_cache_bytes, total as u64);
+    common::assert_recurrent_memory(&model, "granitehybrid", total);
 }
 
 #[test]
@@ -56,15 +50,7 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
 
 #[test]
 fn token_by_token_gives_the_logits_of_one_batch() {
-    let model = model();
-    let tokens = model
-        .tokenize(
-            "The sea was calm and the sky was grey over the harbour",
-            true,
-            false,
-        )
-        .unwrap();
-    common::assert_token_by_token_equals_one_batch(&model, &tokens, 64);
+    common::assert_sentence_token_by_token_equals_one_batch(&model());
 }
 
 #[test]

@@ -13,10 +13,8 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{
-    inspect, Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
-    SpeculativeOptions,
+    Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt, SpeculativeOptions,
 };
 
 fn model() -> Arc<LoadedModel> {
@@ -44,15 +42,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_convolutions_state() {
     // positions are kept for rollbacks, in f32.
     let state = 4 * 64 * (2 + 65) * 4;
     assert_eq!(config.conv_state_bytes(), state as u64);
-    assert_eq!(
-        config.kv_cache_bytes(100, KvTypes::default()),
-        (kv + state) as u64
-    );
-    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
-    assert_eq!(cache.size_bytes(), kv + state);
-    assert!(cache.is_recurrent());
-    let info = inspect(common::synth_model("lfm2"), 100).unwrap();
-    assert_eq!(info.memory.unwrap().kv_cache_bytes, (kv + state) as u64);
+    common::assert_recurrent_memory(&model, "lfm2", kv + state);
 }
 
 #[test]
@@ -97,15 +87,7 @@ fn a_later_prompt_reuses_what_the_state_can_go_back_to() {
     );
     assert_eq!(reused.tokens, fresh.tokens);
     // Cut 90 positions back, further than the state keeps: everything is evaluated again.
-    let mut far = near[..near.len() - 90].to_vec();
-    far.extend(model.tokenize(" a different ending", false, false).unwrap());
-    let again = generate(&mut ctx, &common::greedy(Prompt::Tokens(far.clone()), 12));
-    assert_eq!(again.timings.prompt_tokens, far.len());
-    let fresh = generate(
-        &mut common::context(&model, 512, 2, 1),
-        &common::greedy(Prompt::Tokens(far), 12),
-    );
-    assert_eq!(again.tokens, fresh.tokens);
+    common::assert_cut_prompt_is_evaluated_again(&model, &mut ctx, &near, 90);
 }
 
 #[test]
@@ -152,13 +134,5 @@ fn a_context_shift_evaluates_the_kept_tokens_again() {
 
 #[test]
 fn token_by_token_gives_the_logits_of_one_batch() {
-    let model = model();
-    let tokens = model
-        .tokenize(
-            "The sea was calm and the sky was grey over the harbour",
-            true,
-            false,
-        )
-        .unwrap();
-    common::assert_token_by_token_equals_one_batch(&model, &tokens, 64);
+    common::assert_sentence_token_by_token_equals_one_batch(&model());
 }

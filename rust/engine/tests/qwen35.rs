@@ -14,9 +14,8 @@ mod common;
 
 use std::sync::Arc;
 
-use local_llm_engine::model::KvTypes;
 use local_llm_engine::session::{
-    inspect, Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
+    Context, GenerateRequest, Generation, LoadOptions, LoadedModel, Prompt,
 };
 
 fn model() -> Arc<LoadedModel> {
@@ -47,12 +46,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_delta_nets_state() {
     assert_eq!(config.conv_state_bytes(), conv as u64);
     assert_eq!(config.matrix_state_bytes(), states as u64);
     let total = kv + conv + states;
-    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), total as u64);
-    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
-    assert_eq!(cache.size_bytes(), total);
-    assert!(cache.is_recurrent());
-    let info = inspect(common::synth_model("qwen35"), 100).unwrap();
-    assert_eq!(info.memory.unwrap().kv_cache_bytes, total as u64);
+    common::assert_recurrent_memory(&model, "qwen35", total);
 }
 
 #[test]
@@ -67,15 +61,7 @@ fn a_restored_state_continues_as_the_context_it_came_from() {
 
 #[test]
 fn token_by_token_gives_the_logits_of_one_batch() {
-    let model = model();
-    let tokens = model
-        .tokenize(
-            "The sea was calm and the sky was grey over the harbour",
-            true,
-            false,
-        )
-        .unwrap();
-    common::assert_token_by_token_equals_one_batch(&model, &tokens, 64);
+    common::assert_sentence_token_by_token_equals_one_batch(&model());
 }
 
 #[test]
@@ -111,15 +97,7 @@ fn a_later_prompt_reuses_the_prefix_the_state_can_go_back_to() {
     );
     assert_eq!(reused.tokens, fresh.tokens);
     // Cut further back than that: everything is evaluated again.
-    let mut far = near[..near.len() - 9].to_vec();
-    far.extend(model.tokenize(" a different ending", false, false).unwrap());
-    let again = generate(&mut ctx, &common::greedy(Prompt::Tokens(far.clone()), 12));
-    assert_eq!(again.timings.prompt_tokens, far.len());
-    let fresh = generate(
-        &mut common::context(&model, 512, 2, 1),
-        &common::greedy(Prompt::Tokens(far), 12),
-    );
-    assert_eq!(again.tokens, fresh.tokens);
+    common::assert_cut_prompt_is_evaluated_again(&model, &mut ctx, &near, 9);
 }
 
 #[test]

@@ -436,8 +436,7 @@ fn layer(
             true => Some(AltUpBlock::load(ld, i, c)?),
             false => None,
         },
-        delta: None,
-        mamba: None,
+        mixer: None,
         attn_gate: arch.qwen35,
     })
 }

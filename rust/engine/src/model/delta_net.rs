@@ -21,6 +21,7 @@
 
 use super::batch::SeqTokens;
 use super::config::{DeltaShape, ModelConfig};
+use super::mixer::{run_heads, token_order, MixerBuffers};
 use super::norm::Norm;
 use super::ops;
 use super::short_conv::{convolve, load_kernel};
@@ -46,23 +47,6 @@ pub(crate) struct DeltaNet {
     norm: Norm,
     /// The model's RMS-norm epsilon (the L2 norms' too).
     eps: f32,
-}
-
-/// Working buffers of a recurrent mixer (a delta net, a Mamba-2 layer) for the `n` rows of a
-/// batch.
-pub(crate) struct MixerBuffers<'a> {
-    /// The input projection's rows (delta net: `attn_qkv·h`).
-    pub(crate) proj_in: &'a mut [f32],
-    /// The convolution's output: `n` rows of its channels.
-    pub(crate) conv: &'a mut [f32],
-    /// The gated output (delta net: the gate `z` first), `n` rows of the mixer's width.
-    pub(crate) gated: &'a mut [f32],
-    /// The heads' outputs, head after head within each sequence: `n` rows of that width.
-    pub(crate) heads: &'a mut [f32],
-    /// Per-head values of each token (delta net: `β` and `g`; Mamba-2: the time steps).
-    pub(crate) per_head: &'a mut [f32],
-    /// The layer's output: `n` rows of `n_embd`.
-    pub(crate) proj: &'a mut [f32],
 }
 
 impl DeltaNet {
@@ -165,56 +149,40 @@ impl DeltaNet {
                 *x = softplus * a;
             }
         }
-        let mut first = 0;
-        for seq in seqs.iter_mut() {
-            let ns = seq.tokens.len();
-            let rows = first..first + ns;
-            let (state, next) = seq.cache.matrix_states_mut().pair(il);
-            let out = &mut heads[first * values..(first + ns) * values];
-            let (conv, beta, g) = (&*conv, &*beta, &*g);
-            let size = sh.head_dim * sh.head_dim;
-            threads.for_each_rows2(next, size, out, ns * sh.head_dim, |h0, next, out| {
-                let per_head = next
-                    .chunks_exact_mut(size)
-                    .zip(out.chunks_exact_mut(ns * sh.head_dim));
-                for (i, (next, out)) in per_head.enumerate() {
-                    let head = h0 + i;
-                    let tokens = Tokens {
-                        conv: &conv[rows.start * channels..rows.end * channels],
-                        channels,
-                        q: (head % sh.k_heads) * sh.head_dim,
-                        k: key_width + (head % sh.k_heads) * sh.head_dim,
-                        v: 2 * key_width + head * sh.head_dim,
-                        beta: &beta[rows.start * hv..rows.end * hv],
-                        g: &g[rows.start * hv..rows.end * hv],
-                        head,
-                        heads: hv,
-                        dim: sh.head_dim,
-                    };
-                    recur(&state[head * size..][..size], next, &tokens, out);
-                }
-            });
-            first += ns;
-        }
+        let (conv, beta, g) = (&*conv, &*beta, &*g);
+        let size = sh.head_dim * sh.head_dim;
+        run_heads(
+            seqs,
+            il,
+            (size, sh.head_dim),
+            heads,
+            threads,
+            |rows, head, state, next, out| {
+                let tokens = Tokens {
+                    conv: &conv[rows.start * channels..rows.end * channels],
+                    channels,
+                    q: (head % sh.k_heads) * sh.head_dim,
+                    k: key_width + (head % sh.k_heads) * sh.head_dim,
+                    v: 2 * key_width + head * sh.head_dim,
+                    beta: &beta[rows.start * hv..rows.end * hv],
+                    g: &g[rows.start * hv..rows.end * hv],
+                    head,
+                    heads: hv,
+                    dim: sh.head_dim,
+                };
+                recur(state, next, &tokens, out);
+            },
+        );
         // y = norm(o) · silu(z), per head, back in token order.
         let mut normed = vec![0f32; sh.head_dim];
-        let mut first = 0;
-        for seq in seqs.iter() {
-            let ns = seq.tokens.len();
-            let out = &heads[first * values..(first + ns) * values];
-            for t in 0..ns {
-                let zt = &mut z[(first + t) * values..][..values];
-                for (head, zh) in zt.chunks_exact_mut(sh.head_dim).enumerate() {
-                    let o = &out[(head * ns + t) * sh.head_dim..][..sh.head_dim];
-                    normed.copy_from_slice(o);
-                    self.norm.rows(&mut normed);
-                    for (z, y) in zh.iter_mut().zip(normed.iter()) {
-                        *z = y * (*z / (1.0 + ops::exp(-*z)));
-                    }
-                }
+        token_order(seqs, heads, (hv, sh.head_dim), |row, head, o| {
+            let zh = &mut z[row * values + head * sh.head_dim..][..sh.head_dim];
+            normed.copy_from_slice(o);
+            self.norm.rows(&mut normed);
+            for (z, y) in zh.iter_mut().zip(normed.iter()) {
+                *z = y * (*z / (1.0 + ops::exp(-*z)));
             }
-            first += ns;
-        }
+        });
         Weight::matmul_shared_input(&[out_w], z, n, &mut [&mut b.proj[..n * d]], threads)
     }
 }

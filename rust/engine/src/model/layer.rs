@@ -2,16 +2,19 @@
 //! the blocks whose attention a recurrent mixer replaces (LFM2's short convolution, Qwen 3.5's
 //! gated delta net).
 
+use super::batch::SeqTokens;
 use super::delta_net::DeltaNet;
 use super::ffn::Dense;
 use super::gemma3n::AltUpBlock;
 use super::gemma4::{DenseAndExperts, PerLayerBlock};
 use super::mamba2::Mamba2;
+use super::mixer::MixerBuffers;
 use super::moe::Moe;
 use super::norm::Norm;
 use super::ops::Rope;
 use super::short_conv::ShortConv;
-use crate::backend::Weight;
+use crate::backend::{Threads, Weight};
+use crate::Result;
 
 /// One transformer block's weights and settings.
 pub(crate) struct Layer {
@@ -60,12 +63,9 @@ pub(crate) struct Layer {
     /// Gemma 3n's AltUp and LAuReL weights (its `per_layer` block then feeds AltUp's
     /// inactive streams).
     pub(crate) altup: Option<AltUpBlock>,
-    /// Qwen 3.5: a gated delta net instead of attention (`wq` is its `attn_qkv`, `wo` its
-    /// `ssm_out`; no keys or values).
-    pub(crate) delta: Option<Box<DeltaNet>>,
-    /// Granite 4 hybrid: a Mamba-2 layer instead of attention (`wq` is its `ssm_in`, `wo` its
-    /// `ssm_out`).
-    pub(crate) mamba: Option<Box<Mamba2>>,
+    /// A recurrent mixer with a matrix state instead of attention (`wq` and `wo` are its
+    /// input and output projections; no keys or values).
+    pub(crate) mixer: Option<Box<Mixer>>,
     /// Qwen 3.5's attention layers: `wq` gives each head's query followed by its gate, and
     /// the attention's output is multiplied by the gates' sigmoid.
     pub(crate) attn_gate: bool,
@@ -93,7 +93,7 @@ impl Layer {
         ffn: Dense,
     ) -> Layer {
         Layer {
-            delta: Some(Box::new(net)),
+            mixer: Some(Box::new(Mixer::Delta(net))),
             ..Layer::recurrent(norms, (qkv, out), Ffn::Dense(ffn))
         }
     }
@@ -106,7 +106,7 @@ impl Layer {
         ffn: Ffn,
     ) -> Layer {
         Layer {
-            mamba: Some(Box::new(mamba)),
+            mixer: Some(Box::new(Mixer::Mamba2(mamba))),
             ..Layer::recurrent(norms, (ssm_in, ssm_out), ffn)
         }
     }
@@ -144,8 +144,7 @@ impl Layer {
             out_scale: None,
             conv: None,
             altup: None,
-            delta: None,
-            mamba: None,
+            mixer: None,
             attn_gate: false,
         }
     }
@@ -158,4 +157,31 @@ pub(crate) enum Ffn {
     Moe(Moe),
     /// A dense feed-forward and a mixture of experts side by side (Gemma 4 26B A4B).
     DenseAndExperts(Box<DenseAndExperts>),
+}
+
+/// A layer's recurrent mixer with a matrix state, in place of attention.
+pub(crate) enum Mixer {
+    /// Qwen 3.5's gated delta net.
+    Delta(DeltaNet),
+    /// Granite 4 hybrid's Mamba-2 layer.
+    Mamba2(Mamba2),
+}
+
+impl Mixer {
+    /// The mixer of layer `il` for the `n` normalised rows `h` of `seqs` (of `d` values), with
+    /// its input and output projections `ws`: its output in `b.proj`.
+    pub(crate) fn forward(
+        &self,
+        ws: (&Weight, &Weight),
+        shape: (usize, usize, usize),
+        h: &[f32],
+        seqs: &mut [SeqTokens<'_>],
+        b: MixerBuffers<'_>,
+        threads: &Threads,
+    ) -> Result<()> {
+        match self {
+            Mixer::Delta(net) => net.forward(ws, shape, h, seqs, b, threads),
+            Mixer::Mamba2(mamba) => mamba.forward(ws, shape, h, seqs, b, threads),
+        }
+    }
 }

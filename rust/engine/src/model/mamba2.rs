@@ -21,7 +21,7 @@
 
 use super::batch::SeqTokens;
 use super::config::{Mamba2Shape, ModelConfig};
-use super::delta_net::MixerBuffers;
+use super::mixer::{run_heads, token_order, MixerBuffers};
 use super::norm::Norm;
 use super::ops;
 use super::short_conv::{convolve, load_kernel};
@@ -131,58 +131,41 @@ impl Mamba2 {
         }
         let head_dim = inner / sh.heads;
         let per_group = sh.heads / sh.groups;
-        let mut first = 0;
-        for seq in seqs.iter_mut() {
-            let ns = seq.tokens.len();
-            let rows = first..first + ns;
-            let (state, next) = seq.cache.matrix_states_mut().pair(il);
-            let out = &mut heads[first * inner..(first + ns) * inner];
-            let (conv, dt) = (&*conv, &*dt);
-            let size = head_dim * sh.state;
-            threads.for_each_rows2(next, size, out, ns * head_dim, |h0, next, out| {
-                let per_head = next
-                    .chunks_exact_mut(size)
-                    .zip(out.chunks_exact_mut(ns * head_dim));
-                for (i, (next, out)) in per_head.enumerate() {
-                    let head = h0 + i;
-                    let group = head / per_group;
-                    let scan = Scan {
-                        conv: &conv[rows.start * channels..rows.end * channels],
-                        channels,
-                        x: head * head_dim,
-                        b: inner + group * sh.state,
-                        c: inner + (sh.groups + group) * sh.state,
-                        dt: &dt[rows.start * sh.heads..rows.end * sh.heads],
-                        head,
-                        heads: sh.heads,
-                        a: self.a[head],
-                        d: self.d[head],
-                        head_dim,
-                        state: sh.state,
-                    };
-                    scan.run(&state[head * size..][..size], next, out);
-                }
-            });
-            first += ns;
-        }
+        let (conv, dt) = (&*conv, &*dt);
+        let size = head_dim * sh.state;
+        run_heads(
+            seqs,
+            il,
+            (size, head_dim),
+            heads,
+            threads,
+            |rows, head, state, next, out| {
+                let group = head / per_group;
+                let scan = Scan {
+                    conv: &conv[rows.start * channels..rows.end * channels],
+                    channels,
+                    x: head * head_dim,
+                    b: inner + group * sh.state,
+                    c: inner + (sh.groups + group) * sh.state,
+                    dt: &dt[rows.start * sh.heads..rows.end * sh.heads],
+                    head,
+                    heads: sh.heads,
+                    a: self.a[head],
+                    d: self.d[head],
+                    head_dim,
+                    state: sh.state,
+                };
+                scan.run(state, next, out);
+            },
+        );
         // y · silu(z), back in token order, then the group norms.
-        let mut first = 0;
-        for seq in seqs.iter() {
-            let ns = seq.tokens.len();
-            let out = &heads[first * inner..(first + ns) * inner];
-            for t in 0..ns {
-                let yt = &mut y[(first + t) * inner..][..inner];
-                let z = &zxbc[(first + t) * width..][..inner];
-                for (head, yh) in yt.chunks_exact_mut(head_dim).enumerate() {
-                    let o = &out[(head * ns + t) * head_dim..][..head_dim];
-                    let zh = &z[head * head_dim..][..head_dim];
-                    for ((y, &o), &z) in yh.iter_mut().zip(o).zip(zh) {
-                        *y = z / (1.0 + ops::exp(-z)) * o;
-                    }
-                }
+        token_order(seqs, heads, (sh.heads, head_dim), |row, head, o| {
+            let at = row * inner + head * head_dim;
+            let z = &zxbc[row * width + head * head_dim..][..head_dim];
+            for ((y, &o), &z) in y[at..at + head_dim].iter_mut().zip(o).zip(z) {
+                *y = z / (1.0 + ops::exp(-z)) * o;
             }
-            first += ns;
-        }
+        });
         self.norm.rows_par(y, threads);
         Weight::matmul_shared_input(&[out_w], y, n, &mut [&mut b.proj[..n * d]], threads)
     }

@@ -18,6 +18,7 @@ mod lora;
 mod lora_kernels;
 mod mamba2;
 mod matrix_state;
+mod mixer;
 mod moe;
 mod norm;
 pub mod ops;

@@ -9,13 +9,13 @@ use std::cell::Cell;
 use super::attention::{attention, AttentionShape, SeqAttention};
 use super::batch::SeqTokens;
 use super::config::LayerShape;
-use super::delta_net::MixerBuffers;
 use super::embedding::Embedding;
 pub(crate) use super::ffn::{Dense, FfnActivation};
 use super::gemma3n::{self, AltUp, Streams};
 pub(crate) use super::gemma4::{DenseAndExperts, PerLayerBlock, PerLayerInputs};
 pub(crate) use super::layer::{Ffn, Layer};
 use super::lora::{self, ActiveLora, Target};
+use super::mixer::MixerBuffers;
 use super::norm::Norm;
 use super::ops::{self, Rope};
 use super::pooling::{Classifier, DenseOut, Pooling};
@@ -475,7 +475,7 @@ impl Transformer {
                 let bufs = (&mut gate[..], &mut up[..], &mut proj[..]);
                 let ws = (&layer.wq, &layer.wo);
                 conv.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
-            } else if let Some(net) = &layer.delta {
+            } else if let Some(mixer) = &layer.mixer {
                 let bufs = MixerBuffers {
                     proj_in: &mut gate[..],
                     conv: &mut up[..],
@@ -485,18 +485,7 @@ impl Transformer {
                     proj: &mut proj[..],
                 };
                 let ws = (&layer.wq, &layer.wo);
-                net.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
-            } else if let Some(mamba) = &layer.mamba {
-                let bufs = MixerBuffers {
-                    proj_in: &mut gate[..],
-                    conv: &mut up[..],
-                    gated: &mut attn[..],
-                    heads: &mut q[..],
-                    per_head: &mut k[..],
-                    proj: &mut proj[..],
-                };
-                let ws = (&layer.wq, &layer.wo);
-                mamba.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
+                mixer.forward(ws, (il, n, d), h, seqs, bufs, threads)?;
             } else {
                 let (q, k, v, attn) = (
                     &mut q[..n * qw],

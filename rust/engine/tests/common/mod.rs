@@ -491,3 +491,45 @@ pub fn assert_recurrent_context_shift(model: &Arc<LoadedModel>) {
     let err = model.model().shift_cache(&mut cache, 2, 2).unwrap_err();
     assert!(err.to_string().contains("recurrent"), "{err}");
 }
+
+/// [`assert_token_by_token_equals_one_batch`] on a sentence of a dozen tokens (a 64-position
+/// context), the recurrent models' check that a state carried token by token equals one
+/// pass over the batch.
+pub fn assert_sentence_token_by_token_equals_one_batch(model: &Arc<LoadedModel>) {
+    let text = "The sea was calm and the sky was grey over the harbour";
+    let tokens = model.tokenize(text, true, false).unwrap();
+    assert_token_by_token_equals_one_batch(model, &tokens, 64);
+}
+
+/// The memory of a recurrent `model` (synthetic `kind`) for 100 positions: `total` bytes in
+/// the estimate (`kv_cache_bytes`), in a new cache and in `inspect`'s, whose cache is
+/// recurrent.
+pub fn assert_recurrent_memory(model: &Arc<LoadedModel>, kind: &str, total: usize) {
+    let config = model.model().config();
+    assert_eq!(config.kv_cache_bytes(100, KvTypes::default()), total as u64);
+    let cache = model.model().new_cache(100, KvTypes::default()).unwrap();
+    assert_eq!(cache.size_bytes(), total);
+    assert!(cache.is_recurrent());
+    let info = local_llm_engine::session::inspect(synth_model(kind), 100).unwrap();
+    assert_eq!(info.memory.unwrap().kv_cache_bytes, total as u64);
+}
+
+/// On `ctx` (a recurrent `model`'s, holding `near` and what it generated), a prompt of
+/// `near` but its last `back` tokens and another ending, further back than the state can go:
+/// all of it is evaluated again, and it generates as a fresh context.
+pub fn assert_cut_prompt_is_evaluated_again(
+    model: &Arc<LoadedModel>,
+    ctx: &mut Context,
+    near: &[u32],
+    back: usize,
+) {
+    let mut far = near[..near.len() - back].to_vec();
+    far.extend(model.tokenize(" a different ending", false, false).unwrap());
+    let again = run(ctx, &greedy(Prompt::Tokens(far.clone()), 12));
+    assert_eq!(again.timings.prompt_tokens, far.len());
+    let fresh = run(
+        &mut context(model, 512, 2, 1),
+        &greedy(Prompt::Tokens(far), 12),
+    );
+    assert_eq!(again.tokens, fresh.tokens);
+}
