@@ -914,17 +914,18 @@ def write_model(kind: str, path: str, seed: int, chat_template: str = CHATML) ->
     finish(w, make_tensors(spec, len(voc.tokens), rng, cls_rows), tmp, path)
 
 
-def start(kind: str, spec: Spec, path: str, seed: int):
+def start(kind: str, spec: Spec, path: str, seed: int, extra_blocks: int = 0):
     """The writer of an architecture module's file (gemma3n.py, gemma4.py, lfm2.py), its
     temporary path and its random generator (seeded by the kind, as the other kinds), with the
-    name, context, embedding and block count written."""
+    name, context, embedding and block count (``extra_blocks`` more than ``spec.n_layer``)
+    written."""
     rng = np.random.default_rng([seed, sum(kind.encode())])
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, spec.arch)
     w.add_name(spec.name or f"synthetic-{kind}")
     w.add_context_length(spec.ctx)
     w.add_embedding_length(spec.d_model)
-    w.add_block_count(spec.n_layer)
+    w.add_block_count(spec.n_layer + extra_blocks)
     return w, tmp, rng
 
 

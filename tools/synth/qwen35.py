@@ -20,7 +20,9 @@ speed measurements.
 
 Metadata as convert_hf_to_gguf.py's Qwen3_5TextModel writes it: the `ssm.*` sizes,
 `full_attention_interval`, `rope.dimension_count` and `rope.dimension_sections`, key and value
-length. The output head is tied to `token_embd` (as in the small released models).
+length. The output head is tied to `token_embd` (as in the small released models). `qwen35`
+also stores one multi-token-prediction block after the 8 (`nextn_predict_layers` 1,
+`block_count` 9, as the converter writes Qwen 3.5 files), which llama.cpp and we load past.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class Nets:
     sections: tuple[int, int, int, int]
 
 
+# Multi-token-prediction blocks stored after the decoder's.
+MTP = {"qwen35": 1, "qwen35-2b": 0}
+
 NETS = {
     "qwen35": Nets(k_heads=2, v_heads=4, head=32, sections=(3, 3, 2, 0)),
     # Qwen3.5-2B's config: 16 key and value heads of 128, partial rotary 0.25 of 256.
@@ -62,7 +67,8 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
     """Writes the model ``kind`` (``qwen35`` or ``qwen35-2b``, without ``+f32``) of ``spec``."""
     nets = NETS[kind]
     assert spec.n_rot == 2 * sum(nets.sections)
-    w, tmp, rng = mm.start(kind, spec, path, seed)
+    mtp = MTP[kind]
+    w, tmp, rng = mm.start(kind, spec, path, seed, extra_blocks=mtp)
     w.add_feed_forward_length(spec.ffn)
     w.add_head_count(spec.n_head)
     w.add_head_count_kv(spec.n_kv)
@@ -78,11 +84,15 @@ def write(kind: str, spec: mm.Spec, voc, path: str, seed: int, chat_template: st
     w.add_ssm_time_step_rank(nets.v_heads)
     w.add_ssm_inner_size(nets.v_heads * nets.head)
     w.add_full_attention_interval(INTERVAL)
+    if mtp:
+        # Multi-token-prediction blocks after the decoder's, as the converter writes the
+        # released models (block_count counts them).
+        w.add_nextn_predict_layers(mtp)
     mm.add_vocab(w, spec, voc, chat_template)
-    mm.finish(w, tensors(spec, nets, len(voc.tokens), rng), tmp, path)
+    mm.finish(w, tensors(spec, nets, mtp, len(voc.tokens), rng), tmp, path)
 
 
-def tensors(spec: mm.Spec, nets: Nets, n_vocab: int, rng: np.random.Generator):
+def tensors(spec: mm.Spec, nets: Nets, mtp: int, n_vocab: int, rng: np.random.Generator):
     """Yields (name, float32 array [rows, cols], type) for every tensor."""
     d = spec.d_model
     channels = (2 * nets.k_heads + nets.v_heads) * nets.head
@@ -115,3 +125,14 @@ def tensors(spec: mm.Spec, nets: Nets, n_vocab: int, rng: np.random.Generator):
             yield from mm.attention_tensors(p, spec, ty, mat, norm, q_rows=q_rows)
         yield from mm.ffn_tensors(p, spec, ty, mat, norm, norm_name="post_attention_norm")
     yield "output_norm.weight", norm(d, 0.5), Q.F32
+    if mtp:
+        # The MTP block (llama.cpp's load_block_mtp): a gated attention block with the
+        # projection of [norm(embedding), norm(hidden)], which the decoder does not run.
+        p = f"blk.{spec.n_layer}."
+        yield p + "attn_norm.weight", norm(d), Q.F32
+        q_rows = 2 * spec.n_head * spec.head_dim
+        yield from mm.attention_tensors(p, spec, ty, mat, norm, q_rows=q_rows)
+        yield from mm.ffn_tensors(p, spec, ty, mat, norm, norm_name="post_attention_norm")
+        yield p + "nextn.eh_proj.weight", mat(d, 2 * d, 1.0), ty("nextn.eh_proj")
+        yield p + "nextn.enorm.weight", norm(d), Q.F32
+        yield p + "nextn.hnorm.weight", norm(d), Q.F32

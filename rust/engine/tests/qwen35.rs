@@ -36,6 +36,7 @@ fn the_memory_is_the_attention_layers_cache_and_the_delta_nets_state() {
         .iter()
         .map(|l| l.delta_net.is_some())
         .collect();
+    // The file's ninth block is a multi-token-prediction head, which the decoder skips.
     assert_eq!(nets, [true, true, true, false, true, true, true, false]);
     // Layers 3 and 7: 2 KV heads of 64, keys and values in f16.
     let kv = 2 * (2 * 64 + 2 * 64) * 2 * 100;

@@ -33,7 +33,8 @@ pub struct ModelConfig {
     pub n_vocab: usize,
     /// Hidden size.
     pub n_embd: usize,
-    /// Number of transformer blocks.
+    /// Number of transformer blocks the decoder runs (`block_count` less the
+    /// multi-token-prediction blocks stored after them).
     pub n_layer: usize,
     /// Attention (query) heads.
     pub n_head: usize,
@@ -478,8 +479,22 @@ impl ModelConfig {
     pub(crate) fn read(gguf: &GgufFile, arch: &str) -> Result<Self> {
         let m = Meta::new(gguf, arch);
         let n_embd = m.dim("embedding_length")?;
-        let n_layer = m.dim("block_count")?;
-        let heads = m.dims_per_layer("attention.head_count", n_layer, None)?;
+        let n_stored = m.dim("block_count")?;
+        // The blocks after the decoder's are multi-token-prediction heads (Qwen 3.5's
+        // `nextn_predict_layers`), which llama.cpp runs only to draft tokens: not run here.
+        let nextn = m.count_or("nextn_predict_layers", 0)?;
+        if nextn >= n_stored {
+            return Err(Error::InvalidModel(format!(
+                "{nextn} prediction layers of {n_stored} leave no decoder layer"
+            )));
+        }
+        let n_layer = n_stored - nextn;
+        // Per-layer arrays cover every stored block.
+        let decoder = |mut v: Vec<usize>| {
+            v.truncate(n_layer);
+            v
+        };
+        let heads = decoder(m.dims_per_layer("attention.head_count", n_stored, None)?);
         let n_head = heads.iter().copied().max().unwrap_or(1);
         // LFM2: layers of 0 KV heads have a short convolution of this length instead.
         let conv_len = m.count_or("shortconv.l_cache", 0)?;
@@ -491,7 +506,8 @@ impl ModelConfig {
         // Granite 4 hybrid: layers of 0 KV heads are Mamba-2 layers.
         let mamba = Mamba2Shape::read(&m, arch)?;
         let min_kv = u64::from(conv_len == 0 && mamba.is_none());
-        let heads_kv = m.per_layer("attention.head_count_kv", n_layer, Some(n_head), min_kv)?;
+        let heads_kv = m.per_layer("attention.head_count_kv", n_stored, Some(n_head), min_kv)?;
+        let heads_kv = decoder(heads_kv);
         // Qwen 3.5: gated delta nets instead of attention, in the layers the file marks
         // recurrent, or else in all but every `full_attention_interval`-th.
         let delta = DeltaShape::read(&m, arch)?;
@@ -520,7 +536,7 @@ impl ModelConfig {
         let head_dim_swa = m.dim_or("attention.key_length_swa", head_dim)?;
         let head_dim_v_swa = m.dim_or("attention.value_length_swa", head_dim_swa)?;
         let rope_dims_swa = m.dim_or("rope.dimension_count_swa", rope_dims)?;
-        let n_ffs = m.dims_per_layer("feed_forward_length", n_layer, None)?;
+        let n_ffs = decoder(m.dims_per_layer("feed_forward_length", n_stored, None)?);
         // Gemma 4: the last `attention.shared_kv_layers` layers attend to the cache of the
         // last layer of their kind before them (llama.cpp: n_layer_kv_from_start − 2 for
         // sliding-window layers, − 1 for global ones).
