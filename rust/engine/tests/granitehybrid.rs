@@ -54,6 +54,11 @@ fn token_by_token_gives_the_logits_of_one_batch() {
 }
 
 #[test]
+fn logits_do_not_depend_on_the_thread_count() {
+    common::assert_sentence_logits_do_not_depend_on_threads(&model());
+}
+
+#[test]
 fn speculative_decoding_with_another_draft_equals_plain_decoding() {
     common::assert_other_draft_equals_plain(&model(), "granitehybrid");
 }

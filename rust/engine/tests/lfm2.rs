@@ -136,3 +136,8 @@ fn a_context_shift_evaluates_the_kept_tokens_again() {
 fn token_by_token_gives_the_logits_of_one_batch() {
     common::assert_sentence_token_by_token_equals_one_batch(&model());
 }
+
+#[test]
+fn logits_do_not_depend_on_the_thread_count() {
+    common::assert_sentence_logits_do_not_depend_on_threads(&model());
+}

@@ -66,6 +66,11 @@ fn token_by_token_gives_the_logits_of_one_batch() {
 }
 
 #[test]
+fn logits_do_not_depend_on_the_thread_count() {
+    common::assert_sentence_logits_do_not_depend_on_threads(&model());
+}
+
+#[test]
 fn a_later_prompt_reuses_the_prefix_the_state_can_go_back_to() {
     let model = model();
     let base = model

@@ -93,7 +93,14 @@ pub fn run_llama(cmd: &mut Command, marker: &str) -> String {
 /// Runs a llama.cpp tool until `accept` takes its report (at most ten times), for reports whose
 /// loss is not a missing line: the log thread has also been seen to garble a long report (a
 /// number written twice in llama-embedding's JSON, on a CI run).
+///
+/// The tool runs with [`linger`] preloaded when it could be built: its log thread then has
+/// time to write the report before the process ends (a busy second process on this 2-core
+/// machine otherwise cut llama-embedding's JSON of 66 vectors in 10 runs of 10).
 pub fn run_llama_until(cmd: &mut Command, what: &str, accept: impl Fn(&str) -> bool) -> String {
+    if let Some(lib) = linger() {
+        cmd.env("LD_PRELOAD", lib);
+    }
     let mut report = run(cmd);
     for _ in 0..9 {
         if accept(&report) {
@@ -127,4 +134,37 @@ pub fn test_size(cmd: &mut Command, model: &Path) {
     cmd.arg("-m")
         .arg(model)
         .args(["-c", N_CTX, "--chunks", CHUNKS, "-t", "2"]);
+}
+
+/// A shared library whose destructor waits 300 ms when the process exits, built once with the
+/// C compiler (`cc`) into the temporary directory (`local-llm-linger.so`, kept for later runs);
+/// `None` without a compiler. Preloaded into a llama.cpp tool, it lets the tool's log thread,
+/// which the process never joins, write the report's last lines before the process ends. It
+/// changes nothing else: the tool's computation is over.
+fn linger() -> Option<&'static Path> {
+    static LIB: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let lib = std::env::temp_dir().join("local-llm-linger.so");
+        if lib.is_file() {
+            return Some(lib);
+        }
+        // Built beside it under this process's name, then renamed: parallel test binaries
+        // never see half a library.
+        let tmp = std::env::temp_dir().join(format!("local-llm-linger-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).ok()?;
+        let (src, built) = (tmp.join("linger.c"), tmp.join("linger.so"));
+        let code = "#include <unistd.h>\n\
+                    __attribute__((destructor)) static void linger(void) { usleep(300000); }\n";
+        let ok = std::fs::write(&src, code).is_ok()
+            && Command::new("cc")
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(&built)
+                .arg(&src)
+                .status()
+                .is_ok_and(|s| s.success())
+            && std::fs::rename(&built, &lib).is_ok();
+        let _ = std::fs::remove_dir_all(&tmp);
+        ok.then_some(lib)
+    })
+    .as_deref()
 }

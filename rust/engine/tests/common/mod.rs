@@ -496,9 +496,26 @@ pub fn assert_recurrent_context_shift(model: &Arc<LoadedModel>) {
 /// context), the recurrent models' check that a state carried token by token equals one
 /// pass over the batch.
 pub fn assert_sentence_token_by_token_equals_one_batch(model: &Arc<LoadedModel>) {
-    let text = "The sea was calm and the sky was grey over the harbour";
-    let tokens = model.tokenize(text, true, false).unwrap();
+    let tokens = model.tokenize(SENTENCE, true, false).unwrap();
     assert_token_by_token_equals_one_batch(model, &tokens, 64);
+}
+
+/// The sentence of [`assert_sentence_token_by_token_equals_one_batch`].
+const SENTENCE: &str = "The sea was calm and the sky was grey over the harbour";
+
+/// The logits of every token of a sentence are the same bits at 1 and 2 threads (the
+/// products split by rows; recurrent heads each on one thread).
+pub fn assert_sentence_logits_do_not_depend_on_threads(model: &Arc<LoadedModel>) {
+    let tokens = model.tokenize(SENTENCE, true, false).unwrap();
+    let logits = |n: usize| {
+        let threads = Threads::new(n).unwrap();
+        let mut cache = model.model().new_cache(64, KvTypes::default()).unwrap();
+        let forward = model
+            .model()
+            .forward(&tokens, &mut cache, &threads, Output::AllLogits);
+        forward.unwrap()
+    };
+    assert_eq!(logits(1), logits(2));
 }
 
 /// The memory of a recurrent `model` (synthetic `kind`) for 100 positions: `total` bytes in
