@@ -293,7 +293,14 @@ fn layer(
             true => Some(ld.matrix(&p("attn_k.weight"), d, kw)?),
             false => None,
         };
-        // Qwen 3.5: each head's query is followed by its gate.
+        // Qwen 3.5: each head's query is followed by its gate, which multiplies the head's
+        // output (so values as wide as keys, as llama.cpp asserts).
+        if arch.qwen35 && ls.head_dim_v != ls.head_dim {
+            return Err(Error::InvalidModel(format!(
+                "Qwen 3.5 attention with keys of {} and values of {}: they must be equal",
+                ls.head_dim, ls.head_dim_v
+            )));
+        }
         let q_rows = if arch.qwen35 { 2 * qw } else { qw };
         (ld.matrix(&p("attn_q.weight"), d, q_rows)?, wk, wv, None)
     };

@@ -11,7 +11,7 @@ const MAX_CONV: usize = 64;
 
 /// Largest head size of a delta net and state size of a Mamba-2 layer accepted (128 and 128
 /// in the released models): their states grow with its square or with the channels.
-const MAX_STATE_DIM: usize = 1024;
+pub(crate) const MAX_STATE_DIM: usize = 1024;
 
 /// The product of `parts`, if it fits in `usize`.
 fn checked(parts: &[usize]) -> Option<usize> {

@@ -20,7 +20,7 @@
 //! result does not depend on the thread count.
 
 use super::batch::SeqTokens;
-use super::config::{DeltaShape, ModelConfig};
+use super::config::{DeltaShape, ModelConfig, MAX_STATE_DIM};
 use super::mixer::{run_heads, token_order, MixerBuffers};
 use super::norm::Norm;
 use super::ops;
@@ -113,7 +113,8 @@ impl DeltaNet {
             conv,
         );
         let key_width = sh.k_heads * sh.head_dim;
-        let ones = vec![1.0f32; sh.head_dim];
+        // Weights of 1 for the L2 norms (heads are at most MAX_STATE_DIM, checked at load).
+        let ones = &[1.0f32; MAX_STATE_DIM][..sh.head_dim];
         threads.for_each_rows(conv, channels, |_, rows| {
             ops::widest(
                 #[inline(always)]
@@ -131,7 +132,7 @@ impl DeltaNet {
             );
             for row in rows.chunks_exact_mut(channels) {
                 for head in row[..2 * key_width].chunks_exact_mut(sh.head_dim) {
-                    ops::rms_norm(head, &ones, eps);
+                    ops::rms_norm(head, ones, eps);
                     head.iter_mut().for_each(|v| *v *= scale);
                 }
             }
@@ -174,11 +175,12 @@ impl DeltaNet {
             },
         );
         // y = norm(o) · silu(z), per head, back in token order.
-        let mut normed = vec![0f32; sh.head_dim];
+        let mut normed = [0f32; MAX_STATE_DIM];
+        let normed = &mut normed[..sh.head_dim];
         token_order(seqs, heads, (hv, sh.head_dim), |row, head, o| {
             let zh = &mut z[row * values + head * sh.head_dim..][..sh.head_dim];
             normed.copy_from_slice(o);
-            self.norm.rows(&mut normed);
+            self.norm.rows(normed);
             for (z, y) in zh.iter_mut().zip(normed.iter()) {
                 *z = y * (*z / (1.0 + ops::exp(-*z)));
             }

@@ -149,7 +149,9 @@ impl Scratch {
             let (inp, conv) = (m.in_proj(), m.conv_channels());
             (a.max(inp), b.max(conv), c.max(m.inner), e.max(m.heads))
         });
-        let gated = if channels > 0 { 2 * qw } else { 0 };
+        // Every model sizes `gate` for gated queries too: a file of attention layers only
+        // must not read past it (it is the feed-forward's width or more in real models).
+        let gated = 2 * qw;
         let (channels, values) = (channels.max(m_conv), values.max(m_inner));
         let (gated, betas) = (gated.max(m_in), betas.max(m_heads));
         for (buf, width) in [
