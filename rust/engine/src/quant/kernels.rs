@@ -83,6 +83,22 @@ pub(super) type PackFn = unsafe fn(nb: usize, acts: [&[u8]; MAX_TILE_TOKENS], ou
 pub(super) type PackedFn =
     unsafe fn(nb: usize, w: [*const u8; 4], packed: *const PackLine) -> TileOut;
 
+/// Prepares 4 weight rows of `nb` blocks for the entry's [`PreparedFn`] into `out`
+/// (`prepared × nb` lines): unpacked once, read by every group of tokens.
+///
+/// # Safety
+/// As [`DotFn`] for every row pointer; `out` holds `prepared × nb` lines.
+pub(super) type PrepareFn = unsafe fn(nb: usize, w: [*const u8; 4], out: *mut PackLine);
+
+/// A 4-row × 8-token tile on weight rows prepared by the entry's [`PrepareFn`], over
+/// activations packed by its [`PackFn`].
+///
+/// # Safety
+/// `w` holds `prepared × nb` lines prepared for this entry, `packed` `lines × nb` lines packed
+/// for it.
+pub(super) type PreparedFn =
+    unsafe fn(nb: usize, w: *const PackLine, packed: *const PackLine) -> TileOut;
+
 /// A prompt tile (the packed and unpacked ones are made by the x86-64 table only, so far).
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -97,6 +113,20 @@ pub(super) enum Tile {
         pack: PackFn,
         /// The tile.
         run: PackedFn,
+    },
+    /// 4 weight rows prepared once per matmul task × 8 tokens whose activations are packed
+    /// once per matmul.
+    Prepared {
+        /// Packed lines per block of 8 tokens.
+        lines: usize,
+        /// The packing.
+        pack: PackFn,
+        /// Prepared lines per block of 4 rows.
+        prepared: usize,
+        /// The preparation.
+        prepare: PrepareFn,
+        /// The tile.
+        run: PreparedFn,
     },
     /// Weight rows unpacked once per group of rows (`super::unpacked`) × activation rows as
     /// they are: the [`TileFn`] takes unpacked rows.
@@ -205,7 +235,7 @@ impl Kernels {
     pub fn tile_shape(&self) -> Option<TileShape> {
         match self.tile? {
             Tile::Plain(shape, _) | Tile::Unpacked(shape, ..) => Some(shape),
-            Tile::Packed { .. } => Some(TileShape {
+            Tile::Packed { .. } | Tile::Prepared { .. } => Some(TileShape {
                 rows: 4,
                 tokens: MAX_TILE_TOKENS,
             }),
@@ -257,6 +287,24 @@ impl Kernels {
                 unsafe {
                     pack(nb, acts, &mut packed);
                     *out = run(nb, std::array::from_fn(|i| w[i]), packed.as_ptr());
+                }
+            }
+            Some(Tile::Prepared {
+                lines,
+                pack,
+                prepared,
+                prepare,
+                run,
+            }) => {
+                let line = PackLine([0; 64]);
+                let (mut packed, mut rows) = (vec![line; lines * nb], vec![line; prepared * nb]);
+                let acts = std::array::from_fn(|t| acts[t]);
+                // SAFETY: as above; `packed` holds `lines × nb` lines and `rows`
+                // `prepared × nb`, packed and prepared here.
+                unsafe {
+                    pack(nb, acts, &mut packed);
+                    prepare(nb, std::array::from_fn(|i| w[i]), rows.as_mut_ptr());
+                    *out = run(nb, rows.as_ptr(), packed.as_ptr());
                 }
             }
             Some(Tile::Unpacked(..)) => {
@@ -339,7 +387,9 @@ impl Kernels {
     /// are.
     pub(crate) fn packed_lines(&self, n: usize) -> usize {
         match self.tile {
-            Some(Tile::Packed { lines, .. }) => lines * (n / self.ty.block_size()),
+            Some(Tile::Packed { lines, .. } | Tile::Prepared { lines, .. }) => {
+                lines * (n / self.ty.block_size())
+            }
             _ => 0,
         }
     }
@@ -349,7 +399,9 @@ impl Kernels {
     /// matmul, so every group of weight rows reads the same pack. Does nothing where the entry
     /// packs nothing.
     pub(crate) fn pack(&self, n: usize, acts: [&[u8]; MAX_TILE_TOKENS], out: &mut [PackLine]) {
-        if let Some(Tile::Packed { lines, pack, .. }) = self.tile {
+        if let Some(Tile::Packed { lines, pack, .. } | Tile::Prepared { lines, pack, .. }) =
+            self.tile
+        {
             let a = vec_dot_type(self.ty);
             let nb = acts
                 .iter()
@@ -384,6 +436,59 @@ impl Kernels {
         // SAFETY: the entry was filled for this CPU; every row holds nb whole blocks (equal
         // lengths) and `packed` `lines × nb` lines.
         Some(unsafe { run(nb, w_rows.map(|r| r.as_ptr()), packed.as_ptr()) })
+    }
+
+    /// How many [`PackLine`]s [`Kernels::prepare`] writes per 4 weight rows of `n` elements;
+    /// 0 where the entry's tile takes its rows as they are.
+    pub(crate) fn prepared_lines(&self, n: usize) -> usize {
+        match self.tile {
+            Some(Tile::Prepared { prepared, .. }) => prepared * (n / self.ty.block_size()),
+            _ => 0,
+        }
+    }
+
+    /// Prepares 4 weight rows of `n` elements for [`Kernels::dot_prepared`] into `out`
+    /// ([`Kernels::prepared_lines`] lines). Does nothing where the entry prepares nothing.
+    pub(crate) fn prepare(&self, n: usize, w_rows: [&[u8]; 4], out: &mut [PackLine]) {
+        if let Some(Tile::Prepared {
+            prepared, prepare, ..
+        }) = self.tile
+        {
+            let nb = w_rows
+                .iter()
+                .map(|r| r.len() / self.ty.type_size())
+                .fold(n / self.ty.block_size(), usize::min)
+                .min(out.len() / prepared);
+            // SAFETY: the entry was filled for this CPU; every row holds nb whole blocks and
+            // `out` `prepared × nb` lines.
+            unsafe { prepare(nb, w_rows.map(|r| r.as_ptr()), out.as_mut_ptr()) }
+        }
+    }
+
+    /// The prepared tile: 4 weight rows prepared by [`Kernels::prepare`] × the
+    /// [`MAX_TILE_TOKENS`] tokens packed by [`Kernels::pack`], bit-identical to
+    /// [`Kernels::dot`] on the rows as they were; `None` where the entry prepares nothing.
+    pub(crate) fn dot_prepared(
+        &self,
+        n: usize,
+        rows: &[PackLine],
+        packed: &[PackLine],
+    ) -> Option<TileOut> {
+        let Some(Tile::Prepared {
+            lines,
+            prepared,
+            run,
+            ..
+        }) = self.tile
+        else {
+            return None;
+        };
+        let nb = (n / self.ty.block_size())
+            .min(rows.len() / prepared)
+            .min(packed.len() / lines);
+        // SAFETY: the entry was filled for this CPU; `rows` holds `prepared × nb` prepared
+        // lines and `packed` `lines × nb` packed ones.
+        Some(unsafe { run(nb, rows.as_ptr(), packed.as_ptr()) })
     }
 }
 

@@ -1,9 +1,12 @@
-//! The AVX-512 VNNI Q4_K prompt tile with tokens in its lanes: 4 weight rows × 8 tokens per
-//! call, over activations packed once per matmul ([`pack_q4k_lanes`]).
+//! The AVX-512 VNNI Q4_K prompt tile with tokens in its lanes (and the Q5_K, Q6_K and IQ4_XS
+//! ones built the same way): 4 weight rows × 8 tokens per call, over activations packed once
+//! per matmul ([`pack_q4k_lanes`]) and weight rows prepared once per task ([`prepare_q4k`]).
 //!
 //! A 512-bit vector holds one pair of rows × the 8 tokens: lane `2t + h` is token `t` and row
 //! `h` of the pair. Each super-block's weight quants (unsigned, 0..=15) are first unpacked to
-//! bytes, each group of 4 quants of the two rows side by side (8 bytes); then for each group one
+//! bytes, each group of 4 quants of the two rows side by side (8 bytes), once per matmul task
+//! for all its groups of 8 tokens (`prepare_*`: the rows of a task, a few hundred KiB, stay in
+//! the cache while every group of tokens reads them); then for each group one
 //! `vpbroadcastq` load (no shuffle) spreads the pair's 8 bytes over the lanes and one
 //! `vpdpbusd` adds their products with the tokens' 4 activation quants (packed once per matmul,
 //! each token's 4 bytes twice): 64 products per instruction, against 32 per `pmaddubsw` +
@@ -120,7 +123,7 @@ unsafe fn broadcast8(p: *const u8) -> __m512i {
 /// Two rows' values as one vector: `a` in the even f32 lanes, `b` in the odd ones.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn pair_ps(a: f32, b: f32) -> __m512 {
+unsafe fn pair_ps([a, b]: [f32; 2]) -> __m512 {
     let bits = u64::from(a.to_bits()) | (u64::from(b.to_bits()) << 32);
     _mm512_castsi512_ps(_mm512_set1_epi64(bits as i64))
 }
@@ -188,75 +191,93 @@ unsafe fn unpack<const FIVE: bool>(x0: *const u8, x1: *const u8, u: &mut Unpacke
     _mm256_store_si256(u.mins.as_mut_ptr().cast(), mins);
 }
 
-/// Q4_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`].
-///
-/// # Safety
-/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
-pub(super) unsafe fn q4k_lanes(
-    nb: usize,
-    w: [*const u8; 4],
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    q45k_lanes::<false>(nb, w, packed)
+/// Four Q4_K or Q5_K rows' super-block prepared for [`q45k_prepared`]: both pairs unpacked,
+/// and each pair's `(d, dmin)` as f32 pairs.
+#[repr(C, align(64))]
+struct Prepared45 {
+    u: [Unpacked; 2],
+    d: [[f32; 2]; 2],
+    m: [[f32; 2]; 2],
 }
 
-/// Q5_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`]: the Q4_K
-/// tile with quants 0..=31 (the portable `kquants::dot_q5_k` combines its exact sums as
-/// `dot_q4_k` does).
+/// Prepared lines per super-block of 4 Q4_K/Q5_K rows ([`prepare_q4k`], [`prepare_q5k`]).
+pub(super) const Q45K_PREPARED_LINES: usize = std::mem::size_of::<Prepared45>() / 64;
+
+/// Prepares 4 Q4_K rows of `nb` super-blocks for [`q45k_prepared`]: each super-block's pairs
+/// unpacked once, however many groups of 8 tokens then read them.
 ///
 /// # Safety
-/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
-pub(super) unsafe fn q5k_lanes(
-    nb: usize,
-    w: [*const u8; 4],
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    q45k_lanes::<true>(nb, w, packed)
+/// The module's; `out` holds `Q45K_PREPARED_LINES × nb` lines.
+pub(super) unsafe fn prepare_q4k(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
+    prepare45::<false>(nb, w, out)
 }
 
-/// [`q4k_lanes`], or [`q5k_lanes`] when `FIVE`.
+/// [`prepare_q4k`] for Q5_K rows (quants 0..=31: the portable `kquants::dot_q5_k` combines its
+/// exact sums as `dot_q4_k` does, so the same tile runs on them).
+///
+/// # Safety
+/// As [`prepare_q4k`]'s.
+pub(super) unsafe fn prepare_q5k(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
+    prepare45::<true>(nb, w, out)
+}
+
+/// [`prepare_q4k`], or [`prepare_q5k`] when `FIVE`.
 ///
 /// # Safety
 /// As theirs.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-unsafe fn q45k_lanes<const FIVE: bool>(
-    nb: usize,
-    w: [*const u8; 4],
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+unsafe fn prepare45<const FIVE: bool>(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
     let size = if FIVE {
         BlockQ5_K::SIZE
     } else {
         BlockQ4_K::SIZE
     };
-    let mut u = [Unpacked::new(), Unpacked::new()];
+    for b in 0..nb {
+        let prepared = &mut *out.cast::<Prepared45>().add(b);
+        let xs: [*const u8; 4] = w.map(|x| x.add(size * b));
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack::<FIVE>(x0, x1, &mut prepared.u[p]);
+            let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
+            (prepared.d[p], prepared.m[p]) = ([d0, d1], [m0, m1]);
+        }
+    }
+}
+
+/// Q4_K or Q5_K weights (4 rows prepared by [`prepare_q4k`] or [`prepare_q5k`]) × the 8
+/// tokens packed by [`pack_q4k_lanes`].
+///
+/// # Safety
+/// The module's; `w` holds `Q45K_PREPARED_LINES × nb` prepared lines, `packed`
+/// `Q4K_LANES_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+pub(super) unsafe fn q45k_prepared(
+    nb: usize,
+    w: *const PackLine,
+    packed: *const PackLine,
+) -> [[f32; MAX_TILE_TOKENS]; 4] {
     let mut acc = [_mm512_setzero_ps(); 2];
     for b in 0..nb {
         let lines = packed.add(Q4K_LANES_LINES * b);
         let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
-        let xs: [*const u8; 4] = w.map(|x| x.add(size * b));
+        let u = &(*w.cast::<Prepared45>().add(b));
         let mut summ = [_mm512_setzero_si512(); 2];
-        let mut dd = [_mm512_setzero_ps(); 2];
-        let mut dm = [_mm512_setzero_ps(); 2];
-        for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack::<FIVE>(x0, x1, &mut u[p]);
-            let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
-            (dd[p], dm[p]) = (pair_ps(d0, d1), pair_ps(m0, m1));
+        for (sum, pair) in summ.iter_mut().zip(&u.u) {
             for k in 0..4 {
-                let mk = broadcast8(u[p].mins.as_ptr().add(8 * k));
-                summ[p] = dpwssd(summ[p], mk, line(65 + k));
+                let mk = broadcast8(pair.mins.as_ptr().add(8 * k));
+                *sum = dpwssd(*sum, mk, line(65 + k));
             }
         }
         let isum = scaled_sums(
-            [u[0].codes.as_ptr(), u[1].codes.as_ptr()],
-            [u[0].scales.as_ptr(), u[1].scales.as_ptr()],
+            [u.u[0].codes.as_ptr(), u.u[1].codes.as_ptr()],
+            [u.u[0].scales.as_ptr(), u.u[1].scales.as_ptr()],
             lines,
         );
         let yd = _mm512_load_ps(lines.add(64).cast());
         for p in 0..2 {
-            let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd[p]), _mm512_cvtepi32_ps(isum[p]));
-            let m = _mm512_mul_ps(_mm512_mul_ps(yd, dm[p]), _mm512_cvtepi32_ps(summ[p]));
+            let (dd, dm) = (pair_ps(u.d[p]), pair_ps(u.m[p]));
+            let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd), _mm512_cvtepi32_ps(isum[p]));
+            let m = _mm512_mul_ps(_mm512_mul_ps(yd, dm), _mm512_cvtepi32_ps(summ[p]));
             acc[p] = _mm512_add_ps(acc[p], _mm512_sub_ps(a, m));
         }
     }
@@ -311,16 +332,6 @@ unsafe fn lanes_out(acc: [__m512; 2]) -> [[f32; MAX_TILE_TOKENS]; 4] {
     out
 }
 
-impl Unpacked {
-    fn new() -> Self {
-        Unpacked {
-            codes: [0; 512],
-            scales: [0; 64],
-            mins: [0; 32],
-        }
-    }
-}
-
 /// One pair of rows' Q6_K super-block, unpacked: `codes` as [`Unpacked`]'s (quants 0..=63);
 /// `scales[8s..8s + 8]` the scales of 16-quant group `s` as two i32; `pairs[8k..8k + 8]` the
 /// i16 pairs `(s_2k, s_2k+1)` of both rows.
@@ -366,31 +377,57 @@ unsafe fn unpack6(x0: *const u8, x1: *const u8, bits: &Q6kBits, u: &mut Unpacked
     );
 }
 
-/// Q6_K weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q6k_lanes`]: per (row,
-/// token) the exact `isum = Σ_s s_s·Σ q·y − 32·Σ_s s_s·bsum_s` (quants 0..=63; the portable
-/// kernel's `Σ_s s_s·Σ (q − 32)·y`), then `acc += (d · d_y) · float(isum)`.
+/// Four Q6_K rows' super-block prepared for [`q6k_prepared`]: both pairs unpacked, and each
+/// pair's `d` as an f32 pair.
+#[repr(C, align(64))]
+struct Prepared6 {
+    u: [Unpacked6; 2],
+    d: [[f32; 2]; 2],
+}
+
+/// Prepared lines per super-block of 4 Q6_K rows ([`prepare_q6k`]).
+pub(super) const Q6K_PREPARED_LINES: usize = std::mem::size_of::<Prepared6>() / 64;
+
+/// Prepares 4 Q6_K rows of `nb` super-blocks for [`q6k_prepared`].
 ///
 /// # Safety
-/// The module's; `packed` holds `Q6K_LANES_LINES × nb` lines.
+/// The module's; `out` holds `Q6K_PREPARED_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+pub(super) unsafe fn prepare_q6k(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
+    let bits = Q6kBits::new();
+    for b in 0..nb {
+        let prepared = &mut *out.cast::<Prepared6>().add(b);
+        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ6_K::SIZE * b));
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack6(x0, x1, &bits, &mut prepared.u[p]);
+            prepared.d[p] = [half(x0.add(BlockQ6_K::D)), half(x1.add(BlockQ6_K::D))];
+        }
+    }
+}
+
+/// Q6_K weights (4 rows prepared by [`prepare_q6k`]) × the 8 tokens packed by
+/// [`pack_q6k_lanes`]: per (row, token) the exact
+/// `isum = Σ_s s_s·Σ q·y − 32·Σ_s s_s·bsum_s` (quants 0..=63; the portable kernel's
+/// `Σ_s s_s·Σ (q − 32)·y`), then `acc += (d · d_y) · float(isum)`.
+///
+/// # Safety
+/// The module's; `w` holds `Q6K_PREPARED_LINES × nb` prepared lines, `packed`
+/// `Q6K_LANES_LINES × nb` lines.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(super) unsafe fn q6k_lanes(
+pub(super) unsafe fn q6k_prepared(
     nb: usize,
-    w: [*const u8; 4],
+    w: *const PackLine,
     packed: *const PackLine,
 ) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let bits = Q6kBits::new();
-    let mut u = [Unpacked6::new(), Unpacked6::new()];
     let mut acc = [_mm512_setzero_ps(); 2];
     for b in 0..nb {
         let lines = packed.add(Q6K_LANES_LINES * b);
         let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
-        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ6_K::SIZE * b));
+        let prepared = &*w.cast::<Prepared6>().add(b);
+        let u = &prepared.u;
         let mut corr = [_mm512_setzero_si512(); 2];
-        let mut dd = [_mm512_setzero_ps(); 2];
         for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack6(x0, x1, &bits, &mut u[p]);
-            dd[p] = pair_ps(half(x0.add(BlockQ6_K::D)), half(x1.add(BlockQ6_K::D)));
             for k in 0..8 {
                 let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
                 corr[p] = dpwssd(corr[p], sk, line(65 + k));
@@ -417,21 +454,14 @@ pub(super) unsafe fn q6k_lanes(
         let yd = _mm512_load_ps(lines.add(64).cast());
         for p in 0..2 {
             let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<5>(corr[p]));
-            let v = _mm512_mul_ps(_mm512_mul_ps(dd[p], yd), _mm512_cvtepi32_ps(total));
+            let v = _mm512_mul_ps(
+                _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
+                _mm512_cvtepi32_ps(total),
+            );
             acc[p] = _mm512_add_ps(acc[p], v);
         }
     }
     lanes_out(acc)
-}
-
-impl Unpacked6 {
-    fn new() -> Self {
-        Unpacked6 {
-            codes: [0; 512],
-            scales: [0; 128],
-            pairs: [0; 64],
-        }
-    }
 }
 
 /// One pair of rows' IQ4_XS super-block, unpacked: `codes` as [`Unpacked`]'s, each level
@@ -484,32 +514,58 @@ unsafe fn unpack_iq4(x0: *const u8, x1: *const u8, table: __m256i, u: &mut Unpac
     _mm_store_si128(pairs.add(16).cast(), _mm_unpackhi_epi32(s0, s1));
 }
 
-/// IQ4_XS weights (4 rows, two pairs) × the 8 tokens packed by [`pack_q4k_lanes`] (the same
-/// lines: quants, scales, 32-quant sub-block sums): per (row, token) the exact
-/// `total = Σ_s ls_s·Σ (level + 128)·y − 128·Σ_s ls_s·P_s` (the portable kernel's
-/// `Σ_s ls_s·Σ level·y`: `nonlinear::dot_iq4_xs_q8_k`), then `acc += (d · d_y) · float(total)`.
+/// Four IQ4_XS rows' super-block prepared for [`iq4xs_prepared`]: both pairs unpacked, and
+/// each pair's `d` as an f32 pair.
+#[repr(C, align(64))]
+struct PreparedIq4 {
+    u: [UnpackedIq4; 2],
+    d: [[f32; 2]; 2],
+}
+
+/// Prepared lines per super-block of 4 IQ4_XS rows ([`prepare_iq4xs`]).
+pub(super) const IQ4XS_PREPARED_LINES: usize = std::mem::size_of::<PreparedIq4>() / 64;
+
+/// Prepares 4 IQ4_XS rows of `nb` super-blocks for [`iq4xs_prepared`].
 ///
 /// # Safety
-/// The module's; `packed` holds `Q4K_LANES_LINES × nb` lines.
+/// The module's; `out` holds `IQ4XS_PREPARED_LINES × nb` lines.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
+pub(super) unsafe fn prepare_iq4xs(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
+    let table = level_table(&IQ4NL_LEVELS, true);
+    for b in 0..nb {
+        let prepared = &mut *out.cast::<PreparedIq4>().add(b);
+        let xs: [*const u8; 4] = w.map(|x| x.add(BlockIQ4_XS::SIZE * b));
+        for p in 0..2 {
+            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
+            unpack_iq4(x0, x1, table, &mut prepared.u[p]);
+            prepared.d[p] = [half(x0.add(BlockIQ4_XS::D)), half(x1.add(BlockIQ4_XS::D))];
+        }
+    }
+}
+
+/// IQ4_XS weights (4 rows prepared by [`prepare_iq4xs`]) × the 8 tokens packed by
+/// [`pack_q4k_lanes`] (the same lines: quants, scales, 32-quant sub-block sums): per (row,
+/// token) the exact `total = Σ_s ls_s·Σ (level + 128)·y − 128·Σ_s ls_s·P_s` (the portable
+/// kernel's `Σ_s ls_s·Σ level·y`: `nonlinear::dot_iq4_xs_q8_k`), then
+/// `acc += (d · d_y) · float(total)`.
+///
+/// # Safety
+/// The module's; `w` holds `IQ4XS_PREPARED_LINES × nb` prepared lines, `packed`
+/// `Q4K_LANES_LINES × nb` lines.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-pub(super) unsafe fn iq4xs_lanes(
+pub(super) unsafe fn iq4xs_prepared(
     nb: usize,
-    w: [*const u8; 4],
+    w: *const PackLine,
     packed: *const PackLine,
 ) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let table = level_table(&IQ4NL_LEVELS, true);
-    let mut u = [UnpackedIq4::new(), UnpackedIq4::new()];
     let mut acc = [_mm512_setzero_ps(); 2];
     for b in 0..nb {
         let lines = packed.add(Q4K_LANES_LINES * b);
         let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
-        let xs: [*const u8; 4] = w.map(|x| x.add(BlockIQ4_XS::SIZE * b));
+        let prepared = &*w.cast::<PreparedIq4>().add(b);
+        let u = &prepared.u;
         let mut corr = [_mm512_setzero_si512(); 2];
-        let mut dd = [_mm512_setzero_ps(); 2];
         for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack_iq4(x0, x1, table, &mut u[p]);
-            dd[p] = pair_ps(half(x0.add(BlockIQ4_XS::D)), half(x1.add(BlockIQ4_XS::D)));
             for k in 0..4 {
                 let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
                 corr[p] = dpwssd(corr[p], sk, line(65 + k));
@@ -523,19 +579,12 @@ pub(super) unsafe fn iq4xs_lanes(
         let yd = _mm512_load_ps(lines.add(64).cast());
         for p in 0..2 {
             let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<7>(corr[p]));
-            let v = _mm512_mul_ps(_mm512_mul_ps(dd[p], yd), _mm512_cvtepi32_ps(total));
+            let v = _mm512_mul_ps(
+                _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
+                _mm512_cvtepi32_ps(total),
+            );
             acc[p] = _mm512_add_ps(acc[p], v);
         }
     }
     lanes_out(acc)
-}
-
-impl UnpackedIq4 {
-    fn new() -> Self {
-        UnpackedIq4 {
-            codes: [0; 512],
-            scales: [0; 64],
-            pairs: [0; 32],
-        }
-    }
 }

@@ -70,36 +70,45 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(dot_only(GgmlType::Q2_K, kquants::dot_q2_k));
     entry(dot_only(GgmlType::Q3_K, kquants::dot_q3_k));
     let wide = isa == Isa::Wide;
-    let q4k_tile = Tile::Packed {
-        lines: klanes::Q4K_LANES_LINES,
-        pack: klanes::pack_q4k_lanes,
-        run: klanes::q4k_lanes,
+    let prepared = |lines, pack, prepared, prepare, run| Tile::Prepared {
+        lines,
+        pack,
+        prepared,
+        prepare,
+        run,
     };
+    let q4k_tile = prepared(
+        klanes::Q4K_LANES_LINES,
+        klanes::pack_q4k_lanes,
+        klanes::Q45K_PREPARED_LINES,
+        klanes::prepare_q4k,
+        klanes::q45k_prepared,
+    );
     entry(k_format::<Q45K<false>>(isa, wide.then_some(q4k_tile)));
-    entry(k_format::<Q45K<true>>(
-        isa,
-        wide.then_some(Tile::Packed {
-            lines: klanes::Q4K_LANES_LINES,
-            pack: klanes::pack_q4k_lanes,
-            run: klanes::q5k_lanes,
-        }),
-    ));
-    entry(k_format::<Q6K>(
-        isa,
-        wide.then_some(Tile::Packed {
-            lines: klanes::Q6K_LANES_LINES,
-            pack: klanes::pack_q6k_lanes,
-            run: klanes::q6k_lanes,
-        }),
-    ));
-    entry(k_format::<IQ4XS>(
-        isa,
-        wide.then_some(Tile::Packed {
-            lines: klanes::Q4K_LANES_LINES,
-            pack: klanes::pack_q4k_lanes,
-            run: klanes::iq4xs_lanes,
-        }),
-    ));
+    let q5k_tile = prepared(
+        klanes::Q4K_LANES_LINES,
+        klanes::pack_q4k_lanes,
+        klanes::Q45K_PREPARED_LINES,
+        klanes::prepare_q5k,
+        klanes::q45k_prepared,
+    );
+    entry(k_format::<Q45K<true>>(isa, wide.then_some(q5k_tile)));
+    let q6k_tile = prepared(
+        klanes::Q6K_LANES_LINES,
+        klanes::pack_q6k_lanes,
+        klanes::Q6K_PREPARED_LINES,
+        klanes::prepare_q6k,
+        klanes::q6k_prepared,
+    );
+    entry(k_format::<Q6K>(isa, wide.then_some(q6k_tile)));
+    let iq4xs_tile = prepared(
+        klanes::Q4K_LANES_LINES,
+        klanes::pack_q4k_lanes,
+        klanes::IQ4XS_PREPARED_LINES,
+        klanes::prepare_iq4xs,
+        klanes::iq4xs_prepared,
+    );
+    entry(k_format::<IQ4XS>(isa, wide.then_some(iq4xs_tile)));
     entry(codebook_format::<iquants::IQ2XXS>(isa));
     entry(codebook_format::<iquants::IQ2XS>(isa));
     entry(codebook_format::<iquants::IQ2S>(isa));
