@@ -341,18 +341,32 @@ impl Operands<'_> {
                 let w: [&[u8]; 4] = std::array::from_fn(|i| self.weight(r + 4 * k + i));
                 self.kernels.prepare(self.cols, w, out);
             }
-            for t in (0..tokens).step_by(MAX_TILE_TOKENS) {
-                let packed = &self.packed[t / MAX_TILE_TOKENS * self.group..][..self.group];
+            // Two groups of 8 tokens per pass over the rows where there are, then one.
+            let mut t = 0;
+            while t < tokens {
+                let groups = if t + 2 * MAX_TILE_TOKENS <= tokens {
+                    2
+                } else {
+                    1
+                };
+                let packed: [&[quant::PackLine]; 2] = std::array::from_fn(|g| {
+                    let at = (t / MAX_TILE_TOKENS + g.min(groups - 1)) * self.group;
+                    &self.packed[at..][..self.group]
+                });
                 for (k, rows) in buf.chunks_exact(prepared).enumerate() {
-                    let Some(out) = self.kernels.dot_prepared(self.cols, rows, packed) else {
+                    let packed = &packed[..groups];
+                    let Some(outs) = self.kernels.dot_prepared(self.cols, rows, packed) else {
                         return 0;
                     };
-                    for (i, row) in out.iter().enumerate() {
-                        for (j, &x) in row.iter().enumerate() {
-                            self.write(t + j, r + 4 * k + i, x);
+                    for (g, out) in outs.iter().take(groups).enumerate() {
+                        for (i, row) in out.iter().enumerate() {
+                            for (j, &x) in row.iter().enumerate() {
+                                self.write(t + MAX_TILE_TOKENS * g + j, r + 4 * k + i, x);
+                            }
                         }
                     }
                 }
+                t += groups * MAX_TILE_TOKENS;
             }
             r += 4 * tiles;
         }
@@ -485,7 +499,7 @@ mod tests {
         w
     }
 
-    /// A prompt matmul (row tiles over 8, 4 and 1 tokens, or a few tokens per pass over the
+    /// A prompt matmul (row tiles over 16, 8, 4 and 1 tokens, or a few tokens per pass over the
     /// rows, then the rows left over, on two threads; on one thread, rows so long that a
     /// task's rows are prepared in several parts) gives every (token, row) exactly what the
     /// one-row kernel gives.
@@ -505,7 +519,10 @@ mod tests {
             (GgmlType::Q4_K, 5, 512, &two),
             // 37 rows of 16384: 84 KiB prepared per 4 Q4_K rows, 3 tiles per part.
             (GgmlType::Q4_K, 17, 16384, &one),
-            (GgmlType::Q6_K, 9, 16384, &one),
+            (GgmlType::Q6_K, 25, 16384, &one),
+            // Two groups of 8 tokens per pass, then one, then the token left over.
+            (GgmlType::IQ4_XS, 25, 512, &two),
+            (GgmlType::Q5_K, 16, 512, &two),
         ];
         for (ty, n_tokens, cols, threads) in cases {
             let rows = 37;

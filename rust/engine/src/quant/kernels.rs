@@ -91,13 +91,18 @@ pub(super) type PackedFn =
 pub(super) type PrepareFn = unsafe fn(nb: usize, w: [*const u8; 4], out: *mut PackLine);
 
 /// A 4-row × 8-token tile on weight rows prepared by the entry's [`PrepareFn`], over
-/// activations packed by its [`PackFn`].
+/// activations packed by its [`PackFn`]: the group of 8 tokens `packed[0]`, and when `two` the
+/// group `packed[1]` too (in the same pass over the rows; else the second result is zeros).
 ///
 /// # Safety
-/// `w` holds `prepared × nb` lines prepared for this entry, `packed` `lines × nb` lines packed
-/// for it.
-pub(super) type PreparedFn =
-    unsafe fn(nb: usize, w: *const PackLine, packed: *const PackLine) -> TileOut;
+/// `w` holds `prepared × nb` lines prepared for this entry, each group used `lines × nb` lines
+/// packed for it.
+pub(super) type PreparedFn = unsafe fn(
+    nb: usize,
+    w: *const PackLine,
+    packed: [*const PackLine; 2],
+    two: bool,
+) -> [TileOut; 2];
 
 /// A prompt tile (the packed and unpacked ones are made by the x86-64 table only, so far).
 #[derive(Clone, Copy)]
@@ -304,7 +309,8 @@ impl Kernels {
                 unsafe {
                     pack(nb, acts, &mut packed);
                     prepare(nb, std::array::from_fn(|i| w[i]), rows.as_mut_ptr());
-                    *out = run(nb, rows.as_ptr(), packed.as_ptr());
+                    let packed = packed.as_ptr();
+                    [*out, _] = run(nb, rows.as_ptr(), [packed, packed], false);
                 }
             }
             Some(Tile::Unpacked(..)) => {
@@ -465,15 +471,17 @@ impl Kernels {
         }
     }
 
-    /// The prepared tile: 4 weight rows prepared by [`Kernels::prepare`] × the
-    /// [`MAX_TILE_TOKENS`] tokens packed by [`Kernels::pack`], bit-identical to
-    /// [`Kernels::dot`] on the rows as they were; `None` where the entry prepares nothing.
+    /// The prepared tile: 4 weight rows prepared by [`Kernels::prepare`] × one or two groups
+    /// of [`MAX_TILE_TOKENS`] tokens packed by [`Kernels::pack`] (`packed`: one or two
+    /// groups; the second result is zeros for one), bit-identical to [`Kernels::dot`] on the
+    /// rows as they were; `None` where the entry prepares nothing. Panics on no group or more
+    /// than two.
     pub(crate) fn dot_prepared(
         &self,
         n: usize,
         rows: &[PackLine],
-        packed: &[PackLine],
-    ) -> Option<TileOut> {
+        packed: &[&[PackLine]],
+    ) -> Option<[TileOut; 2]> {
         let Some(Tile::Prepared {
             lines,
             prepared,
@@ -483,12 +491,19 @@ impl Kernels {
         else {
             return None;
         };
-        let nb = (n / self.ty.block_size())
-            .min(rows.len() / prepared)
-            .min(packed.len() / lines);
+        assert!(
+            matches!(packed.len(), 1 | 2),
+            "dot_prepared: {} groups of tokens",
+            packed.len()
+        );
+        let nb = packed.iter().map(|p| p.len() / lines).fold(
+            (n / self.ty.block_size()).min(rows.len() / prepared),
+            usize::min,
+        );
+        let groups = [packed[0].as_ptr(), packed[packed.len() - 1].as_ptr()];
         // SAFETY: the entry was filled for this CPU; `rows` holds `prepared × nb` prepared
-        // lines and `packed` `lines × nb` packed ones.
-        Some(unsafe { run(nb, rows.as_ptr(), packed.as_ptr()) })
+        // lines and each group `lines × nb` packed ones.
+        Some(unsafe { run(nb, rows.as_ptr(), groups, packed.len() == 2) })
     }
 }
 

@@ -29,7 +29,7 @@ use super::iq4xs::scales_wide;
 use super::ktile::{dpbusd, dpwssd, half, halves, q4k_scales_mins_words, q8k_at, Q6kBits};
 use super::level_table;
 use crate::quant::blocks::{BlockIQ4_XS, BlockQ4_K, BlockQ5_K, BlockQ6_K, BlockQ8_K};
-use crate::quant::kernels::{PackLine, MAX_TILE_TOKENS};
+use crate::quant::kernels::{PackLine, TileOut, MAX_TILE_TOKENS};
 use crate::quant::kquants::{q8k_bsum, q8k_d, Q45K_D, Q45K_SCALES};
 use crate::quant::nonlinear::IQ4NL_LEVELS;
 
@@ -244,72 +244,129 @@ unsafe fn prepare45<const FIVE: bool>(nb: usize, w: [*const u8; 4], out: *mut Pa
     }
 }
 
-/// Q4_K or Q5_K weights (4 rows prepared by [`prepare_q4k`] or [`prepare_q5k`]) × the 8
-/// tokens packed by [`pack_q4k_lanes`].
+/// Q4_K or Q5_K weights (4 rows prepared by [`prepare_q4k`] or [`prepare_q5k`]) × one or two
+/// groups of 8 tokens packed by [`pack_q4k_lanes`] (`packed[0]`, and `packed[1]` when `two`;
+/// the second result is zeros otherwise).
 ///
 /// # Safety
-/// The module's; `w` holds `Q45K_PREPARED_LINES × nb` prepared lines, `packed`
+/// The module's; `w` holds `Q45K_PREPARED_LINES × nb` prepared lines, each packed group used
 /// `Q4K_LANES_LINES × nb` lines.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(super) unsafe fn q45k_prepared(
     nb: usize,
     w: *const PackLine,
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let mut acc = [_mm512_setzero_ps(); 2];
+    packed: [*const PackLine; 2],
+    two: bool,
+) -> [TileOut; 2] {
+    one_or_two(
+        two,
+        packed,
+        |p| q45k_groups(nb, w, p),
+        |p| q45k_groups(nb, w, p),
+    )
+}
+
+/// `run` on both groups when `two`, else `run1` on the first (the second result zeros).
+#[inline(always)]
+fn one_or_two(
+    two: bool,
+    packed: [*const PackLine; 2],
+    run2: impl FnOnce([*const PackLine; 2]) -> [TileOut; 2],
+    run1: impl FnOnce([*const PackLine; 1]) -> [TileOut; 1],
+) -> [TileOut; 2] {
+    if two {
+        run2(packed)
+    } else {
+        let [out] = run1([packed[0]]);
+        [out, [[0.0; MAX_TILE_TOKENS]; 4]]
+    }
+}
+
+/// [`q45k_prepared`] on `G` groups of 8 tokens: each broadcast weight load serves every group.
+///
+/// # Safety
+/// As [`q45k_prepared`]'s.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn q45k_groups<const G: usize>(
+    nb: usize,
+    w: *const PackLine,
+    packed: [*const PackLine; G],
+) -> [TileOut; G] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; G];
     for b in 0..nb {
-        let lines = packed.add(Q4K_LANES_LINES * b);
-        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let lines = packed.map(|p| p.add(Q4K_LANES_LINES * b));
         let u = &(*w.cast::<Prepared45>().add(b));
-        let mut summ = [_mm512_setzero_si512(); 2];
-        for (sum, pair) in summ.iter_mut().zip(&u.u) {
-            for k in 0..4 {
-                let mk = broadcast8(pair.mins.as_ptr().add(8 * k));
-                *sum = dpwssd(*sum, mk, line(65 + k));
-            }
-        }
         let isum = scaled_sums(
             [u.u[0].codes.as_ptr(), u.u[1].codes.as_ptr()],
             [u.u[0].scales.as_ptr(), u.u[1].scales.as_ptr()],
             lines,
         );
-        let yd = _mm512_load_ps(lines.add(64).cast());
-        for p in 0..2 {
-            let (dd, dm) = (pair_ps(u.d[p]), pair_ps(u.m[p]));
-            let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd), _mm512_cvtepi32_ps(isum[p]));
-            let m = _mm512_mul_ps(_mm512_mul_ps(yd, dm), _mm512_cvtepi32_ps(summ[p]));
-            acc[p] = _mm512_add_ps(acc[p], _mm512_sub_ps(a, m));
+        for (g, lines) in lines.into_iter().enumerate() {
+            let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+            let mut summ = [_mm512_setzero_si512(); 2];
+            for (sum, pair) in summ.iter_mut().zip(&u.u) {
+                for k in 0..4 {
+                    let mk = broadcast8(pair.mins.as_ptr().add(8 * k));
+                    *sum = dpwssd(*sum, mk, line(65 + k));
+                }
+            }
+            let yd = _mm512_load_ps(lines.add(64).cast());
+            for p in 0..2 {
+                let (dd, dm) = (pair_ps(u.d[p]), pair_ps(u.m[p]));
+                let a = _mm512_mul_ps(_mm512_mul_ps(yd, dd), _mm512_cvtepi32_ps(isum[g][p]));
+                let m = _mm512_mul_ps(_mm512_mul_ps(yd, dm), _mm512_cvtepi32_ps(summ[p]));
+                acc[g][p] = _mm512_add_ps(acc[g][p], _mm512_sub_ps(a, m));
+            }
         }
     }
-    lanes_out(acc)
+    acc.map(|acc| lanes_out(acc))
 }
 
 /// Both pairs' exact `Σ_s scale_s · Σ code · y` over the 8 sub-blocks of 32 quants, from
 /// unpacked codes (512 bytes: [`Unpacked`]'s layout) and i32 scale pairs (64 bytes) against
-/// the 64 packed quant lines at `lines`.
+/// the 64 packed quant lines of each of `G` groups of tokens at `lines`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-unsafe fn scaled_sums(
+unsafe fn scaled_sums<const G: usize>(
     codes: [*const u8; 2],
     scales: [*const u8; 2],
-    lines: *const PackLine,
-) -> [__m512i; 2] {
-    let mut isum = [_mm512_setzero_si512(); 2];
+    lines: [*const PackLine; G],
+) -> [[__m512i; 2]; G] {
+    // `n` chains per pair and group of tokens (groups of quants g mod n), so that the
+    // dependent `vpdpbusd` overlap: 8 in all, fewer additions for two groups of tokens.
+    let n = 4 / G;
+    let mut isum = [[_mm512_setzero_si512(); 2]; G];
     for s in 0..8 {
-        // Four chains per pair (groups g mod 4), so that the dependent `vpdpbusd` overlap.
-        let mut sub = [[_mm512_setzero_si512(); 4]; 2];
-        for g in 0..8 {
-            let y = _mm512_load_si512(lines.add(8 * s + g).cast());
-            for p in 0..2 {
-                let q = broadcast8(codes[p].add(8 * (8 * s + g)));
-                sub[p][g % 4] = dpbusd(sub[p][g % 4], q, y);
+        let mut sub = [[[_mm512_setzero_si512(); 4]; 2]; G];
+        let mut group = |g: usize| {
+            let q = codes.map(|c| broadcast8(c.add(8 * (8 * s + g))));
+            for (sub, lines) in sub.iter_mut().zip(lines) {
+                let y = _mm512_load_si512(lines.add(8 * s + g).cast());
+                for (chains, &q) in sub.iter_mut().zip(&q) {
+                    chains[g % n] = dpbusd(chains[g % n], q, y);
+                }
             }
-        }
+        };
+        // Written out, not a loop: the chains' indices must be constants for the chains to
+        // stay in registers (a loop over two groups of tokens is not unrolled).
+        group(0);
+        group(1);
+        group(2);
+        group(3);
+        group(4);
+        group(5);
+        group(6);
+        group(7);
         for p in 0..2 {
-            let [a, b, c, d] = sub[p];
-            let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
             let sc = broadcast8(scales[p].add(8 * s));
-            isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+            for (isum, sub) in isum.iter_mut().zip(&sub) {
+                let [a, b, c, d] = sub[p];
+                let sum = if n == 2 {
+                    _mm512_add_epi32(a, b)
+                } else {
+                    _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d))
+                };
+                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+            }
         }
     }
     isum
@@ -406,62 +463,95 @@ pub(super) unsafe fn prepare_q6k(nb: usize, w: [*const u8; 4], out: *mut PackLin
     }
 }
 
-/// Q6_K weights (4 rows prepared by [`prepare_q6k`]) × the 8 tokens packed by
-/// [`pack_q6k_lanes`]: per (row, token) the exact
+/// Q6_K weights (4 rows prepared by [`prepare_q6k`]) × one or two groups of 8 tokens packed
+/// by [`pack_q6k_lanes`] (as [`q45k_prepared`]): per (row, token) the exact
 /// `isum = Σ_s s_s·Σ q·y − 32·Σ_s s_s·bsum_s` (quants 0..=63; the portable kernel's
 /// `Σ_s s_s·Σ (q − 32)·y`), then `acc += (d · d_y) · float(isum)`.
 ///
 /// # Safety
-/// The module's; `w` holds `Q6K_PREPARED_LINES × nb` prepared lines, `packed`
+/// The module's; `w` holds `Q6K_PREPARED_LINES × nb` prepared lines, each packed group used
 /// `Q6K_LANES_LINES × nb` lines.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(super) unsafe fn q6k_prepared(
     nb: usize,
     w: *const PackLine,
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let mut acc = [_mm512_setzero_ps(); 2];
+    packed: [*const PackLine; 2],
+    two: bool,
+) -> [TileOut; 2] {
+    one_or_two(
+        two,
+        packed,
+        |p| q6k_groups(nb, w, p),
+        |p| q6k_groups(nb, w, p),
+    )
+}
+
+/// [`q6k_prepared`] on `G` groups of 8 tokens.
+///
+/// # Safety
+/// As [`q6k_prepared`]'s.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn q6k_groups<const G: usize>(
+    nb: usize,
+    w: *const PackLine,
+    packed: [*const PackLine; G],
+) -> [TileOut; G] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; G];
     for b in 0..nb {
-        let lines = packed.add(Q6K_LANES_LINES * b);
-        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let lines = packed.map(|p| p.add(Q6K_LANES_LINES * b));
         let prepared = &*w.cast::<Prepared6>().add(b);
         let u = &prepared.u;
-        let mut corr = [_mm512_setzero_si512(); 2];
-        for p in 0..2 {
-            for k in 0..8 {
-                let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
-                corr[p] = dpwssd(corr[p], sk, line(65 + k));
-            }
-        }
-        let mut isum = [_mm512_setzero_si512(); 2];
+        let mut isum = [[_mm512_setzero_si512(); 2]; G];
+        // `n` chains per pair and group of tokens (groups of quants q mod n), as in
+        // `scaled_sums`.
+        let n = 4 / G;
         for s in 0..16 {
-            // One chain per group and pair, so that the dependent `vpdpbusd` overlap.
-            let mut sub = [[_mm512_setzero_si512(); 2]; 4];
-            for (g, chains) in sub.iter_mut().enumerate() {
-                let y = line(4 * s + g);
-                for (p, chain) in chains.iter_mut().enumerate() {
-                    let q = broadcast8(u[p].codes.as_ptr().add(8 * (4 * s + g)));
-                    *chain = dpbusd(*chain, q, y);
+            let mut sub = [[[_mm512_setzero_si512(); 4]; 2]; G];
+            let mut group = |q: usize| {
+                let codes = [0, 1].map(|p| broadcast8(u[p].codes.as_ptr().add(8 * (4 * s + q))));
+                for (sub, lines) in sub.iter_mut().zip(lines) {
+                    let y = _mm512_load_si512(lines.add(4 * s + q).cast());
+                    for (chains, &c) in sub.iter_mut().zip(&codes) {
+                        chains[q % n] = dpbusd(chains[q % n], c, y);
+                    }
+                }
+            };
+            // Written out, not a loop, as in `scaled_sums`.
+            group(0);
+            group(1);
+            group(2);
+            group(3);
+            for p in 0..2 {
+                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
+                for (isum, sub) in isum.iter_mut().zip(&sub) {
+                    let [a, b, c, d] = sub[p];
+                    let sum = if n == 2 {
+                        _mm512_add_epi32(a, b)
+                    } else {
+                        _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d))
+                    };
+                    isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
                 }
             }
+        }
+        for (g, lines) in lines.into_iter().enumerate() {
+            let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+            let yd = _mm512_load_ps(lines.add(64).cast());
             for p in 0..2 {
-                let [a, b, c, d] = sub.map(|chains| chains[p]);
-                let sum = _mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d));
-                let sc = broadcast8(u[p].scales.as_ptr().add(8 * s));
-                isum[p] = _mm512_add_epi32(isum[p], _mm512_mullo_epi32(sum, sc));
+                let mut corr = _mm512_setzero_si512();
+                for k in 0..8 {
+                    let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
+                    corr = dpwssd(corr, sk, line(65 + k));
+                }
+                let total = _mm512_sub_epi32(isum[g][p], _mm512_slli_epi32::<5>(corr));
+                let v = _mm512_mul_ps(
+                    _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
+                    _mm512_cvtepi32_ps(total),
+                );
+                acc[g][p] = _mm512_add_ps(acc[g][p], v);
             }
         }
-        let yd = _mm512_load_ps(lines.add(64).cast());
-        for p in 0..2 {
-            let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<5>(corr[p]));
-            let v = _mm512_mul_ps(
-                _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
-                _mm512_cvtepi32_ps(total),
-            );
-            acc[p] = _mm512_add_ps(acc[p], v);
-        }
     }
-    lanes_out(acc)
+    acc.map(|acc| lanes_out(acc))
 }
 
 /// One pair of rows' IQ4_XS super-block, unpacked: `codes` as [`Unpacked`]'s, each level
@@ -543,48 +633,66 @@ pub(super) unsafe fn prepare_iq4xs(nb: usize, w: [*const u8; 4], out: *mut PackL
     }
 }
 
-/// IQ4_XS weights (4 rows prepared by [`prepare_iq4xs`]) × the 8 tokens packed by
-/// [`pack_q4k_lanes`] (the same lines: quants, scales, 32-quant sub-block sums): per (row,
-/// token) the exact `total = Σ_s ls_s·Σ (level + 128)·y − 128·Σ_s ls_s·P_s` (the portable
-/// kernel's `Σ_s ls_s·Σ level·y`: `nonlinear::dot_iq4_xs_q8_k`), then
-/// `acc += (d · d_y) · float(total)`.
+/// IQ4_XS weights (4 rows prepared by [`prepare_iq4xs`]) × one or two groups of 8 tokens
+/// packed by [`pack_q4k_lanes`] (the same lines: quants, scales, 32-quant sub-block sums; as
+/// [`q45k_prepared`]): per (row, token) the exact
+/// `total = Σ_s ls_s·Σ (level + 128)·y − 128·Σ_s ls_s·P_s` (the portable kernel's
+/// `Σ_s ls_s·Σ level·y`: `nonlinear::dot_iq4_xs_q8_k`), then `acc += (d · d_y) · float(total)`.
 ///
 /// # Safety
-/// The module's; `w` holds `IQ4XS_PREPARED_LINES × nb` prepared lines, `packed`
+/// The module's; `w` holds `IQ4XS_PREPARED_LINES × nb` prepared lines, each packed group used
 /// `Q4K_LANES_LINES × nb` lines.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
 pub(super) unsafe fn iq4xs_prepared(
     nb: usize,
     w: *const PackLine,
-    packed: *const PackLine,
-) -> [[f32; MAX_TILE_TOKENS]; 4] {
-    let mut acc = [_mm512_setzero_ps(); 2];
+    packed: [*const PackLine; 2],
+    two: bool,
+) -> [TileOut; 2] {
+    one_or_two(
+        two,
+        packed,
+        |p| iq4xs_groups(nb, w, p),
+        |p| iq4xs_groups(nb, w, p),
+    )
+}
+
+/// [`iq4xs_prepared`] on `G` groups of 8 tokens.
+///
+/// # Safety
+/// As [`iq4xs_prepared`]'s.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
+unsafe fn iq4xs_groups<const G: usize>(
+    nb: usize,
+    w: *const PackLine,
+    packed: [*const PackLine; G],
+) -> [TileOut; G] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; G];
     for b in 0..nb {
-        let lines = packed.add(Q4K_LANES_LINES * b);
-        let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+        let lines = packed.map(|p| p.add(Q4K_LANES_LINES * b));
         let prepared = &*w.cast::<PreparedIq4>().add(b);
         let u = &prepared.u;
-        let mut corr = [_mm512_setzero_si512(); 2];
-        for p in 0..2 {
-            for k in 0..4 {
-                let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
-                corr[p] = dpwssd(corr[p], sk, line(65 + k));
-            }
-        }
         let isum = scaled_sums(
             [u[0].codes.as_ptr(), u[1].codes.as_ptr()],
             [u[0].scales.as_ptr(), u[1].scales.as_ptr()],
             lines,
         );
-        let yd = _mm512_load_ps(lines.add(64).cast());
-        for p in 0..2 {
-            let total = _mm512_sub_epi32(isum[p], _mm512_slli_epi32::<7>(corr[p]));
-            let v = _mm512_mul_ps(
-                _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
-                _mm512_cvtepi32_ps(total),
-            );
-            acc[p] = _mm512_add_ps(acc[p], v);
+        for (g, lines) in lines.into_iter().enumerate() {
+            let line = |i: usize| _mm512_load_si512(lines.add(i).cast());
+            let yd = _mm512_load_ps(lines.add(64).cast());
+            for p in 0..2 {
+                let mut corr = _mm512_setzero_si512();
+                for k in 0..4 {
+                    let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
+                    corr = dpwssd(corr, sk, line(65 + k));
+                }
+                let total = _mm512_sub_epi32(isum[g][p], _mm512_slli_epi32::<7>(corr));
+                let v = _mm512_mul_ps(
+                    _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
+                    _mm512_cvtepi32_ps(total),
+                );
+                acc[g][p] = _mm512_add_ps(acc[g][p], v);
+            }
         }
     }
-    lanes_out(acc)
+    acc.map(|acc| lanes_out(acc))
 }
