@@ -10,8 +10,6 @@ use crate::{Error, Result};
 thread_local! {
     static ACTIVATIONS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     static PACKED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
-    /// A worker's weight rows unpacked for its current tile of rows.
-    static UNPACKED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// A worker's weight rows prepared for its current rows of a prepared tile.
     static PREPARED: RefCell<Vec<quant::PackLine>> = const { RefCell::new(Vec::new()) };
 }
@@ -264,28 +262,6 @@ impl Operands<'_> {
         for (i, w) in w.iter_mut().enumerate().take(shape.rows) {
             *w = self.weight(r0 + i);
         }
-        let len = self.kernels.unpacked_row_bytes(self.cols);
-        if len > 0 {
-            // The rows unpacked once for all the tokens (a few rows, each about twice its
-            // packed size).
-            return UNPACKED.with_borrow_mut(|buf| {
-                buf.resize(len * shape.rows, 0);
-                for (row, out) in w.iter().zip(buf.chunks_exact_mut(len)) {
-                    self.kernels.unpack(self.cols, row, out);
-                }
-                let mut rows: [&[u8]; quant::MAX_TILE_ROWS] = [&[]; quant::MAX_TILE_ROWS];
-                for (r, u) in rows.iter_mut().zip(buf.chunks_exact(len)) {
-                    *r = u;
-                }
-                self.token_groups(r0, shape, |t, out| {
-                    let acts = self.tile_acts(t, shape);
-                    let w = &rows[..shape.rows];
-                    self.kernels
-                        .dot_unpacked(self.cols, w, &acts[..shape.tokens], out);
-                    true
-                })
-            });
-        }
         self.token_groups(r0, shape, |t, out| {
             let acts = self.tile_acts(t, shape);
             let (w, acts) = (&w[..shape.rows], &acts[..shape.tokens]);
@@ -522,6 +498,8 @@ mod tests {
             (GgmlType::Q6_K, 25, 16384, &one),
             // Two groups of 8 tokens per pass, then one, then the token left over.
             (GgmlType::IQ4_XS, 25, 512, &two),
+            (GgmlType::IQ2_XXS, 25, 512, &two),
+            (GgmlType::IQ3_S, 17, 4096, &one),
             (GgmlType::Q5_K, 16, 512, &two),
         ];
         for (ty, n_tokens, cols, threads) in cases {

@@ -9,7 +9,6 @@
 //! loaded, never the arithmetic (the tests of `tests/quant_dot.rs` check it bit for bit).
 
 use super::types::{vec_dot_type, GgmlType};
-use super::unpacked::{UnpackFn, UNPACKED_SIZE};
 use super::{float, iquants, kquants, legacy, nonlinear, ternary};
 
 /// One 64-byte line of quantized activations packed for the wide prompt tile
@@ -133,9 +132,6 @@ pub(super) enum Tile {
         /// The tile.
         run: PreparedFn,
     },
-    /// Weight rows unpacked once per group of rows (`super::unpacked`) × activation rows as
-    /// they are: the [`TileFn`] takes unpacked rows.
-    Unpacked(TileShape, UnpackFn, TileFn),
 }
 
 /// What this CPU runs for one weight format.
@@ -239,7 +235,7 @@ impl Kernels {
     /// The shape of this entry's prompt tile, `None` where it has none.
     pub fn tile_shape(&self) -> Option<TileShape> {
         match self.tile? {
-            Tile::Plain(shape, _) | Tile::Unpacked(shape, ..) => Some(shape),
+            Tile::Plain(shape, _) => Some(shape),
             Tile::Packed { .. } | Tile::Prepared { .. } => Some(TileShape {
                 rows: 4,
                 tokens: MAX_TILE_TOKENS,
@@ -313,79 +309,8 @@ impl Kernels {
                     [*out, _] = run(nb, rows.as_ptr(), [packed, packed], false);
                 }
             }
-            Some(Tile::Unpacked(..)) => {
-                let len = self.unpacked_row_bytes(n);
-                if len == 0 {
-                    // Not one whole block: every sum is empty.
-                    *out = [[0.0; MAX_TILE_TOKENS]; MAX_TILE_ROWS];
-                    return;
-                }
-                let mut unpacked = vec![0u8; len * w_rows.len()];
-                for (row, out) in w_rows.iter().zip(unpacked.chunks_exact_mut(len)) {
-                    self.unpack(n, row, out);
-                }
-                let rows: Vec<&[u8]> = unpacked.chunks_exact(len).collect();
-                self.dot_unpacked(n, &rows, acts, out);
-            }
             None => unreachable!("checked by the shape"),
         }
-    }
-
-    /// Bytes of one weight row of `n` elements unpacked for the entry's tile; 0 where its tile
-    /// takes the rows as they are.
-    pub(crate) fn unpacked_row_bytes(&self, n: usize) -> usize {
-        match self.tile {
-            Some(Tile::Unpacked(..)) => n / self.ty.block_size() * UNPACKED_SIZE,
-            _ => 0,
-        }
-    }
-
-    /// Unpacks the weight row `w_row` of `n` elements into `out`
-    /// ([`Kernels::unpacked_row_bytes`]); does nothing where the entry does not unpack.
-    pub(crate) fn unpack(&self, n: usize, w_row: &[u8], out: &mut [u8]) {
-        if let Some(Tile::Unpacked(_, unpack, _)) = self.tile {
-            let nb = (n / self.ty.block_size())
-                .min(w_row.len() / self.ty.type_size())
-                .min(out.len() / UNPACKED_SIZE);
-            unpack(nb, w_row, out);
-        }
-    }
-
-    /// The tile on weight rows unpacked by [`Kernels::unpack`] (exactly the tile's shape),
-    /// bit-identical to [`Kernels::dot`] on the rows as they were. Panics where the entry does
-    /// not unpack or the shape or lengths differ.
-    pub(crate) fn dot_unpacked(
-        &self,
-        n: usize,
-        w_rows: &[&[u8]],
-        acts: &[&[u8]],
-        out: &mut TileOut,
-    ) {
-        let Some(Tile::Unpacked(shape, _, run)) = self.tile else {
-            panic!("dot_unpacked: {} does not unpack", self.ty);
-        };
-        assert!(
-            w_rows.len() == shape.rows && acts.len() == shape.tokens,
-            "dot_unpacked: not the {} tile ({shape:?})",
-            self.ty
-        );
-        let a = vec_dot_type(self.ty);
-        let nb = w_rows
-            .iter()
-            .map(|r| r.len() / UNPACKED_SIZE)
-            .chain(acts.iter().map(|r| r.len() / a.type_size()))
-            .fold(n / self.ty.block_size(), usize::min);
-        let mut w = [std::ptr::null(); MAX_TILE_ROWS];
-        for (p, r) in w.iter_mut().zip(w_rows) {
-            *p = r.as_ptr();
-        }
-        let mut t = [std::ptr::null(); MAX_TILE_TOKENS];
-        for (p, r) in t.iter_mut().zip(acts) {
-            *p = r.as_ptr();
-        }
-        // SAFETY: the entry was filled for this CPU; every unpacked row and activation row
-        // holds nb whole blocks (the minimum over all); the shape is the tile's.
-        unsafe { run(nb, &w[..shape.rows], &t[..shape.tokens], out) }
     }
 
     /// How many [`PackLine`]s [`Kernels::pack`] writes per group of [`MAX_TILE_TOKENS`]

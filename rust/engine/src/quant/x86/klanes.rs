@@ -267,7 +267,7 @@ pub(super) unsafe fn q45k_prepared(
 
 /// `run` on both groups when `two`, else `run1` on the first (the second result zeros).
 #[inline(always)]
-fn one_or_two(
+pub(super) fn one_or_two(
     two: bool,
     packed: [*const PackLine; 2],
     run2: impl FnOnce([*const PackLine; 2]) -> [TileOut; 2],
@@ -389,14 +389,15 @@ unsafe fn lanes_out(acc: [__m512; 2]) -> [[f32; MAX_TILE_TOKENS]; 4] {
     out
 }
 
-/// One pair of rows' Q6_K super-block, unpacked: `codes` as [`Unpacked`]'s (quants 0..=63);
+/// One pair of rows' super-block with a scale per 16 values (Q6_K, and the formats of
+/// `super::ilanes`), unpacked: `codes` as [`Unpacked`]'s (unsigned: Q6_K's quants 0..=63);
 /// `scales[8s..8s + 8]` the scales of 16-quant group `s` as two i32; `pairs[8k..8k + 8]` the
 /// i16 pairs `(s_2k, s_2k+1)` of both rows.
 #[repr(C, align(64))]
-struct Unpacked6 {
-    codes: [u8; 512],
-    scales: [u8; 128],
-    pairs: [u8; 64],
+pub(super) struct Unpacked6 {
+    pub(super) codes: [u8; 512],
+    pub(super) scales: [u8; 128],
+    pub(super) pairs: [u8; 64],
 }
 
 /// Unpacks super-block `x0`, `x1` (two Q6_K blocks) into `u`.
@@ -434,12 +435,12 @@ unsafe fn unpack6(x0: *const u8, x1: *const u8, bits: &Q6kBits, u: &mut Unpacked
     );
 }
 
-/// Four Q6_K rows' super-block prepared for [`q6k_prepared`]: both pairs unpacked, and each
-/// pair's `d` as an f32 pair.
+/// Four rows' super-block prepared for [`q6k_prepared`] (or `super::ilanes`' tile): both
+/// pairs unpacked, and each pair's `d` as an f32 pair.
 #[repr(C, align(64))]
-struct Prepared6 {
-    u: [Unpacked6; 2],
-    d: [[f32; 2]; 2],
+pub(super) struct Prepared6 {
+    pub(super) u: [Unpacked6; 2],
+    pub(super) d: [[f32; 2]; 2],
 }
 
 /// Prepared lines per super-block of 4 Q6_K rows ([`prepare_q6k`]).
@@ -480,21 +481,26 @@ pub(super) unsafe fn q6k_prepared(
     one_or_two(
         two,
         packed,
-        |p| q6k_groups(nb, w, p),
-        |p| q6k_groups(nb, w, p),
+        |p| groups16::<2, 5>(nb, w, p, 1.0),
+        |p| groups16::<1, 5>(nb, w, p, 1.0),
     )
 }
 
-/// [`q6k_prepared`] on `G` groups of 8 tokens.
+/// [`q6k_prepared`] on `G` groups of 8 tokens, for codes offset by `2^SHIFT` (Q6_K: 32):
+/// per (row, token) the exact `total = Σ_s s_s·Σ code·y − 2^SHIFT·Σ_s s_s·bsum_s`, then
+/// `acc += (d · d_y) · (float(total) · k)` (`k` = 1 for Q6_K, whose portable kernel computes
+/// `(d · d_y) · float(total)`: the same bits).
 ///
 /// # Safety
 /// As [`q6k_prepared`]'s.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")]
-unsafe fn q6k_groups<const G: usize>(
+pub(super) unsafe fn groups16<const G: usize, const SHIFT: u32>(
     nb: usize,
     w: *const PackLine,
     packed: [*const PackLine; G],
+    k: f32,
 ) -> [TileOut; G] {
+    let k = _mm512_set1_ps(k);
     let mut acc = [[_mm512_setzero_ps(); 2]; G];
     for b in 0..nb {
         let lines = packed.map(|p| p.add(Q6K_LANES_LINES * b));
@@ -542,10 +548,10 @@ unsafe fn q6k_groups<const G: usize>(
                     let sk = broadcast8(u[p].pairs.as_ptr().add(8 * k));
                     corr = dpwssd(corr, sk, line(65 + k));
                 }
-                let total = _mm512_sub_epi32(isum[g][p], _mm512_slli_epi32::<5>(corr));
+                let total = _mm512_sub_epi32(isum[g][p], _mm512_slli_epi32::<SHIFT>(corr));
                 let v = _mm512_mul_ps(
                     _mm512_mul_ps(pair_ps(prepared.d[p]), yd),
-                    _mm512_cvtepi32_ps(total),
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(total), k),
                 );
                 acc[g][p] = _mm512_add_ps(acc[g][p], v);
             }

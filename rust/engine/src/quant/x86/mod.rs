@@ -16,6 +16,7 @@ mod codebook;
 mod decode;
 mod decode_avx2;
 mod half;
+mod ilanes;
 mod iq4xs;
 mod kdecode;
 mod klanes;
@@ -24,7 +25,6 @@ mod ktile;
 pub(super) mod table;
 mod ternary;
 mod tile;
-mod unpacked;
 mod wide;
 
 use std::arch::x86_64::*;

@@ -5,9 +5,9 @@
 use std::marker::PhantomData;
 
 use super::tile::{tile, with_prepared, Block32};
-use super::unpacked as x86_unpacked;
 use super::{
-    codebook, decode, decode_avx2, half, iq4xs, kdecode, klanes, kquants, ternary as tq, wide,
+    codebook, decode, decode_avx2, half, ilanes, iq4xs, kdecode, klanes, kquants, ternary as tq,
+    wide,
 };
 use crate::quant::blocks::{
     BlockIQ4_NL, BlockMXFP4, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,
@@ -19,7 +19,7 @@ use crate::quant::kernels::{
 };
 use crate::quant::ternary;
 use crate::quant::types::GgmlType;
-use crate::quant::unpacked::{self, Unpack};
+use crate::quant::unpacked::Unpack;
 
 /// The x86-64 instruction sets the kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,31 +118,32 @@ pub(in crate::quant) fn entries(isa: Isa, entry: &mut impl FnMut(Kernels)) {
     entry(codebook_format::<iquants::IQ1M>(isa));
     entry(k_format::<Tq<tq::Tq1>>(
         isa,
-        wide.then(unpacked_tile::<ternary::TQ1>),
+        wide.then(unpacking_tile::<ternary::TQ1>),
     ));
     entry(k_format::<Tq<tq::Tq2>>(
         isa,
-        wide.then(unpacked_tile::<ternary::TQ2>),
+        wide.then(unpacking_tile::<ternary::TQ2>),
     ));
 }
 
 /// The entry of the codebook format `C`: its row kernels, and on AVX-512 the tile over
-/// unpacked rows.
+/// prepared rows.
 fn codebook_format<C: Codebook>(isa: Isa) -> Kernels {
     let wide = isa == Isa::Wide;
-    k_format::<Cb<C>>(isa, wide.then(unpacked_tile::<C>))
+    k_format::<Cb<C>>(isa, wide.then(unpacking_tile::<C>))
 }
 
-/// The AVX-512 2 × 8 tile of `U` over rows unpacked once per group of rows.
-fn unpacked_tile<U: Unpack>() -> Tile {
-    Tile::Unpacked(TILE_2X8, unpacked::unpack_row::<U>, x86_unpacked::tile::<U>)
+/// The AVX-512 tile of `U` (a format that unpacks) with tokens in its lanes, over rows
+/// prepared once per matmul task (`ilanes`).
+fn unpacking_tile<U: Unpack>() -> Tile {
+    Tile::Prepared {
+        lines: klanes::Q6K_LANES_LINES,
+        pack: klanes::pack_q6k_lanes,
+        prepared: ilanes::PREPARED_LINES,
+        prepare: ilanes::prepare::<U>,
+        run: ilanes::run::<U>,
+    }
 }
-
-/// The AVX-512 2 × 8 tiles (Q6_K, and the rows unpacked for IQ4_XS and the codebook formats).
-const TILE_2X8: TileShape = TileShape {
-    rows: 2,
-    tokens: MAX_TILE_TOKENS,
-};
 
 /// The F16 prompt tiles (AVX2: 2 rows × 4 tokens; AVX-512: 4 × 6).
 const TILE_2X4: TileShape = TileShape { rows: 2, tokens: 4 };
