@@ -103,7 +103,7 @@ pub(super) type PreparedFn = unsafe fn(
     two: bool,
 ) -> [TileOut; 2];
 
-/// A prompt tile (the packed and unpacked ones are made by the x86-64 table only, so far).
+/// A prompt tile (the packed and prepared ones are made by the x86-64 table only, so far).
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) enum Tile {
