@@ -297,8 +297,8 @@ impl Operands<'_> {
     }
 
     /// [`Operands::packed_tiles`] with rows prepared once ([`quant::Kernels::prepare`]:
-    /// `prepared` lines per 4 rows) into `buf`, a few dozen rows at a time: each part of
-    /// `range` is prepared, then every group of 8 tokens is run on it.
+    /// `prepared` lines per 4 rows) into `buf`, at most [`PREPARED_BYTES`] at a time: each
+    /// part of `range` is prepared, then every group of 8 tokens is run on it.
     fn prepared_tiles(
         &self,
         range: Range<usize>,
@@ -309,9 +309,10 @@ impl Operands<'_> {
         let tiles_per_part = (PREPARED_BYTES / tile_bytes).max(1);
         debug_assert_eq!(range.len() % 4, 0, "whole tiles of 4 rows");
         let tokens = self.n_tokens / MAX_TILE_TOKENS * MAX_TILE_TOKENS;
-        let mut r = range.start;
-        while r < range.end {
-            let tiles = ((range.end - r) / 4).min(tiles_per_part);
+        // Whole tiles only (the caller passes whole ones), so that every part has one.
+        let (mut r, end) = (range.start, range.start + range.len() / 4 * 4);
+        while r < end {
+            let tiles = ((end - r) / 4).min(tiles_per_part);
             buf.resize(tiles * prepared, quant::PackLine([0; 64]));
             for (k, out) in buf.chunks_exact_mut(prepared).enumerate() {
                 let w: [&[u8]; 4] = std::array::from_fn(|i| self.weight(r + 4 * k + i));
