@@ -11,7 +11,7 @@
 //! Safety: requires AVX2, FMA, F16C and AVX-512 F/VL/BW/VNNI, and `nb` whole super-blocks in
 //! every row.
 
-use super::klanes::{groups16, one_or_two, Prepared6};
+use super::klanes::{groups16, one_or_two, prepare_pairs, Prepared6};
 use crate::quant::kernels::{PackLine, TileOut};
 use crate::quant::unpacked::Unpack;
 
@@ -24,39 +24,36 @@ pub(super) const PREPARED_LINES: usize = std::mem::size_of::<Prepared6>() / 64;
 /// # Safety
 /// The module's; `out` holds `PREPARED_LINES × nb` lines.
 pub(super) unsafe fn prepare<U: Unpack>(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
-    for b in 0..nb {
-        // SAFETY: `out` holds `nb` prepared super-blocks (the caller's contract), lines of 64
-        // bytes aligned as `Prepared6` is; every byte pattern is a valid `Prepared6`.
-        let prepared = unsafe { &mut *out.cast::<Prepared6>().add(b) };
+    let pair = |x0: *const u8, x1: *const u8, p: usize, prepared: &mut Prepared6| {
         // SAFETY: every row holds `nb` whole super-blocks (the caller's contract).
-        let blocks = w.map(|x| unsafe { std::slice::from_raw_parts(x.add(U::SIZE * b), U::SIZE) });
-        for p in 0..2 {
-            let ((d0, v0, s0), (d1, v1, s1)) =
-                (U::parts(blocks[2 * p]), U::parts(blocks[2 * p + 1]));
-            let u = &mut prepared.u[p];
-            for (g, codes) in u.codes.chunks_exact_mut(8).enumerate() {
-                for (i, c) in codes.iter_mut().enumerate() {
-                    let v = if i < 4 {
-                        v0[4 * g + i]
-                    } else {
-                        v1[4 * g + i - 4]
-                    };
-                    *c = (i16::from(v) + 128) as u8;
-                }
+        let block = |x: *const u8| unsafe { std::slice::from_raw_parts(x, U::SIZE) };
+        let ((d0, v0, s0), (d1, v1, s1)) = (U::parts(block(x0)), U::parts(block(x1)));
+        let u = &mut prepared.u[p];
+        for (g, codes) in u.codes.chunks_exact_mut(8).enumerate() {
+            for (i, c) in codes.iter_mut().enumerate() {
+                let v = if i < 4 {
+                    v0[4 * g + i]
+                } else {
+                    v1[4 * g + i - 4]
+                };
+                *c = (i16::from(v) + 128) as u8;
             }
-            for (h, sc) in u.scales.chunks_exact_mut(8).enumerate() {
-                sc[..4].copy_from_slice(&i32::from(s0[h]).to_le_bytes());
-                sc[4..].copy_from_slice(&i32::from(s1[h]).to_le_bytes());
-            }
-            for (k, pair) in u.pairs.chunks_exact_mut(8).enumerate() {
-                let words = [s0[2 * k], s0[2 * k + 1], s1[2 * k], s1[2 * k + 1]];
-                for (o, w) in pair.chunks_exact_mut(2).zip(words) {
-                    o.copy_from_slice(&w.to_le_bytes());
-                }
-            }
-            prepared.d[p] = [d0, d1];
         }
-    }
+        for (h, sc) in u.scales.chunks_exact_mut(8).enumerate() {
+            sc[..4].copy_from_slice(&i32::from(s0[h]).to_le_bytes());
+            sc[4..].copy_from_slice(&i32::from(s1[h]).to_le_bytes());
+        }
+        for (k, pair) in u.pairs.chunks_exact_mut(8).enumerate() {
+            let words = [s0[2 * k], s0[2 * k + 1], s1[2 * k], s1[2 * k + 1]];
+            for (o, w) in pair.chunks_exact_mut(2).zip(words) {
+                o.copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        prepared.d[p] = [d0, d1];
+    };
+    // SAFETY: the caller's contract: `nb` super-blocks in every row, `nb` prepared ones in
+    // `out`.
+    unsafe { prepare_pairs(nb, w, U::SIZE, out, pair) }
 }
 
 /// `U`'s weights (4 rows prepared by [`prepare`]) × one or two groups of 8 tokens packed by

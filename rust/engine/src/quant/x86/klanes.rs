@@ -232,14 +232,32 @@ unsafe fn prepare45<const FIVE: bool>(nb: usize, w: [*const u8; 4], out: *mut Pa
     } else {
         BlockQ4_K::SIZE
     };
+    prepare_pairs(nb, w, size, out, |x0, x1, p, prepared: &mut Prepared45| {
+        unpack::<FIVE>(x0, x1, &mut prepared.u[p]);
+        let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
+        (prepared.d[p], prepared.m[p]) = ([d0, d1], [m0, m1]);
+    })
+}
+
+/// Prepares `nb` super-blocks (`size` bytes each) of 4 rows into `out` as `P`s: `pair(x0, x1,
+/// p, prepared)` fills pair `p` of a prepared super-block from its two rows' blocks.
+///
+/// # Safety
+/// Every row holds `nb` super-blocks; `out` holds `nb` of `P` (whole 64-byte lines, aligned
+/// as lines are; every byte pattern a valid `P`).
+#[inline(always)]
+pub(super) unsafe fn prepare_pairs<P>(
+    nb: usize,
+    w: [*const u8; 4],
+    size: usize,
+    out: *mut PackLine,
+    mut pair: impl FnMut(*const u8, *const u8, usize, &mut P),
+) {
     for b in 0..nb {
-        let prepared = &mut *out.cast::<Prepared45>().add(b);
+        let prepared = &mut *out.cast::<P>().add(b);
         let xs: [*const u8; 4] = w.map(|x| x.add(size * b));
         for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack::<FIVE>(x0, x1, &mut prepared.u[p]);
-            let ((d0, m0), (d1, m1)) = (halves(x0.add(Q45K_D)), halves(x1.add(Q45K_D)));
-            (prepared.d[p], prepared.m[p]) = ([d0, d1], [m0, m1]);
+            pair(xs[2 * p], xs[2 * p + 1], p, prepared);
         }
     }
 }
@@ -453,15 +471,11 @@ pub(super) const Q6K_PREPARED_LINES: usize = std::mem::size_of::<Prepared6>() / 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
 pub(super) unsafe fn prepare_q6k(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
     let bits = Q6kBits::new();
-    for b in 0..nb {
-        let prepared = &mut *out.cast::<Prepared6>().add(b);
-        let xs: [*const u8; 4] = w.map(|x| x.add(BlockQ6_K::SIZE * b));
-        for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack6(x0, x1, &bits, &mut prepared.u[p]);
-            prepared.d[p] = [half(x0.add(BlockQ6_K::D)), half(x1.add(BlockQ6_K::D))];
-        }
-    }
+    let size = BlockQ6_K::SIZE;
+    prepare_pairs(nb, w, size, out, |x0, x1, p, prepared: &mut Prepared6| {
+        unpack6(x0, x1, &bits, &mut prepared.u[p]);
+        prepared.d[p] = [half(x0.add(BlockQ6_K::D)), half(x1.add(BlockQ6_K::D))];
+    })
 }
 
 /// Q6_K weights (4 rows prepared by [`prepare_q6k`]) × one or two groups of 8 tokens packed
@@ -628,15 +642,11 @@ pub(super) const IQ4XS_PREPARED_LINES: usize = std::mem::size_of::<PreparedIq4>(
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512bw")]
 pub(super) unsafe fn prepare_iq4xs(nb: usize, w: [*const u8; 4], out: *mut PackLine) {
     let table = level_table(&IQ4NL_LEVELS, true);
-    for b in 0..nb {
-        let prepared = &mut *out.cast::<PreparedIq4>().add(b);
-        let xs: [*const u8; 4] = w.map(|x| x.add(BlockIQ4_XS::SIZE * b));
-        for p in 0..2 {
-            let (x0, x1) = (xs[2 * p], xs[2 * p + 1]);
-            unpack_iq4(x0, x1, table, &mut prepared.u[p]);
-            prepared.d[p] = [half(x0.add(BlockIQ4_XS::D)), half(x1.add(BlockIQ4_XS::D))];
-        }
-    }
+    let size = BlockIQ4_XS::SIZE;
+    prepare_pairs(nb, w, size, out, |x0, x1, p, prepared: &mut PreparedIq4| {
+        unpack_iq4(x0, x1, table, &mut prepared.u[p]);
+        prepared.d[p] = [half(x0.add(BlockIQ4_XS::D)), half(x1.add(BlockIQ4_XS::D))];
+    })
 }
 
 /// IQ4_XS weights (4 rows prepared by [`prepare_iq4xs`]) × one or two groups of 8 tokens
